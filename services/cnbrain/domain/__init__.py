@@ -1,0 +1,1 @@
+"""Pure, typed domain types: the map's parts, requests and decisions."""

@@ -1,0 +1,5 @@
+"""Errors raised while reading or checking a map."""
+
+
+class MapError(ValueError):
+    """A map is wrong; the message names the item (and field) at fault."""
