@@ -21,6 +21,8 @@ _BACKBONE_ROLES = frozenset({NodeRole.GATEWAY, NodeRole.BACKBONE})
 class ComputeNetworkMap:
     """A checked map. Build it with `ComputeNetworkMap.from_document`; never mutate it.
 
+    Sites are endpoints: they link only to network nodes, and no path passes through a site.
+
     `graph` is an undirected networkx graph over node and site ids; each edge carries `idx`
     (position in `links`), `latency_ms` and `layer`.
     """
@@ -148,6 +150,8 @@ def _check_link(
             raise MapError(f"{where}: node {end!r} is unknown")
     if link.a == link.b:
         raise MapError(f"{where}: a link must join two different nodes")
+    if link.a not in nodes and link.b not in nodes:
+        raise MapError(f"{where}: sites are endpoints; a site links to network nodes, not to another site")
     if link.layer is LinkLayer.BACKBONE:
         for end in (link.a, link.b):
             node = nodes.get(end)

@@ -1,0 +1,1 @@
+"""Benchmarks that print figures: placement throughput, latency and quality."""

@@ -1,0 +1,68 @@
+"""A tenant's placement request: what it needs, its constraints and what it optimises for."""
+
+import uuid
+
+from pydantic import Field
+
+from cnbrain.domain.enums import CpuArch, Interconnect, Objective, WorkloadClass
+from cnbrain.domain.model import DomainModel
+
+
+class AcceleratorDemand(DomainModel):
+    model: str = Field(min_length=1, description="Accelerator model from the catalog, e.g. A100.")
+    count: int = Field(strict=True, ge=1)
+
+
+class ResourceDemand(DomainModel):
+    cpu: float = Field(strict=True, ge=0, description="CPU cores (fractions allowed).")
+    memory_gib: float = Field(strict=True, ge=0)
+    accelerator: AcceleratorDemand | None = None
+    storage_gib: float = Field(default=0.0, strict=True, ge=0)
+
+
+class Constraints(DomainModel):
+    """Hard constraints. Region lists name provinces by code or regions by id."""
+
+    max_latency_ms: float | None = Field(default=None, strict=True, gt=0)
+    min_bandwidth_gbps: float = Field(
+        default=0.0, strict=True, ge=0, description="Bandwidth reserved on every link of the path."
+    )
+    regions_allowed: tuple[str, ...] = ()
+    regions_denied: tuple[str, ...] = ()
+    cpu_arch: CpuArch | None = None
+    interconnect: Interconnect | None = Field(
+        default=None, description="Weakest acceptable interconnect: ethernet < roce < ib."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels the site must carry.")
+
+
+class ObjectiveWeights(DomainModel):
+    """Non-negative weights of the objective terms; they need not sum to one."""
+
+    cost: float = Field(default=1.0, strict=True, ge=0)
+    latency: float = Field(default=1.0, strict=True, ge=0)
+    energy: float = Field(default=1.0, strict=True, ge=0)
+    balance: float = Field(default=1.0, strict=True, ge=0)
+
+    def of(self, objective: Objective) -> float:
+        return float(getattr(self, objective.value))
+
+
+def _new_request_id() -> str:
+    return f"req-{uuid.uuid4().hex[:12]}"
+
+
+class PlacementRequest(DomainModel):
+    id: str = Field(default_factory=_new_request_id, min_length=1)
+    tenant: str = "default"
+    source_province: str = Field(min_length=1)
+    access_node: str | None = Field(default=None, description="Defaults to the province's first.")
+    resources: ResourceDemand
+    constraints: Constraints = Field(default_factory=Constraints)
+    duration_hours: float = Field(strict=True, gt=0)
+    priority: int = Field(default=0, strict=True, ge=0, le=9, description="0 lowest, 9 highest.")
+    workload_class: WorkloadClass = WorkloadClass.BATCH
+    objective: ObjectiveWeights = Field(default_factory=ObjectiveWeights)
+    national_optimum: bool = Field(
+        default=False, description="Search the whole country even when the source province fits."
+    )

@@ -1,0 +1,141 @@
+"""Requests as column arrays, so that filters and scores run on whole batches at once."""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from cnbrain.domain.accelerators import ACCELERATOR_POWER_W, CPU_CORE_POWER_W, MEMORY_GIB_POWER_W
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.netmap.arrays import (
+    ARCH_CODES,
+    FloatArray,
+    IntArray,
+    MapArrays,
+    cores_to_millicores,
+    gbps_to_mbps,
+    gib_to_mib,
+    whole_gib,
+)
+from cnbrain.placement.request_check import check_request
+from cnbrain.placement.weights import WeightMatrix
+
+ABSENT_MODEL = -2
+"""Accelerator column of a request for a model that no site of the map has."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RequestBatch:
+    """B checked requests as columns. `acc_column` is -1 for no accelerator and ABSENT_MODEL
+    for a model the map lacks; `arch` is -1 for any architecture; `max_latency_ms` is inf
+    when unbounded; `weights` is (B, 4) in OBJECTIVES order, already times the weight matrix."""
+
+    requests: tuple[PlacementRequest, ...]
+    access_nodes: tuple[str, ...]
+    cpu_m: IntArray
+    mem_mib: IntArray
+    storage_gib: IntArray
+    acc_column: IntArray
+    acc_count: IntArray
+    need_mbps: IntArray
+    max_latency_ms: FloatArray
+    arch: IntArray
+    interconnect_rank: IntArray
+    source_province: IntArray
+    national_optimum: npt.NDArray[np.bool_]
+    allowed_province: npt.NDArray[np.bool_]
+    duration_h: FloatArray
+    power_w: FloatArray
+    weights: FloatArray
+    priority: IntArray
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @classmethod
+    def build(
+        cls, requests: Sequence[PlacementRequest], arrays: MapArrays, matrix: WeightMatrix
+    ) -> "RequestBatch":
+        """Check every request against the map (RequestError on the first bad one) and build."""
+        cmap = arrays.map
+        for request in requests:
+            check_request(request, cmap)
+        province_idx = {code: i for i, code in enumerate(cmap.province_codes)}
+        regions = list(cmap.regions)
+        region_of_province = np.asarray(
+            [regions.index(cmap.provinces[c].region) for c in cmap.province_codes], dtype=np.int64
+        )
+        n, p = len(requests), len(cmap.province_codes)
+        allowed = np.ones((n, p), dtype=bool)
+        acc_column, acc_count, power = [], [], []
+        for i, r in enumerate(requests):
+            c = r.constraints
+            if c.regions_allowed:
+                allowed[i] = _named(c.regions_allowed, province_idx, regions, region_of_province)
+            if c.regions_denied:
+                allowed[i] &= ~_named(c.regions_denied, province_idx, regions, region_of_province)
+            acc = r.resources.accelerator
+            if acc is None:
+                acc_column.append(-1)
+                acc_count.append(0)
+            else:
+                acc_column.append(arrays.accelerator_column.get(acc.model, ABSENT_MODEL))
+                acc_count.append(acc.count)
+            power.append(
+                r.resources.cpu * CPU_CORE_POWER_W
+                + r.resources.memory_gib * MEMORY_GIB_POWER_W
+                + (acc.count * ACCELERATOR_POWER_W[acc.model] if acc else 0.0)
+            )
+
+        def ints(values: Sequence[int]) -> IntArray:
+            return np.asarray(values, dtype=np.int64).reshape(n)
+
+        def floats(values: Sequence[float]) -> FloatArray:
+            return np.asarray(values, dtype=np.float64).reshape(n)
+
+        return cls(
+            requests=tuple(requests),
+            access_nodes=tuple(
+                r.access_node or cmap.provinces[r.source_province].access_nodes[0] for r in requests
+            ),
+            cpu_m=ints([cores_to_millicores(r.resources.cpu) for r in requests]),
+            mem_mib=ints([gib_to_mib(r.resources.memory_gib) for r in requests]),
+            storage_gib=ints([whole_gib(r.resources.storage_gib) for r in requests]),
+            acc_column=ints(acc_column),
+            acc_count=ints(acc_count),
+            need_mbps=ints([gbps_to_mbps(r.constraints.min_bandwidth_gbps) for r in requests]),
+            max_latency_ms=floats(
+                [r.constraints.max_latency_ms or math.inf for r in requests]
+            ),
+            arch=ints([ARCH_CODES[r.constraints.cpu_arch] if r.constraints.cpu_arch else -1 for r in requests]),
+            interconnect_rank=ints(
+                [r.constraints.interconnect.rank if r.constraints.interconnect else 0 for r in requests]
+            ),
+            source_province=ints([province_idx[r.source_province] for r in requests]),
+            national_optimum=np.asarray([r.national_optimum for r in requests], dtype=bool).reshape(n),
+            allowed_province=allowed,
+            duration_h=floats([r.duration_hours for r in requests]),
+            power_w=floats(power),
+            weights=np.asarray(
+                [matrix.effective(r.workload_class, r.objective) for r in requests], dtype=np.float64
+            ).reshape(n, 4),
+            priority=ints([r.priority for r in requests]),
+        )
+
+
+def _named(
+    names: Sequence[str],
+    province_idx: dict[str, int],
+    regions: list[str],
+    region_of_province: IntArray,
+) -> npt.NDArray[np.bool_]:
+    """Provinces covered by a list of province codes and region ids."""
+    mask = np.zeros(len(region_of_province), dtype=bool)
+    for name in names:
+        if name in province_idx:
+            mask[province_idx[name]] = True
+        else:
+            mask |= region_of_province == regions.index(name)
+    return mask

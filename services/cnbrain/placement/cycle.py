@@ -1,0 +1,217 @@
+"""Per-cycle state: the batch, its snapshot, working capacity and the options it builds."""
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import IntArray, MapArrays
+from cnbrain.placement.batch import RequestBatch
+from cnbrain.placement.framework import FloatMatrix
+from cnbrain.placement.objective import (
+    References,
+    compute_cost,
+    energy,
+    site_utilisation_after,
+)
+from cnbrain.routing.paths import Blocked
+from cnbrain.routing.router import NOTHING_BLOCKED, Route, SegmentRouter
+
+
+@dataclass(frozen=True, slots=True)
+class RowInsight:
+    """What a strategy looked at for one request: (site, score, best objective or None)."""
+
+    candidates: tuple[tuple[int, float, float | None], ...]
+    solver_status: str
+    optimal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One way to serve request `row`: a site and a route, with its metrics and objective."""
+
+    row: int
+    site: int
+    route: Route
+    cost_cny: float
+    energy_kwh: float
+    carbon_kg: float
+    site_utilisation: float
+    link_utilisation: float
+    terms: tuple[float, ...]
+    """Normalised cost, latency, energy and balance terms, in OBJECTIVES order."""
+    objective: float
+
+
+class CycleState:
+    """Everything one placement cycle shares.
+
+    Working arrays start as the snapshot's free capacity; `take` subtracts an option from
+    them, so strategies that choose one request after another see what earlier choices used.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch: RequestBatch,
+        snapshot: Snapshot,
+        router: SegmentRouter,
+        k_paths: int,
+    ) -> None:
+        self.batch = batch
+        self.snapshot = snapshot
+        self.arrays: MapArrays = snapshot.arrays
+        self.router = router
+        self.k_paths = k_paths
+        self.refs = References.of(batch, self.arrays)
+        self.free_cpu_m = snapshot.free_cpu_m.copy()
+        self.free_mem_mib = snapshot.free_mem_mib.copy()
+        self.free_storage_gib = snapshot.free_storage_gib.copy()
+        self.free_acc = snapshot.free_acc.copy()
+        self.residual_mbps = snapshot.residual_mbps.copy()
+        self.scores: FloatMatrix = np.zeros((len(batch), self.arrays.n_sites))
+        self.timings_ms: dict[str, float] = {}
+        self.insights: dict[int, RowInsight] = {}
+        self._blocked: dict[int, Blocked] = {}
+        self._latency_bounds: FloatMatrix | None = None
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings_ms[step] = self.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
+
+    def latency_bounds(self) -> FloatMatrix:
+        """(requests x sites) lowest possible path latency, ignoring bandwidth."""
+        if self._latency_bounds is None:
+            self._latency_bounds = np.stack(
+                [self.router.bounds.to_sites(node) for node in self.batch.access_nodes]
+            )
+        return self._latency_bounds
+
+    def fits(self, rows: IntArray, sites: IntArray) -> npt.NDArray[np.bool_]:
+        """For aligned (row, site) pairs: does the site's working capacity take the request?"""
+        b = self.batch
+        ok = (
+            (self.free_cpu_m[sites] >= b.cpu_m[rows])
+            & (self.free_mem_mib[sites] >= b.mem_mib[rows])
+            & (self.free_storage_gib[sites] >= b.storage_gib[rows])
+        )
+        wants = b.acc_count[rows] > 0
+        if wants.any():
+            acc = np.zeros(len(rows), dtype=bool)
+            columns = b.acc_column[rows[wants]]
+            if self.free_acc.shape[1]:
+                free = self.free_acc[sites[wants], np.maximum(columns, 0)]
+                acc[wants] = (columns >= 0) & (free >= b.acc_count[rows[wants]])
+            ok &= ~wants | acc
+        return np.asarray(ok, dtype=bool)
+
+    def options(self, candidates: Mapping[int, IntArray], *, k: int | None = None) -> dict[int, list[Option]]:
+        """For each request row, every (site, route) option over its candidate sites that fits
+        working capacity, with up to k routes per site (default: the cycle's k)."""
+        b, a = self.batch, self.arrays
+        out: dict[int, list[Option]] = {row: [] for row in candidates}
+        if not candidates:
+            return out
+        rows = np.concatenate([np.full(len(s), row, dtype=np.int64) for row, s in candidates.items()])
+        sites = np.concatenate([np.asarray(s, dtype=np.int64) for s in candidates.values()])
+        keep = self.fits(rows, sites)
+        group = np.repeat(np.arange(len(candidates)), [len(s) for s in candidates.values()])
+        kept_per_row = np.bincount(group[keep], minlength=len(candidates))
+        rows, sites = rows[keep], sites[keep]
+        pair_of_option: list[int] = []
+        routes: list[Route] = []
+        start = 0
+        for row, kept in zip(candidates, kept_per_row.tolist(), strict=True):
+            if not kept:
+                continue
+            per_site = self.router.routes(
+                access_node=b.access_nodes[row],
+                sites=sites[start : start + kept].tolist(),
+                k=k or self.k_paths,
+                blocked=self.blocked(int(b.need_mbps[row])),
+                max_latency_ms=float(b.max_latency_ms[row]),
+            )
+            for offset, site_routes in enumerate(per_site):
+                for route in site_routes:
+                    pair_of_option.append(start + offset)
+                    routes.append(route)
+            start += kept
+        if not routes:
+            return out
+        pair = np.asarray(pair_of_option, dtype=np.int64)
+        o_rows, o_sites = rows[pair], sites[pair]
+        compute = compute_cost(b, a, o_rows, o_sites)
+        kwh, carbon = energy(b, a, o_rows, o_sites)
+        site_util = site_utilisation_after(
+            b, a, self.free_cpu_m, self.free_mem_mib, self.free_storage_gib, self.free_acc, o_rows, o_sites
+        )
+        lengths = np.asarray([len(r.links) for r in routes], dtype=np.int64)
+        links = np.concatenate([r.link_array for r in routes])
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        need = np.repeat(b.need_mbps[o_rows], lengths)
+        cap = a.link_cap_mbps[links]
+        link_util = np.maximum.reduceat((cap - self.residual_mbps[links] + need) / cap, starts)
+        bw_cost = b.need_mbps[o_rows] / 1000 * b.duration_h[o_rows] * np.add.reduceat(a.link_cost[links], starts)
+        latency = np.asarray([r.latency_ms for r in routes])
+        cost = compute + bw_cost
+        refs = self.refs
+        terms = np.stack(
+            [
+                cost / refs.cost[o_rows],
+                latency / refs.latency_ms[o_rows],
+                0.5 * kwh / refs.kwh[o_rows] + 0.5 * carbon / refs.carbon_kg[o_rows],
+                0.5 * site_util + 0.5 * link_util,
+            ],
+            axis=1,
+        )
+        objective = np.einsum("ij,ij->i", terms, b.weights[o_rows]).tolist()
+        row_l, site_l, cost_l = o_rows.tolist(), o_sites.tolist(), cost.tolist()
+        kwh_l, carbon_l, site_util_l = kwh.tolist(), carbon.tolist(), site_util.tolist()
+        link_util_l, terms_l = link_util.tolist(), terms.tolist()
+        for n, route in enumerate(routes):
+            out[row_l[n]].append(
+                Option(
+                    row=row_l[n],
+                    site=site_l[n],
+                    route=route,
+                    cost_cny=cost_l[n],
+                    energy_kwh=kwh_l[n],
+                    carbon_kg=carbon_l[n],
+                    site_utilisation=site_util_l[n],
+                    link_utilisation=link_util_l[n],
+                    terms=tuple(terms_l[n]),
+                    objective=objective[n],
+                )
+            )
+        return out
+
+    def blocked(self, need_mbps: int) -> Blocked:
+        """Links whose working residual is below `need_mbps`."""
+        if need_mbps <= 0:
+            return NOTHING_BLOCKED
+        blocked = self._blocked.get(need_mbps)
+        if blocked is None:
+            blocked = frozenset(np.flatnonzero(self.residual_mbps < need_mbps).tolist())
+            self._blocked[need_mbps] = blocked
+        return blocked
+
+    def take(self, option: Option) -> None:
+        """Subtract `option` from the working arrays."""
+        b, row, site = self.batch, option.row, option.site
+        self.free_cpu_m[site] -= b.cpu_m[row]
+        self.free_mem_mib[site] -= b.mem_mib[row]
+        self.free_storage_gib[site] -= b.storage_gib[row]
+        if b.acc_count[row] > 0:
+            self.free_acc[site, b.acc_column[row]] -= b.acc_count[row]
+        if option.route.links and b.need_mbps[row] > 0:
+            self.residual_mbps[option.route.link_array] -= b.need_mbps[row]
+            self._blocked.clear()

@@ -1,0 +1,192 @@
+"""The placement engine: one cycle per request or batch, over a consistent snapshot.
+
+Steps, each timed: validate -> snapshot -> filter -> score -> select (local tier, then the
+national tier for requests the local tier could not serve) -> reserve -> explain.
+"""
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from cnbrain.domain.decision import Decision
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.memory import ComputeClaim, InMemoryLedger, LedgerError, Reservation
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.batch import RequestBatch
+from cnbrain.placement.cycle import CycleState, Option
+from cnbrain.placement.errors import PlacementError
+from cnbrain.placement.explain import CycleFacts, build_decision
+from cnbrain.placement.framework import BoolMatrix, FilterPlugin, ScorePlugin, Strategy
+from cnbrain.placement.weights import OBJECTIVE_INDEX
+from cnbrain.placement.registry import DEFAULT_STRATEGY, FILTERS, SCORES, STRATEGIES, EngineConfig
+from cnbrain.routing.router import SegmentRouter
+from cnbrain.routing.srv6 import SidPlan
+
+RESERVE_ATTEMPTS = 3
+"""Cycles a request may go through when its reservation meets a ledger changed since the snapshot."""
+
+
+class PlacementEngine:
+    """Places requests on one map and keeps their reservations in a ledger.
+
+    Contract: every request of a call gets exactly one Decision, in order. A placed decision
+    with a reservation id holds exactly its compute and bandwidth in `ledger` until
+    `release`. A bad request raises RequestError before anything is reserved.
+    """
+
+    def __init__(
+        self,
+        cmap: ComputeNetworkMap,
+        *,
+        config: EngineConfig | None = None,
+        ledger: InMemoryLedger | None = None,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.map = cmap
+        self.arrays = ledger.arrays if ledger else MapArrays.build(cmap)
+        self.ledger = ledger or InMemoryLedger(self.arrays)
+        self.router = SegmentRouter(self.arrays)
+        self.sids = SidPlan(cmap)
+        self._filters: list[FilterPlugin] = [FILTERS[name]() for name in self.config.filters]
+        self._scores: list[ScorePlugin] = [SCORES[name]() for name in self.config.scores]
+        self._strategies: dict[str, Strategy] = {}
+
+    def strategy(self, name: str) -> Strategy:
+        """The strategy registered as `name`; KeyError lists the known ones."""
+        if name not in STRATEGIES:
+            raise KeyError(f"unknown policy {name!r}; known: {', '.join(STRATEGIES)}")
+        if name not in self._strategies:
+            self._strategies[name] = STRATEGIES[name](self.config)
+        return self._strategies[name]
+
+    def place(self, request: PlacementRequest, *, policy: str = DEFAULT_STRATEGY, reserve: bool = True) -> Decision:
+        return self.place_batch([request], policy=policy, reserve=reserve)[0]
+
+    def place_batch(
+        self, requests: Sequence[PlacementRequest], *, policy: str = DEFAULT_STRATEGY, reserve: bool = True
+    ) -> list[Decision]:
+        """Place `requests` jointly against shared capacity; with `reserve=False` nothing is
+        reserved (a quote)."""
+        strategy = self.strategy(policy)
+        batch = RequestBatch.build(requests, self.arrays, self.config.weight_matrix)
+        decisions: list[Decision | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        for attempt in range(RESERVE_ATTEMPTS):
+            sub = batch if attempt == 0 else RequestBatch.build(
+                [requests[i] for i in pending], self.arrays, self.config.weight_matrix
+            )
+            results, conflicts = self._cycle(sub, strategy, reserve=reserve, last=attempt == RESERVE_ATTEMPTS - 1)
+            for local, decision in results.items():
+                decisions[pending[local]] = decision
+            pending = [pending[local] for local in conflicts]
+            if not pending:
+                break
+        return [d for d in decisions if d is not None]
+
+    def release(self, reservation_id: str) -> None:
+        """Give back everything the reservation holds; LedgerError if it is not held."""
+        self.ledger.release(reservation_id)
+
+    def _cycle(
+        self, batch: RequestBatch, strategy: Strategy, *, reserve: bool, last: bool
+    ) -> tuple[dict[int, Decision], list[int]]:
+        state = CycleState(
+            batch=batch, snapshot=self.ledger.snapshot(), router=self.router, k_paths=self.config.k_paths
+        )
+        with _step(state, "filter"):
+            feasible, rejections = self._filter(state)
+        with _step(state, "score"):
+            state.scores = self._score(state, feasible)
+        with _step(state, "select"):
+            chosen, local_tier = self._select(state, strategy, feasible)
+        reservations: dict[int, str] = {}
+        conflicts: list[int] = []
+        if reserve:
+            with _step(state, "reserve"):
+                for row, option in sorted(chosen.items()):
+                    try:
+                        reservations[row] = self._reserve(batch.requests[row], option, state)
+                    except LedgerError:
+                        if not last:
+                            conflicts.append(row)
+                        chosen.pop(row)
+        facts = CycleFacts(
+            state=state, feasible=feasible, rejections=rejections, local_tier=local_tier,
+            filters=self._filters, sids=self.sids, policy=strategy.name, reserved=reserve,
+        )
+        with _step(state, "explain"):
+            decisions = {
+                row: build_decision(facts, row, chosen.get(row), reservations.get(row))
+                for row in range(len(batch))
+                if row not in conflicts
+            }
+        return decisions, conflicts
+
+    def _filter(self, state: CycleState) -> tuple[BoolMatrix, np.ndarray]:
+        alive = np.ones((len(state.batch), state.arrays.n_sites), dtype=bool)
+        rejected = np.zeros((len(self._filters), len(state.batch)), dtype=np.int64)
+        count = np.full(len(state.batch), state.arrays.n_sites)
+        for i, plugin in enumerate(self._filters):
+            alive &= plugin.filter(state)
+            remaining = np.count_nonzero(alive, axis=1)
+            rejected[i] = count - remaining
+            count = remaining
+        return alive, rejected
+
+    def _score(self, state: CycleState, feasible: BoolMatrix) -> np.ndarray:
+        """Weighted score of every feasible (request, site) pair; inf elsewhere."""
+        rows, sites = np.nonzero(feasible)
+        total = np.zeros(len(rows))
+        for plugin in self._scores:
+            weight = state.batch.weights[rows, OBJECTIVE_INDEX[plugin.objective]]
+            total += weight * plugin.score(state, rows, sites)
+        scores = np.full((len(state.batch), state.arrays.n_sites), np.inf)
+        scores[rows, sites] = total
+        return scores
+
+    def _select(
+        self, state: CycleState, strategy: Strategy, feasible: BoolMatrix
+    ) -> tuple[dict[int, Option], np.ndarray]:
+        b = state.batch
+        local = feasible & (state.arrays.site_province[None, :] == b.source_province[:, None])
+        local_tier = ~b.national_optimum & local.any(axis=1)
+        rows = np.flatnonzero(local_tier).tolist()
+        chosen = strategy.choose(state, local, rows) if rows else {}
+        rest = [row for row in range(len(b)) if row not in chosen]
+        if rest:
+            chosen.update(strategy.choose(state, feasible, rest))
+        return chosen, local_tier
+
+    def _reserve(self, request: PlacementRequest, option: Option, state: CycleState) -> str:
+        b, row = state.batch, option.row
+        reservation = Reservation(
+            id=f"rsv-{uuid.uuid4().hex[:16]}",
+            request_id=request.id,
+            compute=ComputeClaim(
+                site=option.site,
+                cpu_m=int(b.cpu_m[row]),
+                mem_mib=int(b.mem_mib[row]),
+                storage_gib=int(b.storage_gib[row]),
+                acc_column=int(b.acc_column[row]) if b.acc_count[row] else -1,
+                acc_count=int(b.acc_count[row]),
+            ),
+            links=option.route.links if b.need_mbps[row] > 0 else (),
+            mbps=int(b.need_mbps[row]),
+        )
+        self.ledger.reserve(reservation)
+        return reservation.id
+
+
+@contextmanager
+def _step(state: CycleState, name: str) -> Iterator[None]:
+    """Times a step into the cycle's timings and names it in any unexpected error."""
+    with state.timed(name):
+        try:
+            yield
+        except (PlacementError, LedgerError):
+            raise
+        except Exception as exc:
+            raise PlacementError(name, exc) from exc

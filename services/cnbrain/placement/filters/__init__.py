@@ -1,0 +1,1 @@
+"""Filter plugins: one hard constraint per module."""

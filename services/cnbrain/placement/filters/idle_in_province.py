@@ -1,0 +1,18 @@
+"""Idle (socially owned) compute serves only requests from its own province."""
+
+from cnbrain.netmap.arrays import SITE_KIND_CODES
+from cnbrain.domain.enums import SiteKind
+from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.framework import BoolMatrix, Code
+
+
+class IdleInProvinceFilter:
+    name = "idle_in_province"
+    code = Code.UNRESOLVABLE
+    reason = "idle-compute sites serve only requests from their own province"
+
+    def filter(self, state: CycleState) -> BoolMatrix:
+        a = state.arrays
+        idle = a.site_kind == SITE_KIND_CODES[SiteKind.IDLE]
+        same = a.site_province[None, :] == state.batch.source_province[:, None]
+        return ~idle[None, :] | same

@@ -1,0 +1,15 @@
+"""Lowest possible path latency to the site, over the request's reference latency."""
+
+import numpy as np
+
+from cnbrain.domain.enums import Objective
+from cnbrain.placement.cycle import CycleState
+from cnbrain.netmap.arrays import FloatArray, IntArray
+
+
+class LatencyScore:
+    name = "latency"
+    objective = Objective.LATENCY
+
+    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
+        return np.nan_to_num(state.latency_bounds()[rows, sites] / state.refs.latency_ms[rows], posinf=1e9)

@@ -1,0 +1,1 @@
+"""Placement strategies behind one interface: the Top-N solver, the exact model, baselines."""

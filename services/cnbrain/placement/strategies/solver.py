@@ -1,0 +1,79 @@
+"""Top-N candidates by weighted score, k routes each, joint choice by CP-SAT.
+
+Requests are taken in chunks. Each chunk goes through rounds: Top-N among the sites that
+still fit, routes, one joint solve, then the chosen options are taken from the working
+capacity. Requests that had options but lost them to others of the chunk get another round
+(at most `ROUNDS`): with the capacity others took now accounted for, routing finds paths
+around links that are full.
+
+With `top_n=None` every eligible site is a candidate: the exact monolithic model, meant for
+quality checks on small maps.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.placement.cycle import CycleState, Option, RowInsight
+from cnbrain.placement.framework import BoolMatrix
+from cnbrain.placement.solver import SolverSettings, solve_assignment
+
+ROUNDS = 3
+
+
+def top_n(scores: FloatArray, sites: IntArray, n: int | None) -> IntArray:
+    """The n of `sites` with the lowest `scores`, best first."""
+    if n is not None and len(sites) > n:
+        sites = sites[np.argpartition(scores[sites], n - 1)[:n]]
+    return sites[np.argsort(scores[sites], kind="stable")]
+
+
+class SolverStrategy:
+    def __init__(self, *, name: str, top_n: int | None, settings: SolverSettings, chunk: int = 200) -> None:
+        self.name = name
+        self._top_n = top_n
+        self._settings = settings
+        self._chunk = chunk
+
+    def choose(self, state: CycleState, eligible: BoolMatrix, rows: Sequence[int]) -> dict[int, Option]:
+        chosen: dict[int, Option] = {}
+        for start in range(0, len(rows), self._chunk):
+            pending = list(rows[start : start + self._chunk])
+            for _ in range(ROUNDS):
+                won, contended = self._round(state, eligible, pending)
+                chosen.update(won)
+                pending = contended
+                if not won or not pending:
+                    break
+        return chosen
+
+    def _round(
+        self, state: CycleState, eligible: BoolMatrix, rows: Sequence[int]
+    ) -> tuple[dict[int, Option], list[int]]:
+        """One joint choice; returns what was chosen and the rows that had options but lost."""
+        with state.timed("top_n"):
+            candidates = {}
+            for row in rows:
+                sites = np.flatnonzero(eligible[row])
+                sites = sites[state.fits(np.full(len(sites), row), sites)]
+                candidates[row] = top_n(state.scores[row], sites, self._top_n)
+        with state.timed("route"):
+            options = state.options(candidates)
+        with state.timed("solve"):
+            assignment = solve_assignment(state, options, self._settings)
+        for row in rows:
+            best: dict[int, float] = {}
+            for o in options[row]:
+                best[o.site] = min(best.get(o.site, o.objective), o.objective)
+            state.insights[row] = RowInsight(
+                candidates=tuple(
+                    (int(site), float(state.scores[row, site]), best.get(int(site))) for site in candidates[row]
+                ),
+                solver_status=assignment.status,
+                optimal=assignment.optimal,
+            )
+        for option in assignment.chosen.values():
+            state.take(option)
+        lost = [row for row in rows if options[row] and row not in assignment.chosen]
+        return assignment.chosen, lost

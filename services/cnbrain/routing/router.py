@@ -1,0 +1,144 @@
+"""Three-segment routing: each segment on its owner's graph, then the k best combinations."""
+
+import heapq
+import itertools
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnbrain.domain.decision import SegmentKind
+from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.netmap.arrays import IntArray, MapArrays
+from cnbrain.routing.latency_bounds import LatencyBounds
+from cnbrain.routing.paths import Blocked, GraphPath, PathFinder
+from cnbrain.routing.subgraphs import Attachment, OwnerGraphs
+
+CACHE_LIMIT = 500_000
+"""Unconstrained best routes kept before the cache starts afresh."""
+
+NOTHING_BLOCKED: Blocked = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSegment:
+    kind: SegmentKind
+    owner: str
+    path: GraphPath
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A path from a user's access node to a site, as one to three segments."""
+
+    segments: tuple[RouteSegment, ...]
+    latency_ms: float
+    links: tuple[int, ...]
+    link_array: IntArray
+
+    @classmethod
+    def of(cls, segments: tuple[RouteSegment, ...]) -> "Route":
+        links = tuple(link for s in segments for link in s.path.links)
+        return cls(
+            segments=segments,
+            latency_ms=sum(s.path.latency_ms for s in segments),
+            links=links,
+            link_array=np.asarray(links, dtype=np.int64),
+        )
+
+
+class SegmentRouter:
+    """Computes routes from an access node to sites.
+
+    Same province: one `local` segment on the province's graph. Otherwise: `source` (access
+    node to the source gateway, source province graph), `backbone` (gateway to gateway,
+    backbone links only) and `destination` (gateway to site, destination province graph).
+    Each segment is one of the k lowest-latency paths that avoid the blocked links; a site
+    gets the k lowest-latency combinations within `max_latency_ms`.
+
+    The k best routes with nothing blocked are cached per (access node, site, k). When none
+    of them uses a blocked link they are also the k best that avoid the blocked links, and
+    the cache answers; otherwise the routes are computed afresh.
+    """
+
+    def __init__(self, arrays: MapArrays) -> None:
+        self._map = arrays.map
+        graphs = OwnerGraphs.build(arrays.map)
+        self._attachments = graphs.attachments
+        self.bounds = LatencyBounds(arrays, graphs)
+        self._province = {code: PathFinder(g) for code, g in graphs.province.items()}
+        self._backbone = PathFinder(graphs.backbone)
+        self._best: dict[tuple[str, int, int], list[Route]] = {}
+        self._lock = threading.Lock()
+
+    def routes(
+        self,
+        *,
+        access_node: str,
+        sites: Sequence[int],
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
+    ) -> list[list[Route]]:
+        """For each of `sites`, its up to k best routes from `access_node`, best first."""
+        out: list[list[Route]] = []
+        for site in sites:
+            key = (access_node, site, k)
+            with self._lock:
+                best = self._best.get(key)
+            if best is None:
+                best = self._compute(access_node, site, k, NOTHING_BLOCKED)
+                with self._lock:
+                    if len(self._best) >= CACHE_LIMIT:
+                        self._best.clear()
+                    self._best[key] = best
+            if blocked and not all(blocked.isdisjoint(r.links) for r in best):
+                best = self._compute(access_node, site, k, blocked)
+            out.append([r for r in best if r.latency_ms <= max_latency_ms])
+        return out
+
+    def _compute(self, access_node: str, site: int, k: int, blocked: Blocked) -> list[Route]:
+        cmap = self._map
+        src = cmap.node_province[access_node]
+        dst = cmap.sites[site].province
+        src_owner = cmap.region_of(src)
+        if dst == src:
+            return [
+                Route.of((RouteSegment(SegmentKind.LOCAL, src_owner, p),))
+                for p in self._to_site(self._province[src], access_node, site, k, blocked)
+            ]
+        src_gw, dst_gw = cmap.provinces[src].gateway, cmap.provinces[dst].gateway
+        first = self._province[src].k_feasible(access_node, src_gw, k=k, blocked=blocked)
+        middle = self._backbone.k_feasible(src_gw, dst_gw, k=k, blocked=blocked) if first else []
+        last = self._to_site(self._province[dst], dst_gw, site, k, blocked) if middle else []
+        best = heapq.nsmallest(
+            k,
+            itertools.product(first, middle, last),
+            key=lambda abc: abc[0].latency_ms + abc[1].latency_ms + abc[2].latency_ms,
+        )
+        dst_owner = cmap.region_of(dst)
+        return [
+            Route.of(
+                (
+                    RouteSegment(SegmentKind.SOURCE, src_owner, a),
+                    RouteSegment(SegmentKind.BACKBONE, NATIONAL_OWNER, b),
+                    RouteSegment(SegmentKind.DESTINATION, dst_owner, c),
+                )
+            )
+            for a, b, c in best
+        ]
+
+    def _to_site(self, finder: PathFinder, source: str, site: int, k: int, blocked: Blocked) -> list[GraphPath]:
+        """The k best paths from `source` to `site`: core paths to one of the site's attachment
+        nodes, then the attaching link."""
+        candidates: list[tuple[float, GraphPath, Attachment]] = []
+        for att in self._attachments[site]:
+            if att.link in blocked:
+                continue
+            for path in finder.k_feasible(source, att.node, k=k, blocked=blocked):
+                candidates.append((path.latency_ms + att.latency_ms, path, att))
+        best = heapq.nsmallest(k, candidates, key=lambda c: c[0])
+        site_id = self._map.sites[site].id
+        return [path.extended(site_id, att.link, att.latency_ms) for _, path, att in best]
