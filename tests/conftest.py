@@ -28,7 +28,9 @@ from cnbrain.placement.weights import WeightMatrix
 from cnbrain.routing.router import SegmentRouter
 
 
-def _province(code: str, region: str, lat: float, lon: float) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+def _province(
+    code: str, region: str, lat: float, lon: float
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     province = {
         "code": code,
         "name": code,
@@ -55,7 +57,14 @@ def _province(code: str, region: str, lat: float, lon: float) -> tuple[dict[str,
 
 
 def _link(a: str, b: str, layer: str, gbps: float, ms: float, cost: float = 0.01) -> dict[str, Any]:
-    return {"a": a, "b": b, "layer": layer, "bandwidth_gbps": gbps, "latency_ms": ms, "cost_per_gbps_hour": cost}
+    return {
+        "a": a,
+        "b": b,
+        "layer": layer,
+        "bandwidth_gbps": gbps,
+        "latency_ms": ms,
+        "cost_per_gbps_hour": cost,
+    }
 
 
 def _site(
@@ -81,13 +90,18 @@ def _site(
         "kind": kind,
         "lat": 30.0,
         "lon": 110.0,
-        "capacity": {"cpu_cores": cores, "memory_gib": memory, "accelerators": accelerators, "storage_gib": 10000},
+        "capacity": {
+            "cpu_cores": cores,
+            "memory_gib": memory,
+            "accelerators": accelerators,
+            "storage_gib": 10000,
+        },
         "cpu_arch": arch,
         "interconnect": interconnect,
         "prices": {
             "cpu_core_hour": price_core,
             "memory_gib_hour": 0.005,
-            "accelerator_hour": {m: price_acc for m in accelerators},
+            "accelerator_hour": dict.fromkeys(accelerators, price_acc),
             "storage_gib_hour": 0.0001,
         },
         "pue": pue,
@@ -98,7 +112,11 @@ def _site(
 
 def tiny_map_raw() -> dict[str, Any]:
     provinces, nodes, links = [], [], []
-    for code, region, lat, lon in (("AA", "east", 31.0, 121.0), ("BB", "east", 30.0, 114.0), ("CC", "west", 38.0, 106.0)):
+    for code, region, lat, lon in (
+        ("AA", "east", 31.0, 121.0),
+        ("BB", "east", 30.0, 114.0),
+        ("CC", "west", 38.0, 106.0),
+    ):
         p, n, ln = _province(code, region, lat, lon)
         provinces.append(p)
         nodes.extend(n)
@@ -109,15 +127,59 @@ def tiny_map_raw() -> dict[str, Any]:
         _link("AA-gw", "CC-gw", "backbone", 100, 10.0, 0.05),
     ]
     sites = [
-        _site("AA-dc", "AA", "provincial", cores=64, memory=512, accelerators={"A100": 4}, price_core=0.12,
-              price_acc=14.0, pue=1.5, carbon=600, labels={"tier": "gold"}),
+        _site(
+            "AA-dc",
+            "AA",
+            "provincial",
+            cores=64,
+            memory=512,
+            accelerators={"A100": 4},
+            price_core=0.12,
+            price_acc=14.0,
+            pue=1.5,
+            carbon=600,
+            labels={"tier": "gold"},
+        ),
         _site("AA-idle", "AA", "idle", cores=32, memory=128, price_core=0.02, pue=1.7, carbon=650),
-        _site("BB-hub", "BB", "hub", cores=512, memory=4096, accelerators={"A100": 16}, price_core=0.06,
-              price_acc=11.0, pue=1.3, carbon=550, interconnect="ib"),
-        _site("BB-dc", "BB", "provincial", cores=128, memory=1024, accelerators={"A100": 8}, price_core=0.03,
-              price_acc=6.0, pue=1.3, carbon=500),
-        _site("CC-hub", "CC", "hub", cores=1024, memory=8192, accelerators={"A100": 32, "Ascend910B": 16},
-              price_core=0.03, price_acc=8.0, pue=1.15, carbon=300, arch="aarch64", interconnect="ib"),
+        _site(
+            "BB-hub",
+            "BB",
+            "hub",
+            cores=512,
+            memory=4096,
+            accelerators={"A100": 16},
+            price_core=0.06,
+            price_acc=11.0,
+            pue=1.3,
+            carbon=550,
+            interconnect="ib",
+        ),
+        _site(
+            "BB-dc",
+            "BB",
+            "provincial",
+            cores=128,
+            memory=1024,
+            accelerators={"A100": 8},
+            price_core=0.03,
+            price_acc=6.0,
+            pue=1.3,
+            carbon=500,
+        ),
+        _site(
+            "CC-hub",
+            "CC",
+            "hub",
+            cores=1024,
+            memory=8192,
+            accelerators={"A100": 32, "Ascend910B": 16},
+            price_core=0.03,
+            price_acc=8.0,
+            pue=1.15,
+            carbon=300,
+            arch="aarch64",
+            interconnect="ib",
+        ),
     ]
     for site in sites:
         code = site["province"]
@@ -159,7 +221,9 @@ def cycle_state(cmap: ComputeNetworkMap, requests: Sequence[PlacementRequest]) -
     """A fresh cycle over an empty ledger of `cmap`."""
     arrays = MapArrays.build(cmap)
     batch = RequestBatch.build(requests, arrays, WeightMatrix())
-    return CycleState(batch=batch, snapshot=Snapshot.empty(arrays), router=SegmentRouter(arrays), k_paths=3)
+    return CycleState(
+        batch=batch, snapshot=Snapshot.empty(arrays), router=SegmentRouter(arrays), k_paths=3
+    )
 
 
 def site_ids(cmap: ComputeNetworkMap, mask: Any) -> set[str]:

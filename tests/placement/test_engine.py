@@ -1,14 +1,16 @@
 """The placement engine end to end on the tiny map: decisions, policy rules, batches, ledger."""
 
+import itertools
+
 import numpy as np
 import pytest
-from conftest import request
 
 from cnbrain.domain.decision import DecisionStatus, SegmentKind
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
 from cnbrain.placement.solver import SolverSettings
+from conftest import request
 
 GPU8_IB = {
     "resources": {"cpu": 8, "memory_gib": 64, "accelerator": {"model": "A100", "count": 8}},
@@ -17,11 +19,17 @@ GPU8_IB = {
 }
 
 
-def test_cross_region_placement_has_three_segments_by_three_owners(tiny_map: ComputeNetworkMap) -> None:
+def test_cross_region_placement_has_three_segments_by_three_owners(
+    tiny_map: ComputeNetworkMap,
+) -> None:
     engine = PlacementEngine(tiny_map)
     decision = engine.place(
         request(
-            resources={"cpu": 8, "memory_gib": 64, "accelerator": {"model": "Ascend910B", "count": 4}},
+            resources={
+                "cpu": 8,
+                "memory_gib": 64,
+                "accelerator": {"model": "Ascend910B", "count": 4},
+            },
             constraints={"min_bandwidth_gbps": 10, "max_latency_ms": 20},
         )
     )
@@ -33,9 +41,11 @@ def test_cross_region_placement_has_three_segments_by_three_owners(tiny_map: Com
     assert [s.owner for s in decision.path.segments] == ["east", "national", "west"]
     hops = [h for s in decision.path.segments for h in s.hops]
     assert hops[0].from_node == "AA-acc" and hops[-1].to_node == "CC-hub"
-    assert all(a.to_node == b.from_node for a, b in zip(hops, hops[1:], strict=False))
+    assert all(a.to_node == b.from_node for a, b in itertools.pairwise(hops))
     assert len(decision.path.srv6_segment_list) == len(hops)
-    assert decision.path.latency_ms == pytest.approx(sum(s.latency_ms for s in decision.path.segments))
+    assert decision.path.latency_ms == pytest.approx(
+        sum(s.latency_ms for s in decision.path.segments)
+    )
     assert decision.path.latency_ms == pytest.approx(0.3 + 5.0 + 0.7)
     assert decision.reservation_id in engine.ledger.reservations
     held = engine.ledger.reservations[decision.reservation_id]
@@ -48,9 +58,13 @@ def test_local_first_keeps_a_request_in_its_province(tiny_map: ComputeNetworkMap
     local = engine.place(request(source_province="BB", objective=green), reserve=False)
     assert local.province == "BB"
     assert local.explanation is not None and "placed locally" in local.explanation.local_first
-    national = engine.place(request(source_province="BB", objective=green, national_optimum=True), reserve=False)
+    national = engine.place(
+        request(source_province="BB", objective=green, national_optimum=True), reserve=False
+    )
     assert national.site == "CC-hub"
-    assert national.explanation is not None and "national optimum" in national.explanation.local_first
+    assert (
+        national.explanation is not None and "national optimum" in national.explanation.local_first
+    )
 
 
 def test_escalates_when_the_province_cannot_serve(tiny_map: ComputeNetworkMap) -> None:
@@ -58,7 +72,10 @@ def test_escalates_when_the_province_cannot_serve(tiny_map: ComputeNetworkMap) -
     gpu = {"cpu": 4, "memory_gib": 16, "accelerator": {"model": "A100", "count": 8}}
     decision = engine.place(request(resources=gpu))
     assert decision.site in {"BB-hub", "CC-hub"}
-    assert decision.explanation is not None and "national hubs were searched" in decision.explanation.local_first
+    assert (
+        decision.explanation is not None
+        and "national hubs were searched" in decision.explanation.local_first
+    )
 
 
 def test_idle_and_provincial_sites_never_serve_other_provinces(tiny_map: ComputeNetworkMap) -> None:
@@ -73,14 +90,18 @@ def test_idle_and_provincial_sites_never_serve_other_provinces(tiny_map: Compute
 
 def test_region_deny_list(tiny_map: ComputeNetworkMap) -> None:
     engine = PlacementEngine(tiny_map)
-    decision = engine.place(request(national_optimum=True, constraints={"regions_denied": ["west", "AA"]}))
+    decision = engine.place(
+        request(national_optimum=True, constraints={"regions_denied": ["west", "AA"]})
+    )
     assert decision.site == "BB-hub"
 
 
 def test_rejection_names_the_constraint(tiny_map: ComputeNetworkMap) -> None:
     engine = PlacementEngine(tiny_map)
     decision = engine.place(
-        request(resources={"cpu": 1, "memory_gib": 1, "accelerator": {"model": "MLU370", "count": 1}})
+        request(
+            resources={"cpu": 1, "memory_gib": 1, "accelerator": {"model": "MLU370", "count": 1}}
+        )
     )
     assert decision.status is DecisionStatus.REJECTED
     assert decision.reason is not None and "accelerator_model" in decision.reason
@@ -112,7 +133,9 @@ def test_quote_reserves_nothing_and_release_restores(tiny_map: ComputeNetworkMap
         assert np.array_equal(getattr(before, name), getattr(after, name)), name
 
 
-def test_joint_batch_does_not_let_an_early_request_starve_a_later_one(tiny_map: ComputeNetworkMap) -> None:
+def test_joint_batch_does_not_let_an_early_request_starve_a_later_one(
+    tiny_map: ComputeNetworkMap,
+) -> None:
     """R1 fits at BB-hub or CC-hub and prefers BB-hub; R2 fits only at BB-hub (x86, 16 A100)."""
     r1 = request(id="r1", **GPU8_IB)
     r2 = request(
@@ -140,15 +163,23 @@ def test_batch_shares_bandwidth_exactly(tiny_map: ComputeNetworkMap) -> None:
     """Three 60 Gbps requests from AA to other provinces: the two access links carry 100 Gbps
     each, so exactly two can leave AA."""
     engine = PlacementEngine(tiny_map)
-    heavy = [request(id=f"h{i}", national_optimum=True, constraints={"min_bandwidth_gbps": 60,
-                     "regions_denied": ["AA"]}) for i in range(3)]
+    heavy = [
+        request(
+            id=f"h{i}",
+            national_optimum=True,
+            constraints={"min_bandwidth_gbps": 60, "regions_denied": ["AA"]},
+        )
+        for i in range(3)
+    ]
     decisions = engine.place_batch(heavy)
     assert sum(d.status is DecisionStatus.PLACED for d in decisions) == 2
     engine.ledger.check_invariants()
 
 
 @pytest.mark.parametrize("policy", list(STRATEGIES))
-def test_every_policy_places_and_keeps_the_ledger_consistent(tiny_map: ComputeNetworkMap, policy: str) -> None:
+def test_every_policy_places_and_keeps_the_ledger_consistent(
+    tiny_map: ComputeNetworkMap, policy: str
+) -> None:
     engine = PlacementEngine(tiny_map)
     requests = [
         request(id=f"p{i}", source_province=p, resources={"cpu": 16, "memory_gib": 64})
@@ -168,8 +199,17 @@ def test_exact_model_is_the_minimum_over_every_option(tiny_map: ComputeNetworkMa
     wide = PlacementEngine(tiny_map, config=EngineConfig(top_n=len(tiny_map.sites)))
     assert wide.place(req, reserve=False).outcome == exact.outcome
     best = min(
-        engine.place(req.model_copy(update={"constraints": req.constraints.model_copy(
-            update={"regions_allowed": (site.province,)})}), policy="exact", reserve=False).outcome.objective
+        engine.place(
+            req.model_copy(
+                update={
+                    "constraints": req.constraints.model_copy(
+                        update={"regions_allowed": (site.province,)}
+                    )
+                }
+            ),
+            policy="exact",
+            reserve=False,
+        ).outcome.objective
         for site in tiny_map.sites
         if site.kind == "hub" or site.province == "AA"
     )

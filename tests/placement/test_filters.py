@@ -2,8 +2,6 @@
 
 from typing import Any
 
-from conftest import cycle_state, request, site_ids
-
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.filters.accelerator_model import AcceleratorModelFilter
 from cnbrain.placement.filters.capacity import CapacityFilter
@@ -16,6 +14,7 @@ from cnbrain.placement.filters.latency_bound import LatencyBoundFilter
 from cnbrain.placement.filters.regions import RegionsFilter
 from cnbrain.placement.framework import Code, FilterPlugin
 from cnbrain.placement.registry import FILTERS
+from conftest import cycle_state, request, site_ids
 
 ALL = {"AA-dc", "AA-idle", "BB-hub", "BB-dc", "CC-hub"}
 
@@ -39,9 +38,19 @@ def test_regions_allow_and_deny(tiny_map: ComputeNetworkMap) -> None:
     f = RegionsFilter()
     assert kept(tiny_map, f) == ALL
     assert kept(tiny_map, f, constraints={"regions_allowed": ["west"]}) == {"CC-hub"}
-    assert kept(tiny_map, f, constraints={"regions_allowed": ["AA", "west"]}) == {"AA-dc", "AA-idle", "CC-hub"}
-    assert kept(tiny_map, f, constraints={"regions_denied": ["BB"]}) == {"AA-dc", "AA-idle", "CC-hub"}
-    assert kept(tiny_map, f, constraints={"regions_allowed": ["east"], "regions_denied": ["AA"]}) == {
+    assert kept(tiny_map, f, constraints={"regions_allowed": ["AA", "west"]}) == {
+        "AA-dc",
+        "AA-idle",
+        "CC-hub",
+    }
+    assert kept(tiny_map, f, constraints={"regions_denied": ["BB"]}) == {
+        "AA-dc",
+        "AA-idle",
+        "CC-hub",
+    }
+    assert kept(
+        tiny_map, f, constraints={"regions_allowed": ["east"], "regions_denied": ["AA"]}
+    ) == {
         "BB-hub",
         "BB-dc",
     }
@@ -94,7 +103,11 @@ def test_accelerator_model(tiny_map: ComputeNetworkMap) -> None:
 def test_capacity_counts_every_dimension(tiny_map: ComputeNetworkMap) -> None:
     f = CapacityFilter()
     assert f.code is Code.UNSCHEDULABLE
-    assert kept(tiny_map, f, resources={"cpu": 100, "memory_gib": 1}) == {"BB-hub", "BB-dc", "CC-hub"}
+    assert kept(tiny_map, f, resources={"cpu": 100, "memory_gib": 1}) == {
+        "BB-hub",
+        "BB-dc",
+        "CC-hub",
+    }
     assert kept(tiny_map, f, resources={"cpu": 1, "memory_gib": 2000}) == {"BB-hub", "CC-hub"}
     big_gpu = {"cpu": 1, "memory_gib": 1, "accelerator": {"model": "A100", "count": 10}}
     assert kept(tiny_map, f, resources=big_gpu) == {"BB-hub", "CC-hub"}
@@ -107,8 +120,13 @@ def test_capacity_counts_every_dimension(tiny_map: ComputeNetworkMap) -> None:
 def test_latency_bound_uses_the_best_possible_path(tiny_map: ComputeNetworkMap) -> None:
     f = LatencyBoundFilter()
     assert kept(tiny_map, f) == ALL
-    # AA-acc -> AA-gw 0.3, AA-gw -> BB-gw 2.0, BB-gw -> BB-agg1 0.5, -> site 0.2: 3.0 ms to BB sites.
-    assert kept(tiny_map, f, constraints={"max_latency_ms": 3.0}) == {"AA-dc", "AA-idle", "BB-hub", "BB-dc"}
+    # AA-acc -> AA-gw 0.3, -> BB-gw 2.0, -> BB-agg1 0.5, -> site 0.2: 3.0 ms to BB sites.
+    assert kept(tiny_map, f, constraints={"max_latency_ms": 3.0}) == {
+        "AA-dc",
+        "AA-idle",
+        "BB-hub",
+        "BB-dc",
+    }
     assert kept(tiny_map, f, constraints={"max_latency_ms": 2.99}) == {"AA-dc", "AA-idle"}
     # AA-acc -> AA-agg1 0.6 -> site 0.2: 0.8 ms locally.
     assert kept(tiny_map, f, constraints={"max_latency_ms": 0.8}) == {"AA-dc", "AA-idle"}

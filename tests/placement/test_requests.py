@@ -31,7 +31,10 @@ def good() -> dict[str, Any]:
         (lambda r: r.pop("source_province"), "source_province"),
         (lambda r: r.update(priority=11), "priority"),
         (lambda r: r.update(colour="red"), "colour"),
-        (lambda r: r["constraints"].update(interconnect="carrier-pigeon"), "constraints.interconnect"),
+        (
+            lambda r: r["constraints"].update(interconnect="carrier-pigeon"),
+            "constraints.interconnect",
+        ),
     ],
 )
 def test_malformed_request_names_the_field(change: Any, field: str) -> None:
@@ -48,12 +51,23 @@ def test_malformed_request_names_the_field(change: Any, field: str) -> None:
     [
         (lambda r: r.update(source_province="ZZ"), "source_province"),
         (lambda r: r.update(access_node="BB-acc"), "access_node"),
-        (lambda r: r["resources"]["accelerator"].update(model="B9000"), "resources.accelerator.model"),
-        (lambda r: r["constraints"].update(regions_allowed=["AA", "nowhere"]), "constraints.regions_allowed[1]"),
-        (lambda r: r["constraints"].update(regions_denied=["mars"]), "constraints.regions_denied[0]"),
+        (
+            lambda r: r["resources"]["accelerator"].update(model="B9000"),
+            "resources.accelerator.model",
+        ),
+        (
+            lambda r: r["constraints"].update(regions_allowed=["AA", "nowhere"]),
+            "constraints.regions_allowed[1]",
+        ),
+        (
+            lambda r: r["constraints"].update(regions_denied=["mars"]),
+            "constraints.regions_denied[0]",
+        ),
     ],
 )
-def test_request_unknown_to_the_map_names_the_field(tiny_map: ComputeNetworkMap, change: Any, field: str) -> None:
+def test_request_unknown_to_the_map_names_the_field(
+    tiny_map: ComputeNetworkMap, change: Any, field: str
+) -> None:
     raw = good()
     change(raw)
     request = parse_request(raw)

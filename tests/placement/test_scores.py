@@ -1,7 +1,6 @@
 """Score plugins: normalised estimates of each objective term, lower is better."""
 
 import numpy as np
-from conftest import cycle_state, request
 
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.framework import ScorePlugin
@@ -10,6 +9,7 @@ from cnbrain.placement.scores.balance import BalanceScore
 from cnbrain.placement.scores.cost import CostScore
 from cnbrain.placement.scores.energy import EnergyScore
 from cnbrain.placement.scores.latency import LatencyScore
+from conftest import cycle_state, request
 
 
 def scores(cmap: ComputeNetworkMap, plugin: ScorePlugin, **overrides: object) -> dict[str, float]:
@@ -25,7 +25,9 @@ def test_registry_names_match_objectives() -> None:
 
 
 def test_cost_is_compute_price_over_the_reference(tiny_map: ComputeNetworkMap) -> None:
-    values = scores(tiny_map, CostScore(), resources={"cpu": 10, "memory_gib": 100}, duration_hours=3)
+    values = scores(
+        tiny_map, CostScore(), resources={"cpu": 10, "memory_gib": 100}, duration_hours=3
+    )
     # AA-dc: 3 h x (10 cores x 0.12 + 100 GiB x 0.005) = 5.1 CNY; BB-dc: 3 x (0.3 + 0.5) = 2.4 CNY.
     assert np.isclose(values["AA-dc"] / values["BB-dc"], 5.1 / 2.4)
     assert min(values, key=values.__getitem__) == "AA-idle"

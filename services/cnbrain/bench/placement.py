@@ -42,7 +42,9 @@ class PolicyFigures:
         return asdict(self)
 
 
-def bench_policy(cmap: ComputeNetworkMap, policy: str, *, requests: int, seed: int) -> PolicyFigures:
+def bench_policy(
+    cmap: ComputeNetworkMap, policy: str, *, requests: int, seed: int
+) -> PolicyFigures:
     work = random_requests(cmap, count=requests, seed=seed)
     warm = random_requests(cmap, count=WARM_UP_REQUESTS, seed=seed + 1_000_003)
 
@@ -85,7 +87,8 @@ def format_table(figures: list[PolicyFigures]) -> str:
     """A plain-text table, one row per policy."""
     head = (
         f"{'policy':<16}{'batch/s':>9}{'single/s':>10}{'p50 ms':>8}{'p99 ms':>8}{'accept':>8}"
-        f"{'cost CNY':>13}{'energy kWh':>12}{'lat ms':>8}{'util cv':>8}{'link max':>9}{'gap<=1%':>9}"
+        f"{'cost CNY':>13}{'energy kWh':>12}{'lat ms':>8}{'util cv':>8}{'link max':>9}"
+        f"{'gap<=1%':>9}"
     )
     rows = [head, "-" * len(head)]
     for f in figures:

@@ -19,7 +19,7 @@ def random_requests(cmap: ComputeNetworkMap, *, count: int, seed: int) -> list[P
     codes = list(cmap.province_codes)
     weights = np.asarray([cmap.provinces[c].demand_weight for c in codes], dtype=float)
     weights = weights / weights.sum() if weights.sum() > 0 else np.full(len(codes), 1 / len(codes))
-    models = list(cmap.accelerator_models) or [None]
+    models: list[str | None] = [*cmap.accelerator_models] or [None]
     classes = [c for c, _ in CLASS_MIX]
     shares = np.asarray([s for _, s in CLASS_MIX])
     out = []
@@ -31,7 +31,10 @@ def random_requests(cmap: ComputeNetworkMap, *, count: int, seed: int) -> list[P
             "source_province": province,
             "workload_class": kind,
             "priority": int(rng.integers(0, 4)),
-            "objective": {k: float(rng.choice([0.5, 1.0, 2.0])) for k in ("cost", "latency", "energy", "balance")},
+            "objective": {
+                k: float(rng.choice([0.5, 1.0, 2.0]))
+                for k in ("cost", "latency", "energy", "balance")
+            },
         }
         model = models[int(rng.integers(len(models)))]
         if kind == "training" and model:
@@ -54,14 +57,20 @@ def random_requests(cmap: ComputeNetworkMap, *, count: int, seed: int) -> list[P
                 "min_bandwidth_gbps": float(rng.choice([0.5, 1, 2])),
             }
         elif kind == "service":
-            raw["resources"] = {"cpu": float(rng.choice([2, 4, 8])), "memory_gib": float(rng.choice([8, 16]))}
+            raw["resources"] = {
+                "cpu": float(rng.choice([2, 4, 8])),
+                "memory_gib": float(rng.choice([8, 16])),
+            }
             raw["duration_hours"] = float(rng.choice([24, 168]))
             raw["constraints"] = {
                 "max_latency_ms": float(rng.choice([15, 30])),
                 "min_bandwidth_gbps": float(rng.choice([0.1, 0.5])),
             }
         else:
-            raw["resources"] = {"cpu": float(rng.choice([8, 16, 32, 64])), "memory_gib": float(rng.choice([32, 64, 128]))}
+            raw["resources"] = {
+                "cpu": float(rng.choice([8, 16, 32, 64])),
+                "memory_gib": float(rng.choice([32, 64, 128])),
+            }
             raw["duration_hours"] = float(rng.choice([1, 2, 6]))
         out.append(PlacementRequest.model_validate(raw))
     return out

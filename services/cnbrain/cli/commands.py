@@ -22,13 +22,17 @@ def map_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, indent=2))
         return 0
+
+    def listing(counts: dict[str, Any], unit: str = "") -> str:
+        return ", ".join(f"{key} {value:,}{unit}" for key, value in counts.items()) or "none"
+
     print(f"map {summary['name']}: {summary['description']}")
-    print(f"  regions: {', '.join(f'{r} ({n} provinces)' for r, n in summary['regions'].items())}")
+    print(f"  regions: {listing(summary['regions'], ' provinces')}")
     print(f"  provinces: {summary['provinces']}   network nodes: {summary['nodes']}")
-    print(f"  sites: {summary['sites']} ({', '.join(f'{k} {n}' for k, n in summary['sites_by_kind'].items())})")
-    print(f"  links: {summary['links']} ({', '.join(f'{k} {n}' for k, n in summary['links_by_layer'].items())})")
+    print(f"  sites: {summary['sites']} ({listing(summary['sites_by_kind'])})")
+    print(f"  links: {summary['links']} ({listing(summary['links_by_layer'])})")
     print(f"  CPU cores: {summary['cpu_cores']:,.0f}   memory: {summary['memory_tib']:,.1f} TiB")
-    print(f"  accelerators: {', '.join(f'{m} {n:,}' for m, n in summary['accelerators'].items()) or 'none'}")
+    print(f"  accelerators: {listing(summary['accelerators'])}")
     if summary["attribution"]:
         print(f"  attribution: {summary['attribution']}")
     return 0
@@ -93,7 +97,10 @@ def bench_placement(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     unknown = [p for p in policies if p not in STRATEGIES]
     if unknown:
-        print(f"cnbrain: unknown policy {', '.join(unknown)}; known: {', '.join(STRATEGIES)}", file=sys.stderr)
+        print(
+            f"cnbrain: unknown policy {', '.join(unknown)}; known: {', '.join(STRATEGIES)}",
+            file=sys.stderr,
+        )
         return 2
     cmap = load_map(args.map)
     figures = []
@@ -104,17 +111,21 @@ def bench_placement(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([f.as_dict() for f in figures], indent=2))
         return 0
-    print(f"map {args.map}: {len(cmap.sites)} sites, {len(cmap.links)} links; {args.requests} requests, seed {args.seed}")
+    print(f"map {args.map}: {len(cmap.sites)} sites, {len(cmap.links)} links")
+    print(f"{args.requests} requests, seed {args.seed}")
     print(format_table(figures))
     for f in figures:
         if f.gap_to_exact:
             g = f.gap_to_exact
             print(
-                f"gap to exact, {f.policy}: {g.compared} requests, within 1%: {g.within_1pct_share:.1%}, "
-                f"identical: {g.exact_matches_share:.1%}, p50 {g.p50:.4%}, p95 {g.p95:.4%}, "
-                f"max {g.max:.4%}, misses {g.misses}"
+                f"gap to exact, {f.policy}: {g.compared} requests, "
+                f"within 1%: {g.within_1pct_share:.1%}, identical: {g.exact_matches_share:.1%}, "
+                f"p50 {g.p50:.4%}, p95 {g.p95:.4%}, max {g.max:.4%}, misses {g.misses}"
             )
-    print("cold first decision (ms): " + ", ".join(f"{f.policy} {f.cold_first_decision_ms:.1f}" for f in figures))
+    print(
+        "cold first decision (ms): "
+        + ", ".join(f"{f.policy} {f.cold_first_decision_ms:.1f}" for f in figures)
+    )
     return 0
 
 

@@ -34,7 +34,9 @@ class Hop(DomainModel):
 
 class Segment(DomainModel):
     kind: SegmentKind
-    owner: str = Field(description="Brain that computes and owns this segment: a region id or 'national'.")
+    owner: str = Field(
+        description="Brain that computes and owns this segment: a region id or 'national'."
+    )
     hops: tuple[Hop, ...]
     latency_ms: float
 
@@ -55,8 +57,12 @@ class Outcome(DomainModel):
     energy_kwh: float
     carbon_kg: float
     latency_ms: float
-    site_utilisation: float = Field(description="Highest utilisation of any resource of the site after placement.")
-    max_link_utilisation: float = Field(description="Utilisation of the most loaded path link after placement.")
+    site_utilisation: float = Field(
+        description="Highest utilisation of any resource of the site after placement."
+    )
+    max_link_utilisation: float = Field(
+        description="Utilisation of the most loaded path link after placement."
+    )
     terms: dict[str, float]
     weights: dict[str, float]
     objective: float
@@ -74,7 +80,9 @@ class Rejection(DomainModel):
 class Candidate(DomainModel):
     site: str
     score: float = Field(description="Weighted estimate used for Top-N (lower is better).")
-    objective: float | None = Field(default=None, description="Best objective over its paths; None if no path fits.")
+    objective: float | None = Field(
+        default=None, description="Best objective over its paths; None if no path fits."
+    )
 
 
 class Explanation(DomainModel):
@@ -84,7 +92,9 @@ class Explanation(DomainModel):
     local_first: str = Field(description="How the local-first rule applied.")
     candidates: tuple[Candidate, ...]
     solver_status: str
-    optimal: bool = Field(description="False when the solver hit its time limit and returned its best feasible answer.")
+    optimal: bool = Field(
+        description="False when the solver hit its time limit; the answer is its best feasible."
+    )
     timings_ms: dict[str, float]
     notes: tuple[str, ...] = ()
 
@@ -99,5 +109,7 @@ class Decision(DomainModel):
     path: NetworkPath | None = None
     outcome: Outcome | None = None
     reservation_id: str | None = None
-    reason: str | None = Field(default=None, description="Why a rejected request could not be placed.")
+    reason: str | None = Field(
+        default=None, description="Why a rejected request could not be placed."
+    )
     explanation: Explanation | None = None

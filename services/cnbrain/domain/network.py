@@ -17,17 +17,21 @@ class Region(DomainModel):
 
 
 class Province(DomainModel):
-    """A provincial-level division with its backbone gateway and the access nodes users attach to."""
+    """A provincial-level division: its backbone gateway and the access nodes users attach to."""
 
     code: str = Field(min_length=1, description="Short code, for example BJ or GZ.")
     name: str
     name_zh: str = ""
     region: str = Field(description="Id of the region whose brain owns this province.")
     gateway: str = Field(description="Node id of the province's backbone gateway.")
-    access_nodes: tuple[str, ...] = Field(description="Node ids where users attach; the first is the default.")
+    access_nodes: tuple[str, ...] = Field(
+        description="Node ids where users attach; the first is the default."
+    )
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
-    demand_weight: float = Field(default=1.0, ge=0, description="Relative share of demand from here.")
+    demand_weight: float = Field(
+        default=1.0, ge=0, description="Relative share of demand from here."
+    )
 
 
 class Node(DomainModel):
@@ -49,7 +53,9 @@ class Link(DomainModel):
     bandwidth_gbps: float = Field(gt=0)
     latency_ms: float = Field(ge=0)
     cost_per_gbps_hour: float = Field(default=0.0, ge=0, description="CNY per reserved Gbps-hour.")
-    owner: str = Field(default="", description="Region id, or 'national' for the backbone; derived when empty.")
+    owner: str = Field(
+        default="", description="Region id, or 'national' for the backbone; derived when empty."
+    )
 
     @property
     def id(self) -> str:

@@ -151,8 +151,13 @@ class InMemoryLedger:
         if r.mbps < 0 or len(set(r.links)) != len(r.links):
             raise LedgerError(f"reservation {r.id!r}: bad bandwidth claim")
         for link in r.links:
+            if not 0 <= link < len(a.link_cap_mbps):
+                raise LedgerError(f"reservation {r.id!r}: link index {link} is not on the map")
+        for link in r.links:
             if self._used_mbps[link] + r.mbps > a.link_cap_mbps[link]:
-                raise LedgerError(f"link {a.map.links[link].id!r}: not enough bandwidth for {r.id!r}")
+                raise LedgerError(
+                    f"link {a.map.links[link].id!r}: not enough bandwidth for {r.id!r}"
+                )
 
     def _apply(self, r: Reservation, sign: int) -> None:
         c = r.compute

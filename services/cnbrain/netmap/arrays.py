@@ -7,9 +7,9 @@ counts transposed, for fast per-model rows.
 """
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -115,5 +115,7 @@ class MapArrays:
             link_cap_mbps=ints([gbps_to_mbps(link.bandwidth_gbps) for link in links]),
             link_latency_ms=floats([link.latency_ms for link in links]),
             link_cost=floats([link.cost_per_gbps_hour for link in links]),
-            link_backbone=np.asarray([link.layer is LinkLayer.BACKBONE for link in links], dtype=bool),
+            link_backbone=np.asarray(
+                [link.layer is LinkLayer.BACKBONE for link in links], dtype=bool
+            ),
         )

@@ -28,7 +28,7 @@ class ComputeNetworkMap:
     """
 
     document: MapDocument
-    graph: nx.Graph
+    graph: "nx.Graph[str]"
     regions: Mapping[str, Region]
     provinces: Mapping[str, Province]
     province_codes: tuple[str, ...]
@@ -129,13 +129,17 @@ def _check_province(
     if gateway is None or gateway.role is not NodeRole.GATEWAY:
         raise MapError(f"{where}: gateway {province.gateway!r} is not a gateway node of the map")
     if gateway.province != province.code:
-        raise MapError(f"{where}: gateway {province.gateway!r} lies in province {gateway.province!r}")
+        raise MapError(
+            f"{where}: gateway {province.gateway!r} lies in province {gateway.province!r}"
+        )
     if not province.access_nodes:
         raise MapError(f"{where}: access_nodes is empty; users need at least one access node")
     for access in province.access_nodes:
         node = nodes.get(access)
         if node is None or node.role is not NodeRole.ACCESS or node.province != province.code:
-            raise MapError(f"{where}: access node {access!r} is not an access node of this province")
+            raise MapError(
+                f"{where}: access node {access!r} is not an access node of this province"
+            )
 
 
 def _check_link(
@@ -151,12 +155,16 @@ def _check_link(
     if link.a == link.b:
         raise MapError(f"{where}: a link must join two different nodes")
     if link.a not in nodes and link.b not in nodes:
-        raise MapError(f"{where}: sites are endpoints; a site links to network nodes, not to another site")
+        raise MapError(
+            f"{where}: sites are endpoints; a site links to network nodes, not to another site"
+        )
     if link.layer is LinkLayer.BACKBONE:
         for end in (link.a, link.b):
             node = nodes.get(end)
             if node is None or node.role not in _BACKBONE_ROLES:
-                raise MapError(f"{where}: backbone links join gateway or backbone nodes, not {end!r}")
+                raise MapError(
+                    f"{where}: backbone links join gateway or backbone nodes, not {end!r}"
+                )
         owner = NATIONAL_OWNER
     else:
         pa, pb = node_province[link.a], node_province[link.b]
@@ -164,12 +172,14 @@ def _check_link(
             raise MapError(f"{where}: a {link.layer} link must stay in one province ({pa} vs {pb})")
         owner = provinces[pa].region
     if link.owner and link.owner != owner:
-        raise MapError(f"{where}: owner {link.owner!r} does not own a {link.layer} link here ({owner})")
+        raise MapError(
+            f"{where}: owner {link.owner!r} does not own a {link.layer} link here ({owner})"
+        )
     return link if link.owner else link.model_copy(update={"owner": owner})
 
 
-def _build_graph(document: MapDocument, links: tuple[Link, ...]) -> nx.Graph:
-    graph = nx.Graph(name=document.name)
+def _build_graph(document: MapDocument, links: tuple[Link, ...]) -> "nx.Graph[str]":
+    graph: nx.Graph[str] = nx.Graph(name=document.name)
     graph.add_nodes_from((n.id, {"role": n.role, "province": n.province}) for n in document.nodes)
     graph.add_nodes_from(
         (s.id, {"role": NodeRole.SITE, "province": s.province}) for s in document.sites
@@ -182,7 +192,7 @@ def _build_graph(document: MapDocument, links: tuple[Link, ...]) -> nx.Graph:
 
 
 def _check_reachability(
-    document: MapDocument, graph: nx.Graph, provinces: Mapping[str, Province]
+    document: MapDocument, graph: "nx.Graph[str]", provinces: Mapping[str, Province]
 ) -> None:
     inside = nx.subgraph_view(graph, filter_edge=lambda a, b: graph[a][b]["layer"] != "backbone")
     members: dict[str, list[str]] = {code: [] for code in provinces}
@@ -202,4 +212,6 @@ def _check_reachability(
         reach = nx.node_connected_component(backbone, gateways[0])
         for code, province in provinces.items():
             if province.gateway not in reach:
-                raise MapError(f"province {code!r}: gateway {province.gateway!r} is cut off from the backbone")
+                raise MapError(
+                    f"province {code!r}: gateway {province.gateway!r} is cut off from the backbone"
+                )

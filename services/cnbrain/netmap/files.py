@@ -20,7 +20,9 @@ def parse_map_document(raw: Any) -> MapDocument:
     Raises MapError whose message names the item (by its id) and the field at fault.
     """
     if not isinstance(raw, Mapping):
-        raise MapError("a map document must be a mapping with regions, provinces, nodes, sites, links")
+        raise MapError(
+            "a map document must be a mapping with regions, provinces, nodes, sites, links"
+        )
     try:
         return MapDocument.model_validate(raw)
     except ValidationError as exc:
@@ -37,7 +39,9 @@ def read_map_document(path: Path) -> MapDocument:
     try:
         raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise MapError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+        raise MapError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}"
+        ) from None
     return parse_map_document(raw)
 
 

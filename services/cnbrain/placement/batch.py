@@ -106,20 +106,29 @@ class RequestBatch:
             acc_column=ints(acc_column),
             acc_count=ints(acc_count),
             need_mbps=ints([gbps_to_mbps(r.constraints.min_bandwidth_gbps) for r in requests]),
-            max_latency_ms=floats(
-                [r.constraints.max_latency_ms or math.inf for r in requests]
+            max_latency_ms=floats([r.constraints.max_latency_ms or math.inf for r in requests]),
+            arch=ints(
+                [
+                    ARCH_CODES[r.constraints.cpu_arch] if r.constraints.cpu_arch else -1
+                    for r in requests
+                ]
             ),
-            arch=ints([ARCH_CODES[r.constraints.cpu_arch] if r.constraints.cpu_arch else -1 for r in requests]),
             interconnect_rank=ints(
-                [r.constraints.interconnect.rank if r.constraints.interconnect else 0 for r in requests]
+                [
+                    r.constraints.interconnect.rank if r.constraints.interconnect else 0
+                    for r in requests
+                ]
             ),
             source_province=ints([province_idx[r.source_province] for r in requests]),
-            national_optimum=np.asarray([r.national_optimum for r in requests], dtype=bool).reshape(n),
+            national_optimum=np.asarray([r.national_optimum for r in requests], dtype=bool).reshape(
+                n
+            ),
             allowed_province=allowed,
             duration_h=floats([r.duration_hours for r in requests]),
             power_w=floats(power),
             weights=np.asarray(
-                [matrix.effective(r.workload_class, r.objective) for r in requests], dtype=np.float64
+                [matrix.effective(r.workload_class, r.objective) for r in requests],
+                dtype=np.float64,
             ).reshape(n, 4),
             priority=ints([r.priority for r in requests]),
         )

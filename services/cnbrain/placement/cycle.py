@@ -86,7 +86,9 @@ class CycleState:
         try:
             yield
         finally:
-            self.timings_ms[step] = self.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
+            self.timings_ms[step] = (
+                self.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
+            )
 
     def latency_bounds(self) -> FloatMatrix:
         """(requests x sites) lowest possible path latency, ignoring bandwidth."""
@@ -114,14 +116,18 @@ class CycleState:
             ok &= ~wants | acc
         return np.asarray(ok, dtype=bool)
 
-    def options(self, candidates: Mapping[int, IntArray], *, k: int | None = None) -> dict[int, list[Option]]:
+    def options(
+        self, candidates: Mapping[int, IntArray], *, k: int | None = None
+    ) -> dict[int, list[Option]]:
         """For each request row, every (site, route) option over its candidate sites that fits
         working capacity, with up to k routes per site (default: the cycle's k)."""
         b, a = self.batch, self.arrays
         out: dict[int, list[Option]] = {row: [] for row in candidates}
         if not candidates:
             return out
-        rows = np.concatenate([np.full(len(s), row, dtype=np.int64) for row, s in candidates.items()])
+        rows = np.concatenate(
+            [np.full(len(s), row, dtype=np.int64) for row, s in candidates.items()]
+        )
         sites = np.concatenate([np.asarray(s, dtype=np.int64) for s in candidates.values()])
         keep = self.fits(rows, sites)
         group = np.repeat(np.arange(len(candidates)), [len(s) for s in candidates.values()])
@@ -152,7 +158,14 @@ class CycleState:
         compute = compute_cost(b, a, o_rows, o_sites)
         kwh, carbon = energy(b, a, o_rows, o_sites)
         site_util = site_utilisation_after(
-            b, a, self.free_cpu_m, self.free_mem_mib, self.free_storage_gib, self.free_acc, o_rows, o_sites
+            b,
+            a,
+            self.free_cpu_m,
+            self.free_mem_mib,
+            self.free_storage_gib,
+            self.free_acc,
+            o_rows,
+            o_sites,
         )
         lengths = np.asarray([len(r.links) for r in routes], dtype=np.int64)
         links = np.concatenate([r.link_array for r in routes])
@@ -160,7 +173,12 @@ class CycleState:
         need = np.repeat(b.need_mbps[o_rows], lengths)
         cap = a.link_cap_mbps[links]
         link_util = np.maximum.reduceat((cap - self.residual_mbps[links] + need) / cap, starts)
-        bw_cost = b.need_mbps[o_rows] / 1000 * b.duration_h[o_rows] * np.add.reduceat(a.link_cost[links], starts)
+        bw_cost = (
+            b.need_mbps[o_rows]
+            / 1000
+            * b.duration_h[o_rows]
+            * np.add.reduceat(a.link_cost[links], starts)
+        )
         latency = np.asarray([r.latency_ms for r in routes])
         cost = compute + bw_cost
         refs = self.refs

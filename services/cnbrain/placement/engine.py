@@ -20,13 +20,13 @@ from cnbrain.placement.cycle import CycleState, Option
 from cnbrain.placement.errors import PlacementError
 from cnbrain.placement.explain import CycleFacts, build_decision
 from cnbrain.placement.framework import BoolMatrix, FilterPlugin, ScorePlugin, Strategy
-from cnbrain.placement.weights import OBJECTIVE_INDEX
 from cnbrain.placement.registry import DEFAULT_STRATEGY, FILTERS, SCORES, STRATEGIES, EngineConfig
+from cnbrain.placement.weights import OBJECTIVE_INDEX
 from cnbrain.routing.router import SegmentRouter
 from cnbrain.routing.srv6 import SidPlan
 
 RESERVE_ATTEMPTS = 3
-"""Cycles a request may go through when its reservation meets a ledger changed since the snapshot."""
+"""Cycles a request may go through when the ledger changed under its reservation."""
 
 
 class PlacementEngine:
@@ -62,23 +62,37 @@ class PlacementEngine:
             self._strategies[name] = STRATEGIES[name](self.config)
         return self._strategies[name]
 
-    def place(self, request: PlacementRequest, *, policy: str = DEFAULT_STRATEGY, reserve: bool = True) -> Decision:
+    def place(
+        self, request: PlacementRequest, *, policy: str = DEFAULT_STRATEGY, reserve: bool = True
+    ) -> Decision:
         return self.place_batch([request], policy=policy, reserve=reserve)[0]
 
     def place_batch(
-        self, requests: Sequence[PlacementRequest], *, policy: str = DEFAULT_STRATEGY, reserve: bool = True
+        self,
+        requests: Sequence[PlacementRequest],
+        *,
+        policy: str = DEFAULT_STRATEGY,
+        reserve: bool = True,
     ) -> list[Decision]:
         """Place `requests` jointly against shared capacity; with `reserve=False` nothing is
         reserved (a quote)."""
         strategy = self.strategy(policy)
+        if not requests:
+            return []
         batch = RequestBatch.build(requests, self.arrays, self.config.weight_matrix)
         decisions: list[Decision | None] = [None] * len(requests)
         pending = list(range(len(requests)))
         for attempt in range(RESERVE_ATTEMPTS):
-            sub = batch if attempt == 0 else RequestBatch.build(
-                [requests[i] for i in pending], self.arrays, self.config.weight_matrix
+            sub = (
+                batch
+                if attempt == 0
+                else RequestBatch.build(
+                    [requests[i] for i in pending], self.arrays, self.config.weight_matrix
+                )
             )
-            results, conflicts = self._cycle(sub, strategy, reserve=reserve, last=attempt == RESERVE_ATTEMPTS - 1)
+            results, conflicts = self._cycle(
+                sub, strategy, reserve=reserve, last=attempt == RESERVE_ATTEMPTS - 1
+            )
             for local, decision in results.items():
                 decisions[pending[local]] = decision
             pending = [pending[local] for local in conflicts]
@@ -94,7 +108,10 @@ class PlacementEngine:
         self, batch: RequestBatch, strategy: Strategy, *, reserve: bool, last: bool
     ) -> tuple[dict[int, Decision], list[int]]:
         state = CycleState(
-            batch=batch, snapshot=self.ledger.snapshot(), router=self.router, k_paths=self.config.k_paths
+            batch=batch,
+            snapshot=self.ledger.snapshot(),
+            router=self.router,
+            k_paths=self.config.k_paths,
         )
         with _step(state, "filter"):
             feasible, rejections = self._filter(state)
@@ -114,8 +131,14 @@ class PlacementEngine:
                             conflicts.append(row)
                         chosen.pop(row)
         facts = CycleFacts(
-            state=state, feasible=feasible, rejections=rejections, local_tier=local_tier,
-            filters=self._filters, sids=self.sids, policy=strategy.name, reserved=reserve,
+            state=state,
+            feasible=feasible,
+            rejections=rejections,
+            local_tier=local_tier,
+            filters=self._filters,
+            sids=self.sids,
+            policy=strategy.name,
+            reserved=reserve,
         )
         with _step(state, "explain"):
             decisions = {

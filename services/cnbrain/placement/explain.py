@@ -26,13 +26,20 @@ class CycleFacts:
     reserved: bool
 
 
-def build_decision(facts: CycleFacts, row: int, option: Option | None, reservation_id: str | None) -> Decision:
+def build_decision(
+    facts: CycleFacts, row: int, option: Option | None, reservation_id: str | None
+) -> Decision:
     """The decision for request `row`: built as plain data and validated once."""
     state = facts.state
     request = state.batch.requests[row]
     cmap = state.arrays.map
-    rejections = [
-        {"plugin": f.name, "code": f.code.value, "reason": f.reason, "sites": int(facts.rejections[i, row])}
+    rejections: list[dict[str, object]] = [
+        {
+            "plugin": f.name,
+            "code": f.code.value,
+            "reason": f.reason,
+            "sites": int(facts.rejections[i, row]),
+        }
         for i, f in enumerate(facts.filters)
         if facts.rejections[i, row] > 0
     ]
@@ -41,7 +48,11 @@ def build_decision(facts: CycleFacts, row: int, option: Option | None, reservati
     notes: list[str] = []
     if len(state.batch) > 1:
         notes.append(f"timings are for the whole batch of {len(state.batch)} requests")
-    if insight is not None and not insight.optimal and insight.solver_status not in ("SEQUENTIAL", "NO_OPTIONS"):
+    if (
+        insight is not None
+        and not insight.optimal
+        and insight.solver_status not in ("SEQUENTIAL", "NO_OPTIONS")
+    ):
         notes.append("the solver hit its time limit; this is its best feasible answer")
     if option is not None and not facts.reserved:
         notes.append("quote only: nothing was reserved")
@@ -51,7 +62,11 @@ def build_decision(facts: CycleFacts, row: int, option: Option | None, reservati
         "rejections": rejections,
         "local_first": _local_first(facts, row, option),
         "candidates": [
-            {"site": cmap.sites[site].id, "score": round(score, 6), "objective": None if obj is None else round(obj, 6)}
+            {
+                "site": cmap.sites[site].id,
+                "score": round(score, 6),
+                "objective": None if obj is None else round(obj, 6),
+            }
             for site, score, obj in (insight.candidates if insight else ())
         ],
         "solver_status": insight.solver_status if insight else "NOT_RUN",
@@ -83,7 +98,10 @@ def build_decision(facts: CycleFacts, row: int, option: Option | None, reservati
             "site_utilisation": round(option.site_utilisation, 4),
             "max_link_utilisation": round(option.link_utilisation, 4),
             "terms": {o.value: round(t, 6) for o, t in zip(OBJECTIVES, option.terms, strict=True)},
-            "weights": {o.value: round(w, 6) for o, w in zip(OBJECTIVES, state.batch.weights[row].tolist(), strict=True)},
+            "weights": {
+                o.value: round(w, 6)
+                for o, w in zip(OBJECTIVES, state.batch.weights[row].tolist(), strict=True)
+            },
             "objective": round(option.objective, 6),
         },
         reservation_id=reservation_id,
@@ -108,7 +126,9 @@ def _path(facts: CycleFacts, route: Route, need_gbps: float) -> dict[str, object
                     "latency_ms": round(links[link].latency_ms, 4),
                     "residual_gbps": int(residual[link]) / 1000,
                 }
-                for (a, b), link in zip(itertools.pairwise(seg.path.nodes), seg.path.links, strict=True)
+                for (a, b), link in zip(
+                    itertools.pairwise(seg.path.nodes), seg.path.links, strict=True
+                )
             ],
         }
         for seg in route.segments
@@ -130,10 +150,15 @@ def _local_first(facts: CycleFacts, row: int, option: Option | None) -> str:
         return f"no site in {province} meets the constraints: national hubs were searched"
     if option is not None and facts.state.arrays.map.sites[option.site].province == province:
         return f"a site in {province} fits: placed locally"
-    return f"sites in {province} meet the constraints but none could be served: national hubs were searched"
+    return (
+        f"sites in {province} meet the constraints but none could be served: "
+        "national hubs were searched"
+    )
 
 
-def _rejection_reason(facts: CycleFacts, row: int, feasible: int, rejections: list[dict[str, object]]) -> str:
+def _rejection_reason(
+    facts: CycleFacts, row: int, feasible: int, rejections: list[dict[str, object]]
+) -> str:
     state = facts.state
     request = state.batch.requests[row]
     if feasible == 0:

@@ -54,9 +54,14 @@ class References:
         )
         kwh = batch.power_w / 1000 * batch.duration_h * arrays.pue.mean()
         carbon = kwh * arrays.carbon.mean() / 1000
-        latency = np.where(np.isfinite(batch.max_latency_ms), batch.max_latency_ms, DEFAULT_LATENCY_REF_MS)
+        latency = np.where(
+            np.isfinite(batch.max_latency_ms), batch.max_latency_ms, DEFAULT_LATENCY_REF_MS
+        )
         return cls(
-            cost=_positive(cost), kwh=_positive(kwh), carbon_kg=_positive(carbon), latency_ms=latency
+            cost=_positive(cost),
+            kwh=_positive(kwh),
+            carbon_kg=_positive(carbon),
+            latency_ms=latency,
         )
 
 
@@ -78,7 +83,9 @@ def compute_cost(batch: RequestBatch, arrays: MapArrays, r: IntArray, j: IntArra
     return np.asarray(hourly * batch.duration_h[r], dtype=np.float64)
 
 
-def energy(batch: RequestBatch, arrays: MapArrays, r: IntArray, j: IntArray) -> tuple[FloatArray, FloatArray]:
+def energy(
+    batch: RequestBatch, arrays: MapArrays, r: IntArray, j: IntArray
+) -> tuple[FloatArray, FloatArray]:
     """(kWh, kg CO2) of request rows `r` on sites `j`, PUE included."""
     kwh = batch.power_w[r] / 1000 * batch.duration_h[r] * arrays.pue[j]
     return kwh, kwh * arrays.carbon[j] / 1000
@@ -105,7 +112,9 @@ def site_utilisation_after(
         share(arrays.cap_cpu_m[j], free_cpu_m[j], batch.cpu_m[r]),
         share(arrays.cap_mem_mib[j], free_mem_mib[j], batch.mem_mib[r]),
     )
-    util = np.maximum(util, share(arrays.cap_storage_gib[j], free_storage_gib[j], batch.storage_gib[r]))
+    util = np.maximum(
+        util, share(arrays.cap_storage_gib[j], free_storage_gib[j], batch.storage_gib[r])
+    )
     if arrays.cap_acc.shape[1]:
         col = np.maximum(batch.acc_column[r], 0)
         acc = share(arrays.cap_acc[j, col], free_acc[j, col], batch.acc_count[r])
@@ -113,9 +122,18 @@ def site_utilisation_after(
     return np.asarray(util, dtype=np.float64)
 
 
-def weighted(weights: FloatArray, cost: FloatArray, latency: FloatArray, energy_: FloatArray, balance: FloatArray) -> FloatArray:
+def weighted(
+    weights: FloatArray,
+    cost: FloatArray,
+    latency: FloatArray,
+    energy_: FloatArray,
+    balance: FloatArray,
+) -> FloatArray:
     """Sum of terms times weights; `weights` rows align with the terms' rows (OBJECTIVES order)."""
     return np.asarray(
-        weights[..., 0] * cost + weights[..., 1] * latency + weights[..., 2] * energy_ + weights[..., 3] * balance,
+        weights[..., 0] * cost
+        + weights[..., 1] * latency
+        + weights[..., 2] * energy_
+        + weights[..., 3] * balance,
         dtype=np.float64,
     )

@@ -51,8 +51,8 @@ class EngineConfig:
     scores: tuple[str, ...] = tuple(SCORES)
     top_n: int = 8
     k_paths: int = 3
-    solver: SolverSettings = SolverSettings(time_limit_s=0.5)
-    exact_solver: SolverSettings = SolverSettings(time_limit_s=30.0)
+    solver: SolverSettings = field(default_factory=lambda: SolverSettings(time_limit_s=0.5))
+    exact_solver: SolverSettings = field(default_factory=lambda: SolverSettings(time_limit_s=30.0))
     batch_chunk: int = 200
     seed: int = 0
     weight_matrix: WeightMatrix = field(default_factory=WeightMatrix)

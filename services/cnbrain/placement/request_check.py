@@ -29,7 +29,8 @@ def check_request(request: PlacementRequest, cmap: ComputeNetworkMap) -> None:
     if province is None:
         raise RequestError(
             "source_province",
-            f"unknown province {request.source_province!r}; known: {', '.join(cmap.province_codes)}",
+            f"unknown province {request.source_province!r}; "
+            f"known: {', '.join(cmap.province_codes)}",
         )
     if request.access_node is not None and request.access_node not in province.access_nodes:
         raise RequestError(
@@ -41,11 +42,13 @@ def check_request(request: PlacementRequest, cmap: ComputeNetworkMap) -> None:
     if accelerator is not None and accelerator.model not in ACCELERATOR_MODELS:
         raise RequestError(
             "resources.accelerator.model",
-            f"unknown accelerator model {accelerator.model!r}; known: {', '.join(ACCELERATOR_MODELS)}",
+            f"unknown accelerator model {accelerator.model!r}; "
+            f"known: {', '.join(ACCELERATOR_MODELS)}",
         )
     for name in ("regions_allowed", "regions_denied"):
         for i, item in enumerate(getattr(request.constraints, name)):
             if item not in cmap.provinces and item not in cmap.regions:
                 raise RequestError(
-                    f"constraints.{name}[{i}]", f"{item!r} is neither a province code nor a region id"
+                    f"constraints.{name}[{i}]",
+                    f"{item!r} is neither a province code nor a region id",
                 )

@@ -14,7 +14,6 @@ expressed as constraints.
 """
 
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -57,7 +56,8 @@ def greedy_assignment(state: CycleState, options: dict[int, list[Option]]) -> di
                 used_site[(option.site, dim)] + want <= _free(state, option.site, dim)
                 for dim, want in demand
             ) and all(
-                used_link[link] + b.need_mbps[row] <= state.residual_mbps[link] for link in option.route.links
+                used_link[link] + b.need_mbps[row] <= state.residual_mbps[link]
+                for link in option.route.links
             ):
                 for dim, want in demand:
                     used_site[(option.site, dim)] += want
@@ -74,7 +74,9 @@ def solve_assignment(
     """Choose at most one option per request so that capacities hold; see the module doc."""
     contended_sites, contended_links = _contended(state, options)
     reduced = {
-        row: _undominated(state, opts, contended_sites, contended_links) for row, opts in options.items() if opts
+        row: _undominated(state, opts, contended_sites, contended_links)
+        for row, opts in options.items()
+        if opts
     }
     if not reduced:
         return Assignment(chosen={}, status="NO_OPTIONS", optimal=True)
@@ -116,15 +118,21 @@ def solve_assignment(
     status = solver.solve(model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         chosen = {row: o for row in x for v, o in x[row] if solver.boolean_value(v)}
-        return Assignment(chosen=chosen, status=solver.status_name(status), optimal=status == cp_model.OPTIMAL)
-    return Assignment(chosen=hint, status=f"{solver.status_name(status)}_GREEDY_FALLBACK", optimal=False)
+        return Assignment(
+            chosen=chosen, status=solver.status_name(status), optimal=status == cp_model.OPTIMAL
+        )
+    return Assignment(
+        chosen=hint, status=f"{solver.status_name(status)}_GREEDY_FALLBACK", optimal=False
+    )
 
 
 def _weighted(entries: list[tuple[cp_model.IntVar, int]]) -> cp_model.LinearExpr:
     return cp_model.LinearExpr.weighted_sum([v for v, _ in entries], [w for _, w in entries])
 
 
-def _contended(state: CycleState, options: dict[int, list[Option]]) -> tuple[set[SiteKey], set[int]]:
+def _contended(
+    state: CycleState, options: dict[int, list[Option]]
+) -> tuple[set[SiteKey], set[int]]:
     """Site dimensions and links that the options, one per request at most, could overfill."""
     site_worst: dict[SiteKey, int] = defaultdict(int)
     link_worst: dict[int, int] = defaultdict(int)
@@ -148,14 +156,14 @@ def _contended(state: CycleState, options: dict[int, list[Option]]) -> tuple[set
 def _undominated(
     state: CycleState, opts: list[Option], contended_sites: set[SiteKey], contended_links: set[int]
 ) -> list[Option]:
-    """`opts` (of one request) up to and including its best option that touches nothing contended."""
+    """`opts` of one request, best first, up to its best option that touches nothing contended."""
     demand = _demand(state, opts[0].row)
     kept: list[Option] = []
     for o in sorted(opts, key=lambda o: o.objective):
         kept.append(o)
-        if all((o.site, dim) not in contended_sites for dim, _ in demand) and contended_links.isdisjoint(
-            o.route.links
-        ):
+        if all(
+            (o.site, dim) not in contended_sites for dim, _ in demand
+        ) and contended_links.isdisjoint(o.route.links):
             break
     return kept
 

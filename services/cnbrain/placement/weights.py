@@ -4,8 +4,8 @@ The weight a decision uses for a term is the request's own weight times this mul
 operators steer classes (say, training towards green sites) without editing requests.
 """
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from pydantic import Field
 
@@ -24,12 +24,18 @@ DEFAULT_MATRIX: Mapping[WorkloadClass, ObjectiveWeights] = MappingProxyType(
 
 
 class WeightMatrix(DomainModel):
-    rows: dict[WorkloadClass, ObjectiveWeights] = Field(default_factory=lambda: dict(DEFAULT_MATRIX))
+    rows: dict[WorkloadClass, ObjectiveWeights] = Field(
+        default_factory=lambda: dict(DEFAULT_MATRIX)
+    )
 
-    def effective(self, workload_class: WorkloadClass, weights: ObjectiveWeights) -> tuple[float, ...]:
+    def effective(
+        self, workload_class: WorkloadClass, weights: ObjectiveWeights
+    ) -> tuple[float, ...]:
         """The request's weights times this matrix's row, in `OBJECTIVES` order."""
         row = self.rows.get(workload_class, ObjectiveWeights())
         return tuple(weights.of(o) * row.of(o) for o in OBJECTIVES)
 
 
-OBJECTIVE_INDEX: Mapping[Objective, int] = MappingProxyType({o: i for i, o in enumerate(OBJECTIVES)})
+OBJECTIVE_INDEX: Mapping[Objective, int] = MappingProxyType(
+    {o: i for i, o in enumerate(OBJECTIVES)}
+)

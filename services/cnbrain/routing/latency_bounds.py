@@ -53,7 +53,9 @@ class LatencyBounds:
         )
         to_gateway = local[cmap.provinces[province].gateway]
         site_province = self._arrays.site_province
-        bounds = to_gateway + self._backbone_matrix()[p_idx][site_province] + self._gateway_sites()
+        bounds: FloatArray = (
+            to_gateway + self._backbone_matrix()[p_idx][site_province] + self._gateway_sites()
+        )
         same = site_province == p_idx
         bounds[same] = self._via_attachments(local)[same]
         return bounds
@@ -72,7 +74,9 @@ class LatencyBounds:
             for code in cmap.province_codes:
                 lengths.update(
                     nx.single_source_dijkstra_path_length(
-                        self._graphs.province[code], cmap.provinces[code].gateway, weight="latency_ms"
+                        self._graphs.province[code],
+                        cmap.provinces[code].gateway,
+                        weight="latency_ms",
                     )
                 )
             self._gateway_to_site = self._via_attachments(lengths)
@@ -84,7 +88,12 @@ class LatencyBounds:
             matrix = np.full((n, n), np.inf)
             index = {gw: i for i, gw in enumerate(self._gateways)}
             for i, gw in enumerate(self._gateways):
-                lengths = nx.single_source_dijkstra_path_length(self._graphs.backbone, gw, weight="latency_ms")
+                matrix[i, i] = 0.0
+                if gw not in self._graphs.backbone:
+                    continue
+                lengths = nx.single_source_dijkstra_path_length(
+                    self._graphs.backbone, gw, weight="latency_ms"
+                )
                 for node, ms in lengths.items():
                     j = index.get(node)
                     if j is not None:

@@ -51,7 +51,7 @@ class PathFinder:
     removes paths and keeps the order of the rest. Thread-safe.
     """
 
-    def __init__(self, graph: nx.Graph) -> None:
+    def __init__(self, graph: "nx.Graph[str]") -> None:
         self._graph = graph
         self._cache: dict[tuple[str, str], _Enumeration] = {}
         self._lock = threading.Lock()
@@ -65,7 +65,9 @@ class PathFinder:
                 enum = _Enumeration(pending=self._simple_paths(self._graph, source, target))
                 self._cache[(source, target)] = enum
             chosen = [p for p in enum.found if p.avoids(blocked)][:k]
-            while len(chosen) < k and enum.pending is not None and len(enum.found) < ENUMERATION_LIMIT:
+            while (
+                len(chosen) < k and enum.pending is not None and len(enum.found) < ENUMERATION_LIMIT
+            ):
                 nodes = next(enum.pending, None)
                 if nodes is None:
                     enum.pending = None
@@ -78,15 +80,20 @@ class PathFinder:
                 return self._search_pruned(source, target, k=k, blocked=blocked)
             return chosen
 
-    def _search_pruned(self, source: str, target: str, *, k: int, blocked: Blocked) -> list[GraphPath]:
+    def _search_pruned(
+        self, source: str, target: str, *, k: int, blocked: Blocked
+    ) -> list[GraphPath]:
         graph = self._graph
         pruned = nx.subgraph_view(graph, filter_edge=lambda a, b: graph[a][b]["idx"] not in blocked)
         if source not in pruned or target not in pruned:
             return []
-        return [self._to_path(nodes) for nodes in itertools.islice(self._simple_paths(pruned, source, target), k)]
+        return [
+            self._to_path(nodes)
+            for nodes in itertools.islice(self._simple_paths(pruned, source, target), k)
+        ]
 
     @staticmethod
-    def _simple_paths(graph: nx.Graph, source: str, target: str) -> Iterator[list[str]]:
+    def _simple_paths(graph: "nx.Graph[str]", source: str, target: str) -> Iterator[list[str]]:
         try:
             yield from nx.shortest_simple_paths(graph, source, target, weight="latency_ms")
         except (nx.NetworkXNoPath, nx.NodeNotFound):

@@ -130,7 +130,9 @@ class SegmentRouter:
             for a, b, c in best
         ]
 
-    def _to_site(self, finder: PathFinder, source: str, site: int, k: int, blocked: Blocked) -> list[GraphPath]:
+    def _to_site(
+        self, finder: PathFinder, source: str, site: int, k: int, blocked: Blocked
+    ) -> list[GraphPath]:
         """The k best paths from `source` to `site`: core paths to one of the site's attachment
         nodes, then the attaching link."""
         candidates: list[tuple[float, GraphPath, Attachment]] = []

@@ -7,8 +7,8 @@ the national block; every other node to its province's region.
 """
 
 import ipaddress
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from cnbrain.domain.enums import NodeRole
 from cnbrain.netmap.compute_map import ComputeNetworkMap

@@ -26,22 +26,26 @@ class OwnerGraphs:
     Sites are endpoints, so they appear in no graph: a path to a site is a core path to one of
     its attachment nodes plus the attaching link."""
 
-    province: dict[str, nx.Graph]
-    backbone: nx.Graph
+    province: dict[str, "nx.Graph[str]"]
+    backbone: "nx.Graph[str]"
     attachments: tuple[tuple[Attachment, ...], ...]
 
     @classmethod
     def build(cls, cmap: ComputeNetworkMap) -> "OwnerGraphs":
-        province: dict[str, nx.Graph] = {code: nx.Graph() for code in cmap.province_codes}
+        province: dict[str, nx.Graph[str]] = {code: nx.Graph() for code in cmap.province_codes}
         for code, p in cmap.provinces.items():
             province[code].add_nodes_from((p.gateway, *p.access_nodes))
-        backbone = nx.Graph()
+        backbone: nx.Graph[str] = nx.Graph()
         attachments: dict[int, list[Attachment]] = defaultdict(list)
         for idx, link in enumerate(cmap.links):
             if link.a in cmap.site_index:
-                attachments[cmap.site_index[link.a]].append(Attachment(link.b, idx, link.latency_ms))
+                attachments[cmap.site_index[link.a]].append(
+                    Attachment(link.b, idx, link.latency_ms)
+                )
             elif link.b in cmap.site_index:
-                attachments[cmap.site_index[link.b]].append(Attachment(link.a, idx, link.latency_ms))
+                attachments[cmap.site_index[link.b]].append(
+                    Attachment(link.a, idx, link.latency_ms)
+                )
             elif link.layer is LinkLayer.BACKBONE:
                 backbone.add_edge(link.a, link.b, idx=idx, latency_ms=link.latency_ms)
             else:

@@ -11,4 +11,5 @@ class CpuArchFilter:
 
     def filter(self, state: CycleState) -> BoolMatrix:
         want = state.batch.arch[:, None]
-        return (want < 0) | (state.arrays.site_arch[None, :] == want)
+        mask: BoolMatrix = (want < 0) | (state.arrays.site_arch[None, :] == want)
+        return mask

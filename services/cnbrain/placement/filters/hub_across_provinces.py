@@ -15,4 +15,5 @@ class HubAcrossProvincesFilter:
         a = state.arrays
         hub = a.site_kind == SITE_KIND_CODES[SiteKind.HUB]
         same = a.site_province[None, :] == state.batch.source_province[:, None]
-        return hub[None, :] | same
+        mask: BoolMatrix = hub[None, :] | same
+        return mask

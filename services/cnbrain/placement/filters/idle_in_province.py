@@ -1,7 +1,7 @@
 """Idle (socially owned) compute serves only requests from its own province."""
 
-from cnbrain.netmap.arrays import SITE_KIND_CODES
 from cnbrain.domain.enums import SiteKind
+from cnbrain.netmap.arrays import SITE_KIND_CODES
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.framework import BoolMatrix, Code
 
@@ -15,4 +15,5 @@ class IdleInProvinceFilter:
         a = state.arrays
         idle = a.site_kind == SITE_KIND_CODES[SiteKind.IDLE]
         same = a.site_province[None, :] == state.batch.source_province[:, None]
-        return ~idle[None, :] | same
+        mask: BoolMatrix = ~idle[None, :] | same
+        return mask

@@ -16,5 +16,7 @@ class LabelsFilter:
         out = np.ones((len(state.batch), len(sites)), dtype=bool)
         for row, request in enumerate(state.batch.requests):
             for key, value in request.constraints.labels.items():
-                out[row] &= np.fromiter((s.labels.get(key) == value for s in sites), bool, len(sites))
+                out[row] &= np.fromiter(
+                    (s.labels.get(key) == value for s in sites), bool, len(sites)
+                )
         return out

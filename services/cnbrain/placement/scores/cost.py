@@ -3,8 +3,8 @@
 import numpy as np
 
 from cnbrain.domain.enums import Objective
-from cnbrain.placement.cycle import CycleState
 from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.objective import compute_cost
 
 

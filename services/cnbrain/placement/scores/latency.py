@@ -3,8 +3,8 @@
 import numpy as np
 
 from cnbrain.domain.enums import Objective
-from cnbrain.placement.cycle import CycleState
 from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.placement.cycle import CycleState
 
 
 class LatencyScore:
@@ -12,4 +12,6 @@ class LatencyScore:
     objective = Objective.LATENCY
 
     def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        return np.nan_to_num(state.latency_bounds()[rows, sites] / state.refs.latency_ms[rows], posinf=1e9)
+        return np.nan_to_num(
+            state.latency_bounds()[rows, sites] / state.refs.latency_ms[rows], posinf=1e9
+        )

@@ -20,8 +20,14 @@ def greedy_score(state: CycleState, row: int, sites: IntArray) -> IntArray:
 def _utilisation(state: CycleState, row: int, sites: IntArray) -> np.ndarray:
     rows = np.full(len(sites), row)
     return site_utilisation_after(
-        state.batch, state.arrays, state.free_cpu_m, state.free_mem_mib, state.free_storage_gib,
-        state.free_acc, rows, sites,
+        state.batch,
+        state.arrays,
+        state.free_cpu_m,
+        state.free_mem_mib,
+        state.free_storage_gib,
+        state.free_acc,
+        rows,
+        sites,
     )
 
 

@@ -18,7 +18,9 @@ class SequentialStrategy:
         self.name = name
         self._order = order
 
-    def choose(self, state: CycleState, eligible: BoolMatrix, rows: Sequence[int]) -> dict[int, Option]:
+    def choose(
+        self, state: CycleState, eligible: BoolMatrix, rows: Sequence[int]
+    ) -> dict[int, Option]:
         chosen: dict[int, Option] = {}
         priority = state.batch.priority
         for row in sorted(rows, key=lambda r: (-int(priority[r]), r)):

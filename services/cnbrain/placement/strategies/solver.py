@@ -30,13 +30,17 @@ def top_n(scores: FloatArray, sites: IntArray, n: int | None) -> IntArray:
 
 
 class SolverStrategy:
-    def __init__(self, *, name: str, top_n: int | None, settings: SolverSettings, chunk: int = 200) -> None:
+    def __init__(
+        self, *, name: str, top_n: int | None, settings: SolverSettings, chunk: int = 200
+    ) -> None:
         self.name = name
         self._top_n = top_n
         self._settings = settings
         self._chunk = chunk
 
-    def choose(self, state: CycleState, eligible: BoolMatrix, rows: Sequence[int]) -> dict[int, Option]:
+    def choose(
+        self, state: CycleState, eligible: BoolMatrix, rows: Sequence[int]
+    ) -> dict[int, Option]:
         chosen: dict[int, Option] = {}
         for start in range(0, len(rows), self._chunk):
             pending = list(rows[start : start + self._chunk])
@@ -68,7 +72,8 @@ class SolverStrategy:
                 best[o.site] = min(best.get(o.site, o.objective), o.objective)
             state.insights[row] = RowInsight(
                 candidates=tuple(
-                    (int(site), float(state.scores[row, site]), best.get(int(site))) for site in candidates[row]
+                    (int(site), float(state.scores[row, site]), best.get(int(site)))
+                    for site in candidates[row]
                 ),
                 solver_status=assignment.status,
                 optimal=assignment.optimal,
