@@ -52,7 +52,9 @@ GRID_CARBON_G_PER_KWH: Final[Mapping[str, float]] = MappingProxyType(
 """Assumed average grid carbon intensity per province, g CO2 per kWh (not a published factor).
 A site's own value is this times (1 - its green_share)."""
 
-BACKBONE_GBPS_BY_COLOUR: Final[Mapping[str, float]] = MappingProxyType({"Blue": 800.0, "Red": 400.0})
+BACKBONE_GBPS_BY_COLOUR: Final[Mapping[str, float]] = MappingProxyType(
+    {"Blue": 800.0, "Red": 400.0}
+)
 """Assumed backbone capacity by Chinanet link colour; Chinanet itself gives no capacities.
 Blue marks the Beijing-Shanghai-Guangzhou trunk triangle, taken as the core."""
 BACKBONE_DEFAULT_GBPS: Final = 400.0

@@ -12,6 +12,7 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.framework import FloatMatrix
+from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.objective import (
     References,
     compute_cost,
@@ -74,11 +75,11 @@ class CycleState:
         self.free_storage_gib = snapshot.free_storage_gib.copy()
         self.free_acc = snapshot.free_acc.copy()
         self.residual_mbps = snapshot.residual_mbps.copy()
-        self.scores: FloatMatrix = np.zeros((len(batch), self.arrays.n_sites))
+        self.scores = PairScores.empty(len(batch))
         self.timings_ms: dict[str, float] = {}
         self.insights: dict[int, RowInsight] = {}
         self._blocked: dict[int, Blocked] = {}
-        self._latency_bounds: FloatMatrix | None = None
+        self._latency_bounds: tuple[IntArray, FloatMatrix] | None = None
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -90,12 +91,13 @@ class CycleState:
                 self.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
             )
 
-    def latency_bounds(self) -> FloatMatrix:
-        """(requests x sites) lowest possible path latency, ignoring bandwidth."""
+    def latency_bounds(self) -> tuple[IntArray, FloatMatrix]:
+        """Lowest possible path latency, ignoring bandwidth: (for each request row, the index
+        of its access node; for each distinct access node, its latency to every site)."""
         if self._latency_bounds is None:
-            self._latency_bounds = np.stack(
-                [self.router.bounds.to_sites(node) for node in self.batch.access_nodes]
-            )
+            nodes, index = np.unique(np.asarray(self.batch.access_nodes), return_inverse=True)
+            table = np.stack([self.router.bounds.to_sites(str(node)) for node in nodes])
+            self._latency_bounds = (index.astype(np.int64), table)
         return self._latency_bounds
 
     def fits(self, rows: IntArray, sites: IntArray) -> npt.NDArray[np.bool_]:

@@ -20,6 +20,7 @@ from cnbrain.placement.cycle import CycleState, Option
 from cnbrain.placement.errors import PlacementError
 from cnbrain.placement.explain import CycleFacts, build_decision
 from cnbrain.placement.framework import BoolMatrix, FilterPlugin, ScorePlugin, Strategy
+from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.registry import DEFAULT_STRATEGY, FILTERS, SCORES, STRATEGIES, EngineConfig
 from cnbrain.placement.weights import OBJECTIVE_INDEX
 from cnbrain.routing.router import SegmentRouter
@@ -139,6 +140,7 @@ class PlacementEngine:
             sids=self.sids,
             policy=strategy.name,
             reserved=reserve,
+            timings_ms={step: round(ms, 3) for step, ms in state.timings_ms.items()},
         )
         with _step(state, "explain"):
             decisions = {
@@ -159,16 +161,14 @@ class PlacementEngine:
             count = remaining
         return alive, rejected
 
-    def _score(self, state: CycleState, feasible: BoolMatrix) -> np.ndarray:
+    def _score(self, state: CycleState, feasible: BoolMatrix) -> PairScores:
         """Weighted score of every feasible (request, site) pair; inf elsewhere."""
         rows, sites = np.nonzero(feasible)
         total = np.zeros(len(rows))
         for plugin in self._scores:
             weight = state.batch.weights[rows, OBJECTIVE_INDEX[plugin.objective]]
             total += weight * plugin.score(state, rows, sites)
-        scores = np.full((len(state.batch), state.arrays.n_sites), np.inf)
-        scores[rows, sites] = total
-        return scores
+        return PairScores.of(len(state.batch), rows, sites, total)
 
     def _select(
         self, state: CycleState, strategy: Strategy, feasible: BoolMatrix

@@ -13,6 +13,8 @@ from cnbrain.placement.framework import BoolMatrix, FilterPlugin
 from cnbrain.routing.router import Route
 from cnbrain.routing.srv6 import SidPlan
 
+OBJECTIVE_NAMES = tuple(o.value for o in OBJECTIVES)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CycleFacts:
@@ -24,6 +26,7 @@ class CycleFacts:
     sids: SidPlan
     policy: str
     reserved: bool
+    timings_ms: dict[str, float]
 
 
 def build_decision(
@@ -64,14 +67,14 @@ def build_decision(
         "candidates": [
             {
                 "site": cmap.sites[site].id,
-                "score": round(score, 6),
-                "objective": None if obj is None else round(obj, 6),
+                "score": score,
+                "objective": obj,
             }
             for site, score, obj in (insight.candidates if insight else ())
         ],
         "solver_status": insight.solver_status if insight else "NOT_RUN",
         "optimal": insight.optimal if insight else True,
-        "timings_ms": {k: round(v, 3) for k, v in state.timings_ms.items()},
+        "timings_ms": facts.timings_ms,
         "notes": notes,
     }
     decision: dict[str, object] = {
@@ -97,11 +100,8 @@ def build_decision(
             "latency_ms": round(option.route.latency_ms, 4),
             "site_utilisation": round(option.site_utilisation, 4),
             "max_link_utilisation": round(option.link_utilisation, 4),
-            "terms": {o.value: round(t, 6) for o, t in zip(OBJECTIVES, option.terms, strict=True)},
-            "weights": {
-                o.value: round(w, 6)
-                for o, w in zip(OBJECTIVES, state.batch.weights[row].tolist(), strict=True)
-            },
+            "terms": dict(zip(OBJECTIVE_NAMES, option.terms, strict=True)),
+            "weights": dict(zip(OBJECTIVE_NAMES, state.batch.weights[row].tolist(), strict=True)),
             "objective": round(option.objective, 6),
         },
         reservation_id=reservation_id,
@@ -123,7 +123,7 @@ def _path(facts: CycleFacts, route: Route, need_gbps: float) -> dict[str, object
                     "from_node": a,
                     "to_node": b,
                     "layer": links[link].layer.value,
-                    "latency_ms": round(links[link].latency_ms, 4),
+                    "latency_ms": links[link].latency_ms,
                     "residual_gbps": int(residual[link]) / 1000,
                 }
                 for (a, b), link in zip(

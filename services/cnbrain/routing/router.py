@@ -17,7 +17,7 @@ from cnbrain.routing.paths import Blocked, GraphPath, PathFinder
 from cnbrain.routing.subgraphs import Attachment, OwnerGraphs
 
 CACHE_LIMIT = 500_000
-"""Unconstrained best routes kept before the cache starts afresh."""
+"""Entries a route cache keeps before it starts afresh."""
 
 NOTHING_BLOCKED: Blocked = frozenset()
 
@@ -60,7 +60,8 @@ class SegmentRouter:
 
     The k best routes with nothing blocked are cached per (access node, site, k). When none
     of them uses a blocked link they are also the k best that avoid the blocked links, and
-    the cache answers; otherwise the routes are computed afresh.
+    the cache answers; otherwise the routes avoiding that blocked set are computed, and
+    cached under it too.
     """
 
     def __init__(self, arrays: MapArrays) -> None:
@@ -71,6 +72,7 @@ class SegmentRouter:
         self._province = {code: PathFinder(g) for code, g in graphs.province.items()}
         self._backbone = PathFinder(graphs.backbone)
         self._best: dict[tuple[str, int, int], list[Route]] = {}
+        self._avoiding: dict[tuple[str, int, int, Blocked], list[Route]] = {}
         self._lock = threading.Lock()
 
     def routes(
@@ -95,9 +97,23 @@ class SegmentRouter:
                         self._best.clear()
                     self._best[key] = best
             if blocked and not all(blocked.isdisjoint(r.links) for r in best):
-                best = self._compute(access_node, site, k, blocked)
+                best = self._avoiding_blocked(access_node, site, k, blocked)
             out.append([r for r in best if r.latency_ms <= max_latency_ms])
         return out
+
+    def _avoiding_blocked(
+        self, access_node: str, site: int, k: int, blocked: Blocked
+    ) -> list[Route]:
+        key = (access_node, site, k, blocked)
+        with self._lock:
+            routes = self._avoiding.get(key)
+        if routes is None:
+            routes = self._compute(access_node, site, k, blocked)
+            with self._lock:
+                if len(self._avoiding) >= CACHE_LIMIT:
+                    self._avoiding.clear()
+                self._avoiding[key] = routes
+        return routes
 
     def _compute(self, access_node: str, site: int, k: int, blocked: Blocked) -> list[Route]:
         cmap = self._map

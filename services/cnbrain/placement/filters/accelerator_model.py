@@ -14,12 +14,8 @@ class AcceleratorModelFilter:
     def filter(self, state: CycleState) -> BoolMatrix:
         b, cap = state.batch, state.arrays.cap_acc_by_model
         out = np.ones((len(b), state.arrays.n_sites), dtype=bool)
-        rows = np.flatnonzero(b.acc_count > 0)
-        if len(rows) == 0:
-            return out
-        if cap.shape[0] == 0:
-            out[rows] = False
-            return out
-        columns = b.acc_column[rows]
-        out[rows] = (columns[:, None] >= 0) & (cap[np.maximum(columns, 0)] > 0)
+        wants = b.acc_count > 0
+        out[wants & (b.acc_column < 0)] = False
+        for column in np.unique(b.acc_column[wants & (b.acc_column >= 0)]).tolist():
+            out[wants & (b.acc_column == column)] = cap[column] > 0
         return out

@@ -13,18 +13,12 @@ class CapacityFilter:
 
     def filter(self, state: CycleState) -> BoolMatrix:
         b, s = state.batch, state.snapshot
-        ok = (
-            (s.free_cpu_m[None, :] >= b.cpu_m[:, None])
-            & (s.free_mem_mib[None, :] >= b.mem_mib[:, None])
-            & (s.free_storage_gib[None, :] >= b.storage_gib[:, None])
-        )
-        wants_acc = b.acc_count > 0
-        if not wants_acc.any():
-            return ok
-        if s.free_acc_by_model.shape[0] == 0:
-            return ok & ~wants_acc[:, None]
-        rows = np.flatnonzero(wants_acc)
-        columns = b.acc_column[rows]
-        free = s.free_acc_by_model[np.maximum(columns, 0)]
-        ok[rows] &= (columns[:, None] >= 0) & (free >= b.acc_count[rows, None])
+        ok = s.free_cpu_m[None, :] >= b.cpu_m[:, None]
+        ok &= s.free_mem_mib[None, :] >= b.mem_mib[:, None]
+        ok &= s.free_storage_gib[None, :] >= b.storage_gib[:, None]
+        wants = b.acc_count > 0
+        ok[wants & (b.acc_column < 0)] = False
+        for column in np.unique(b.acc_column[wants & (b.acc_column >= 0)]).tolist():
+            rows = np.flatnonzero(wants & (b.acc_column == column))
+            ok[rows] &= s.free_acc_by_model[column][None, :] >= b.acc_count[rows, None]
         return ok

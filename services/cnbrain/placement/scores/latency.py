@@ -12,6 +12,5 @@ class LatencyScore:
     objective = Objective.LATENCY
 
     def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        return np.nan_to_num(
-            state.latency_bounds()[rows, sites] / state.refs.latency_ms[rows], posinf=1e9
-        )
+        access, table = state.latency_bounds()
+        return np.nan_to_num(table[access[rows], sites] / state.refs.latency_ms[rows], posinf=1e9)

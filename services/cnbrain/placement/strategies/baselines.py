@@ -14,7 +14,7 @@ def first_fit(state: CycleState, row: int, sites: IntArray) -> IntArray:
 
 def greedy_score(state: CycleState, row: int, sites: IntArray) -> IntArray:
     """Best weighted score first (the same score the solver's Top-N uses)."""
-    return sites[np.argsort(state.scores[row, sites], kind="stable")]
+    return sites[np.argsort(state.scores.of_sites(row, sites), kind="stable")]
 
 
 def _utilisation(state: CycleState, row: int, sites: IntArray) -> np.ndarray:

@@ -36,7 +36,13 @@ class SequentialStrategy:
                         break
             option = chosen.get(row)
             state.insights[row] = RowInsight(
-                candidates=((option.site, float(state.scores[row, option.site]), option.objective),)
+                candidates=(
+                    (
+                        option.site,
+                        float(state.scores.of_sites(row, np.asarray([option.site]))[0]),
+                        option.objective,
+                    ),
+                )
                 if option
                 else (),
                 solver_status="SEQUENTIAL",

@@ -22,11 +22,13 @@ from cnbrain.placement.solver import SolverSettings, solve_assignment
 ROUNDS = 3
 
 
-def top_n(scores: FloatArray, sites: IntArray, n: int | None) -> IntArray:
-    """The n of `sites` with the lowest `scores`, best first."""
+def top_n(sites: IntArray, scores: FloatArray, n: int | None) -> tuple[IntArray, FloatArray]:
+    """The n `sites` with the lowest `scores` (aligned arrays), best first, with their scores."""
     if n is not None and len(sites) > n:
-        sites = sites[np.argpartition(scores[sites], n - 1)[:n]]
-    return sites[np.argsort(scores[sites], kind="stable")]
+        keep = np.argpartition(scores, n - 1)[:n]
+        sites, scores = sites[keep], scores[keep]
+    order = np.argsort(scores, kind="stable")
+    return sites[order], scores[order]
 
 
 class SolverStrategy:
@@ -57,11 +59,12 @@ class SolverStrategy:
     ) -> tuple[dict[int, Option], list[int]]:
         """One joint choice; returns what was chosen and the rows that had options but lost."""
         with state.timed("top_n"):
-            candidates = {}
+            candidates: dict[int, IntArray] = {}
+            scores: dict[int, FloatArray] = {}
             for row in rows:
-                sites = np.flatnonzero(eligible[row])
-                sites = sites[state.fits(np.full(len(sites), row), sites)]
-                candidates[row] = top_n(state.scores[row], sites, self._top_n)
+                sites, values = state.scores.row(row)
+                keep = eligible[row, sites] & state.fits(np.full(len(sites), row), sites)
+                candidates[row], scores[row] = top_n(sites[keep], values[keep], self._top_n)
         with state.timed("route"):
             options = state.options(candidates)
         with state.timed("solve"):
@@ -72,8 +75,10 @@ class SolverStrategy:
                 best[o.site] = min(best.get(o.site, o.objective), o.objective)
             state.insights[row] = RowInsight(
                 candidates=tuple(
-                    (int(site), float(state.scores[row, site]), best.get(int(site)))
-                    for site in candidates[row]
+                    (site, score, best.get(site))
+                    for site, score in zip(
+                        candidates[row].tolist(), scores[row].tolist(), strict=True
+                    )
                 ),
                 solver_status=assignment.status,
                 optimal=assignment.optimal,
