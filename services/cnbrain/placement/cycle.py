@@ -12,13 +12,13 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.framework import FloatMatrix
-from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.objective import (
     References,
     compute_cost,
     energy,
     site_utilisation_after,
 )
+from cnbrain.placement.scoring import PairScores
 from cnbrain.routing.paths import Blocked
 from cnbrain.routing.router import NOTHING_BLOCKED, Route, SegmentRouter
 

@@ -20,8 +20,8 @@ from cnbrain.placement.cycle import CycleState, Option
 from cnbrain.placement.errors import PlacementError
 from cnbrain.placement.explain import CycleFacts, build_decision
 from cnbrain.placement.framework import BoolMatrix, FilterPlugin, ScorePlugin, Strategy
-from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.registry import DEFAULT_STRATEGY, FILTERS, SCORES, STRATEGIES, EngineConfig
+from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.weights import OBJECTIVE_INDEX
 from cnbrain.routing.router import SegmentRouter
 from cnbrain.routing.srv6 import SidPlan
