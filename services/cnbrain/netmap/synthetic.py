@@ -49,8 +49,9 @@ LATENCY_FLOOR_MS: Final = 0.05
 ACCESS_GBPS: Final = 100.0
 AGGREGATION_GBPS: Final = 800.0
 BACKBONE_GBPS: Final = 400.0
-BACKBONE_CNY_PER_GBPS_HOUR_KM: Final = 0.001
-"""Backbone cost per reserved Gbps-hour is proportional to the great-circle length."""
+BACKBONE_CNY_PER_GBPS_HOUR_KM: Final = 0.00002
+"""Backbone cost per reserved Gbps-hour is proportional to the great-circle length: 0.02 CNY per
+1000 km, the rate of the built-in map."""
 
 CHINA_LAT: Final = (20.0, 48.0)
 CHINA_LON: Final = (80.0, 125.0)
@@ -282,7 +283,7 @@ def backbone_link(a: Point, b: Point, bandwidth_gbps: float) -> Link:
     """A national backbone link between two gateways, priced by its great-circle length."""
     km = great_circle_km(a[1], a[2], b[1], b[2])
     link = _link(a, b, LinkLayer.BACKBONE, bandwidth_gbps, NATIONAL_OWNER)
-    link["cost_per_gbps_hour"] = round(km * BACKBONE_CNY_PER_GBPS_HOUR_KM, 4)
+    link["cost_per_gbps_hour"] = round(km * BACKBONE_CNY_PER_GBPS_HOUR_KM, 6)
     return Link.model_validate(link)
 
 

@@ -51,9 +51,11 @@ class EngineConfig:
     scores: tuple[str, ...] = tuple(SCORES)
     top_n: int = 8
     k_paths: int = 3
-    solver: SolverSettings = field(default_factory=lambda: SolverSettings(time_limit_s=0.5))
-    exact_solver: SolverSettings = field(default_factory=lambda: SolverSettings(time_limit_s=30.0))
-    batch_chunk: int = 200
+    solver: SolverSettings = field(default_factory=SolverSettings)
+    exact_solver: SolverSettings = field(
+        default_factory=lambda: SolverSettings(time_limit_s=30.0, wall_limit_s=120.0)
+    )
+    batch_chunk: int = 50
     seed: int = 0
     weight_matrix: WeightMatrix = field(default_factory=WeightMatrix)
 
