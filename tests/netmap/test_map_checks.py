@@ -12,7 +12,8 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.errors import MapError
 from cnbrain.netmap.files import parse_map_document, read_map_document
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "maps" / "two-provinces.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "maps" / "two-provinces.yaml"
 
 Raw = dict[str, Any]
 
@@ -44,6 +45,12 @@ def test_the_example_loads() -> None:
     owners = {link.id: link.owner for link in compute_map.links}
     assert owners["SH-gw--JS-gw"] == "national"
     assert owners["SH-gw--SH-agg-0"] == "east"
+
+
+def test_the_documented_example_is_the_example_file() -> None:
+    text = (ROOT / "docs" / "map-format.md").read_text(encoding="utf-8")
+    block = text.split("## A complete example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block == EXAMPLE.read_text(encoding="utf-8")
 
 
 def _unknown_link_end(raw: Raw) -> None:
@@ -186,6 +193,12 @@ def _self_link(raw: Raw) -> None:
     _link(raw, "JS-gw", "JS-agg-0")["b"] = "JS-gw"
 
 
+def _access_only_through_a_site(raw: Raw) -> None:
+    link = _link(raw, "JS-acc-0", "JS-gw")
+    link["b"] = "JS-provincial-0"
+    link["layer"] = "province"
+
+
 BREAKAGES: list[tuple[Callable[[Raw], None], str]] = [
     (_unknown_link_end, r"link 'SH-gw--ZJ-gw': node 'ZJ-gw' is unknown"),
     (_negative_cores, r"sites\[1\] \(id 'SH-edge-1'\): capacity\.cpu_cores"),
@@ -206,6 +219,7 @@ BREAKAGES: list[tuple[Callable[[Raw], None], str]] = [
     (_wrong_owner, r"link 'SH-gw--JS-gw': owner 'east' does not own a backbone link"),
     (_unreachable_site, r"province 'SH': 'SH-edge-1' cannot reach gateway 'SH-gw'"),
     (_unreachable_access_node, r"province 'JS': 'JS-acc-0' cannot reach gateway 'JS-gw'"),
+    (_access_only_through_a_site, r"province 'JS': 'JS-acc-0' cannot reach gateway 'JS-gw'"),
     (_gateway_cut_off, r"province 'JS': gateway 'JS-gw' is cut off from the backbone"),
     (_missing_price, r"site 'SH-hub-0': prices\.accelerator_hour has no price for 'H800'"),
     (_unknown_region, r"province 'JS': region 'west' is unknown"),

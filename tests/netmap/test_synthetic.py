@@ -92,6 +92,7 @@ def test_backbone_spans_all_gateways(small: ComputeNetworkMap) -> None:
     gateways = nx.Graph((link.a, link.b) for link in backbone)
     assert set(gateways) == {p.gateway for p in small.provinces.values()}
     assert nx.is_connected(gateways)
+    assert min(degree for _, degree in gateways.degree) >= 2
     assert len(backbone) >= len(small.provinces)
     for link in backbone:
         assert link.bandwidth_gbps == 400

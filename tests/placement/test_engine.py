@@ -5,8 +5,10 @@ import itertools
 import numpy as np
 import pytest
 
+from cnbrain.bench.workload import random_requests
 from cnbrain.domain.decision import DecisionStatus, SegmentKind
 from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.netmap.synthetic import synthetic_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
 from cnbrain.placement.solver import SolverSettings
@@ -225,10 +227,17 @@ def test_explanation_lists_candidates_best_first(tiny_map: ComputeNetworkMap) ->
     assert set(decision.explanation.timings_ms) >= {"filter", "score", "top_n", "route", "solve"}
 
 
-def test_time_limit_is_reported(tiny_map: ComputeNetworkMap) -> None:
-    config = EngineConfig(solver=SolverSettings(time_limit_s=0.0))
-    decision = PlacementEngine(tiny_map, config=config).place(request(national_optimum=True))
-    assert decision.explanation is not None
-    if not decision.explanation.optimal:
-        assert any("time limit" in n for n in decision.explanation.notes)
-    assert decision.status is DecisionStatus.PLACED
+def test_time_limit_is_reported_and_the_answer_stays_feasible() -> None:
+    cmap = ComputeNetworkMap.from_document(
+        synthetic_document(provinces=6, sites_per_province=10, seed=1)
+    )
+    config = EngineConfig(solver=SolverSettings(time_limit_s=0.0), batch_chunk=200)
+    engine = PlacementEngine(cmap, config=config)
+    decisions = engine.place_batch(random_requests(cmap, count=400, seed=7))
+    placed = [d for d in decisions if d.status is DecisionStatus.PLACED]
+    assert placed
+    for decision in decisions:
+        assert decision.explanation is not None
+        assert not decision.explanation.optimal
+        assert any("time limit" in note for note in decision.explanation.notes)
+    engine.ledger.check_invariants()

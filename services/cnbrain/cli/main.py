@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
 
     scale = bench.add_parser("map", help="load time, first decision and peak memory of a map")
     scale.add_argument(
-        "--map", default="synthetic:provinces=31,sites_per_province=3226,seed=1", help=map_help
+        "--map", default="synthetic:provinces=100,sites_per_province=1000,seed=1", help=map_help
     )
     scale.add_argument("--seed", type=int, default=7)
     scale.set_defaults(run=commands.bench_map)

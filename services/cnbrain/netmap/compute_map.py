@@ -70,7 +70,7 @@ class ComputeNetworkMap:
             _check_province(province, regions, nodes)
         links = tuple(_check_link(link, nodes, node_province, provinces) for link in document.links)
         graph = _build_graph(document, links)
-        _check_reachability(document, graph, provinces)
+        _check_reachability(document, nodes, provinces)
         present = {m for s in sites for m, n in s.capacity.accelerators.items() if n > 0}
         return cls(
             document=document,
@@ -192,26 +192,39 @@ def _build_graph(document: MapDocument, links: tuple[Link, ...]) -> "nx.Graph[st
 
 
 def _check_reachability(
-    document: MapDocument, graph: "nx.Graph[str]", provinces: Mapping[str, Province]
+    document: MapDocument, node_ids: Mapping[str, Node], provinces: Mapping[str, Province]
 ) -> None:
-    inside = nx.subgraph_view(graph, filter_edge=lambda a, b: graph[a][b]["layer"] != "backbone")
-    members: dict[str, list[str]] = {code: [] for code in provinces}
+    """Every access node reaches its gateway over its province's links between network nodes,
+    every site links to a network node that does (sites carry no transit), and every gateway
+    reaches every other over the backbone."""
+    inside: nx.utils.UnionFind[str] = nx.utils.UnionFind(node_ids)
+    backbone: nx.utils.UnionFind[str] = nx.utils.UnionFind(p.gateway for p in provinces.values())
+    attached: dict[str, list[str]] = {site.id: [] for site in document.sites}
+    for link in document.links:
+        if link.layer is LinkLayer.BACKBONE:
+            backbone.union(link.a, link.b)
+        elif link.a in attached:
+            attached[link.a].append(link.b)
+        elif link.b in attached:
+            attached[link.b].append(link.a)
+        else:
+            inside.union(link.a, link.b)
     for site in document.sites:
-        members[site.province].append(site.id)
+        gateway = provinces[site.province].gateway
+        if not any(inside[node] == inside[gateway] for node in attached[site.id]):
+            raise MapError(
+                f"province {site.province!r}: {site.id!r} cannot reach gateway {gateway!r} "
+                "over the province's own links"
+            )
+    first = next(iter(provinces.values())).gateway if provinces else ""
     for code, province in provinces.items():
-        reach = nx.node_connected_component(inside, province.gateway)
-        for node in (*province.access_nodes, *members[code]):
-            if node not in reach:
+        for access in province.access_nodes:
+            if inside[access] != inside[province.gateway]:
                 raise MapError(
-                    f"province {code!r}: {node!r} cannot reach gateway {province.gateway!r} "
+                    f"province {code!r}: {access!r} cannot reach gateway {province.gateway!r} "
                     "over the province's own links"
                 )
-    backbone = nx.subgraph_view(graph, filter_edge=lambda a, b: graph[a][b]["layer"] == "backbone")
-    gateways = [p.gateway for p in provinces.values()]
-    if gateways:
-        reach = nx.node_connected_component(backbone, gateways[0])
-        for code, province in provinces.items():
-            if province.gateway not in reach:
-                raise MapError(
-                    f"province {code!r}: gateway {province.gateway!r} is cut off from the backbone"
-                )
+        if backbone[province.gateway] != backbone[first]:
+            raise MapError(
+                f"province {code!r}: gateway {province.gateway!r} is cut off from the backbone"
+            )

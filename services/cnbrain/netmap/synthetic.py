@@ -485,8 +485,8 @@ def _group_regions(lats: Sequence[float], lons: Sequence[float]) -> tuple[list[i
 
 
 def _backbone_pairs(lats: Sequence[float], lons: Sequence[float]) -> list[tuple[int, int]]:
-    """Index pairs of the backbone: the spanning tree plus each point's two nearest non-tree
-    neighbours, without duplicates, in a deterministic order."""
+    """Index pairs (i < j) of the backbone: the spanning tree, then for each point in turn links
+    to its two nearest points it is not yet joined to."""
     lat = np.asarray(lats, dtype=np.float64)
     lon = np.asarray(lons, dtype=np.float64)
     if len(lat) < 2:
@@ -497,16 +497,9 @@ def _backbone_pairs(lats: Sequence[float], lons: Sequence[float]) -> list[tuple[
     joined = set(tree)
     pairs = list(tree)
     for i, row in enumerate(neighbours.tolist()):
-        added = 0
-        for j in row:
-            pair = (min(i, j), max(i, j))
-            if added == 2:
-                break
-            if pair in joined:
-                continue
-            joined.add(pair)
-            pairs.append(pair)
-            added += 1
+        extra = [p for p in ((min(i, j), max(i, j)) for j in row) if p not in joined][:2]
+        joined.update(extra)
+        pairs.extend(extra)
     return pairs
 
 
