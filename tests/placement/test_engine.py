@@ -241,3 +241,25 @@ def test_time_limit_is_reported_and_the_answer_stays_feasible() -> None:
         assert not decision.explanation.optimal
         assert any("time limit" in note for note in decision.explanation.notes)
     engine.ledger.check_invariants()
+
+
+def test_decide_on_a_given_snapshot_then_reserve_elsewhere(tiny_map: ComputeNetworkMap) -> None:
+    engine = PlacementEngine(tiny_map)
+    req = request(
+        resources={"cpu": 8, "memory_gib": 64, "accelerator": {"model": "A100", "count": 2}},
+        constraints={"min_bandwidth_gbps": 10},
+        national_optimum=True,
+    )
+    snapshot = engine.ledger.snapshot()
+    with pytest.raises(ValueError, match="cannot reserve"):
+        engine.place(req, snapshot=snapshot)
+    decision = engine.place(req, reserve=False, snapshot=snapshot)
+    assert decision.status is DecisionStatus.PLACED and decision.path is not None
+    reservation = engine.reservation_for(req, decision)
+    assert tiny_map.sites[reservation.compute.site].id == decision.site
+    assert reservation.compute.cpu_m == 8000 and reservation.compute.acc_count == 2
+    assert reservation.mbps == 10_000
+    hops = [h.link for s in decision.path.segments for h in s.hops]
+    assert [tiny_map.links[i].id for i in reservation.links] == hops
+    engine.ledger.reserve(reservation)
+    engine.ledger.check_invariants()

@@ -13,6 +13,7 @@ import numpy as np
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.memory import ComputeClaim, InMemoryLedger, LedgerError, Reservation
+from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.batch import RequestBatch
@@ -54,6 +55,7 @@ class PlacementEngine:
         self._filters: list[FilterPlugin] = [FILTERS[name]() for name in self.config.filters]
         self._scores: list[ScorePlugin] = [SCORES[name]() for name in self.config.scores]
         self._strategies: dict[str, Strategy] = {}
+        self._link_index = {link.id: i for i, link in enumerate(cmap.links)}
 
     def strategy(self, name: str) -> Strategy:
         """The strategy registered as `name`; KeyError lists the known ones."""
@@ -64,9 +66,14 @@ class PlacementEngine:
         return self._strategies[name]
 
     def place(
-        self, request: PlacementRequest, *, policy: str = DEFAULT_STRATEGY, reserve: bool = True
+        self,
+        request: PlacementRequest,
+        *,
+        policy: str = DEFAULT_STRATEGY,
+        reserve: bool = True,
+        snapshot: Snapshot | None = None,
     ) -> Decision:
-        return self.place_batch([request], policy=policy, reserve=reserve)[0]
+        return self.place_batch([request], policy=policy, reserve=reserve, snapshot=snapshot)[0]
 
     def place_batch(
         self,
@@ -74,10 +81,16 @@ class PlacementEngine:
         *,
         policy: str = DEFAULT_STRATEGY,
         reserve: bool = True,
+        snapshot: Snapshot | None = None,
     ) -> list[Decision]:
         """Place `requests` jointly against shared capacity; with `reserve=False` nothing is
-        reserved (a quote)."""
+        reserved (a quote). With `snapshot`, decide on that view of free capacity instead of
+        the ledger's; such a call cannot reserve (the caller reserves, see `reservation_for`)."""
         strategy = self.strategy(policy)
+        if snapshot is not None and reserve:
+            raise ValueError("a decision on a given snapshot cannot reserve in the engine's ledger")
+        if snapshot is not None and snapshot.arrays is not self.arrays:
+            raise ValueError("the snapshot belongs to another map")
         if not requests:
             return []
         batch = RequestBatch.build(requests, self.arrays, self.config.weight_matrix)
@@ -92,7 +105,11 @@ class PlacementEngine:
                 )
             )
             results, conflicts = self._cycle(
-                sub, strategy, reserve=reserve, last=attempt == RESERVE_ATTEMPTS - 1
+                sub,
+                strategy,
+                snapshot=snapshot or self.ledger.snapshot(),
+                reserve=reserve,
+                last=attempt == RESERVE_ATTEMPTS - 1,
             )
             for local, decision in results.items():
                 decisions[pending[local]] = decision
@@ -105,12 +122,33 @@ class PlacementEngine:
         """Give back everything the reservation holds; LedgerError if it is not held."""
         self.ledger.release(reservation_id)
 
+    def reservation_for(self, request: PlacementRequest, decision: Decision) -> Reservation:
+        """The reservation (new id) that holds what a placed `decision` for `request` needs:
+        its compute on the site and its bandwidth on every link of its path."""
+        if decision.site is None or decision.path is None:
+            raise ValueError(f"decision for {decision.request_id!r} places nothing")
+        row = RequestBatch.build([request], self.arrays, self.config.weight_matrix)
+        link_ids = [hop.link for segment in decision.path.segments for hop in segment.hops]
+        return _reservation(
+            request_id=request.id,
+            batch=row,
+            row=0,
+            site=self.map.site_index[decision.site],
+            links=tuple(self._link_index[link] for link in link_ids),
+        )
+
     def _cycle(
-        self, batch: RequestBatch, strategy: Strategy, *, reserve: bool, last: bool
+        self,
+        batch: RequestBatch,
+        strategy: Strategy,
+        *,
+        snapshot: Snapshot,
+        reserve: bool,
+        last: bool,
     ) -> tuple[dict[int, Decision], list[int]]:
         state = CycleState(
             batch=batch,
-            snapshot=self.ledger.snapshot(),
+            snapshot=snapshot,
             router=self.router,
             k_paths=self.config.k_paths,
         )
@@ -184,23 +222,35 @@ class PlacementEngine:
         return chosen, local_tier
 
     def _reserve(self, request: PlacementRequest, option: Option, state: CycleState) -> str:
-        b, row = state.batch, option.row
-        reservation = Reservation(
-            id=f"rsv-{uuid.uuid4().hex[:16]}",
+        reservation = _reservation(
             request_id=request.id,
-            compute=ComputeClaim(
-                site=option.site,
-                cpu_m=int(b.cpu_m[row]),
-                mem_mib=int(b.mem_mib[row]),
-                storage_gib=int(b.storage_gib[row]),
-                acc_column=int(b.acc_column[row]) if b.acc_count[row] else -1,
-                acc_count=int(b.acc_count[row]),
-            ),
-            links=option.route.links if b.need_mbps[row] > 0 else (),
-            mbps=int(b.need_mbps[row]),
+            batch=state.batch,
+            row=option.row,
+            site=option.site,
+            links=option.route.links,
         )
         self.ledger.reserve(reservation)
         return reservation.id
+
+
+def _reservation(
+    *, request_id: str, batch: RequestBatch, row: int, site: int, links: tuple[int, ...]
+) -> Reservation:
+    need = int(batch.need_mbps[row])
+    return Reservation(
+        id=f"rsv-{uuid.uuid4().hex[:16]}",
+        request_id=request_id,
+        compute=ComputeClaim(
+            site=site,
+            cpu_m=int(batch.cpu_m[row]),
+            mem_mib=int(batch.mem_mib[row]),
+            storage_gib=int(batch.storage_gib[row]),
+            acc_column=int(batch.acc_column[row]) if batch.acc_count[row] else -1,
+            acc_count=int(batch.acc_count[row]),
+        ),
+        links=links if need > 0 else (),
+        mbps=need,
+    )
 
 
 @contextmanager

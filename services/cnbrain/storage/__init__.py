@@ -1,0 +1,1 @@
+"""Durable state of a brain: SQLAlchemy models, sessions, and repository functions."""

@@ -1,0 +1,240 @@
+"""The database schema of a brain, as SQLAlchemy 2 declarative models.
+
+Quantities use the engine's integer units (CPU millicores, memory MiB, storage GiB,
+bandwidth Mbps), so reservations add and subtract exactly. Capacity rows hold three
+numbers per resource: `cap`, `used` (held by this brain's reservations) and `external`
+(in use by others, as reported by the site); a reservation fits when
+used + external + amount <= cap.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class User(Base):
+    """A person or robot. Operators and admins belong to no tenant."""
+
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    """A bearer key `<id>.<secret>`; only the SHA-256 of the secret is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+
+
+class Quota(Base):
+    """A tenant's limits (None: unlimited) and what its held reservations use."""
+
+    __tablename__ = "quotas"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    limit_cpu_m: Mapped[int | None] = mapped_column(BigInteger)
+    limit_mem_mib: Mapped[int | None] = mapped_column(BigInteger)
+    limit_accelerators: Mapped[int | None] = mapped_column(BigInteger)
+    limit_mbps: Mapped[int | None] = mapped_column(BigInteger)
+    limit_active_requests: Mapped[int | None] = mapped_column(Integer)
+    used_cpu_m: Mapped[int] = mapped_column(BigInteger, default=0)
+    used_mem_mib: Mapped[int] = mapped_column(BigInteger, default=0)
+    used_accelerators: Mapped[int] = mapped_column(BigInteger, default=0)
+    used_mbps: Mapped[int] = mapped_column(BigInteger, default=0)
+    active_requests: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class SiteRecord(Base):
+    """A registered site; `document` is the `cnbrain.domain.site.Site` as JSON."""
+
+    __tablename__ = "sites"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    province: Mapped[str] = mapped_column(String(32), index=True)
+    document: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class LinkRecord(Base):
+    """A registered link; `document` is the `cnbrain.domain.network.Link` as JSON."""
+
+    __tablename__ = "links"
+
+    id: Mapped[str] = mapped_column(String(260), primary_key=True)
+    document: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class MapFrame(Base):
+    """The map's name, regions, provinces and network nodes: a `MapDocument` without sites and
+    links, as JSON."""
+
+    __tablename__ = "map_frame"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    document: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SiteCapacity(Base):
+    __tablename__ = "site_capacity"
+
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"), primary_key=True)
+    cpu_m_cap: Mapped[int] = mapped_column(BigInteger)
+    cpu_m_used: Mapped[int] = mapped_column(BigInteger, default=0)
+    cpu_m_external: Mapped[int] = mapped_column(BigInteger, default=0)
+    mem_mib_cap: Mapped[int] = mapped_column(BigInteger)
+    mem_mib_used: Mapped[int] = mapped_column(BigInteger, default=0)
+    mem_mib_external: Mapped[int] = mapped_column(BigInteger, default=0)
+    storage_gib_cap: Mapped[int] = mapped_column(BigInteger)
+    storage_gib_used: Mapped[int] = mapped_column(BigInteger, default=0)
+    storage_gib_external: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class SiteAccelerators(Base):
+    __tablename__ = "site_accelerators"
+
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(32), primary_key=True)
+    cap: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger, default=0)
+    external: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class LinkCapacity(Base):
+    __tablename__ = "link_capacity"
+
+    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True)
+    mbps_cap: Mapped[int] = mapped_column(BigInteger)
+    mbps_used: Mapped[int] = mapped_column(BigInteger, default=0)
+    mbps_external: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class PlacementRequestRecord(Base):
+    """A tenant's request and where it stands: pending, placed, running, completed, failed,
+    cancelled or rejected."""
+
+    __tablename__ = "placement_requests"
+    __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    body: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    site_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class DecisionRecord(Base):
+    """The decision for a request (a `cnbrain.domain.decision.Decision` as JSON)."""
+
+    __tablename__ = "decisions"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), primary_key=True)
+    document: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ReservationRecord(Base):
+    """Compute on one site and bandwidth on the links in `reservation_links`."""
+
+    __tablename__ = "reservations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), index=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"))
+    cpu_m: Mapped[int] = mapped_column(BigInteger)
+    mem_mib: Mapped[int] = mapped_column(BigInteger)
+    storage_gib: Mapped[int] = mapped_column(BigInteger)
+    accelerator_model: Mapped[str | None] = mapped_column(String(32))
+    accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    mbps: Mapped[int] = mapped_column(BigInteger, default=0)
+    state: Mapped[str] = mapped_column(String(16), default="held", index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    released_at: Mapped[datetime | None]
+
+
+class ReservationLink(Base):
+    __tablename__ = "reservation_links"
+
+    reservation_id: Mapped[str] = mapped_column(ForeignKey("reservations.id"), primary_key=True)
+    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True)
+
+
+class UsageRecord(Base):
+    __tablename__ = "usage_records"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), index=True)
+    site_id: Mapped[str] = mapped_column(String(128))
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime]
+    cpu_core_hours: Mapped[float]
+    memory_gib_hours: Mapped[float]
+    accelerator_hours: Mapped[float]
+    cost_cny: Mapped[float]
+
+
+class AuditEntry(Base):
+    """One state change or operator action: who did what to which object."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(64))
+    tenant_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    action: Mapped[str] = mapped_column(String(64))
+    object_type: Mapped[str] = mapped_column(String(32))
+    object_id: Mapped[str] = mapped_column(String(260))
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class WeightRow(Base):
+    """The operator's weight-matrix row for one workload class."""
+
+    __tablename__ = "weight_matrix"
+
+    workload_class: Mapped[str] = mapped_column(String(16), primary_key=True)
+    cost: Mapped[float]
+    latency: Mapped[float]
+    energy: Mapped[float]
+    balance: Mapped[float]
