@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
+	bash scripts/services.sh
 	$(BIN)/pytest
 
 bench: $(STAMP)

@@ -12,10 +12,12 @@ from cnbrain.placement.errors import RequestError
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    from cnbrain.cli.rest import BrainCallError
+
     try:
         code: int = args.run(args)
         return code
-    except (MapError, RequestError) as exc:
+    except (MapError, RequestError, BrainCallError) as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
         return 2
 
@@ -72,7 +74,72 @@ def _parser() -> argparse.ArgumentParser:
     )
     scale.add_argument("--seed", type=int, default=7)
     scale.set_defaults(run=commands.bench_map)
+    _add_service_commands(sub)
     return parser
+
+
+def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from cnbrain.cli import rest
+
+    brain = sub.add_parser("brain", help="run a brain").add_subparsers(
+        required=True, metavar="KIND"
+    )
+    regional = brain.add_parser("regional", help="run a regional brain (REST API)")
+    regional.add_argument(
+        "--database-url", help="default: $CNBRAIN_DATABASE_URL, else a SQLite file"
+    )
+    regional.add_argument("--redis-url", help="default: $CNBRAIN_REDIS_URL, else in-process")
+    regional.add_argument("--map", help="map loaded into an empty database (default china)")
+    regional.add_argument("--host")
+    regional.add_argument("--port", type=int)
+    regional.add_argument("--log-level", default="info")
+    regional.set_defaults(run=rest.brain_regional)
+
+    tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    create = tenant.add_parser("create", help="create a tenant")
+    create.add_argument("id")
+    create.add_argument("--name")
+    rest.add_connection_options(create)
+    create.set_defaults(run=rest.tenant_create)
+
+    apikey = sub.add_parser("apikey", help="manage API keys").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    key = apikey.add_parser("create", help="create an API key (and its user, unless --user)")
+    key.add_argument("--user", help="an existing user's id")
+    key.add_argument("--tenant", help="the new user's tenant")
+    key.add_argument("--name", default="cli-user", help="the new user's name")
+    key.add_argument(
+        "--role",
+        default="tenant-user",
+        choices=["tenant-user", "tenant-admin", "operator", "admin"],
+    )
+    rest.add_connection_options(key)
+    key.set_defaults(run=rest.apikey_create)
+
+    submit = sub.add_parser("submit", help="submit a request to a running brain")
+    submit.add_argument("file", type=Path, help="request JSON ('-' for stdin)")
+    submit.add_argument("--idempotency-key")
+    rest.add_connection_options(submit)
+    submit.set_defaults(run=rest.submit)
+
+    reqs = sub.add_parser("requests", help="list, show or cancel requests").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    listing = reqs.add_parser("list")
+    listing.add_argument("--state")
+    listing.add_argument("--limit", type=int)
+    listing.add_argument("--cursor")
+    listing.add_argument("--json", action="store_true")
+    rest.add_connection_options(listing)
+    listing.set_defaults(run=rest.requests_list)
+    for action, run in (("show", rest.requests_show), ("cancel", rest.requests_cancel)):
+        one = reqs.add_parser(action)
+        one.add_argument("id")
+        rest.add_connection_options(one)
+        one.set_defaults(run=run)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,35 @@ bandwidth Mbps), so reservations add and subtract exactly. Capacity rows hold th
 numbers per resource: `cap`, `used` (held by this brain's reservations) and `external`
 (in use by others, as reported by the site); a reservation fits when
 used + external + amount <= cap.
+
+Every constraint and index is named by `NAMING_CONVENTION`, so migrations (and SQLite batch
+migrations) can refer to them by name.
 """
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
 
 
 def utcnow() -> datetime:
@@ -19,7 +41,11 @@ def utcnow() -> datetime:
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        datetime: DateTime(timezone=True),
+    }
 
 
 class Tenant(Base):
@@ -73,11 +99,16 @@ class Quota(Base):
 
 
 class SiteRecord(Base):
-    """A registered site; `document` is the `cnbrain.domain.site.Site` as JSON."""
+    """A registered site; `document` is the `cnbrain.domain.site.Site` as JSON.
+
+    `position` orders sites as they were registered (the map's site order); a retired site
+    keeps its row (reservations refer to it) with status "retired".
+    """
 
     __tablename__ = "sites"
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, unique=True)
     province: Mapped[str] = mapped_column(String(32), index=True)
     document: Mapped[dict[str, Any]]
     status: Mapped[str] = mapped_column(String(16), default="active")
@@ -86,11 +117,15 @@ class SiteRecord(Base):
 
 
 class LinkRecord(Base):
-    """A registered link; `document` is the `cnbrain.domain.network.Link` as JSON."""
+    """A registered link; `document` is the `cnbrain.domain.network.Link` as JSON.
+
+    `position` orders links as they were registered (the map's link order).
+    """
 
     __tablename__ = "links"
 
     id: Mapped[str] = mapped_column(String(260), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, unique=True)
     document: Mapped[dict[str, Any]]
     status: Mapped[str] = mapped_column(String(16), default="active")
     version: Mapped[int] = mapped_column(Integer, default=1)
@@ -99,12 +134,14 @@ class LinkRecord(Base):
 
 class MapFrame(Base):
     """The map's name, regions, provinces and network nodes: a `MapDocument` without sites and
-    links, as JSON."""
+    links, as JSON. `version` goes up by one with every change to the registry (sites, links),
+    so replicas can tell that their map is stale."""
 
     __tablename__ = "map_frame"
 
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     document: Mapped[dict[str, Any]]
+    version: Mapped[int] = mapped_column(Integer, default=1)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
@@ -147,10 +184,13 @@ class PlacementRequestRecord(Base):
     cancelled or rejected."""
 
     __tablename__ = "placement_requests"
-    __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key"),)
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "idempotency_key"),
+        Index("ix_placement_requests_tenant_created", "tenant_id", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     body: Mapped[dict[str, Any]]
@@ -179,7 +219,7 @@ class ReservationRecord(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), index=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"))
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"), index=True)
     cpu_m: Mapped[int] = mapped_column(BigInteger)
     mem_mib: Mapped[int] = mapped_column(BigInteger)
     storage_gib: Mapped[int] = mapped_column(BigInteger)
@@ -195,7 +235,7 @@ class ReservationLink(Base):
     __tablename__ = "reservation_links"
 
     reservation_id: Mapped[str] = mapped_column(ForeignKey("reservations.id"), primary_key=True)
-    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True)
+    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True, index=True)
 
 
 class UsageRecord(Base):

@@ -1,0 +1,98 @@
+"""The brain's shared fast state: idempotency keys, per-tenant rate limits, capacity events.
+
+`build_cache(url, namespace=...)` gives the three as one `Caches`: Redis when `url` is set
+(shared by every replica on that server and namespace), in-process memory when it is None (the
+embedded default, one process). The contracts are in `cnbrain.cache.base`.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from cnbrain.cache import redis as backend
+from cnbrain.cache.base import (
+    PENDING,
+    CacheUnavailable,
+    CapacityBus,
+    CapacityEvent,
+    CapacityKind,
+    IdempotencyStore,
+    RateDecision,
+    RateLimiter,
+    Subscription,
+    channel_name,
+)
+from cnbrain.cache.memory import MemoryCapacityBus, MemoryIdempotencyStore, MemoryRateLimiter
+
+__all__ = [
+    "PENDING",
+    "CacheUnavailable",
+    "Caches",
+    "CapacityBus",
+    "CapacityEvent",
+    "CapacityKind",
+    "IdempotencyStore",
+    "RateDecision",
+    "RateLimiter",
+    "Subscription",
+    "build_cache",
+    "channel_name",
+]
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Caches:
+    """The three caches of one brain instance and what closes them.
+
+    `url` is the (password-redacted) Redis URL, or None for memory. `ping()` raises
+    `CacheUnavailable` when the backing server does not answer (readiness); `aclose()` releases
+    its connections and may be called more than once.
+    """
+
+    idempotency: IdempotencyStore
+    rate_limiter: RateLimiter
+    bus: CapacityBus
+    url: str | None = None
+    _ping: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+    _close: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+
+    async def ping(self) -> None:
+        """Raise `CacheUnavailable` (naming the URL) if the backing server does not answer."""
+        await self._ping()
+
+    async def aclose(self) -> None:
+        """Release connections; the caches must not be used afterwards."""
+        await self._close()
+
+
+def build_cache(url: str | None, *, namespace: str, rate_window_s: float = 60.0) -> Caches:
+    """The caches for `url` (a `redis://` or `rediss://` URL) or, when None, in memory.
+
+    Nothing is sent to the server here (call `await caches.ping()` to fail early); a
+    malformed URL or namespace raises `ValueError`. `namespace` separates keys and the bus
+    channel (`cnbrain:capacity:<namespace>`) of different deployments or test runs on one
+    server. `rate_window_s` is the limiter's window (60 s; shorter only in tests).
+    """
+    if url is None:
+        return Caches(
+            idempotency=MemoryIdempotencyStore(),
+            rate_limiter=MemoryRateLimiter(window_s=rate_window_s),
+            bus=MemoryCapacityBus(namespace=namespace),
+        )
+    client = backend.client_from_url(url)
+    safe_url = backend.redact(url)
+
+    async def ping() -> None:
+        await backend.ping(client, url)
+
+    return Caches(
+        idempotency=backend.RedisIdempotencyStore(client, namespace=namespace),
+        rate_limiter=backend.RedisRateLimiter(client, namespace=namespace, window_s=rate_window_s),
+        bus=backend.RedisCapacityBus(client, namespace=namespace),
+        url=safe_url,
+        _ping=ping,
+        _close=client.aclose,
+    )

@@ -1,0 +1,193 @@
+"""The contracts of the brain's shared fast state: idempotency keys, rate limits, capacity events.
+
+Each contract has an in-process implementation (`cnbrain.cache.memory`, for one process) and a
+Redis one (`cnbrain.cache.redis`, shared by every replica that uses the same server and
+namespace). Both honour the same behaviour; `tests/cache` runs one suite against both.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Literal, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PENDING = "pending"
+"""Value `IdempotencyStore.claim` returns while another caller holds a key and has not finished."""
+
+CHANNEL_PREFIX = "cnbrain:capacity:"
+"""A capacity bus in namespace `ns` publishes on the channel `cnbrain:capacity:<ns>`."""
+
+
+class CacheUnavailable(RuntimeError):  # noqa: N818 - the name the callers use
+    """The cache server cannot be reached; the message names the (password-redacted) URL."""
+
+
+def validate_namespace(namespace: str) -> str:
+    """Return `namespace` if it is usable in key and channel names, else raise `ValueError`.
+
+    A namespace is non-empty, without whitespace or ":", so `cnbrain:<namespace>:...` keys of
+    different namespaces can never coincide.
+    """
+    if not namespace or ":" in namespace or any(ch.isspace() for ch in namespace):
+        raise ValueError(f"namespace must be non-empty, without whitespace or ':': {namespace!r}")
+    return namespace
+
+
+def channel_name(namespace: str) -> str:
+    """The pub/sub channel of the capacity bus in `namespace`."""
+    return CHANNEL_PREFIX + validate_namespace(namespace)
+
+
+@runtime_checkable
+class IdempotencyStore(Protocol):
+    """Per-tenant idempotency keys: the first caller of a key wins; the others learn its answer.
+
+    Lifecycle of a key: `claim` (value "pending") -> `complete` (value: the request id), or
+    `claim` -> `forget` (the key is free again). Every stored value expires after its `ttl_s`;
+    a claim whose holder died therefore frees itself. `ttl_s` of a claim must exceed the time
+    its holder needs to create the request, or a second caller may claim it meanwhile.
+    Keys of different tenants never collide, whatever characters they contain.
+    """
+
+    async def claim(self, *, tenant_id: str, key: str, ttl_s: int) -> str | None:
+        """Atomically reserve `key` for `tenant_id` for `ttl_s` seconds.
+
+        Returns None when this caller got the key (it now holds the marker "pending"), else the
+        stored value: the request id given to `complete`, or `PENDING` while another caller
+        holds the key and has not finished. Exactly one of any number of concurrent callers
+        gets None. Raises `ValueError` if `ttl_s < 1`.
+        """
+        ...
+
+    async def complete(self, *, tenant_id: str, key: str, request_id: str, ttl_s: int) -> None:
+        """Store `request_id` as the answer of `key` for `ttl_s` seconds (replacing the claim).
+
+        Later `claim`s of the key return `request_id`. Raises `ValueError` if `ttl_s < 1` or
+        `request_id` is `PENDING` or empty.
+        """
+        ...
+
+    async def forget(self, *, tenant_id: str, key: str) -> None:
+        """Release a pending claim of `key` whose request was never created.
+
+        A completed key (one that holds a request id) is left alone; forgetting a key that is
+        not held does nothing.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RateDecision:
+    """The answer to one `RateLimiter.hit`.
+
+    `remaining` is how many more hits the window allows after this one (0 when refused);
+    `retry_after_s` is 0.0 when allowed, else the seconds until the next hit can succeed (> 0).
+    """
+
+    allowed: bool
+    remaining: int
+    retry_after_s: float
+
+
+@runtime_checkable
+class RateLimiter(Protocol):
+    """A per-tenant sliding-window limiter: at most `limit` allowed hits in any window.
+
+    The window is 60 s unless the implementation was built with another `window_s` (tests).
+    Refused hits are not counted. Tenants are independent.
+    """
+
+    async def hit(self, *, tenant_id: str, limit_per_minute: int) -> RateDecision:
+        """Count a hit for `tenant_id` if fewer than `limit_per_minute` were allowed in the window.
+
+        Atomic: of N concurrent hits on a fresh window exactly `min(N, limit)` are allowed.
+        Raises `ValueError` if `limit_per_minute < 1`.
+        """
+        ...
+
+
+CapacityKind = Literal["capacity", "map"]
+"""What a `CapacityEvent` says changed: capacity/utilisation of sites and links, or the map."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CapacityEvent(BaseModel):
+    """Something that later decisions must see changed: capacity/utilisation, or the map itself.
+
+    `origin` is the id of the brain instance that published it (a subscriber may skip its own);
+    `version` is the origin's state version after the change (0 when it has none), so a
+    subscriber can notice gaps; `site_ids` / `link_ids` name what changed (empty: unknown, reload
+    all). On the wire it is the JSON of this model.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: CapacityKind
+    origin: str = Field(min_length=1)
+    version: int = Field(default=0, ge=0)
+    at: datetime = Field(default_factory=_utc_now)
+    site_ids: tuple[str, ...] = ()
+    link_ids: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        """The wire form."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> "CapacityEvent":
+        """Parse the wire form; raises `pydantic.ValidationError` on anything else."""
+        return cls.model_validate_json(data)
+
+
+class Subscription(Protocol):
+    """One open subscription of a `CapacityBus`: an async iterator of events that must be closed.
+
+    Use it as `async with bus.subscribe() as events: async for event in events: ...` (active
+    when the body starts; closed on leaving), or iterate `bus.subscribe()` directly and call
+    `aclose()` when done. Iteration ends (StopAsyncIteration) once the subscription is closed.
+    """
+
+    def __aiter__(self) -> Self: ...
+
+    async def __anext__(self) -> CapacityEvent:
+        """The next event; waits for one."""
+        ...
+
+    async def __aenter__(self) -> Self:
+        """Make sure the subscription is active, then return it."""
+        ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """`aclose()`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Unsubscribe; idempotent."""
+        ...
+
+
+@runtime_checkable
+class CapacityBus(Protocol):
+    """Fan-out of `CapacityEvent`s to every subscriber of the same namespace.
+
+    Delivery is at most once and only to subscriptions active when the event is published (no
+    history); a subscriber that falls far behind may lose old events (see the implementation).
+    The publisher's own subscriptions receive its events too.
+    """
+
+    async def publish(self, event: CapacityEvent) -> None:
+        """Send `event` to every active subscription of this namespace."""
+        ...
+
+    def subscribe(self) -> Subscription:
+        """A new subscription (see `Subscription` for when it becomes active)."""
+        ...

@@ -1,0 +1,136 @@
+"""Commands that talk to a running brain over REST, and the command that runs one."""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TOKEN_FILE = Path("cnbrain-admin.token")
+
+
+class BrainCallError(Exception):
+    """The brain answered with an error; the message is its problem detail."""
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url", default=os.environ.get("CNBRAIN_URL", DEFAULT_URL), help="the brain's URL"
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("CNBRAIN_TOKEN"),
+        help="API key (default: $CNBRAIN_TOKEN, else ./cnbrain-admin.token)",
+    )
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    token = args.token
+    if not token and TOKEN_FILE.exists():
+        token = TOKEN_FILE.read_text(encoding="utf-8").strip()
+    if not token:
+        raise BrainCallError(
+            "no API key: pass --token, set CNBRAIN_TOKEN, or run where cnbrain-admin.token is"
+        )
+    return httpx.Client(
+        base_url=args.url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
+    )
+
+
+def _call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> Any:
+    try:
+        with _client(args) as client:
+            response = client.request(method, path, **kwargs)
+    except httpx.HTTPError as exc:
+        raise BrainCallError(f"cannot reach the brain at {args.url}: {exc}") from None
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise BrainCallError(f"{response.status_code}: {detail}")
+    return response.json() if response.content else None
+
+
+def _print(value: Any) -> int:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+    return 0
+
+
+def tenant_create(args: argparse.Namespace) -> int:
+    return _print(
+        _call(args, "POST", "/v1/tenants", json={"id": args.id, "name": args.name or args.id})
+    )
+
+
+def apikey_create(args: argparse.Namespace) -> int:
+    user_id = args.user
+    if user_id is None:
+        user = _call(
+            args,
+            "POST",
+            "/v1/users",
+            json={"name": args.name, "role": args.role, "tenant": args.tenant},
+        )
+        user_id = user["id"]
+    return _print(_call(args, "POST", f"/v1/users/{user_id}/api-keys"))
+
+
+def submit(args: argparse.Namespace) -> int:
+    body = json.loads(
+        sys.stdin.read() if str(args.file) == "-" else args.file.read_text(encoding="utf-8")
+    )
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
+    return _print(_call(args, "POST", "/v1/requests", json=body, headers=headers))
+
+
+def requests_list(args: argparse.Namespace) -> int:
+    params = {
+        k: v
+        for k, v in (("state", args.state), ("limit", args.limit), ("cursor", args.cursor))
+        if v
+    }
+    page = _call(args, "GET", "/v1/requests", params=params)
+    if args.json:
+        return _print(page)
+    for item in page["items"]:
+        print(f"{item['id']}  {item['state']:<10} {item['site'] or '-':<24} {item['reason'] or ''}")
+    if page["next_cursor"]:
+        print(f"(more: --cursor {page['next_cursor']})")
+    return 0
+
+
+def requests_show(args: argparse.Namespace) -> int:
+    return _print(_call(args, "GET", f"/v1/requests/{args.id}"))
+
+
+def requests_cancel(args: argparse.Namespace) -> int:
+    return _print(_call(args, "POST", f"/v1/requests/{args.id}/cancel"))
+
+
+def brain_regional(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from cnbrain.regional.app import create_app
+    from cnbrain.regional.settings import Settings
+
+    overrides = {
+        key: value
+        for key, value in (
+            ("database_url", args.database_url),
+            ("redis_url", args.redis_url),
+            ("map", args.map),
+            ("host", args.host),
+            ("port", args.port),
+        )
+        if value is not None
+    }
+    settings = Settings(**overrides)
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level
+    )
+    return 0

@@ -1,0 +1,51 @@
+"""The regional brain's FastAPI application."""
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from cnbrain import __version__
+from cnbrain.regional import problems
+from cnbrain.regional.brain import Brain
+from cnbrain.regional.placement_service import PlacementService
+from cnbrain.regional.routers import audit, health, operator, requests, tenants
+from cnbrain.regional.settings import Settings
+
+log = logging.getLogger("cnbrain.regional")
+
+DESCRIPTION = """
+The regional brain of cnbrain: tenants submit compute requests; the brain decides the site and
+the three-segment network path, reserves compute and bandwidth atomically in its database,
+and explains the decision. Authenticate with an API key: `Authorization: Bearer ck_...`.
+Errors are problem details (RFC 9457) that name the field and the reason.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        brain = Brain(settings)
+        await brain.start()
+        app.state.brain = brain
+        recovered = await PlacementService(brain).recover_pending()
+        if recovered:
+            log.warning("decided %d requests left pending by an earlier stop", recovered)
+        try:
+            yield
+        finally:
+            await brain.stop()
+
+    app = FastAPI(
+        title="cnbrain regional brain",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    problems.install(app)
+    for module in (health, requests, tenants, operator, audit):
+        app.include_router(module.router)
+    return app

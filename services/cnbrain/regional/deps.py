@@ -1,0 +1,78 @@
+"""FastAPI dependencies: the brain, a database session, and the authenticated caller."""
+
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.regional.brain import Brain
+from cnbrain.regional.placement_service import PlacementService
+from cnbrain.regional.problems import ApiError, forbidden
+from cnbrain.regional.security import Principal, Role
+from cnbrain.storage import tenants
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
+
+
+def get_brain(request: Request) -> Brain:
+    brain: Brain = request.app.state.brain
+    return brain
+
+
+BrainDep = Annotated[Brain, Depends(get_brain)]
+
+
+def get_service(brain: BrainDep) -> PlacementService:
+    return PlacementService(brain)
+
+
+ServiceDep = Annotated[PlacementService, Depends(get_service)]
+
+
+async def get_session(brain: BrainDep) -> AsyncIterator[AsyncSession]:
+    async with brain.sessions() as session:
+        yield session
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+
+
+async def get_principal(
+    brain: BrainDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    unauthorized = ApiError(
+        401,
+        "Unauthorized",
+        "send an API key as `Authorization: Bearer <key>`",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+    if credentials is None:
+        raise unauthorized
+    async with brain.sessions() as session:
+        found = await tenants.authenticate(session, token=credentials.credentials)
+    if found is None:
+        raise unauthorized
+    user, _ = found
+    return Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def require(*roles: Role) -> Callable[[Principal], Coroutine[Any, Any, Principal]]:
+    """A dependency that admits only `roles`."""
+    allowed = frozenset(roles)
+
+    async def check(principal: PrincipalDep) -> Principal:
+        if principal.role not in allowed:
+            raise forbidden(f"this needs one of the roles {', '.join(sorted(allowed))}")
+        return principal
+
+    return check
+
+
+StaffDep = Annotated[Principal, Depends(require(Role.OPERATOR, Role.ADMIN))]
+AdminDep = Annotated[Principal, Depends(require(Role.ADMIN))]

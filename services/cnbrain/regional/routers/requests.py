@@ -1,0 +1,128 @@
+"""The tenant API: submit, read, list and cancel requests; quotes."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Response
+
+from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
+from cnbrain.regional.problems import ApiError, Problem
+from cnbrain.regional.schemas import (
+    EXAMPLE_REQUEST,
+    REQUEST_STATES,
+    Quote,
+    RequestPage,
+    RequestView,
+)
+from cnbrain.regional.security import Principal
+
+router = APIRouter(prefix="/v1", tags=["requests"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "No valid API key."},
+    404: {"model": Problem, "description": "No such request for this tenant."},
+    422: {"model": Problem, "description": "The request is malformed; `errors` names the fields."},
+    429: {"model": Problem, "description": "The tenant's rate limit is reached; see Retry-After."},
+}
+
+RequestBody = Annotated[
+    dict[str, Any],
+    Body(
+        description="A placement request (see docs/placement.md).",
+        openapi_examples={
+            "gpu-training": {"summary": "8 A100 from Zhejiang", "value": EXAMPLE_REQUEST}
+        },
+    ),
+]
+
+
+async def _rate_limit(brain: BrainDep, principal: Principal) -> None:
+    key = principal.tenant_id or principal.user_id
+    verdict = await brain.caches.rate_limiter.hit(
+        tenant_id=key, limit_per_minute=brain.settings.rate_limit_per_minute
+    )
+    if not verdict.allowed:
+        raise ApiError(
+            429,
+            "Too Many Requests",
+            f"rate limit of {brain.settings.rate_limit_per_minute} per minute reached",
+            headers={"Retry-After": str(max(1, round(verdict.retry_after_s)))},
+        )
+
+
+@router.post(
+    "/requests",
+    response_model=RequestView,
+    status_code=201,
+    responses={
+        **ERRORS,
+        200: {
+            "model": RequestView,
+            "description": "An earlier submission with the same Idempotency-Key.",
+        },
+    },
+    summary="Submit a request: it is decided and reserved at once",
+)
+async def submit(
+    body: RequestBody,
+    principal: PrincipalDep,
+    service: ServiceDep,
+    brain: BrainDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(max_length=200, description="Retries with the same key return the first answer."),
+    ] = None,
+) -> RequestView:
+    await _rate_limit(brain, principal)
+    view, created = await service.submit(principal, body, idempotency_key=idempotency_key)
+    if not created:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/requests/{view.id}"
+    return view
+
+
+@router.get("/requests", response_model=RequestPage, responses=ERRORS, summary="List requests")
+async def list_requests(
+    principal: PrincipalDep,
+    service: ServiceDep,
+    state: Annotated[str | None, Query(description=f"One of {', '.join(REQUEST_STATES)}.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[
+        str | None, Query(description="From the previous page's next_cursor.")
+    ] = None,
+) -> RequestPage:
+    if state is not None and state not in REQUEST_STATES:
+        raise ApiError(
+            422, "Unprocessable Content", f"state: must be one of {', '.join(REQUEST_STATES)}"
+        )
+    return await service.list(principal, state=state, limit=limit, cursor=cursor)
+
+
+@router.get(
+    "/requests/{request_id}", response_model=RequestView, responses=ERRORS, summary="Get a request"
+)
+async def get_request(request_id: str, principal: PrincipalDep, service: ServiceDep) -> RequestView:
+    return await service.view(principal, request_id)
+
+
+@router.post(
+    "/requests/{request_id}/cancel",
+    response_model=RequestView,
+    responses={**ERRORS, 409: {"model": Problem, "description": "The request has already ended."}},
+    summary="Cancel a request and release everything it holds",
+)
+async def cancel(request_id: str, principal: PrincipalDep, service: ServiceDep) -> RequestView:
+    return await service.cancel(principal, request_id)
+
+
+@router.post(
+    "/quotes",
+    response_model=Quote,
+    responses=ERRORS,
+    summary="What the brain would decide now, with alternatives; nothing is reserved",
+)
+async def quote(
+    body: RequestBody, principal: PrincipalDep, service: ServiceDep, brain: BrainDep
+) -> Quote:
+    await _rate_limit(brain, principal)
+    return await service.quote(principal, body)

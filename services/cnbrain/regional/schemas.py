@@ -1,0 +1,139 @@
+"""The REST API's own documents (the request and decision documents are the engine's)."""
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cnbrain.domain.decision import Candidate, Decision
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.regional.security import Role
+
+REQUEST_STATES = ("pending", "placed", "running", "completed", "failed", "cancelled", "rejected")
+
+EXAMPLE_REQUEST: dict[str, Any] = {
+    "source_province": "ZJ",
+    "resources": {"cpu": 32, "memory_gib": 256, "accelerator": {"model": "A100", "count": 8}},
+    "constraints": {"max_latency_ms": 40, "min_bandwidth_gbps": 10, "interconnect": "ib"},
+    "duration_hours": 24,
+    "workload_class": "training",
+    "objective": {"cost": 1, "latency": 0.5, "energy": 1.5, "balance": 1},
+}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestView(BaseModel):
+    """A request as the brain holds it: its state, why, and the decision."""
+
+    id: str
+    tenant: str
+    state: str = Field(description=f"One of: {', '.join(REQUEST_STATES)}.")
+    reason: str | None = Field(description="Why it was rejected or failed.")
+    site: str | None
+    created_at: datetime
+    updated_at: datetime
+    request: PlacementRequest
+    decision: Decision | None
+
+
+class RequestPage(BaseModel):
+    items: list[RequestView]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null at the end."
+    )
+
+
+class Quote(BaseModel):
+    """What the brain would decide now; nothing is reserved."""
+
+    decision: Decision
+    alternatives: list[Candidate] = Field(description="The other candidates with their objective.")
+
+
+class TenantCreate(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,62}$", examples=["acme-ai"])
+    name: str = Field(min_length=1, max_length=200, examples=["ACME AI Lab"])
+
+
+class TenantView(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+
+
+class UserCreate(Strict):
+    name: str = Field(min_length=1, max_length=200, examples=["alice"])
+    role: Role = Field(examples=[Role.TENANT_USER])
+    tenant: str | None = Field(
+        default=None, description="Required for tenant roles; none for staff."
+    )
+
+
+class UserView(BaseModel):
+    id: str
+    name: str
+    role: Role
+    tenant: str | None
+
+
+class ApiKeyView(BaseModel):
+    id: str
+    user: str
+    token: str = Field(description="The bearer token; shown only in this answer.")
+
+
+class QuotaBody(Strict):
+    """Limits of a tenant's held reservations; null means unlimited."""
+
+    cpu_cores: float | None = Field(default=None, ge=0, examples=[2048])
+    memory_gib: float | None = Field(default=None, ge=0, examples=[16384])
+    accelerators: int | None = Field(default=None, ge=0, examples=[256])
+    bandwidth_gbps: float | None = Field(default=None, ge=0, examples=[400])
+    active_requests: int | None = Field(default=None, ge=0, examples=[1000])
+
+
+class QuotaView(QuotaBody):
+    used_cpu_cores: float
+    used_memory_gib: float
+    used_accelerators: int
+    used_bandwidth_gbps: float
+    used_active_requests: int
+
+
+class SiteUsageReport(Strict):
+    """Capacity of a site in use outside this brain, as the site reports it (算力感知)."""
+
+    cpu_cores: float = Field(ge=0)
+    memory_gib: float = Field(ge=0)
+    storage_gib: float = Field(default=0.0, ge=0)
+    accelerators: dict[str, int] = Field(default_factory=dict)
+
+
+class LinkUsageReport(Strict):
+    bandwidth_gbps: float = Field(ge=0)
+
+
+class AuditView(BaseModel):
+    id: int
+    at: datetime
+    actor: str
+    tenant: str | None
+    action: str
+    object_type: str
+    object_id: str
+    detail: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    items: list[AuditView]
+    next_cursor: str | None
+
+
+class Health(BaseModel):
+    status: str
+    instance: str
+    map: str | None = None
+    sites: int | None = None

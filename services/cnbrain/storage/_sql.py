@@ -1,0 +1,50 @@
+"""Small helpers shared by the repository modules: counted updates and opaque cursors."""
+
+import base64
+import binascii
+import json
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import CursorResult
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Select
+from sqlalchemy.sql.dml import Delete, Update
+
+from cnbrain.storage.errors import BadCursor
+
+MAX_PAGE = 1000
+_T = TypeVar("_T")
+
+
+async def fetch_scalar(session: AsyncSession, statement: Select[_T]) -> _T | None:
+    """The first column of the first row, or None; typed (AsyncSession.scalar is not)."""
+    return (await session.execute(statement)).scalars().first()
+
+
+async def execute_counted(session: AsyncSession, statement: Update | Delete) -> int:
+    """Run an UPDATE/DELETE without ORM synchronisation and return the number of rows matched."""
+    result = await session.execute(statement.execution_options(synchronize_session=False))
+    return int(cast("CursorResult[Any]", result).rowcount)
+
+
+def encode_cursor(values: list[Any]) -> str:
+    """An opaque, URL-safe cursor holding `values` (JSON-able)."""
+    raw = json.dumps(values, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, *, arity: int) -> list[Any]:
+    """The values of a cursor made by `encode_cursor`; BadCursor if it is not one."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        values = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise BadCursor(f"cursor {cursor!r} is not valid") from None
+    if not isinstance(values, list) or len(values) != arity:
+        raise BadCursor(f"cursor {cursor!r} is not valid")
+    return values
+
+
+def check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")

@@ -1,0 +1,80 @@
+"""Errors of the storage layer. Each message names the item at fault.
+
+The API maps them to problem+json responses: NotFoundError (and UnknownItem) -> 404;
+RegistryError, TenantError and BadCursor -> 422; CapacityConflict, QuotaExceeded,
+InvalidTransition and DuplicateIdempotencyKey -> 409 (or a replay of the first answer).
+"""
+
+
+class StorageError(Exception):
+    """Base class of every error raised on purpose by `cnbrain.storage`."""
+
+
+class NotFoundError(StorageError, LookupError):
+    """The tenant, user, key, request or reservation does not exist (or is not visible)."""
+
+
+class RegistryError(StorageError, ValueError):
+    """A site or link is unknown, exists already, holds reservations, or the change would
+    leave the map invalid (the MapError message is included)."""
+
+
+class UnknownItem(RegistryError, NotFoundError):  # noqa: N818 (the name the API uses)
+    """The site or link is not registered (or is retired)."""
+
+
+class TenantError(StorageError, ValueError):
+    """A tenant, user, role or quota value is not acceptable."""
+
+
+class BadCursor(StorageError, ValueError):  # noqa: N818
+    """A pagination cursor was not produced by this store (or was altered)."""
+
+
+class LedgerStoreError(StorageError):
+    """A reservation cannot be taken or released for a reason other than lack of room."""
+
+
+class CapacityConflict(LedgerStoreError):  # noqa: N818
+    """A site's or link's free capacity is too small now; `resource` names it, for example
+    "site 'BJ-hub' cpu" or "link 'a--b' bandwidth". Retry on a fresh snapshot."""
+
+    def __init__(self, resource: str, detail: str = "") -> None:
+        self.resource = resource
+        super().__init__(f"{resource}: {detail}" if detail else f"{resource}: not enough room")
+
+
+class QuotaExceeded(LedgerStoreError):  # noqa: N818
+    """The tenant's quota would be exceeded; `resource` names the limit, for example
+    "tenant 'acme' cpu"."""
+
+    def __init__(self, resource: str, detail: str = "") -> None:
+        self.resource = resource
+        super().__init__(f"{resource}: {detail}" if detail else f"{resource}: quota exceeded")
+
+
+class RequestStoreError(StorageError):
+    """A request cannot be stored or changed."""
+
+
+class DuplicateIdempotencyKey(RequestStoreError):  # noqa: N818
+    """The tenant used this idempotency key already, for `existing_request_id` (also readable
+    as `request_id`)."""
+
+    def __init__(self, existing_request_id: str) -> None:
+        self.existing_request_id = existing_request_id
+        super().__init__(f"idempotency key already used by request {existing_request_id!r}")
+
+    @property
+    def request_id(self) -> str:
+        return self.existing_request_id
+
+
+class InvalidTransition(RequestStoreError, ValueError):  # noqa: N818
+    """A request cannot go from `current` to `target`."""
+
+    def __init__(self, request_id: str, current: str, target: str) -> None:
+        self.request_id = request_id
+        self.current = current
+        self.target = target
+        super().__init__(f"request {request_id!r}: cannot go from {current!r} to {target!r}")

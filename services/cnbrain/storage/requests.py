@@ -1,0 +1,278 @@
+"""Tenants' placement requests: insert with idempotency keys, read, list, change state, and
+their decisions.
+
+States and the only transitions allowed (`TRANSITIONS`):
+
+    pending -> placed | rejected | failed
+    placed  -> running | cancelled | failed
+    running -> completed | failed | cancelled
+
+Tenant scoping: functions taking `tenant_id: str | None` see only that tenant's requests;
+None (operators) sees every tenant's. A request of another tenant is simply not found.
+"""
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Select
+
+from cnbrain.storage._sql import (
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    execute_counted,
+    fetch_scalar,
+)
+from cnbrain.storage.errors import (
+    BadCursor,
+    DuplicateIdempotencyKey,
+    InvalidTransition,
+    NotFoundError,
+    RequestStoreError,
+)
+from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord, utcnow
+
+__all__ = [
+    "FINAL_STATES",
+    "STATES",
+    "TRANSITIONS",
+    "BadCursor",
+    "DuplicateIdempotencyKey",
+    "InvalidTransition",
+    "NotFoundError",
+    "RequestStoreError",
+    "find_by_idempotency_key",
+    "get_decision",
+    "get_request",
+    "insert_request",
+    "list_requests",
+    "pending_requests",
+    "save_decision",
+    "set_state",
+]
+
+STATES = ("pending", "placed", "running", "completed", "failed", "cancelled", "rejected")
+TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "pending": frozenset({"placed", "rejected", "failed"}),
+    "placed": frozenset({"running", "cancelled", "failed"}),
+    "running": frozenset({"completed", "failed", "cancelled"}),
+}
+"""Allowed next states per state; states not listed are final."""
+FINAL_STATES = frozenset(STATES) - frozenset(TRANSITIONS)
+
+_Query = TypeVar("_Query", bound=Select[Any])
+
+_PREDECESSORS = {
+    state: frozenset(s for s, after in TRANSITIONS.items() if state in after) for state in STATES
+}
+
+
+async def insert_request(
+    session: AsyncSession,
+    *,
+    request_id: str,
+    tenant_id: str,
+    user_id: str,
+    body: dict[str, Any],
+    idempotency_key: str | None = None,
+) -> PlacementRequestRecord:
+    """Insert a pending request inside the caller's transaction.
+
+    With `idempotency_key`, raises DuplicateIdempotencyKey(existing_request_id) when the tenant
+    used the key before; the insert runs in a SAVEPOINT, so the caller's transaction stays
+    usable. Raises RequestStoreError for any other integrity failure (say, an unknown tenant).
+    """
+    now = utcnow()
+    statement = (
+        insert(PlacementRequestRecord)
+        .values(
+            id=request_id,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            idempotency_key=idempotency_key,
+            body=body,
+            state="pending",
+            created_at=now,
+            updated_at=now,
+        )
+        .returning(PlacementRequestRecord)
+    )
+    try:
+        async with session.begin_nested():
+            record = (await session.scalars(statement)).one()
+    except IntegrityError as exc:
+        if idempotency_key is not None:
+            existing = await find_by_idempotency_key(
+                session, tenant_id=tenant_id, idempotency_key=idempotency_key
+            )
+            if existing is not None:
+                raise DuplicateIdempotencyKey(existing.id) from None
+        raise RequestStoreError(
+            f"request {request_id!r} cannot be stored: {exc.orig or exc}"
+        ) from None
+    return record
+
+
+async def find_by_idempotency_key(
+    session: AsyncSession, *, tenant_id: str, idempotency_key: str
+) -> PlacementRequestRecord | None:
+    """The tenant's request made with `idempotency_key`, if any."""
+    return await fetch_scalar(
+        session,
+        select(PlacementRequestRecord).where(
+            PlacementRequestRecord.tenant_id == tenant_id,
+            PlacementRequestRecord.idempotency_key == idempotency_key,
+        ),
+    )
+
+
+async def get_request(
+    session: AsyncSession, *, tenant_id: str | None, request_id: str, for_update: bool = False
+) -> PlacementRequestRecord | None:
+    """The request, if it exists and (unless `tenant_id` is None) belongs to the tenant.
+
+    With `for_update`, the row stays locked until the transaction ends (PostgreSQL; SQLite
+    transactions are serialised anyway), so a read-check-change sequence cannot interleave.
+    """
+    query = _scoped(
+        select(PlacementRequestRecord).where(PlacementRequestRecord.id == request_id), tenant_id
+    )
+    if for_update:
+        query = query.with_for_update()
+    return await fetch_scalar(session, query.execution_options(populate_existing=True))
+
+
+async def pending_requests(
+    session: AsyncSession, *, tenant_id: str | None = None, limit: int | None = None
+) -> list[PlacementRequestRecord]:
+    """Requests still pending (say, left so by a stop), oldest first."""
+    query = _scoped(
+        select(PlacementRequestRecord).where(PlacementRequestRecord.state == "pending"),
+        tenant_id,
+    ).order_by(PlacementRequestRecord.created_at, PlacementRequestRecord.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(await session.scalars(query))
+
+
+async def list_requests(
+    session: AsyncSession,
+    *,
+    tenant_id: str | None,
+    state: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> tuple[list[PlacementRequestRecord], str | None]:
+    """One page of requests, newest first, and the cursor of the next page (None at the end).
+
+    `created_after` is inclusive, `created_before` exclusive. Keyset pagination on
+    (created_at, id): every request is listed exactly once across pages, even while new ones
+    arrive. Raises BadCursor for a cursor not made here, ValueError for a bad limit/state.
+    """
+    check_limit(limit)
+    r = PlacementRequestRecord
+    query = _scoped(select(r), tenant_id)
+    if state is not None:
+        if state not in STATES:
+            raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+        query = query.where(r.state == state)
+    if created_after is not None:
+        query = query.where(r.created_at >= _utc(created_after))
+    if created_before is not None:
+        query = query.where(r.created_at < _utc(created_before))
+    if cursor is not None:
+        at, last_id = _decode(cursor)
+        query = query.where(or_(r.created_at < at, and_(r.created_at == at, r.id < last_id)))
+    rows = list(
+        await session.scalars(query.order_by(r.created_at.desc(), r.id.desc()).limit(limit + 1))
+    )
+    if len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    last = page[-1]
+    return page, encode_cursor([_utc(last.created_at).isoformat(), last.id])
+
+
+async def set_state(
+    session: AsyncSession,
+    *,
+    request_id: str,
+    tenant_id: str | None = None,
+    state: str,
+    reason: str | None = None,
+    site_id: str | None = None,
+) -> PlacementRequestRecord:
+    """Move the request to `state` if `TRANSITIONS` allow it from its current state, setting
+    `reason` and `site_id` when given. The check and the change are one conditional UPDATE, so
+    concurrent changes cannot both win. Raises NotFoundError or InvalidTransition."""
+    if state not in STATES:
+        raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+    r = PlacementRequestRecord
+    values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
+    if reason is not None:
+        values["reason"] = reason
+    if site_id is not None:
+        values["site_id"] = site_id
+    condition = [r.id == request_id, r.state.in_(sorted(_PREDECESSORS[state]))]
+    if tenant_id is not None:
+        condition.append(r.tenant_id == tenant_id)
+    changed = await execute_counted(session, update(r).where(*condition).values(**values))
+    record = await get_request(session, tenant_id=tenant_id, request_id=request_id)
+    if record is None:
+        raise NotFoundError(f"request {request_id!r} does not exist")
+    if not changed:
+        raise InvalidTransition(request_id, record.state, state)
+    return record
+
+
+async def save_decision(
+    session: AsyncSession, *, request_id: str, document: dict[str, Any]
+) -> None:
+    """Store (or replace) the decision of a request, as JSON."""
+    record = await session.get(DecisionRecord, request_id)
+    if record is None:
+        session.add(DecisionRecord(request_id=request_id, document=document, created_at=utcnow()))
+    else:
+        record.document = document
+        record.created_at = utcnow()
+    await session.flush()
+
+
+async def get_decision(
+    session: AsyncSession, *, request_id: str, tenant_id: str | None = None
+) -> dict[str, Any] | None:
+    """The decision JSON of the request, if both exist and the request is the tenant's."""
+    query = (
+        select(DecisionRecord.document)
+        .join(PlacementRequestRecord, PlacementRequestRecord.id == DecisionRecord.request_id)
+        .where(DecisionRecord.request_id == request_id)
+    )
+    return await fetch_scalar(session, _scoped(query, tenant_id))
+
+
+def _scoped(query: _Query, tenant_id: str | None) -> _Query:
+    if tenant_id is None:
+        return query
+    return query.where(PlacementRequestRecord.tenant_id == tenant_id)
+
+
+def _decode(cursor: str) -> tuple[datetime, str]:
+    at, last_id = decode_cursor(cursor, arity=2)
+    if not isinstance(at, str) or not isinstance(last_id, str):
+        raise BadCursor(f"cursor {cursor!r} is not valid")
+    try:
+        return _utc(datetime.fromisoformat(at)), last_id
+    except ValueError:
+        raise BadCursor(f"cursor {cursor!r} is not valid") from None
+
+
+def _utc(moment: datetime) -> datetime:
+    """`moment` in UTC; naive times (SQLite hands them back) are taken as UTC, which every
+    stored time is."""
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

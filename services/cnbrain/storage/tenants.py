@@ -1,0 +1,269 @@
+"""Tenants, users with roles, API keys and quotas.
+
+API keys are bearer tokens `ck_<id>.<secret>`: `<id>` finds the row, only the SHA-256 of
+`<secret>` is stored, and the secret is compared in constant time. A full token is returned
+once, by `create_api_key`, and can never be read back.
+
+Every tenant has one quota row (created with it, all limits None: unlimited); the ledger
+(`cnbrain.storage.ledger_store`) counts held reservations into it.
+"""
+
+import hashlib
+import hmac
+import re
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.storage._sql import fetch_scalar
+from cnbrain.storage.errors import NotFoundError, TenantError
+from cnbrain.storage.models import ApiKey, Quota, Tenant, User, utcnow
+
+__all__ = [
+    "PLATFORM_ROLES",
+    "ROLES",
+    "TENANT_ROLES",
+    "NotFoundError",
+    "TenantError",
+    "api_key_id",
+    "authenticate",
+    "create_api_key",
+    "create_tenant",
+    "create_user",
+    "get_quota",
+    "get_tenant",
+    "get_user",
+    "has_users",
+    "list_api_keys",
+    "list_tenants",
+    "list_users",
+    "revoke_api_key",
+    "set_quota",
+]
+
+TENANT_ROLES = frozenset({"tenant-user", "tenant-admin"})
+"""Roles that belong to one tenant."""
+PLATFORM_ROLES = frozenset({"operator", "admin"})
+"""Roles that belong to no tenant."""
+ROLES = TENANT_ROLES | PLATFORM_ROLES
+TOKEN_PREFIX = "ck_"
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_KEY_ID = re.compile(r"^[A-Za-z0-9_-]{8,32}$")
+_MIN_SECRET = 32
+_DUMMY_DIGEST = hashlib.sha256(b"no such key").hexdigest()
+
+
+async def create_tenant(
+    session: AsyncSession, *, name: str, tenant_id: str | None = None
+) -> Tenant:
+    """A new tenant (id generated when not given) with an unlimited quota row.
+
+    Raises TenantError if the id is malformed or taken.
+    """
+    tenant_id = tenant_id or f"t-{secrets.token_hex(6)}"
+    _check_id("tenant", tenant_id)
+    if not name.strip():
+        raise TenantError("tenant name must not be empty")
+    if await session.get(Tenant, tenant_id) is not None:
+        raise TenantError(f"tenant {tenant_id!r} exists already")
+    tenant = Tenant(id=tenant_id, name=name, created_at=utcnow())
+    session.add(tenant)
+    await session.flush()
+    session.add(_unlimited(tenant_id))
+    await session.flush()
+    return tenant
+
+
+async def get_tenant(session: AsyncSession, *, tenant_id: str) -> Tenant | None:
+    return await session.get(Tenant, tenant_id)
+
+
+async def list_tenants(session: AsyncSession) -> list[Tenant]:
+    """Every tenant, by id."""
+    return list(await session.scalars(select(Tenant).order_by(Tenant.id)))
+
+
+async def create_user(
+    session: AsyncSession,
+    *,
+    name: str,
+    role: str,
+    tenant_id: str | None = None,
+    user_id: str | None = None,
+) -> User:
+    """A new user. Tenant roles (tenant-user, tenant-admin) need an existing `tenant_id`;
+    platform roles (operator, admin) must have none. Raises TenantError otherwise, and
+    NotFoundError for an unknown tenant."""
+    if role not in ROLES:
+        raise TenantError(f"role {role!r} is not one of {', '.join(sorted(ROLES))}")
+    if role in TENANT_ROLES and tenant_id is None:
+        raise TenantError(f"role {role!r} needs a tenant")
+    if role in PLATFORM_ROLES and tenant_id is not None:
+        raise TenantError(f"role {role!r} belongs to no tenant; got tenant {tenant_id!r}")
+    if tenant_id is not None and await session.get(Tenant, tenant_id) is None:
+        raise NotFoundError(f"tenant {tenant_id!r} does not exist")
+    user_id = user_id or f"u-{secrets.token_hex(6)}"
+    _check_id("user", user_id)
+    if await session.get(User, user_id) is not None:
+        raise TenantError(f"user {user_id!r} exists already")
+    user = User(id=user_id, tenant_id=tenant_id, name=name, role=role, created_at=utcnow())
+    session.add(user)
+    await session.flush()
+    return user
+
+
+async def get_user(session: AsyncSession, *, user_id: str) -> User | None:
+    return await session.get(User, user_id)
+
+
+async def has_users(session: AsyncSession) -> bool:
+    """True once any user exists (the first start installs an admin when there is none)."""
+    return await fetch_scalar(session, select(User.id).limit(1)) is not None
+
+
+async def list_users(session: AsyncSession, *, tenant_id: str | None = None) -> list[User]:
+    """Users of one tenant, or every user when `tenant_id` is None; by id."""
+    query = select(User).order_by(User.id)
+    if tenant_id is not None:
+        query = query.where(User.tenant_id == tenant_id)
+    return list(await session.scalars(query))
+
+
+async def create_api_key(session: AsyncSession, *, user_id: str, token: str | None = None) -> str:
+    """A new key for the user; returns the full bearer token (the only time it is visible).
+
+    `token` installs a token chosen elsewhere (say, an admin token from the settings) instead
+    of a new random one; it must look like `ck_<id>.<secret>` with an id of 8-32 letters,
+    digits, '_' or '-' and a secret of 32+ characters (TenantError otherwise).
+    """
+    if await session.get(User, user_id) is None:
+        raise NotFoundError(f"user {user_id!r} does not exist")
+    if token is None:
+        key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    else:
+        parsed = _parse(token)
+        if parsed is None or len(parsed[1]) < _MIN_SECRET:
+            raise TenantError(
+                "an API key must look like ck_<id of 8-32 characters>.<secret of 32+ characters>"
+            )
+        key_id, secret = parsed
+        if await session.get(ApiKey, key_id) is not None:
+            raise TenantError(f"API key {key_id!r} exists already")
+    session.add(
+        ApiKey(id=key_id, user_id=user_id, secret_sha256=_digest(secret), created_at=utcnow())
+    )
+    await session.flush()
+    return f"{TOKEN_PREFIX}{key_id}.{secret}"
+
+
+def api_key_id(token: str) -> str | None:
+    """The key id of a well-formed token, else None (no database access)."""
+    parsed = _parse(token)
+    return parsed[0] if parsed else None
+
+
+async def authenticate(session: AsyncSession, *, token: str) -> tuple[User, ApiKey] | None:
+    """The user and key of a valid, unrevoked token; None for anything else."""
+    parsed = _parse(token)
+    if parsed is None:
+        return None
+    key_id, secret = parsed
+    row = (
+        await session.execute(
+            select(ApiKey, User).join(User, User.id == ApiKey.user_id).where(ApiKey.id == key_id)
+        )
+    ).first()
+    stored = row[0].secret_sha256 if row else _DUMMY_DIGEST
+    matches = hmac.compare_digest(_digest(secret), stored)
+    if row is None or not matches or row[0].revoked_at is not None:
+        return None
+    return row[1], row[0]
+
+
+async def revoke_api_key(session: AsyncSession, *, key_id: str) -> None:
+    """Revoke a key (idempotent); NotFoundError if it does not exist."""
+    key = await session.get(ApiKey, key_id)
+    if key is None:
+        raise NotFoundError(f"API key {key_id!r} does not exist")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+        await session.flush()
+
+
+async def list_api_keys(session: AsyncSession, *, user_id: str) -> list[ApiKey]:
+    """The user's keys (revoked ones included), oldest first."""
+    query = select(ApiKey).where(ApiKey.user_id == user_id)
+    return list(await session.scalars(query.order_by(ApiKey.created_at, ApiKey.id)))
+
+
+async def set_quota(
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    limit_cpu_m: int | None = None,
+    limit_mem_mib: int | None = None,
+    limit_accelerators: int | None = None,
+    limit_mbps: int | None = None,
+    limit_active_requests: int | None = None,
+) -> Quota:
+    """Replace the tenant's limits (None: unlimited). Usage is kept; a limit below current use
+    only stops new reservations. Raises NotFoundError / TenantError."""
+    limits = {
+        "limit_cpu_m": limit_cpu_m,
+        "limit_mem_mib": limit_mem_mib,
+        "limit_accelerators": limit_accelerators,
+        "limit_mbps": limit_mbps,
+        "limit_active_requests": limit_active_requests,
+    }
+    for name, value in limits.items():
+        if value is not None and value < 0:
+            raise TenantError(f"quota {name} must not be negative ({value})")
+    if await session.get(Tenant, tenant_id) is None:
+        raise NotFoundError(f"tenant {tenant_id!r} does not exist")
+    quota = await session.get(Quota, tenant_id, with_for_update=True, populate_existing=True)
+    if quota is None:
+        quota = _unlimited(tenant_id)
+        session.add(quota)
+    for name, value in limits.items():
+        setattr(quota, name, value)
+    await session.flush()
+    return quota
+
+
+async def get_quota(session: AsyncSession, *, tenant_id: str) -> Quota | None:
+    """The tenant's limits and current use, as of now."""
+    return await session.get(Quota, tenant_id, populate_existing=True)
+
+
+def _unlimited(tenant_id: str) -> Quota:
+    return Quota(
+        tenant_id=tenant_id,
+        used_cpu_m=0,
+        used_mem_mib=0,
+        used_accelerators=0,
+        used_mbps=0,
+        active_requests=0,
+    )
+
+
+def _check_id(kind: str, value: str) -> None:
+    if not _ID.match(value):
+        raise TenantError(
+            f"{kind} id {value!r} must be 1-64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def _parse(token: str) -> tuple[str, str] | None:
+    if not token.startswith(TOKEN_PREFIX):
+        return None
+    key_id, dot, secret = token[len(TOKEN_PREFIX) :].partition(".")
+    if not dot or not secret or not _KEY_ID.match(key_id):
+        return None
+    return key_id, secret
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()

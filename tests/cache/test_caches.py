@@ -1,0 +1,198 @@
+"""One behavioural suite for both cache backends: in memory and on the real Redis server."""
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+import pytest
+from redis.asyncio import Redis
+
+from cnbrain.cache import PENDING, Caches, CacheUnavailable, CapacityEvent, channel_name
+from cnbrain.cache.redis import connect, redact
+
+pytestmark = pytest.mark.asyncio
+
+# The factory fixtures of conftest.py: `await make(namespace=None, *, rate_window_s=60.0)`.
+MakeCaches = Callable[..., Awaitable[Caches]]
+
+
+def new_namespace() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+WAIT_S = 2.0
+
+
+# --- idempotency -------------------------------------------------------------------------------
+
+
+async def test_claim_is_exclusive_under_50_concurrent_claimers(caches: Caches) -> None:
+    answers = await asyncio.gather(
+        *(caches.idempotency.claim(tenant_id="t1", key="k", ttl_s=60) for _ in range(50))
+    )
+    assert answers.count(None) == 1
+    assert [a for a in answers if a is not None] == [PENDING] * 49
+
+
+async def test_complete_makes_claim_return_the_request_id(caches: Caches) -> None:
+    store = caches.idempotency
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) is None
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) == PENDING
+    await store.complete(tenant_id="t1", key="k", request_id="req-1", ttl_s=60)
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) == "req-1"
+    # Another tenant's identical key, and keys that would collide if joined naively, are free.
+    assert await store.claim(tenant_id="t2", key="k", ttl_s=60) is None
+    assert await store.claim(tenant_id="a:b", key="c", ttl_s=60) is None
+    assert await store.claim(tenant_id="a", key="b:c", ttl_s=60) is None
+
+
+async def test_forget_releases_a_pending_claim_but_not_a_completed_one(caches: Caches) -> None:
+    store = caches.idempotency
+    await store.forget(tenant_id="t1", key="never-claimed")
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) is None
+    await store.forget(tenant_id="t1", key="k")
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) is None
+    await store.complete(tenant_id="t1", key="k", request_id="req-1", ttl_s=60)
+    await store.forget(tenant_id="t1", key="k")
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) == "req-1"
+
+
+async def test_an_abandoned_claim_expires(caches: Caches) -> None:
+    store = caches.idempotency
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=1) is None
+    await asyncio.sleep(1.1)
+    assert await store.claim(tenant_id="t1", key="k", ttl_s=60) is None
+
+
+async def test_idempotency_rejects_bad_arguments(caches: Caches) -> None:
+    store = caches.idempotency
+    with pytest.raises(ValueError, match="ttl_s"):
+        await store.claim(tenant_id="t1", key="k", ttl_s=0)
+    with pytest.raises(ValueError, match="request_id"):
+        await store.complete(tenant_id="t1", key="k", request_id=PENDING, ttl_s=60)
+
+
+# --- rate limits -------------------------------------------------------------------------------
+
+
+async def test_rate_limit_allows_exactly_limit_then_refuses_per_tenant(caches: Caches) -> None:
+    limiter = caches.rate_limiter
+    decisions = [await limiter.hit(tenant_id="t1", limit_per_minute=5) for _ in range(5)]
+    assert [d.allowed for d in decisions] == [True] * 5
+    assert [d.remaining for d in decisions] == [4, 3, 2, 1, 0]
+    assert all(d.retry_after_s == 0.0 for d in decisions)
+    refused = await limiter.hit(tenant_id="t1", limit_per_minute=5)
+    assert not refused.allowed
+    assert refused.remaining == 0
+    assert 0 < refused.retry_after_s <= 60
+    # Another tenant has its own window.
+    other = await limiter.hit(tenant_id="t2", limit_per_minute=5)
+    assert other.allowed
+    assert other.remaining == 4
+    assert not (await limiter.hit(tenant_id="t1", limit_per_minute=5)).allowed
+
+
+async def test_rate_limit_is_atomic_under_concurrent_hits(caches: Caches) -> None:
+    decisions = await asyncio.gather(
+        *(caches.rate_limiter.hit(tenant_id="t1", limit_per_minute=10) for _ in range(40))
+    )
+    assert sum(d.allowed for d in decisions) == 10
+    assert sorted(d.remaining for d in decisions if d.allowed) == list(range(10))
+
+
+async def test_rate_limit_window_slides(make_caches: MakeCaches) -> None:
+    limiter = (await make_caches(rate_window_s=0.4)).rate_limiter
+    assert (await limiter.hit(tenant_id="t1", limit_per_minute=2)).allowed
+    assert (await limiter.hit(tenant_id="t1", limit_per_minute=2)).allowed
+    refused = await limiter.hit(tenant_id="t1", limit_per_minute=2)
+    assert not refused.allowed
+    assert 0 < refused.retry_after_s <= 0.4
+    await asyncio.sleep(refused.retry_after_s + 0.05)
+    assert (await limiter.hit(tenant_id="t1", limit_per_minute=2)).allowed
+
+
+async def test_rate_limit_rejects_a_limit_below_one(caches: Caches) -> None:
+    with pytest.raises(ValueError, match="limit_per_minute"):
+        await caches.rate_limiter.hit(tenant_id="t1", limit_per_minute=0)
+
+
+# --- capacity bus ------------------------------------------------------------------------------
+
+
+def event(origin: str = "brain-a", **fields: object) -> CapacityEvent:
+    return CapacityEvent.model_validate({"kind": "capacity", "origin": origin, **fields})
+
+
+async def test_two_subscribers_both_receive_a_published_event(caches: Caches) -> None:
+    sent = event(version=7, site_ids=("AA-dc",), link_ids=("AA-gw|BB-gw",))
+    async with caches.bus.subscribe() as first, caches.bus.subscribe() as second:
+        await caches.bus.publish(sent)
+        got = await asyncio.gather(
+            asyncio.wait_for(anext(first), WAIT_S), asyncio.wait_for(anext(second), WAIT_S)
+        )
+    assert list(got) == [sent, sent]
+    assert got[0].at == sent.at
+
+
+async def test_events_of_another_namespace_are_not_received(
+    make_caches: MakeCaches,
+) -> None:
+    ours = await make_caches()
+    theirs = await make_caches(new_namespace())
+    async with ours.bus.subscribe() as events:
+        await theirs.bus.publish(event(origin="theirs"))
+        await ours.bus.publish(event(origin="ours"))
+        assert (await asyncio.wait_for(anext(events), WAIT_S)).origin == "ours"
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(events), 0.2)
+
+
+async def test_bare_iteration_subscribes_and_aclose_ends_it(caches: Caches) -> None:
+    events = caches.bus.subscribe()
+    received: list[CapacityEvent] = []
+
+    async def consume() -> None:
+        async for e in events:
+            received.append(e)
+
+    consumer = asyncio.create_task(consume())
+    sent = event(kind="map")
+    for _ in range(100):  # bare iteration becomes active on its first __anext__
+        await caches.bus.publish(sent)
+        await asyncio.sleep(0.01)
+        if received:
+            break
+    await events.aclose()
+    await asyncio.wait_for(consumer, WAIT_S)
+    assert received
+    assert received[0] == sent
+
+
+async def test_redis_bus_skips_malformed_messages(
+    make_redis_caches: MakeCaches, redis_url: str
+) -> None:
+    # Only a shared channel can carry another writer's bytes.
+    namespace = new_namespace()
+    caches = await make_redis_caches(namespace)
+    raw = Redis.from_url(redis_url)
+    sent = event()
+    try:
+        async with caches.bus.subscribe() as events:
+            await raw.publish(channel_name(namespace), b"not json")
+            await caches.bus.publish(sent)
+            assert await asyncio.wait_for(anext(events), WAIT_S) == sent
+    finally:
+        await raw.aclose()
+
+
+# --- connecting --------------------------------------------------------------------------------
+
+
+async def test_connect_names_the_url_when_redis_is_unreachable() -> None:
+    with pytest.raises(CacheUnavailable, match=r"redis://:\*\*\*@127\.0\.0\.1:1/0"):
+        await connect("redis://:secret@127.0.0.1:1/0")
+
+
+async def test_redact_hides_only_the_password() -> None:
+    assert redact("redis://user:pw@host:6379/1") == "redis://user:***@host:6379/1"
+    assert redact("redis://host:6379/1") == "redis://host:6379/1"

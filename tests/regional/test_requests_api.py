@@ -1,0 +1,193 @@
+"""The tenant API on PostgreSQL and Redis: submit, read, list, cancel, quote, idempotency."""
+
+from typing import Any
+
+import pytest
+
+from cnbrain.storage import ledger_store
+from conftest import Api
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+GPU_TRAINING: dict[str, Any] = {
+    "source_province": "ZJ",
+    "resources": {"cpu": 32, "memory_gib": 256, "accelerator": {"model": "H800", "count": 8}},
+    "constraints": {"max_latency_ms": 40, "min_bandwidth_gbps": 10, "interconnect": "ib"},
+    "duration_hours": 24,
+    "workload_class": "training",
+}
+LOCAL_CPU: dict[str, Any] = {
+    "source_province": "GD",
+    "resources": {"cpu": 8, "memory_gib": 32},
+    "duration_hours": 2,
+}
+
+
+async def invariants(api: Api) -> None:
+    async with api.brain.sessions() as session:
+        await ledger_store.check_invariants(session)
+
+
+async def test_submit_places_and_reserves(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    made = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)
+    assert made.status_code == 201, made.text
+    view = made.json()
+    assert view["state"] == "placed" and view["tenant"] == tenant
+    assert made.headers["location"] == f"/v1/requests/{view['id']}"
+    decision = view["decision"]
+    assert decision["site"] == view["site"]
+    assert [s["owner"] for s in decision["path"]["segments"]] == ["east", "national", "west"]
+    assert decision["reservation_id"]
+    assert decision["explanation"]["rejections"]
+    quota = await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")
+    assert quota.json()["used_accelerators"] == 8
+    await invariants(api)
+
+
+async def test_get_list_and_paginate(api: Api) -> None:
+    _, _, user = await api.tenant()
+    ids = []
+    for _ in range(5):
+        made = await api.call(user, "POST", "/v1/requests", json=LOCAL_CPU)
+        ids.append(made.json()["id"])
+    one = await api.call(user, "GET", f"/v1/requests/{ids[0]}")
+    assert one.status_code == 200 and one.json()["id"] == ids[0]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = (await api.call(user, "GET", "/v1/requests", params=params)).json()
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert sorted(seen) == sorted(ids)
+    placed = (await api.call(user, "GET", "/v1/requests", params={"state": "placed"})).json()
+    assert len(placed["items"]) == 5
+
+
+async def test_cancel_releases_everything(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    before = await api.brain.snapshot()
+    made = (await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)).json()
+    cancelled = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    after = await api.brain.snapshot()
+    assert (before.free_acc == after.free_acc).all()
+    assert (before.residual_mbps == after.residual_mbps).all()
+    quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert quota["used_accelerators"] == 0 and quota["used_active_requests"] == 0
+    again = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
+    assert again.status_code == 409
+    assert again.headers["content-type"].startswith("application/problem+json")
+    await invariants(api)
+
+
+async def test_quote_reserves_nothing(api: Api) -> None:
+    _, _, user = await api.tenant()
+    before = await api.brain.snapshot()
+    quote = await api.call(user, "POST", "/v1/quotes", json=GPU_TRAINING)
+    assert quote.status_code == 200, quote.text
+    body = quote.json()
+    assert body["decision"]["status"] == "placed" and body["decision"]["reservation_id"] is None
+    assert all(alt["site"] != body["decision"]["site"] for alt in body["alternatives"])
+    assert body["alternatives"]
+    after = await api.brain.snapshot()
+    assert (before.free_acc == after.free_acc).all()
+    listed = (await api.call(user, "GET", "/v1/requests")).json()
+    assert listed["items"] == []
+
+
+async def test_rejection_says_which_constraints(api: Api) -> None:
+    _, _, user = await api.tenant()
+    impossible = {
+        **LOCAL_CPU,
+        "resources": {"cpu": 1, "memory_gib": 1, "accelerator": {"model": "A100", "count": 100000}},
+    }
+    made = await api.call(user, "POST", "/v1/requests", json=impossible)
+    assert made.status_code == 201
+    view = made.json()
+    assert view["state"] == "rejected"
+    assert "capacity" in view["reason"] or "accelerator" in view["reason"]
+    assert view["decision"]["status"] == "rejected"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"source_province": "ZZ"}, "source_province"),
+        ({"resources": {"cpu": -1, "memory_gib": 1}}, "resources.cpu"),
+        ({"objective": {"cost": "cheap"}}, "objective.cost"),
+        ({"duration_hours": 0}, "duration_hours"),
+        (
+            {"resources": {"cpu": 1, "memory_gib": 1, "accelerator": {"model": "Z1", "count": 1}}},
+            "resources.accelerator.model",
+        ),
+    ],
+)
+async def test_bad_request_is_422_problem_naming_the_field(
+    api: Api, change: dict[str, Any], field: str
+) -> None:
+    _, _, user = await api.tenant()
+    answer = await api.call(user, "POST", "/v1/requests", json={**LOCAL_CPU, **change})
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    problem = answer.json()
+    assert problem["status"] == 422
+    assert problem["errors"][0]["field"] == field
+    listed = (await api.call(user, "GET", "/v1/requests")).json()
+    assert listed["items"] == []
+
+
+async def test_idempotency_key_returns_the_first_answer(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    headers = {"Idempotency-Key": "order-42"}
+    first = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
+    second = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
+    assert first.status_code == 201 and second.status_code == 200
+    assert first.json()["id"] == second.json()["id"]
+    quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert quota["used_accelerators"] == 8 and quota["used_active_requests"] == 1
+    _, _, other_user = await api.tenant()
+    third = await api.call(other_user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
+    assert third.status_code == 201 and third.json()["id"] != first.json()["id"]
+
+
+async def test_quota_limits_acceptance(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 16})
+    assert limited.status_code == 200, limited.text
+    states = [
+        (await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)).json()["state"]
+        for _ in range(3)
+    ]
+    assert states == ["placed", "placed", "rejected"]
+    listed = (await api.call(user, "GET", "/v1/requests", params={"state": "rejected"})).json()
+    assert "quota" in listed["items"][0]["reason"]
+
+
+async def test_health_and_readiness(api: Api) -> None:
+    assert (await api.client.get("/healthz")).json()["status"] == "ok"
+    ready = (await api.client.get("/readyz")).json()
+    assert ready["status"] == "ready" and ready["map"] == "china" and ready["sites"] == 96
+
+
+async def test_openapi_documents_every_endpoint(api: Api) -> None:
+    spec = (await api.client.get("/openapi.json")).json()
+    paths = spec["paths"]
+    for path in (
+        "/v1/requests",
+        "/v1/requests/{request_id}",
+        "/v1/requests/{request_id}/cancel",
+        "/v1/quotes",
+        "/v1/sites",
+        "/v1/links",
+        "/v1/tenants",
+        "/v1/users",
+        "/v1/audit",
+        "/v1/weight-matrix",
+    ):
+        assert path in paths, path
+    submit = paths["/v1/requests"]["post"]
+    assert submit["requestBody"]["content"]["application/json"]["examples"]

@@ -1,0 +1,202 @@
+"""Requests: idempotency keys, tenant scoping, state transitions, pagination, decisions."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.storage import requests
+from cnbrain.storage.errors import (
+    BadCursor,
+    DuplicateIdempotencyKey,
+    InvalidTransition,
+    NotFoundError,
+    RequestStoreError,
+)
+from cnbrain.storage.models import PlacementRequestRecord
+from cnbrain.storage.tenants import create_tenant, create_user
+
+pytestmark = pytest.mark.asyncio
+
+Sessions = async_sessionmaker[AsyncSession]
+
+
+async def _tenants(sessions: Sessions) -> None:
+    async with sessions.begin() as session:
+        for tenant in ("acme", "umbrella"):
+            await create_tenant(session, tenant_id=tenant, name=tenant.title())
+            await create_user(
+                session, user_id=f"{tenant}-user", name="u", role="tenant-user", tenant_id=tenant
+            )
+
+
+async def _insert(
+    session: AsyncSession, request_id: str, tenant: str = "acme", key: str | None = None
+) -> PlacementRequestRecord:
+    return await requests.insert_request(
+        session,
+        request_id=request_id,
+        tenant_id=tenant,
+        user_id=f"{tenant}-user",
+        body={"id": request_id},
+        idempotency_key=key,
+    )
+
+
+async def test_a_duplicate_key_names_the_first_request_and_keeps_the_transaction(
+    sessions: Sessions,
+) -> None:
+    await _tenants(sessions)
+    async with sessions.begin() as session:
+        first = await _insert(session, "r1", key="k")
+        with pytest.raises(DuplicateIdempotencyKey) as raised:
+            await _insert(session, "r2", key="k")
+        assert raised.value.existing_request_id == raised.value.request_id == "r1"
+        await _insert(session, "r3", key="other")
+        await _insert(session, "r4", tenant="umbrella", key="k")  # keys are per tenant
+    assert first.state == "pending"
+    async with sessions() as session:
+        ids = {r.id for r in (await requests.list_requests(session, tenant_id=None))[0]}
+        again = await requests.find_by_idempotency_key(
+            session, tenant_id="acme", idempotency_key="k"
+        )
+    assert ids == {"r1", "r3", "r4"}
+    assert again is not None and again.id == "r1"
+    async with sessions.begin() as session:
+        with pytest.raises(DuplicateIdempotencyKey, match="'r1'"):
+            await _insert(session, "r5", key="k")
+        with pytest.raises(RequestStoreError, match="'r1' cannot be stored"):
+            await _insert(session, "r1")
+        with pytest.raises(RequestStoreError, match="'r6' cannot be stored"):
+            await _insert(session, "r6", tenant="nobody")
+
+
+async def test_other_tenants_requests_are_not_found(sessions: Sessions) -> None:
+    await _tenants(sessions)
+    async with sessions.begin() as session:
+        await _insert(session, "r1")
+        await requests.save_decision(session, request_id="r1", document={"site": "BJ-dc-1"})
+    async with sessions() as session:
+        assert await requests.get_request(session, tenant_id="umbrella", request_id="r1") is None
+        assert await requests.get_decision(session, tenant_id="umbrella", request_id="r1") is None
+        assert (await requests.list_requests(session, tenant_id="umbrella"))[0] == []
+        with pytest.raises(NotFoundError):
+            await requests.set_state(session, tenant_id="umbrella", request_id="r1", state="placed")
+        mine = await requests.get_request(session, tenant_id="acme", request_id="r1")
+        anyone = await requests.get_request(session, tenant_id=None, request_id="r1")
+        decision = await requests.get_decision(session, tenant_id="acme", request_id="r1")
+    assert mine is not None and anyone is not None
+    assert decision == {"site": "BJ-dc-1"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ["placed", "running", "completed"],
+        ["placed", "running", "failed"],
+        ["placed", "running", "cancelled"],
+        ["placed", "cancelled"],
+        ["placed", "failed"],
+        ["rejected"],
+        ["failed"],
+    ],
+)
+async def test_allowed_transitions(sessions: Sessions, path: list[str]) -> None:
+    await _tenants(sessions)
+    async with sessions.begin() as session:
+        await _insert(session, "r1")
+        for state in path:
+            record = await requests.set_state(
+                session, request_id="r1", state=state, reason=f"now {state}", site_id="BJ-dc-1"
+            )
+            assert (record.state, record.reason) == (state, f"now {state}")
+        with pytest.raises(InvalidTransition) as raised:
+            await requests.set_state(session, request_id="r1", state="placed")
+    assert (raised.value.current, raised.value.target) == (path[-1], "placed")
+    assert path[-1] in requests.FINAL_STATES
+
+
+@pytest.mark.parametrize(
+    ("path", "bad"),
+    [
+        ([], "running"),
+        ([], "completed"),
+        ([], "cancelled"),
+        (["placed"], "completed"),
+        (["placed"], "pending"),
+        (["placed", "running"], "placed"),
+        (["placed", "running"], "running"),
+    ],
+)
+async def test_forbidden_transitions(sessions: Sessions, path: list[str], bad: str) -> None:
+    await _tenants(sessions)
+    async with sessions.begin() as session:
+        await _insert(session, "r1")
+        for state in path:
+            await requests.set_state(session, request_id="r1", state=state)
+        current = path[-1] if path else "pending"
+        with pytest.raises(InvalidTransition, match=f"from '{current}' to '{bad}'"):
+            await requests.set_state(session, request_id="r1", state=bad)
+        with pytest.raises(ValueError, match="'paused' is not one of"):
+            await requests.set_state(session, request_id="r1", state="paused")
+        with pytest.raises(NotFoundError):
+            await requests.set_state(session, request_id="nope", state="placed")
+
+
+async def test_pages_list_every_request_once_newest_first(sessions: Sessions) -> None:
+    await _tenants(sessions)
+    base = datetime(2030, 1, 1, tzinfo=UTC)
+    async with sessions.begin() as session:
+        for i in range(23):
+            await _insert(session, f"r{i:02d}")
+            # Pairs share a creation time, so pages must break ties by id.
+            created = base + timedelta(seconds=i // 2)
+            await session.execute(
+                update(PlacementRequestRecord)
+                .where(PlacementRequestRecord.id == f"r{i:02d}")
+                .values(created_at=created)
+            )
+        await _insert(session, "other", tenant="umbrella")
+        for i in range(0, 23, 3):
+            await requests.set_state(session, request_id=f"r{i:02d}", state="rejected")
+    seen: list[str] = []
+    cursor: str | None = None
+    async with sessions() as session:
+        while True:
+            page, cursor = await requests.list_requests(
+                session, tenant_id="acme", limit=5, cursor=cursor
+            )
+            seen += [r.id for r in page]
+            if cursor is None:
+                break
+        rejected, _ = await requests.list_requests(session, tenant_id="acme", state="rejected")
+        window, _ = await requests.list_requests(
+            session,
+            tenant_id="acme",
+            created_after=base + timedelta(seconds=2),
+            created_before=base + timedelta(seconds=4),
+        )
+        with pytest.raises(BadCursor):
+            await requests.list_requests(session, tenant_id="acme", cursor="garbage")
+        with pytest.raises(BadCursor):
+            await requests.list_requests(session, tenant_id="acme", cursor="WzEsMiwzXQ")
+        with pytest.raises(ValueError, match="limit"):
+            await requests.list_requests(session, tenant_id="acme", limit=0)
+        pending = await requests.pending_requests(session, tenant_id="acme")
+    expected = sorted((f"r{i:02d}" for i in range(23)), key=lambda r: (int(r[1:]) // 2, r))
+    assert seen == expected[::-1]
+    assert {r.id for r in rejected} == {f"r{i:02d}" for i in range(0, 23, 3)}
+    assert [r.id for r in window] == ["r07", "r06", "r05", "r04"]
+    assert [r.id for r in pending] == [r for r in expected if int(r[1:]) % 3]
+
+
+async def test_decisions_are_saved_and_replaced(sessions: Sessions) -> None:
+    await _tenants(sessions)
+    async with sessions.begin() as session:
+        await _insert(session, "r1")
+        assert await requests.get_decision(session, request_id="r1") is None
+        await requests.save_decision(session, request_id="r1", document={"status": "quoted"})
+        await requests.save_decision(session, request_id="r1", document={"status": "placed"})
+    async with sessions() as session:
+        assert await requests.get_decision(session, request_id="r1") == {"status": "placed"}
