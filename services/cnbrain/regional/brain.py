@@ -44,6 +44,7 @@ class Brain:
         self.caches: Caches = build_cache(settings.redis_url, namespace=settings.bus_namespace)
         self._placement: Placement | None = None
         self._snapshot: Snapshot | None = None
+        self._generation = 0
         self._snapshot_lock = asyncio.Lock()
         self._listener: asyncio.Task[None] | None = None
         self.plan_lock = asyncio.Semaphore(1)
@@ -81,19 +82,25 @@ class Brain:
         cmap = ComputeNetworkMap.from_document(document)
         engine = PlacementEngine(cmap, config=EngineConfig(weight_matrix=matrix))
         self._placement = Placement(map=cmap, engine=engine)
-        self._snapshot = None
+        self.capacity_changed()
 
     async def snapshot(self) -> Snapshot:
         """Free capacity as the database holds it; cached until a change is known."""
         async with self._snapshot_lock:
-            if self._snapshot is None:
+            snapshot = self._snapshot
+            if snapshot is None:
+                generation = self._generation
                 async with self.sessions() as session:
-                    self._snapshot = await ledger_store.load_snapshot(
+                    snapshot = await ledger_store.load_snapshot(
                         session, arrays=self.placement.engine.arrays
                     )
-            return self._snapshot
+                if generation == self._generation:
+                    self._snapshot = snapshot
+            return snapshot
 
     def capacity_changed(self) -> None:
+        """Forget the cached snapshot, and any load that began before this call."""
+        self._generation += 1
         self._snapshot = None
 
     async def announce(self, kind: CapacityKind) -> None:

@@ -1,0 +1,93 @@
+"""Regional brains as separate OS processes on loopback, for tests that need real replicas."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def brain_processes(
+    count: int, *, database_url: str, redis_url: str, map_spec: str, admin_token: str, workdir: Path
+) -> Iterator[list[str]]:
+    """Start `count` brains sharing one database and Redis; yield their base URLs."""
+    namespace = f"replicas-{os.getpid()}-{time.monotonic_ns()}"
+    env = {
+        **os.environ,
+        "CNBRAIN_ADMIN_TOKEN": admin_token,
+        "CNBRAIN_ADMIN_TOKEN_FILE": str(workdir / "admin.token"),
+        "CNBRAIN_BUS_NAMESPACE": namespace,
+    }
+    processes: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    try:
+        for i in range(count):
+            port = free_port()
+            log = (workdir / f"brain-{i}.log").open("wb")
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "cnbrain.cli.main",
+                        "brain",
+                        "regional",
+                        "--database-url",
+                        database_url,
+                        "--redis-url",
+                        redis_url,
+                        "--map",
+                        map_spec,
+                        "--port",
+                        str(port),
+                        "--log-level",
+                        "warning",
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=workdir,
+                )
+            )
+            urls.append(f"http://127.0.0.1:{port}")
+            _wait_ready(urls[-1], processes[-1], workdir / f"brain-{i}.log")
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait_ready(
+    url: str, process: subprocess.Popen[bytes], log: Path, timeout_s: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"brain at {url} exited:\n{log.read_text(errors='replace')}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(
+        f"brain at {url} not ready in {timeout_s} s:\n{log.read_text(errors='replace')}"
+    )
