@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cnbrain.ledger.memory import ComputeClaim, InMemoryLedger, LedgerError, Reservation
+from cnbrain.ledger.memory import InMemoryLedger, LedgerError
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap

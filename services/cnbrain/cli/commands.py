@@ -135,3 +135,22 @@ def bench_map(args: argparse.Namespace) -> int:
     figures = run(args.map, seed=args.seed)
     print(json.dumps(figures.as_dict(), indent=2))
     return 0
+
+
+def bench_api(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from cnbrain.bench.api import bench_api as run
+    from cnbrain.cli.rest import token_of
+
+    figures = asyncio.run(
+        run(
+            url=args.url,
+            staff_token=token_of(args),
+            requests=args.requests,
+            concurrency=args.concurrency,
+            seed=args.seed,
+        )
+    )
+    print(json.dumps(figures.as_dict(), indent=2))
+    return 0

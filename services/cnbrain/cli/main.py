@@ -74,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     scale.add_argument("--seed", type=int, default=7)
     scale.set_defaults(run=commands.bench_map)
+
+    api = bench.add_parser("api", help="submissions/s and latency against a running brain")
+    api.add_argument("--requests", type=int, default=2000)
+    api.add_argument("--concurrency", type=int, default=32)
+    api.add_argument("--seed", type=int, default=7)
+    from cnbrain.cli.rest import add_connection_options
+
+    add_connection_options(api)
+    api.set_defaults(run=commands.bench_api)
     _add_service_commands(sub)
     return parser
 

@@ -28,14 +28,20 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _client(args: argparse.Namespace) -> httpx.Client:
-    token = args.token
+def token_of(args: argparse.Namespace) -> str:
+    """The API key: --token, else $CNBRAIN_TOKEN, else ./cnbrain-admin.token."""
+    token: str | None = args.token
     if not token and TOKEN_FILE.exists():
         token = TOKEN_FILE.read_text(encoding="utf-8").strip()
     if not token:
         raise BrainCallError(
             "no API key: pass --token, set CNBRAIN_TOKEN, or run where cnbrain-admin.token is"
         )
+    return token
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    token = token_of(args)
     return httpx.Client(
         base_url=args.url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
     )

@@ -2,36 +2,13 @@
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
 
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
-
-
-@dataclass(frozen=True, slots=True)
-class ComputeClaim:
-    """Compute taken on one site. `acc_column` is -1 when no accelerator is claimed."""
-
-    site: int
-    cpu_m: int
-    mem_mib: int
-    storage_gib: int
-    acc_column: int = -1
-    acc_count: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """Compute on one site plus `mbps` on every link of a path."""
-
-    id: str
-    request_id: str
-    compute: ComputeClaim
-    links: tuple[int, ...]
-    mbps: int
 
 
 class LedgerError(Exception):

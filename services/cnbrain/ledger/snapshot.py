@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
 
@@ -35,19 +36,14 @@ class Snapshot:
         used_acc: IntArray,
         used_mbps: IntArray,
     ) -> "Snapshot":
-        def frozen(values: IntArray) -> IntArray:
-            values.setflags(write=False)
-            return values
-
-        return cls(
-            arrays=arrays,
+        return cls.of_free(
+            arrays,
             version=version,
-            free_cpu_m=frozen(arrays.cap_cpu_m - used_cpu_m),
-            free_mem_mib=frozen(arrays.cap_mem_mib - used_mem_mib),
-            free_storage_gib=frozen(arrays.cap_storage_gib - used_storage_gib),
-            free_acc=frozen(arrays.cap_acc - used_acc),
-            free_acc_by_model=frozen(np.ascontiguousarray((arrays.cap_acc - used_acc).T)),
-            residual_mbps=frozen(arrays.link_cap_mbps - used_mbps),
+            free_cpu_m=arrays.cap_cpu_m - used_cpu_m,
+            free_mem_mib=arrays.cap_mem_mib - used_mem_mib,
+            free_storage_gib=arrays.cap_storage_gib - used_storage_gib,
+            free_acc=arrays.cap_acc - used_acc,
+            residual_mbps=arrays.link_cap_mbps - used_mbps,
         )
 
     @classmethod
@@ -62,4 +58,65 @@ class Snapshot:
             used_storage_gib=zeros(arrays.cap_storage_gib),
             used_acc=zeros(arrays.cap_acc),
             used_mbps=zeros(arrays.link_cap_mbps),
+        )
+
+    def adjusted(self, reservation: Reservation, *, taken: bool) -> "Snapshot":
+        """A copy of this snapshot with `reservation` taken (or, with taken=False, given back);
+        free capacity is kept at or above zero."""
+        sign = -1 if taken else 1
+        c = reservation.compute
+        cpu, mem = self.free_cpu_m.copy(), self.free_mem_mib.copy()
+        storage, acc, mbps = (
+            self.free_storage_gib.copy(),
+            self.free_acc.copy(),
+            self.residual_mbps.copy(),
+        )
+        cpu[c.site] += sign * c.cpu_m
+        mem[c.site] += sign * c.mem_mib
+        storage[c.site] += sign * c.storage_gib
+        if c.acc_count:
+            acc[c.site, c.acc_column] += sign * c.acc_count
+        if reservation.links and reservation.mbps:
+            mbps[list(reservation.links)] += sign * reservation.mbps
+        return Snapshot.of_free(
+            self.arrays,
+            version=self.version + 1,
+            free_cpu_m=cpu,
+            free_mem_mib=mem,
+            free_storage_gib=storage,
+            free_acc=acc,
+            residual_mbps=mbps,
+        )
+
+    @classmethod
+    def of_free(
+        cls,
+        arrays: MapArrays,
+        *,
+        version: int,
+        free_cpu_m: IntArray,
+        free_mem_mib: IntArray,
+        free_storage_gib: IntArray,
+        free_acc: IntArray,
+        residual_mbps: IntArray,
+    ) -> "Snapshot":
+        """A snapshot of the given free capacity (clipped at zero)."""
+
+        def frozen(values: IntArray) -> IntArray:
+            values = np.maximum(values, 0)
+            values.setflags(write=False)
+            return values
+
+        acc = frozen(free_acc)
+        by_model = np.ascontiguousarray(acc.T)
+        by_model.setflags(write=False)
+        return cls(
+            arrays=arrays,
+            version=version,
+            free_cpu_m=frozen(free_cpu_m),
+            free_mem_mib=frozen(free_mem_mib),
+            free_storage_gib=frozen(free_storage_gib),
+            free_acc=acc,
+            free_acc_by_model=by_model,
+            residual_mbps=frozen(residual_mbps),
         )

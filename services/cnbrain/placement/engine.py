@@ -12,7 +12,8 @@ import numpy as np
 
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.ledger.memory import ComputeClaim, InMemoryLedger, LedgerError, Reservation
+from cnbrain.ledger.memory import InMemoryLedger, LedgerError
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap

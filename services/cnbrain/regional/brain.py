@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cnbrain.cache import Caches, build_cache
 from cnbrain.cache.base import CapacityEvent, CapacityKind
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_document
@@ -84,28 +85,44 @@ class Brain:
         self._placement = Placement(map=cmap, engine=engine)
         self.capacity_changed()
 
-    async def snapshot(self) -> Snapshot:
-        """Free capacity as the database holds it; cached until a change is known."""
+    async def snapshot(self) -> tuple[Snapshot, bool]:
+        """Free capacity as the database holds it, and whether it was read just now (False:
+        the cached copy, kept current with this brain's own reservations)."""
         async with self._snapshot_lock:
             snapshot = self._snapshot
-            if snapshot is None:
-                generation = self._generation
-                async with self.sessions() as session:
-                    snapshot = await ledger_store.load_snapshot(
-                        session, arrays=self.placement.engine.arrays
-                    )
-                if generation == self._generation:
-                    self._snapshot = snapshot
-            return snapshot
+            if snapshot is not None:
+                return snapshot, False
+            generation = self._generation
+            async with self.sessions() as session:
+                snapshot = await ledger_store.load_snapshot(
+                    session, arrays=self.placement.engine.arrays
+                )
+            if generation == self._generation:
+                self._snapshot = snapshot
+            return snapshot, True
 
     def capacity_changed(self) -> None:
-        """Forget the cached snapshot, and any load that began before this call."""
+        """Forget the cached snapshot, and any read of it that began before this call."""
         self._generation += 1
         self._snapshot = None
 
+    def begin_local_change(self) -> None:
+        """Call before a transaction that reserves: reads overlapping it are not cached."""
+        self._generation += 1
+
+    def end_local_change(self, reservation: Reservation | None) -> None:
+        """Call after it: `reservation` is what it committed (None: nothing). The cached
+        snapshot, read before the transaction began, takes the reservation too."""
+        self._generation += 1
+        snapshot = self._snapshot
+        if reservation is not None and snapshot is not None:
+            if snapshot.arrays is self.placement.engine.arrays:
+                self._snapshot = snapshot.adjusted(reservation, taken=True)
+            else:
+                self._snapshot = None
+
     async def announce(self, kind: CapacityKind) -> None:
         """Tell the other replicas that capacity (or the map) changed here."""
-        self.capacity_changed()
         await self.caches.bus.publish(CapacityEvent(kind=kind, origin=self.settings.instance_id))
 
     async def _listen(self) -> None:

@@ -19,7 +19,7 @@ from cnbrain.regional.brain import Brain
 from cnbrain.regional.problems import conflict, forbidden, invalid, not_found
 from cnbrain.regional.schemas import Quote, RequestPage, RequestView
 from cnbrain.regional.security import Principal
-from cnbrain.storage import audit, ledger_store, requests
+from cnbrain.storage import audit, ledger_store, requests, tenants
 from cnbrain.storage.models import PlacementRequestRecord
 
 ACTIVE_STATES = ("placed", "running")
@@ -38,7 +38,7 @@ class PlacementService:
     ) -> tuple[RequestView, bool]:
         """Store, decide and reserve. Returns the request and whether it is new (False when
         the idempotency key names an earlier submission, which is returned unchanged)."""
-        tenant = self._tenant_of(principal, body)
+        tenant = await self._tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self.brain.placement.map)
         caches = self.brain.caches
@@ -85,8 +85,11 @@ class PlacementService:
             f"capacity kept changing during {settings.placement_attempts} attempts; submit again"
         )
         for _ in range(settings.placement_attempts):
-            decision = await self._decide(request)
+            decision, fresh = await self._decide(request)
             if decision.status is DecisionStatus.REJECTED:
+                if not fresh:
+                    self.brain.capacity_changed()
+                    continue
                 reason = decision.reason or "rejected"
                 await self._finish(request, decision, state="rejected", reason=reason, actor=actor)
                 return
@@ -96,14 +99,17 @@ class PlacementService:
                 reservation, arrays=engine.arrays, tenant_id=request.tenant
             )
             decision = decision.model_copy(update={"reservation_id": reservation.id})
+            self.brain.begin_local_change()
             try:
                 async with self.brain.sessions.begin() as session:
                     await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
                     await self._record(session, request, decision, "placed", None, actor)
             except ledger_store.CapacityConflict:
+                self.brain.end_local_change(None)
                 self.brain.capacity_changed()
                 continue
             except ledger_store.QuotaExceeded as exceeded:
+                self.brain.end_local_change(None)
                 reason = f"the tenant's quota of {exceeded.resource} would be exceeded"
                 rejected = decision.model_copy(
                     update={
@@ -114,15 +120,20 @@ class PlacementService:
                 )
                 await self._finish(request, rejected, state="rejected", reason=reason, actor=actor)
                 return
+            except BaseException:
+                self.brain.end_local_change(None)
+                self.brain.capacity_changed()
+                raise
+            self.brain.end_local_change(reservation)
             await self.brain.announce("capacity")
             return
         await self._finish(request, None, state="rejected", reason=reason, actor=actor)
 
     async def quote(self, principal: Principal, body: dict[str, Any]) -> Quote:
-        tenant = self._tenant_of(principal, body)
+        tenant = await self._tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self.brain.placement.map)
-        decision = await self._decide(request)
+        decision, _ = await self._decide(request)
         chosen = decision.site
         alternatives = [
             c
@@ -132,6 +143,16 @@ class PlacementService:
         return Quote(decision=decision, alternatives=alternatives)
 
     async def cancel(self, principal: Principal, request_id: str) -> RequestView:
+        self.brain.begin_local_change()
+        try:
+            await self._release(principal, request_id)
+        finally:
+            self.brain.end_local_change(None)
+            self.brain.capacity_changed()
+        await self.brain.announce("capacity")
+        return await self.view(principal, request_id)
+
+    async def _release(self, principal: Principal, request_id: str) -> None:
         async with self.brain.sessions.begin() as session:
             record = await requests.get_request(
                 session, tenant_id=principal.tenant_scope(), request_id=request_id, for_update=True
@@ -158,8 +179,6 @@ class PlacementService:
                 object_type="request",
                 object_id=request_id,
             )
-        await self.brain.announce("capacity")
-        return await self.view(principal, request_id)
 
     async def view(self, principal: Principal, request_id: str) -> RequestView:
         async with self.brain.sessions() as session:
@@ -198,17 +217,20 @@ class PlacementService:
             await self.place(PlacementRequest.model_validate(record.body), actor="system")
         return len(pending)
 
-    async def _decide(self, request: PlacementRequest) -> Decision:
-        snapshot = await self.brain.snapshot()
+    async def _decide(self, request: PlacementRequest) -> tuple[Decision, bool]:
+        """A decision (nothing reserved) on the current snapshot, and whether that snapshot
+        was read from the database just now."""
+        snapshot, fresh = await self.brain.snapshot()
         engine = self.brain.placement.engine
         if snapshot.arrays is not engine.arrays:
             self.brain.capacity_changed()
-            snapshot = await self.brain.snapshot()
+            snapshot, fresh = await self.brain.snapshot()
             engine = self.brain.placement.engine
         async with self.brain.plan_lock:
-            return await anyio.to_thread.run_sync(
+            decision = await anyio.to_thread.run_sync(
                 lambda: engine.place(request, reserve=False, snapshot=snapshot)
             )
+        return decision, fresh
 
     async def _finish(
         self,
@@ -254,12 +276,15 @@ class PlacementService:
             else {"reason": reason},
         )
 
-    @staticmethod
-    def _tenant_of(principal: Principal, body: dict[str, Any]) -> str:
+    async def _tenant_of(self, principal: Principal, body: dict[str, Any]) -> str:
+        """The tenant a request is for: the caller's own, or the one staff name."""
         asked = body.get("tenant")
         if principal.is_staff:
             if not isinstance(asked, str) or not asked:
                 raise invalid("tenant", "staff must name the tenant a request is for")
+            async with self.brain.sessions() as session:
+                if await tenants.get_tenant(session, tenant_id=asked) is None:
+                    raise invalid("tenant", f"unknown tenant {asked!r}")
             return asked
         assert principal.tenant_id is not None
         if asked is not None and asked != principal.tenant_id:

@@ -21,9 +21,9 @@ import numpy as np
 from sqlalchemy import ColumnElement, and_, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.ledger.memory import Reservation
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.netmap.arrays import IntArray, MapArrays
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import (
@@ -75,6 +75,10 @@ class Claim:
     mbps: int
 
 
+def _link_index(arrays: MapArrays) -> dict[str, int]:
+    return {link.id: j for j, link in enumerate(arrays.map.links)}
+
+
 def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
     """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`."""
     compute = reservation.compute
@@ -100,66 +104,72 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     Retired sites and links show nothing free. Raises LedgerStoreError naming a site or link
     of `arrays` that the database does not know.
     """
-    sites = {
-        row.site_id: (row, status)
-        for row, status in await session.execute(
-            select(SiteCapacity, SiteRecord.status).join(
-                SiteRecord, SiteRecord.id == SiteCapacity.site_id
-            )
-        )
-    }
-    accelerators = {
-        (row.site_id, row.model): row for row in await session.scalars(select(SiteAccelerators))
-    }
-    links = {
-        row.link_id: (row, status)
-        for row, status in await session.execute(
-            select(LinkCapacity, LinkRecord.status).join(
-                LinkRecord, LinkRecord.id == LinkCapacity.link_id
-            )
-        )
-    }
     n, m = arrays.n_sites, len(arrays.accelerator_column)
+    site_index, link_index = arrays.map.site_index, _link_index(arrays)
     cpu, mem, storage = (np.zeros(n, dtype=np.int64) for _ in range(3))
     acc = np.zeros((n, m), dtype=np.int64)
     mbps = np.zeros(len(arrays.map.links), dtype=np.int64)
-    for i, site in enumerate(arrays.map.sites):
-        if site.id not in sites:
-            raise LedgerStoreError(f"site {site.id!r} is not in the database")
-        row, status = sites[site.id]
-        if status != ACTIVE:
+    seen_sites: set[str] = set()
+    site_rows = await session.execute(
+        select(
+            SiteCapacity.site_id,
+            SiteRecord.status,
+            SiteCapacity.cpu_m_cap - SiteCapacity.cpu_m_used - SiteCapacity.cpu_m_external,
+            SiteCapacity.mem_mib_cap - SiteCapacity.mem_mib_used - SiteCapacity.mem_mib_external,
+            SiteCapacity.storage_gib_cap
+            - SiteCapacity.storage_gib_used
+            - SiteCapacity.storage_gib_external,
+        ).join(SiteRecord, SiteRecord.id == SiteCapacity.site_id)
+    )
+    for site_id, status, free_cpu, free_mem, free_storage in site_rows:
+        i = site_index.get(site_id)
+        if i is None:
             continue
-        cpu[i] = row.cpu_m_cap - row.cpu_m_used - row.cpu_m_external
-        mem[i] = row.mem_mib_cap - row.mem_mib_used - row.mem_mib_external
-        storage[i] = row.storage_gib_cap - row.storage_gib_used - row.storage_gib_external
-        for model, column in arrays.accelerator_column.items():
-            pool = accelerators.get((site.id, model))
-            if pool is not None:
-                acc[i, column] = pool.cap - pool.used - pool.external
-    for j, link in enumerate(arrays.map.links):
-        if link.id not in links:
-            raise LedgerStoreError(f"link {link.id!r} is not in the database")
-        cap_row, status = links[link.id]
+        seen_sites.add(site_id)
         if status == ACTIVE:
-            mbps[j] = cap_row.mbps_cap - cap_row.mbps_used - cap_row.mbps_external
+            cpu[i], mem[i], storage[i] = free_cpu, free_mem, free_storage
+    missing = [s.id for s in arrays.map.sites if s.id not in seen_sites]
+    if missing:
+        raise LedgerStoreError(f"site {missing[0]!r} is not in the database")
+    pools = await session.execute(
+        select(
+            SiteAccelerators.site_id,
+            SiteAccelerators.model,
+            SiteAccelerators.cap - SiteAccelerators.used - SiteAccelerators.external,
+            SiteRecord.status,
+        ).join(SiteRecord, SiteRecord.id == SiteAccelerators.site_id)
+    )
+    for site_id, model, free, status in pools:
+        i, column = site_index.get(site_id), arrays.accelerator_column.get(model)
+        if i is not None and column is not None and status == ACTIVE:
+            acc[i, column] = free
+    seen_links: set[str] = set()
+    link_rows = await session.execute(
+        select(
+            LinkCapacity.link_id,
+            LinkRecord.status,
+            LinkCapacity.mbps_cap - LinkCapacity.mbps_used - LinkCapacity.mbps_external,
+        ).join(LinkRecord, LinkRecord.id == LinkCapacity.link_id)
+    )
+    for link_id, status, free in link_rows:
+        j = link_index.get(link_id)
+        if j is None:
+            continue
+        seen_links.add(link_id)
+        if status == ACTIVE:
+            mbps[j] = free
+    missing = [link.id for link in arrays.map.links if link.id not in seen_links]
+    if missing:
+        raise LedgerStoreError(f"link {missing[0]!r} is not in the database")
 
-    def frozen(values: IntArray) -> IntArray:
-        values = np.maximum(values, 0)
-        values.setflags(write=False)
-        return values
-
-    free_acc = frozen(acc)
-    by_model = np.ascontiguousarray(free_acc.T)
-    by_model.setflags(write=False)
-    return Snapshot(
-        arrays=arrays,
+    return Snapshot.of_free(
+        arrays,
         version=version,
-        free_cpu_m=frozen(cpu),
-        free_mem_mib=frozen(mem),
-        free_storage_gib=frozen(storage),
-        free_acc=free_acc,
-        free_acc_by_model=by_model,
-        residual_mbps=frozen(mbps),
+        free_cpu_m=cpu,
+        free_mem_mib=mem,
+        free_storage_gib=storage,
+        free_acc=acc,
+        residual_mbps=mbps,
     )
 
 

@@ -60,6 +60,8 @@ async def _change(
         )
     if kind == "map":
         await brain.reload_map()
+    else:
+        brain.capacity_changed()
     await brain.announce(kind)
 
 

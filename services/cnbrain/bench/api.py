@@ -1,0 +1,115 @@
+"""`cnbrain bench api`: submissions per second and latency against a running brain.
+
+Makes a tenant and a user (with the admin or operator key given), then sends `requests`
+submissions with `concurrency` in flight: small CPU jobs and some single-accelerator
+inference jobs from the map's provinces. Afterwards it cancels what it placed, so the
+benchmark leaves the brain as it found it.
+"""
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFigures:
+    requests: int
+    concurrency: int
+    seconds: float
+    submissions_per_s: float
+    p50_ms: float
+    p99_ms: float
+    placed: int
+    rejected: int
+    errors: int
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _bodies(sites: list[dict[str, Any]], count: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    provinces = sorted({s["province"] for s in sites})
+    models = sorted({m for s in sites for m, n in s["capacity"]["accelerators"].items() if n > 0})
+    bodies = []
+    for _ in range(count):
+        body: dict[str, Any] = {
+            "source_province": rng.choice(provinces),
+            "resources": {
+                "cpu": float(rng.choice([1, 2, 4])),
+                "memory_gib": float(rng.choice([2, 4, 8])),
+            },
+            "duration_hours": float(rng.choice([1, 4])),
+            "workload_class": "batch",
+        }
+        if models and rng.random() < 0.3:
+            body["resources"]["accelerator"] = {"model": rng.choice(models), "count": 1}
+            body["workload_class"] = "inference"
+            body["constraints"] = {"max_latency_ms": 40.0, "min_bandwidth_gbps": 0.1}
+        bodies.append(body)
+    return bodies
+
+
+async def bench_api(
+    *, url: str, staff_token: str, requests: int, concurrency: int, seed: int
+) -> ApiFigures:
+    staff = {"Authorization": f"Bearer {staff_token}"}
+    tenant = f"bench-{uuid.uuid4().hex[:8]}"
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        sites = (await client.get("/v1/sites", headers=staff)).raise_for_status().json()
+        (
+            await client.post("/v1/tenants", json={"id": tenant, "name": tenant}, headers=staff)
+        ).raise_for_status()
+        user = (
+            (
+                await client.post(
+                    "/v1/users",
+                    json={"name": "bench", "role": "tenant-user", "tenant": tenant},
+                    headers=staff,
+                )
+            )
+            .raise_for_status()
+            .json()
+        )
+        key = (
+            (await client.post(f"/v1/users/{user['id']}/api-keys", headers=staff))
+            .raise_for_status()
+            .json()
+        )
+        auth = {"Authorization": f"Bearer {key['token']}"}
+        bodies = _bodies(sites, requests, seed)
+        gate = asyncio.Semaphore(concurrency)
+        latencies: list[float] = []
+        outcomes: list[dict[str, Any] | None] = []
+
+        async def one(body: dict[str, Any]) -> None:
+            async with gate:
+                start = time.perf_counter()
+                answer = await client.post("/v1/requests", json=body, headers=auth)
+                latencies.append((time.perf_counter() - start) * 1000)
+                outcomes.append(answer.json() if answer.status_code == 201 else None)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(body) for body in bodies))
+        seconds = time.perf_counter() - start
+        placed = [o for o in outcomes if o is not None and o["state"] == "placed"]
+        for view in placed:
+            await client.post(f"/v1/requests/{view['id']}/cancel", headers=auth)
+    return ApiFigures(
+        requests=requests,
+        concurrency=concurrency,
+        seconds=seconds,
+        submissions_per_s=requests / seconds,
+        p50_ms=float(np.percentile(latencies, 50)),
+        p99_ms=float(np.percentile(latencies, 99)),
+        placed=len(placed),
+        rejected=sum(1 for o in outcomes if o is not None and o["state"] == "rejected"),
+        errors=sum(1 for o in outcomes if o is None),
+    )

@@ -1,0 +1,26 @@
+"""What a reservation holds, in the ledger's integer units and the map's indices."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeClaim:
+    """Compute taken on one site. `acc_column` is -1 when no accelerator is claimed."""
+
+    site: int
+    cpu_m: int
+    mem_mib: int
+    storage_gib: int
+    acc_column: int = -1
+    acc_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Compute on one site plus `mbps` on every link of a path."""
+
+    id: str
+    request_id: str
+    compute: ComputeClaim
+    links: tuple[int, ...]
+    mbps: int

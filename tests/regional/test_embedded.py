@@ -1,0 +1,66 @@
+"""The embedded default (SQLite file, in-process cache) for a first run, and recovery of
+requests an earlier stop left pending."""
+
+from pathlib import Path
+
+import httpx
+import pytest
+from test_requests_api import GPU_TRAINING
+
+from cnbrain.regional.app import create_app
+from cnbrain.regional.settings import Settings
+from cnbrain.storage import requests, tenants
+from conftest import brain_settings
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_first_run_on_sqlite_with_the_in_process_cache(tmp_path: Path) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'brain.db'}", admin_token_file=tmp_path / "admin.token"
+    )
+    assert settings.redis_url is None
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        token = (tmp_path / "admin.token").read_text().strip()
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://brain"
+        ) as client:
+            auth = {"Authorization": f"Bearer {token}"}
+            assert (
+                await client.post(
+                    "/v1/tenants", json={"id": "first", "name": "first"}, headers=auth
+                )
+            ).status_code == 201
+            answer = await client.post(
+                "/v1/requests", json={**GPU_TRAINING, "tenant": "first"}, headers=auth
+            )
+            assert answer.status_code == 201, answer.text
+            assert answer.json()["state"] == "placed"
+            assert (await client.get("/readyz")).json()["sites"] == 96
+    assert (tmp_path / "admin.token").stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_pending_request_is_placed_at_the_next_start(tmp_path: Path) -> None:
+    settings = brain_settings(f"sqlite:///{tmp_path / 'brain.db'}", None, tmp_path)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        brain = app.state.brain
+        async with brain.sessions.begin() as session:
+            await tenants.create_tenant(session, tenant_id="late", name="late")
+            user = await tenants.create_user(
+                session, name="u", role="tenant-user", tenant_id="late"
+            )
+            await requests.insert_request(
+                session,
+                request_id="req-left-pending",
+                tenant_id="late",
+                user_id=user.id,
+                body={**GPU_TRAINING, "id": "req-left-pending", "tenant": "late"},
+            )
+    again = create_app(settings)
+    async with again.router.lifespan_context(again), again.state.brain.sessions() as session:
+        record = await requests.get_request(
+            session, tenant_id="late", request_id="req-left-pending"
+        )
+    assert record is not None and record.state == "placed" and record.site_id
