@@ -20,7 +20,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import EngineConfig
-from cnbrain.regional.security import Role
+from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store, registry, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
@@ -49,6 +49,8 @@ class Brain:
         self._snapshot_lock = asyncio.Lock()
         self._listener: asyncio.Task[None] | None = None
         self.plan_lock = asyncio.Semaphore(1)
+        self.verified_keys: dict[str, tuple[Principal, float]] = {}
+        """SHA-256 of a bearer token -> (its principal, monotonic expiry); see deps.AUTH_CACHE_S."""
 
     @property
     def placement(self) -> Placement:

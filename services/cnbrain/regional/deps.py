@@ -1,5 +1,7 @@
 """FastAPI dependencies: the brain, a database session, and the authenticated caller."""
 
+import hashlib
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
@@ -39,6 +41,11 @@ async def get_session(brain: BrainDep) -> AsyncIterator[AsyncSession]:
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 
 
+AUTH_CACHE_S = 10.0
+"""How long a verified key is trusted without asking the database; a revoked key stops
+working within this time."""
+
+
 async def get_principal(
     brain: BrainDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -51,12 +58,22 @@ async def get_principal(
     )
     if credentials is None:
         raise unauthorized
+    token = credentials.credentials
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    now = time.monotonic()
+    cached = brain.verified_keys.get(digest)
+    if cached is not None and cached[1] > now:
+        return cached[0]
     async with brain.sessions() as session:
-        found = await tenants.authenticate(session, token=credentials.credentials)
+        found = await tenants.authenticate(session, token=token)
     if found is None:
         raise unauthorized
     user, _ = found
-    return Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
+    principal = Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
+    if len(brain.verified_keys) > 10_000:
+        brain.verified_keys.clear()
+    brain.verified_keys[digest] = (principal, now + AUTH_CACHE_S)
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
