@@ -1,0 +1,101 @@
+"""The REST commands of the CLI against a running brain process on PostgreSQL and Redis."""
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from databases import create_postgres_database, drop_postgres_database, require_redis
+from processes import brain_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN = "ck_cliadmin.0123456789abcdefghijklmnopqrstuvwxyzABCD"
+
+
+@pytest.fixture(scope="module")
+def brain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    workdir = tmp_path_factory.mktemp("cli")
+    database = asyncio.run(create_postgres_database("cnbrain_cli"))
+    redis = asyncio.run(require_redis())
+    try:
+        with brain_processes(
+            1,
+            database_url=database,
+            redis_url=redis,
+            map_spec="china",
+            admin_token=ADMIN,
+            workdir=workdir,
+        ) as urls:
+            yield urls[0]
+    finally:
+        asyncio.run(drop_postgres_database(database))
+
+
+def cnbrain(url: str, token: str, *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "cnbrain.cli.main", *args, "--url", url, "--token", token],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.startswith(("{", "[")) else done.stdout
+
+
+def test_tenant_key_submit_list_show_cancel(brain: str) -> None:
+    tenant = cnbrain(brain, ADMIN, "tenant", "create", "cli-tenant", "--name", "CLI tenant")
+    assert tenant["id"] == "cli-tenant"
+    key = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-tenant", "--name", "ana")
+    token = key["token"]
+    submitted = cnbrain(
+        brain,
+        token,
+        "submit",
+        str(ROOT / "examples/requests/gpu-training.json"),
+        "--idempotency-key",
+        "k1",
+    )
+    assert submitted["state"] == "placed" and submitted["tenant"] == "cli-tenant"
+    again = cnbrain(
+        brain,
+        token,
+        "submit",
+        str(ROOT / "examples/requests/gpu-training.json"),
+        "--idempotency-key",
+        "k1",
+    )
+    assert again["id"] == submitted["id"]
+    listing = cnbrain(brain, token, "requests", "list")
+    assert submitted["id"] in listing and "placed" in listing
+    shown = cnbrain(brain, token, "requests", "show", submitted["id"])
+    assert shown["decision"]["site"] == submitted["site"]
+    cancelled = cnbrain(brain, token, "requests", "cancel", submitted["id"])
+    assert cancelled["state"] == "cancelled"
+
+
+def test_errors_are_clear(brain: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cnbrain.cli.main",
+            "requests",
+            "show",
+            "req-none",
+            "--url",
+            brain,
+            "--token",
+            ADMIN,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "404" in done.stderr and "req-none" in done.stderr
