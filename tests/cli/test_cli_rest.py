@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from databases import create_postgres_database, drop_postgres_database, require_redis
 from processes import brain_processes
 

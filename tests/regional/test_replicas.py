@@ -11,12 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-from processes import brain_processes
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
 from conftest import ADMIN_TOKEN
 from databases import create_postgres_database, drop_postgres_database, require_redis
+from processes import brain_processes
 from tiny_map import tiny_map_raw
 
 ONE_GPU = {
@@ -146,7 +146,8 @@ def test_a_retry_after_a_cut_connection_never_reserves_twice(
     host, port = urls[0].removeprefix("http://").split(":")
     raw = (
         f"POST /v1/requests HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
-        f"Idempotency-Key: cut-1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Idempotency-Key: cut-1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(raw)
