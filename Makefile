@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo brain test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/cnbrain map show --map china
 	$(BIN)/cnbrain place --map china --request examples/requests/gpu-training.json --explain
+
+brain: $(STAMP)
+	$(BIN)/cnbrain brain regional
 
 lint: $(STAMP)
 	$(BIN)/ruff check services tests
