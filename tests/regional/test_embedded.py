@@ -71,19 +71,20 @@ async def test_the_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> No
         f"sqlite:///{tmp_path / 'brain.db'}", None, tmp_path, rate_limit_per_minute=3
     )
     app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://brain"
-        ) as client:
-            auth = {"Authorization": f"Bearer {settings.admin_token.get_secret_value()}"}
-            await client.post("/v1/tenants", json={"id": "busy", "name": "busy"}, headers=auth)
-            body = {**GPU_TRAINING, "tenant": "busy"}
-            codes = [
-                (await client.post("/v1/quotes", json=body, headers=auth)).status_code
-                for _ in range(4)
-            ]
-            assert codes == [200, 200, 200, 429]
-            refused = await client.post("/v1/requests", json=body, headers=auth)
-            assert refused.status_code == 429
-            assert int(refused.headers["retry-after"]) >= 1
-            assert refused.headers["content-type"].startswith("application/problem+json")
+        ) as client,
+    ):
+        auth = {"Authorization": f"Bearer {settings.admin_token.get_secret_value()}"}
+        await client.post("/v1/tenants", json={"id": "busy", "name": "busy"}, headers=auth)
+        body = {**GPU_TRAINING, "tenant": "busy"}
+        codes = [
+            (await client.post("/v1/quotes", json=body, headers=auth)).status_code for _ in range(4)
+        ]
+        assert codes == [200, 200, 200, 429]
+        refused = await client.post("/v1/requests", json=body, headers=auth)
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        assert refused.headers["content-type"].startswith("application/problem+json")
