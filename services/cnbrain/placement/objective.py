@@ -13,6 +13,7 @@ model, greedy against the solver):
   of the path's most loaded link after placement.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,25 +36,21 @@ class References:
 
     @classmethod
     def of(cls, batch: RequestBatch, arrays: MapArrays) -> "References":
-        mean_acc = np.zeros(arrays.cap_acc.shape[1])
-        for col in range(arrays.cap_acc.shape[1]):
-            has = arrays.cap_acc[:, col] > 0
-            mean_acc[col] = arrays.price_acc[has, col].mean()
+        means = map_means(arrays)
         acc_price = (
-            np.where(batch.acc_column >= 0, mean_acc[np.maximum(batch.acc_column, 0)], 0.0)
-            if len(mean_acc)
+            np.where(batch.acc_column >= 0, means.accelerator[np.maximum(batch.acc_column, 0)], 0.0)
+            if len(means.accelerator)
             else np.zeros(len(batch))
         )
-        mean_link_cost = float(arrays.link_cost.mean()) if len(arrays.link_cost) else 0.0
         cost = batch.duration_h * (
-            batch.cpu_m / 1000 * arrays.price_cpu.mean()
-            + batch.mem_mib / 1024 * arrays.price_mem.mean()
-            + batch.storage_gib * arrays.price_storage.mean()
+            batch.cpu_m / 1000 * means.cpu
+            + batch.mem_mib / 1024 * means.memory
+            + batch.storage_gib * means.storage
             + batch.acc_count * acc_price
-            + batch.need_mbps / 1000 * mean_link_cost * REFERENCE_PATH_LINKS
+            + batch.need_mbps / 1000 * means.link_cost * REFERENCE_PATH_LINKS
         )
-        kwh = batch.power_w / 1000 * batch.duration_h * arrays.pue.mean()
-        carbon = kwh * arrays.carbon.mean() / 1000
+        kwh = batch.power_w / 1000 * batch.duration_h * means.pue
+        carbon = kwh * means.carbon / 1000
         latency = np.where(
             np.isfinite(batch.max_latency_ms), batch.max_latency_ms, DEFAULT_LATENCY_REF_MS
         )
@@ -63,6 +60,36 @@ class References:
             carbon_kg=_positive(carbon),
             latency_ms=latency,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class MapMeans:
+    """Mean unit prices, PUE and carbon intensity of a map's sites; accelerator prices are
+    means over the sites that have each model."""
+
+    cpu: float
+    memory: float
+    storage: float
+    accelerator: FloatArray
+    link_cost: float
+    pue: float
+    carbon: float
+
+
+@functools.lru_cache(maxsize=8)
+def map_means(arrays: MapArrays) -> MapMeans:
+    accelerator = np.zeros(arrays.cap_acc.shape[1])
+    for col in range(arrays.cap_acc.shape[1]):
+        accelerator[col] = arrays.price_acc[arrays.cap_acc[:, col] > 0, col].mean()
+    return MapMeans(
+        cpu=float(arrays.price_cpu.mean()),
+        memory=float(arrays.price_mem.mean()),
+        storage=float(arrays.price_storage.mean()),
+        accelerator=accelerator,
+        link_cost=float(arrays.link_cost.mean()) if len(arrays.link_cost) else 0.0,
+        pue=float(arrays.pue.mean()),
+        carbon=float(arrays.carbon.mean()),
+    )
 
 
 def _positive(values: FloatArray) -> FloatArray:
