@@ -1,6 +1,7 @@
 """Errors as problem details (RFC 9457): every error names what was wrong and where."""
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -43,6 +44,11 @@ class ApiError(Exception):
         super().__init__(detail)
         self.problem = Problem(title=title, status=status, detail=detail, errors=errors)
         self.headers = headers
+
+
+def responses(described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for error statuses, each a problem document with its description."""
+    return {status: {"model": Problem, "description": text} for status, text in described.items()}
 
 
 def not_found(kind: str, object_id: str) -> ApiError:

@@ -14,7 +14,7 @@ from cnbrain.domain.site import Site
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.deps import BrainDep, StaffDep
-from cnbrain.regional.problems import Problem, invalid
+from cnbrain.regional.problems import invalid, responses
 from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
 from cnbrain.regional.security import Principal
 from cnbrain.storage import audit, registry
@@ -22,12 +22,14 @@ from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
 
 router = APIRouter(prefix="/v1", tags=["operator"])
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "No valid API key."},
-    403: {"model": Problem, "description": "Operators and admins only."},
-    404: {"model": Problem, "description": "No such site or link."},
-    422: {"model": Problem, "description": "Malformed, or it would leave the map invalid."},
-}
+ERRORS = responses(
+    {
+        401: "No valid API key.",
+        403: "Operators and admins only.",
+        404: "No such site or link.",
+        422: "Malformed, or it would leave the map invalid.",
+    }
+)
 
 
 class SiteRegistration(BaseModel):

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
-from cnbrain.regional.problems import ApiError, Problem
+from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
     EXAMPLE_REQUEST,
     REQUEST_STATES,
@@ -17,12 +17,14 @@ from cnbrain.regional.security import Principal
 
 router = APIRouter(prefix="/v1", tags=["requests"])
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "No valid API key."},
-    404: {"model": Problem, "description": "No such request for this tenant."},
-    422: {"model": Problem, "description": "The request is malformed; `errors` names the fields."},
-    429: {"model": Problem, "description": "The tenant's rate limit is reached; see Retry-After."},
-}
+ERRORS = responses(
+    {
+        401: "No valid API key.",
+        404: "No such request for this tenant.",
+        422: "The request is malformed; `errors` names the fields.",
+        429: "The tenant's rate limit is reached; see Retry-After.",
+    }
+)
 
 RequestBody = Annotated[
     dict[str, Any],

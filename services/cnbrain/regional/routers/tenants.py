@@ -1,12 +1,10 @@
 """Tenants, their users and API keys, and quotas."""
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib
 from cnbrain.regional.deps import BrainDep, PrincipalDep, StaffDep
-from cnbrain.regional.problems import ApiError, Problem, conflict, forbidden, invalid, not_found
+from cnbrain.regional.problems import conflict, forbidden, invalid, not_found, responses
 from cnbrain.regional.schemas import (
     ApiKeyView,
     QuotaBody,
@@ -21,13 +19,15 @@ from cnbrain.storage import audit, tenants
 
 router = APIRouter(prefix="/v1", tags=["tenants"])
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "No valid API key."},
-    403: {"model": Problem, "description": "The caller's role may not do this."},
-    404: {"model": Problem, "description": "No such tenant or user (for this caller)."},
-    409: {"model": Problem, "description": "It exists already."},
-    422: {"model": Problem, "description": "Malformed; `errors` names the fields."},
-}
+ERRORS = responses(
+    {
+        401: "No valid API key.",
+        403: "The caller's role may not do this.",
+        404: "No such tenant or user (for this caller).",
+        409: "It exists already.",
+        422: "Malformed; `errors` names the fields.",
+    }
+)
 
 
 def _visible_tenant(principal: Principal, tenant_id: str) -> None:
@@ -204,6 +204,3 @@ async def create_api_key(user_id: str, brain: BrainDep, principal: PrincipalDep)
             detail={"user": user.id},
         )
     return ApiKeyView(id=key_id, user=user.id, token=token)
-
-
-__all__ = ["ApiError", "router"]

@@ -1,0 +1,47 @@
+"""Jobs of a trace: when they arrive, what they need, how long they run, where from."""
+
+from pydantic import Field
+
+from cnbrain.domain.enums import WorkloadClass
+from cnbrain.domain.model import DomainModel
+from cnbrain.domain.request import PlacementRequest
+
+
+class TraceJob(DomainModel):
+    """One job of a trace. Times are seconds from the start of the trace."""
+
+    id: str = Field(min_length=1)
+    arrival_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+    source_province: str = Field(min_length=1)
+    workload_class: WorkloadClass = WorkloadClass.BATCH
+    tenant: str = "default"
+    cpu: float = Field(ge=0, description="CPU cores.")
+    memory_gib: float = Field(ge=0)
+    accelerator_model: str | None = None
+    accelerator_count: int = Field(default=0, ge=0)
+    max_latency_ms: float | None = Field(default=None, gt=0)
+    min_bandwidth_gbps: float = Field(default=0.0, ge=0)
+
+    def to_request(self) -> PlacementRequest:
+        """The placement request this job makes when it arrives."""
+        resources: dict[str, object] = {"cpu": self.cpu, "memory_gib": self.memory_gib}
+        if self.accelerator_model is not None and self.accelerator_count > 0:
+            resources["accelerator"] = {
+                "model": self.accelerator_model,
+                "count": self.accelerator_count,
+            }
+        constraints: dict[str, object] = {"min_bandwidth_gbps": self.min_bandwidth_gbps}
+        if self.max_latency_ms is not None:
+            constraints["max_latency_ms"] = self.max_latency_ms
+        return PlacementRequest.model_validate(
+            {
+                "id": self.id,
+                "tenant": self.tenant,
+                "source_province": self.source_province,
+                "resources": resources,
+                "constraints": constraints,
+                "duration_hours": self.duration_s / 3600,
+                "workload_class": self.workload_class,
+            }
+        )
