@@ -1,7 +1,8 @@
 """The placement engine: one cycle per request or batch, over a consistent snapshot.
 
-Steps, each timed: validate -> snapshot -> filter -> score -> select (local tier, then the
-national tier for requests the local tier could not serve) -> reserve -> explain.
+Steps: validate -> snapshot -> filter -> score -> select (local tier, then the national tier
+for requests the local tier could not serve) -> reserve -> explain; the steps from filter on
+are timed into each decision's explanation, and an unexpected error names its step.
 """
 
 import uuid

@@ -5,7 +5,7 @@ Entries are append-only; `list_entries` pages through them newest first.
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
@@ -24,24 +24,23 @@ async def record(
     object_id: str,
     tenant_id: str | None = None,
     detail: dict[str, Any] | None = None,
-) -> AuditEntry:
+) -> None:
     """Append one entry in the caller's transaction (it is kept only if that commits).
 
     `actor` is a user id (or a component name such as "scheduler"); `action` a verb such as
     "request.cancel" or "site.register"; `detail` any JSON-able facts.
     """
-    entry = AuditEntry(
-        at=utcnow(),
-        actor=actor,
-        tenant_id=tenant_id,
-        action=action,
-        object_type=object_type,
-        object_id=object_id,
-        detail=detail or {},
+    await session.execute(
+        insert(AuditEntry).values(
+            at=utcnow(),
+            actor=actor,
+            tenant_id=tenant_id,
+            action=action,
+            object_type=object_type,
+            object_id=object_id,
+            detail=detail or {},
+        )
     )
-    session.add(entry)
-    await session.flush()
-    return entry
 
 
 async def list_entries(
