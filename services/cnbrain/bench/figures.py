@@ -7,6 +7,8 @@ import numpy as np
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.ledger.memory import InMemoryLedger
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import FloatArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,19 +30,9 @@ def outcome_figures(decisions: Sequence[Decision], ledger: InMemoryLedger) -> Ou
     variation (std / mean over all sites) measures balance: lower is more even."""
     placed = [d for d in decisions if d.status is DecisionStatus.PLACED and d.outcome is not None]
     outcomes = [d.outcome for d in placed if d.outcome is not None]
-    snap, a = ledger.snapshot(), ledger.arrays
-    shares = []
-    for cap, free in (
-        (a.cap_cpu_m, snap.free_cpu_m),
-        (a.cap_mem_mib, snap.free_mem_mib),
-        (a.cap_storage_gib, snap.free_storage_gib),
-    ):
-        shares.append(np.where(cap > 0, (cap - free) / np.maximum(cap, 1), 0.0))
-    if a.cap_acc.shape[1]:
-        acc = np.where(a.cap_acc > 0, (a.cap_acc - snap.free_acc) / np.maximum(a.cap_acc, 1), 0.0)
-        shares.append(acc.max(axis=1))
-    site_util = np.max(np.stack(shares), axis=0)
-    link_util = (a.link_cap_mbps - snap.residual_mbps) / a.link_cap_mbps
+    snap = ledger.snapshot()
+    site_util = site_utilisation(snap)
+    link_util = link_utilisation(snap)
     mean = float(site_util.mean())
     return OutcomeFigures(
         accepted_share=len(placed) / len(decisions) if decisions else 0.0,
@@ -52,3 +44,26 @@ def outcome_figures(decisions: Sequence[Decision], ledger: InMemoryLedger) -> Ou
         site_utilisation_cv=float(site_util.std() / mean) if mean > 0 else 0.0,
         max_link_utilisation=float(link_util.max()) if len(link_util) else 0.0,
     )
+
+
+def site_utilisation(snap: Snapshot) -> FloatArray:
+    """Per site: the highest share of its CPU, memory, storage or any accelerator model in use
+    (0 for a resource the site does not have)."""
+    a = snap.arrays
+    shares = []
+    for cap, free in (
+        (a.cap_cpu_m, snap.free_cpu_m),
+        (a.cap_mem_mib, snap.free_mem_mib),
+        (a.cap_storage_gib, snap.free_storage_gib),
+    ):
+        shares.append(np.where(cap > 0, (cap - free) / np.maximum(cap, 1), 0.0))
+    if a.cap_acc.shape[1]:
+        acc = np.where(a.cap_acc > 0, (a.cap_acc - snap.free_acc) / np.maximum(a.cap_acc, 1), 0.0)
+        shares.append(acc.max(axis=1))
+    return np.asarray(np.max(np.stack(shares), axis=0), dtype=np.float64)
+
+
+def link_utilisation(snap: Snapshot) -> FloatArray:
+    """Per link: reserved bandwidth / capacity."""
+    a = snap.arrays
+    return np.asarray((a.link_cap_mbps - snap.residual_mbps) / a.link_cap_mbps, dtype=np.float64)

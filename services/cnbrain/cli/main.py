@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     add_connection_options(api)
     api.set_defaults(run=commands.bench_api)
     _add_service_commands(sub)
+    from cnbrain.cli.trace import add_trace_commands
+
+    add_trace_commands(sub, map_help)
+    from cnbrain.cli.simulate import add_simulate_command
+
+    add_simulate_command(sub, map_help)
     return parser
 
 

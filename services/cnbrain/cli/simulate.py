@@ -1,0 +1,191 @@
+"""`cnbrain simulate`: replay a trace on a map with several policies at several offered loads
+and write the comparison report (see `cnbrain.simulate.report`).
+
+Prints one progress line per (policy, load) run with its wall time, then where the report
+is. Returns 0; on a bad argument, map or trace prints `cnbrain: <problem>` and returns 2.
+"""
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.netmap.errors import MapError
+from cnbrain.netmap.load import load_map
+from cnbrain.placement.errors import RequestError
+from cnbrain.placement.registry import STRATEGIES
+from cnbrain.simulate.metrics import SimulationSummary
+from cnbrain.simulate.trace import TraceJob
+
+SYNTHETIC_TRACE = "synthetic:"
+DEFAULT_POLICIES = "topn-cpsat,greedy,first-fit,least-allocated,most-allocated,random-feasible"
+LOAD_BASES = ("trace", "capacity")
+
+
+def add_simulate_command(
+    sub: "argparse._SubParsersAction[argparse.ArgumentParser]", map_help: str
+) -> None:
+    """Register `simulate` under `sub`."""
+    sim = sub.add_parser(
+        "simulate", help="replay a trace with several policies and loads; write a report"
+    )
+    sim.add_argument("--map", default="china", help=map_help)
+    sim.add_argument(
+        "--trace",
+        required=True,
+        help="a trace file (.jsonl or .csv) or synthetic:jobs=N,hours=H,seed=S",
+    )
+    sim.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated")
+    sim.add_argument("--load", default="0.5,0.9,1.2", help="offered loads, comma-separated")
+    sim.add_argument(
+        "--load-basis",
+        choices=LOAD_BASES,
+        default="trace",
+        help="trace: load is a factor on the trace's own arrival rate; capacity: first rescale "
+        "the arrivals so that load 1 offers the map's capacity of the trace's scarcest resource",
+    )
+    sim.add_argument("--out", required=True, type=Path, help="directory for the report")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--queue-limit", type=float, default=1800, help="seconds a job may wait")
+    sim.add_argument("--retry-every", type=float, default=60, help="seconds between retries")
+    sim.add_argument(
+        "--batch-window", type=float, default=0, help="seconds of arrivals placed together"
+    )
+    sim.set_defaults(run=simulate_command)
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    from cnbrain.simulate.offered import capacity_factor, offered_load, scaled
+    from cnbrain.simulate.report import compare
+
+    started = time.perf_counter()
+    try:
+        policies = _names(args.policies)
+        loads = _loads(args.load)
+        cmap = load_map(args.map)
+        jobs = load_trace(args.trace, cmap)
+        context = {
+            "command": command_line(args),
+            "map": args.map,
+            "trace": args.trace,
+            "load_basis": args.load_basis,
+        }
+        if any(job.arrival_s > 0 for job in jobs):
+            offered = offered_load(cmap, jobs)
+            context["trace_offered_load_at_1"] = f"{offered.value:.4g} ({offered.bottleneck})"
+        if args.load_basis == "capacity":
+            factor, at_one = capacity_factor(cmap, jobs)
+            jobs = scaled(jobs, factor)
+            context["arrival_time_factor"] = f"{factor:.6g}"
+            context["arrival_window_at_load_1_s"] = f"{at_one.window_s:,.0f}"
+    except (ValueError, OSError, MapError, RequestError) as exc:
+        print(f"cnbrain: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"simulating {len(jobs):,} jobs on {cmap.name} ({len(cmap.sites)} sites): "
+        f"{len(policies)} policies x {len(loads)} loads, load basis {args.load_basis}",
+        flush=True,
+    )
+
+    def progress(summary: SimulationSummary) -> None:
+        print(
+            f"  {summary.policy:<16} load {summary.load:<5g} accepted {summary.accepted_share:7.2%}"
+            f"  wait p95 {summary.queue_delay_p95_s:8,.0f} s"
+            f"  cost/job {summary.cost_per_accepted_cny:10,.1f} CNY"
+            f"  {summary.wall_s:6.1f} s  (total {time.perf_counter() - started:6.1f} s)",
+            flush=True,
+        )
+
+    try:
+        compare(
+            cmap,
+            jobs,
+            policies=policies,
+            loads=loads,
+            seed=args.seed,
+            out_dir=args.out,
+            queue_limit_s=args.queue_limit,
+            retry_every_s=args.retry_every,
+            batch_window_s=args.batch_window,
+            context=context,
+            on_run=progress,
+        )
+    except (ValueError, OSError, RequestError) as exc:
+        print(f"cnbrain: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {args.out / 'report.md'}, summary.json and the plots "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+    return 0
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The `cnbrain simulate` command that repeats this run."""
+    return shlex.join(
+        [
+            "cnbrain",
+            "simulate",
+            *("--map", args.map, "--trace", args.trace),
+            *("--policies", args.policies, "--load", args.load),
+            *("--load-basis", args.load_basis, "--out", str(args.out)),
+            *("--seed", str(args.seed), "--queue-limit", f"{args.queue_limit:g}"),
+            *("--retry-every", f"{args.retry_every:g}", "--batch-window", f"{args.batch_window:g}"),
+        ]
+    )
+
+
+def load_trace(spec: str, cmap: ComputeNetworkMap) -> list[TraceJob]:
+    """The jobs of a trace file, or of `synthetic:jobs=N,hours=H,seed=S` on `cmap`."""
+    if spec.startswith(SYNTHETIC_TRACE):
+        from cnbrain.simulate.generator import synthetic_trace
+
+        params = _synthetic_params(spec)
+        return synthetic_trace(
+            cmap=cmap,
+            jobs=int(params["jobs"]),
+            hours=params["hours"],
+            seed=int(params.get("seed", 0)),
+        )
+    from cnbrain.simulate.trace_files import read_trace
+
+    return read_trace(Path(spec))
+
+
+def _synthetic_params(spec: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in spec.removeprefix(SYNTHETIC_TRACE).split(","):
+        key, sep, value = part.partition("=")
+        if not sep or key.strip() not in ("jobs", "hours", "seed"):
+            raise ValueError(f"trace {spec!r}: expected synthetic:jobs=N,hours=H,seed=S")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"trace {spec!r}: {key.strip()} must be a number") from None
+    if "jobs" not in out or "hours" not in out:
+        raise ValueError(f"trace {spec!r}: jobs and hours are required")
+    if out["jobs"] != int(out["jobs"]) or out.get("seed", 0) != int(out.get("seed", 0)):
+        raise ValueError(f"trace {spec!r}: jobs and seed must be integers")
+    return out
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in STRATEGIES]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(STRATEGIES)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _loads(text: str) -> list[float]:
+    try:
+        loads = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--load {text!r}: expected numbers separated by commas") from None
+    if not loads or any(not (x > 0) or x == float("inf") for x in loads):
+        raise ValueError(f"--load {text!r}: every load must be a positive number")
+    return list(dict.fromkeys(loads))

@@ -1,0 +1,445 @@
+"""A discrete-event simulation of one policy at one offered load, on the placement engine.
+
+The clock is simulated: a heap of events, processed in time order; nothing sleeps.
+
+**Load.** Every arrival time is divided by `load` (load 2 offers jobs twice as fast); durations
+are unchanged.
+
+**One engine per run.** A fresh `PlacementEngine` (one ledger) serves the whole run, with
+`EngineConfig(seed=seed)` unless a config is given (its seed is replaced by `seed`).
+
+**Events at one instant** are handled in this order: departures (each releases its job's
+reservation at once), then one retry round if anything departed, then arrivals, then the
+arrival batch, then the periodic retry, then queue time-outs, then samples.
+
+**Arrivals** that fall at the same instant (or, with `batch_window_s > 0`, within the window
+opened by the first of them, placed at the window's end) are placed together with one
+`place_batch` call.
+
+**Which rejected jobs wait.** The engine's filters with code `unschedulable_and_unresolvable`
+depend on the map and the request only; `capacity` (code `unschedulable`) on free capacity
+(see `cnbrain.simulate.eligibility`). The rule:
+
+- a job that no site could ever take (its unresolvable filters leave no site, or it is larger
+  than the total capacity of every site they leave) is rejected at arrival, reason
+  `never_fits`;
+- any other job that is not placed waits in a FIFO queue: when no eligible site has free
+  capacity for it now, or when the engine rejected it (capacity went to others of its batch,
+  or no path has the bandwidth it asks). It leaves the queue when placed, or is rejected with
+  reason `queue_timeout` `queue_limit_s` after its arrival.
+
+**Retries.** A retry round runs at every departure and every `retry_every_s` while jobs wait.
+It walks the queue in arrival order (no head-of-line blocking: a later job may take capacity
+an earlier one cannot use) and asks the engine, one job at a time, for each job that could
+fit now. Skipped, because the engine would reject them:
+
+- a job with nothing released since its last attempt (free capacity and bandwidth only
+  shrank since), and a job whose last attempt found no free capacity on any eligible site
+  when none of its eligible sites released anything since;
+- a job that no eligible site with the free capacity can take now, or none that a path with
+  its bandwidth free reaches within its bound (`Eligibility.fit_matrix`: the engine's
+  feasible set, narrowed by a lower bound on route latency, `cnbrain.simulate.reach`);
+- at one ledger version, a job no better off than one the engine just failed to route
+  (`cnbrain.simulate.no_path`).
+
+Arrivals go through the same checks before their batch is sent to the engine.
+
+**Departures.** A placed job departs `duration_s` after its start; its reservation is released
+at once.
+
+**Determinism.** The same map, jobs, policy, load, seed and options give the same outcomes:
+ties are broken by event kind, then by the order events were scheduled, and the engine's
+strategies are deterministic for a seed (CP-SAT runs on deterministic time, one worker).
+"""
+
+import heapq
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import IntEnum
+
+import numpy as np
+
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.netmap.arrays import IntArray
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.engine import PlacementEngine
+from cnbrain.placement.registry import STRATEGIES, EngineConfig
+from cnbrain.simulate.eligibility import BoolArray, Eligibility, any_site
+from cnbrain.simulate.metrics import take_sample
+from cnbrain.simulate.no_path import NoPathMemo, site_limit
+from cnbrain.simulate.records import (
+    JobOutcome,
+    JobStatus,
+    RejectReason,
+    Sample,
+    SimulationResult,
+)
+from cnbrain.simulate.trace import TraceJob
+
+DEFAULT_SAMPLES = 100
+NO_FREE_CAPACITY = "no eligible site has enough free CPU, memory, storage or accelerators"
+NO_ROUTE = (
+    "no path to an eligible site with free capacity has the requested bandwidth free on "
+    "every link within the latency bound"
+)
+
+
+class ConservationError(AssertionError):
+    """The run broke conservation: a job without an end state, or a reservation kept."""
+
+
+class _Kind(IntEnum):
+    """Event kinds, in the order they are handled at one instant."""
+
+    DEPART = 0
+    RETRY = 1
+    ARRIVE = 2
+    FLUSH = 3
+    TICK = 4
+    EXPIRE = 5
+    SAMPLE = 6
+
+
+def simulate(
+    cmap: ComputeNetworkMap,
+    jobs: Sequence[TraceJob],
+    *,
+    policy: str,
+    load: float,
+    seed: int,
+    queue_limit_s: float = 1800,
+    retry_every_s: float = 60,
+    batch_window_s: float = 0,
+    horizon_s: float | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    config: EngineConfig | None = None,
+) -> SimulationResult:
+    """Replay `jobs` on `cmap` with `policy` at offered `load` (see the module docstring).
+
+    Samples are taken at `samples` evenly spaced instants from 0 to the last (scaled) arrival,
+    or to `horizon_s` when that is earlier. With `horizon_s` the clock stops there: jobs
+    queued then, and jobs arriving later, end as `waiting`; placed jobs count as accepted.
+
+    Raises ValueError for a bad option or unknown policy, RequestError when a job names
+    something the map lacks, ConservationError if the run breaks conservation (a bug).
+    """
+    if policy not in STRATEGIES:
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(STRATEGIES)}")
+    if not (load > 0 and math.isfinite(load)):
+        raise ValueError(f"load must be a positive number, not {load!r}")
+    if queue_limit_s < 0 or batch_window_s < 0 or retry_every_s <= 0 or samples < 1:
+        raise ValueError(
+            "need queue_limit_s >= 0, batch_window_s >= 0, retry_every_s > 0, samples >= 1"
+        )
+    run = _Run(
+        cmap,
+        jobs,
+        policy=policy,
+        load=load,
+        seed=seed,
+        queue_limit_s=queue_limit_s,
+        retry_every_s=retry_every_s,
+        batch_window_s=batch_window_s,
+        config=replace(config or EngineConfig(), seed=seed),
+    )
+    return run.run(horizon_s=horizon_s, samples=samples)
+
+
+class _Run:
+    """The state of one run. Rows index `jobs` in input order."""
+
+    def __init__(
+        self,
+        cmap: ComputeNetworkMap,
+        jobs: Sequence[TraceJob],
+        *,
+        policy: str,
+        load: float,
+        seed: int,
+        queue_limit_s: float,
+        retry_every_s: float,
+        batch_window_s: float,
+        config: EngineConfig,
+    ) -> None:
+        self.started = time.perf_counter()
+        self.cmap, self.jobs, self.policy = cmap, list(jobs), policy
+        self.load, self.seed = load, seed
+        self.queue_limit_s, self.retry_every_s = queue_limit_s, retry_every_s
+        self.batch_window_s = batch_window_s
+        self.engine = PlacementEngine(cmap, config=config)
+        self.requests = [job.to_request() for job in self.jobs]
+        self.eligibility = Eligibility.of(self.engine, self.requests)
+        self.memo = NoPathMemo(
+            self.eligibility,
+            [job.max_latency_ms or math.inf for job in self.jobs],
+            site_limit(policy, config),
+        )
+        self.arrival = [job.arrival_s / load for job in self.jobs]
+        self.outcomes: list[JobOutcome | None] = [None] * len(self.jobs)
+        self.queue: dict[int, str] = {}
+        """Waiting rows in arrival order, each with why its last attempt failed."""
+        self.tried = np.zeros(len(self.jobs), dtype=np.int64)
+        """Per row: the epoch of its last attempt."""
+        self.compute_blocked = np.zeros(len(self.jobs), dtype=bool)
+        """Per row: its last attempt found no eligible site with the free capacity."""
+        self.running: dict[int, tuple[str, int]] = {}
+        self.released_at = np.zeros(len(cmap.sites), dtype=np.int64)
+        """Per site: the epoch of its last release."""
+        self.pending: list[int] = []
+        self.epoch = 0
+        self.round_epoch = 0
+        self.flush_scheduled = False
+        self.retry_scheduled = False
+        self.tick_scheduled = False
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.seq = 0
+        self.engine_calls = 0
+        self.samples: list[Sample] = []
+        self.accepted = 0
+        self.rejected = 0
+        self.last_change = 0.0
+
+    def push(self, at: float, kind: _Kind, row: int = -1) -> None:
+        heapq.heappush(self.heap, (at, int(kind), self.seq, row))
+        self.seq += 1
+
+    def run(self, *, horizon_s: float | None, samples: int) -> SimulationResult:
+        order = sorted(range(len(self.jobs)), key=lambda row: (self.arrival[row], row))
+        for row in order:
+            self.push(self.arrival[row], _Kind.ARRIVE, row)
+        last = max(self.arrival, default=0.0)
+        span = last if horizon_s is None else min(last, horizon_s)
+        for at in sorted(set(np.linspace(0.0, span, samples).tolist())):
+            self.push(at, _Kind.SAMPLE)
+        while self.heap:
+            at, kind, _, row = self.heap[0]
+            if horizon_s is not None and at > horizon_s:
+                break
+            heapq.heappop(self.heap)
+            self.handle(_Kind(kind), row, at)
+        finished = not self.heap
+        end = self.last_change if finished or horizon_s is None else horizon_s
+        return self.result(end, finished=finished)
+
+    def handle(self, kind: _Kind, row: int, now: float) -> None:
+        if kind in (_Kind.DEPART, _Kind.FLUSH):
+            self.last_change = now
+        if kind is _Kind.DEPART:
+            reservation, site = self.running.pop(row)
+            self.engine.release(reservation)
+            self.epoch += 1
+            self.released_at[site] = self.epoch
+            if self.queue and not self.retry_scheduled:
+                self.retry_scheduled = True
+                self.push(now, _Kind.RETRY)
+        elif kind is _Kind.RETRY:
+            self.retry_scheduled = False
+            self.retry_round(now)
+        elif kind is _Kind.ARRIVE:
+            self.pending.append(row)
+            if not self.flush_scheduled:
+                self.flush_scheduled = True
+                self.push(now + self.batch_window_s, _Kind.FLUSH)
+        elif kind is _Kind.FLUSH:
+            batch, self.pending, self.flush_scheduled = self.pending, [], False
+            self.place_arrivals(batch, now)
+        elif kind is _Kind.TICK:
+            self.tick_scheduled = False
+            self.retry_round(now)
+            self.schedule_tick(now)
+        elif kind is _Kind.EXPIRE:
+            detail = self.queue.pop(row, None)
+            if detail is not None:
+                self.last_change = now
+                self.reject(row, RejectReason.QUEUE_TIMEOUT, detail)
+        else:
+            self.samples.append(
+                take_sample(
+                    now,
+                    self.engine.ledger.snapshot(),
+                    self.eligibility,
+                    waiting=list(self.queue),
+                    accepted=self.accepted,
+                    rejected=self.rejected,
+                    running=len(self.running),
+                )
+            )
+
+    def place_arrivals(self, rows: list[int], now: float) -> None:
+        reasons = self.eligibility.never_fits_reason
+        for row in rows:
+            reason = reasons[row]
+            if reason is not None:
+                self.reject(row, RejectReason.NEVER_FITS, reason)
+        rows = [row for row in rows if reasons[row] is None]
+        if not rows:
+            return
+        compute, sites = self.fit(rows)
+        fits, computes = any_site(sites).tolist(), any_site(compute).tolist()
+        version = self.engine.ledger.version
+        ask: list[int] = []
+        for k, row in enumerate(rows):
+            self.tried[row] = self.epoch
+            self.compute_blocked[row] = not computes[k]
+            if not fits[k]:
+                self.enqueue(row, now, NO_ROUTE if computes[k] else NO_FREE_CAPACITY)
+            elif (memo := self.memo.rejection(version, row, sites[k])) is not None:
+                self.enqueue(row, now, memo)
+            else:
+                ask.append(row)
+        decisions = self.decide(ask)
+        for k, row in enumerate(rows):
+            if row not in decisions or self.maybe_start(row, decisions[row], now):
+                continue
+            detail = decisions[row].reason or NO_FREE_CAPACITY
+            if len(ask) == 1:
+                self.memo.record(version, row, sites[k], detail)
+            self.enqueue(row, now, detail)
+
+    def fit(self, rows: list[int]) -> tuple[BoolArray, BoolArray]:
+        """For `rows`: eligible sites with the free capacity, and those a path reaches too."""
+        snapshot, index = self.engine.ledger.snapshot(), np.asarray(rows)
+        compute = self.eligibility.compute_fit(snapshot, index)
+        return compute, self.eligibility.routed(snapshot, index, compute)
+
+    def decide(self, rows: list[int]) -> dict[int, Decision]:
+        if not rows:
+            return {}
+        self.engine_calls += 1
+        decisions = self.engine.place_batch([self.requests[r] for r in rows], policy=self.policy)
+        return dict(zip(rows, decisions, strict=True))
+
+    def retry_round(self, now: float) -> None:
+        """Place waiting jobs, in arrival order, one at a time (see the module docstring).
+
+        Every job looked at is marked tried at this epoch. A job that last failed for compute
+        alone is looked at only if an eligible site of its released something since. After a
+        placement only the jobs after it are looked at again: capacity has only shrunk for
+        those before it."""
+        if self.epoch == self.round_epoch:
+            return
+        rows = self.retry_candidates()
+        while len(rows):
+            compute, sites = self.fit(rows.tolist())
+            fits = any_site(sites)
+            version = self.engine.ledger.version
+            placed = len(rows)
+            for k in np.flatnonzero(fits).tolist():
+                row = int(rows[k])
+                memo = self.memo.rejection(version, row, sites[k])
+                if memo is not None:
+                    self.queue[row] = memo
+                    continue
+                decision = self.decide([row])[row]
+                if self.maybe_start(row, decision, now):
+                    del self.queue[row]
+                    placed = k
+                    break
+                self.queue[row] = decision.reason or NO_FREE_CAPACITY
+                self.memo.record(version, row, sites[k], self.queue[row])
+            looked = rows[:placed]
+            computes = any_site(compute[:placed])
+            self.tried[looked] = self.epoch
+            self.compute_blocked[looked] = ~computes
+            for k in np.flatnonzero(~fits[:placed]).tolist():
+                self.queue[int(rows[k])] = NO_ROUTE if computes[k] else NO_FREE_CAPACITY
+            rows = rows[placed + 1 :]
+        self.round_epoch = self.epoch
+
+    def retry_candidates(self) -> IntArray:
+        """Queued rows, in arrival order, that a release since their last attempt may help;
+        the others are marked tried at this epoch."""
+        rows = np.fromiter(self.queue, dtype=np.int64, count=len(self.queue))
+        tried = self.tried[rows]
+        rows, tried = rows[tried < self.epoch], tried[tried < self.epoch]
+        helped = (self.eligibility.eligible[rows] & (self.released_at > tried[:, None])).any(axis=1)
+        keep = ~self.compute_blocked[rows] | helped
+        self.tried[rows[~keep]] = self.epoch
+        return rows[keep]
+
+    def maybe_start(self, row: int, decision: Decision, now: float) -> bool:
+        if decision.status is not DecisionStatus.PLACED or decision.reservation_id is None:
+            return False
+        job, outcome = self.jobs[row], decision.outcome
+        self.running[row] = (decision.reservation_id, self.cmap.site_index[decision.site or ""])
+        self.accepted += 1
+        self.outcomes[row] = JobOutcome(
+            job_id=job.id,
+            tenant=job.tenant,
+            status=JobStatus.ACCEPTED,
+            arrival_s=self.arrival[row],
+            start_s=now,
+            end_s=now + job.duration_s,
+            site=decision.site,
+            cost_cny=outcome.cost_cny if outcome else 0.0,
+            energy_kwh=outcome.energy_kwh if outcome else 0.0,
+            carbon_kg=outcome.carbon_kg if outcome else 0.0,
+            latency_ms=outcome.latency_ms if outcome else None,
+            max_latency_ms=job.max_latency_ms,
+            accelerators=job.accelerator_count if job.accelerator_model else 0,
+        )
+        self.push(now + job.duration_s, _Kind.DEPART, row)
+        return True
+
+    def enqueue(self, row: int, now: float, detail: str) -> None:
+        self.queue[row] = detail
+        self.push(max(now, self.arrival[row] + self.queue_limit_s), _Kind.EXPIRE, row)
+        self.schedule_tick(now)
+
+    def schedule_tick(self, now: float) -> None:
+        if self.queue and not self.tick_scheduled:
+            self.tick_scheduled = True
+            self.push(now + self.retry_every_s, _Kind.TICK)
+
+    def reject(self, row: int, reason: RejectReason, detail: str) -> None:
+        job = self.jobs[row]
+        self.rejected += 1
+        self.outcomes[row] = JobOutcome(
+            job_id=job.id,
+            tenant=job.tenant,
+            status=JobStatus.REJECTED,
+            arrival_s=self.arrival[row],
+            reason=reason,
+            detail=detail,
+            max_latency_ms=job.max_latency_ms,
+            accelerators=job.accelerator_count if job.accelerator_model else 0,
+        )
+
+    def result(self, now: float, *, finished: bool) -> SimulationResult:
+        outcomes: list[JobOutcome] = []
+        for row, outcome in enumerate(self.outcomes):
+            if outcome is None:
+                job = self.jobs[row]
+                outcome = JobOutcome(
+                    job_id=job.id,
+                    tenant=job.tenant,
+                    status=JobStatus.WAITING,
+                    arrival_s=self.arrival[row],
+                    detail=self.queue.get(row, "not arrived yet"),
+                    max_latency_ms=job.max_latency_ms,
+                    accelerators=job.accelerator_count if job.accelerator_model else 0,
+                )
+            outcomes.append(outcome)
+        ledger = self.engine.ledger
+        ledger.check_invariants()
+        held = len(ledger.reservations)
+        if held != len(self.running):
+            raise ConservationError(f"{held} reservations held, {len(self.running)} jobs running")
+        if finished and (held or self.queue or self.pending):
+            raise ConservationError("the run finished with jobs waiting or reservations held")
+        return SimulationResult(
+            policy=self.policy,
+            load=self.load,
+            seed=self.seed,
+            jobs=tuple(outcomes),
+            samples=tuple(self.samples),
+            site_ids=tuple(site.id for site in self.cmap.sites),
+            link_ids=tuple(link.id for link in self.cmap.links),
+            end_s=now,
+            finished=finished,
+            reservations_held_at_end=held,
+            engine_calls=self.engine_calls,
+            wall_s=time.perf_counter() - self.started,
+        )
