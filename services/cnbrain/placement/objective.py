@@ -147,20 +147,3 @@ def site_utilisation_after(
         acc = share(arrays.cap_acc[j, col], free_acc[j, col], batch.acc_count[r])
         util = np.maximum(util, np.where(batch.acc_count[r] > 0, acc, 0.0))
     return np.asarray(util, dtype=np.float64)
-
-
-def weighted(
-    weights: FloatArray,
-    cost: FloatArray,
-    latency: FloatArray,
-    energy_: FloatArray,
-    balance: FloatArray,
-) -> FloatArray:
-    """Sum of terms times weights; `weights` rows align with the terms' rows (OBJECTIVES order)."""
-    return np.asarray(
-        weights[..., 0] * cost
-        + weights[..., 1] * latency
-        + weights[..., 2] * energy_
-        + weights[..., 3] * balance,
-        dtype=np.float64,
-    )
