@@ -20,7 +20,7 @@ from cnbrain.placement.objective import (
 )
 from cnbrain.placement.scoring import PairScores
 from cnbrain.routing.paths import Blocked
-from cnbrain.routing.router import NOTHING_BLOCKED, Route, SegmentRouter
+from cnbrain.routing.router import NOTHING_BLOCKED, Route, RouteSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class CycleState:
         *,
         batch: RequestBatch,
         snapshot: Snapshot,
-        router: SegmentRouter,
+        router: RouteSource,
         k_paths: int,
     ) -> None:
         self.batch = batch

@@ -25,8 +25,9 @@ from cnbrain.placement.explain import CycleFacts, build_decision
 from cnbrain.placement.framework import BoolMatrix, FilterPlugin, ScorePlugin, Strategy
 from cnbrain.placement.registry import DEFAULT_STRATEGY, FILTERS, SCORES, STRATEGIES, EngineConfig
 from cnbrain.placement.scoring import PairScores
+from cnbrain.placement.strategies.solver import top_n
 from cnbrain.placement.weights import OBJECTIVE_INDEX
-from cnbrain.routing.router import SegmentRouter
+from cnbrain.routing.router import RouteSource, SegmentRouter
 from cnbrain.routing.srv6 import SidPlan
 
 RESERVE_ATTEMPTS = 3
@@ -74,8 +75,11 @@ class PlacementEngine:
         policy: str = DEFAULT_STRATEGY,
         reserve: bool = True,
         snapshot: Snapshot | None = None,
+        router: RouteSource | None = None,
     ) -> Decision:
-        return self.place_batch([request], policy=policy, reserve=reserve, snapshot=snapshot)[0]
+        return self.place_batch(
+            [request], policy=policy, reserve=reserve, snapshot=snapshot, router=router
+        )[0]
 
     def place_batch(
         self,
@@ -84,10 +88,12 @@ class PlacementEngine:
         policy: str = DEFAULT_STRATEGY,
         reserve: bool = True,
         snapshot: Snapshot | None = None,
+        router: RouteSource | None = None,
     ) -> list[Decision]:
         """Place `requests` jointly against shared capacity; with `reserve=False` nothing is
         reserved (a quote). With `snapshot`, decide on that view of free capacity instead of
-        the ledger's; such a call cannot reserve (the caller reserves, see `reservation_for`)."""
+        the ledger's; such a call cannot reserve (the caller reserves, see `reservation_for`).
+        With `router`, routes come from it instead of the engine's own router."""
         strategy = self.strategy(policy)
         if snapshot is not None and reserve:
             raise ValueError("a decision on a given snapshot cannot reserve in the engine's ledger")
@@ -110,6 +116,7 @@ class PlacementEngine:
                 sub,
                 strategy,
                 snapshot=snapshot or self.ledger.snapshot(),
+                router=router or self.router,
                 reserve=reserve,
                 last=attempt == RESERVE_ATTEMPTS - 1,
             )
@@ -119,6 +126,32 @@ class PlacementEngine:
             if not pending:
                 break
         return [d for d in decisions if d is not None]
+
+    def rank_sites(
+        self, request: PlacementRequest, *, snapshot: Snapshot, n: int
+    ) -> tuple[list[tuple[int, float]], str]:
+        """The `n` sites that pass every filter for `request` and fit its free capacity in
+        `snapshot`, as (site index, weighted score), lowest score first; and, when there are
+        none, why (each filter with the sites it rejected)."""
+        if snapshot.arrays is not self.arrays:
+            raise ValueError("the snapshot belongs to another map")
+        batch = RequestBatch.build([request], self.arrays, self.config.weight_matrix)
+        state = CycleState(
+            batch=batch, snapshot=snapshot, router=self.router, k_paths=self.config.k_paths
+        )
+        feasible, rejected = self._filter(state)
+        sites, scores = self._score(state, feasible).row(0)
+        keep = state.fits(np.zeros(len(sites), dtype=np.int64), sites)
+        sites, scores = top_n(sites[keep], scores[keep], n)
+        ranked = list(zip(sites.tolist(), scores.tolist(), strict=True))
+        if ranked:
+            return ranked, ""
+        reasons = [
+            f"{plugin.name} rejected {int(rejected[i, 0])} sites"
+            for i, plugin in enumerate(self._filters)
+            if rejected[i, 0] > 0
+        ]
+        return [], "; ".join(reasons) or "no site has the free capacity"
 
     def release(self, reservation_id: str) -> None:
         """Give back everything the reservation holds; LedgerError if it is not held."""
@@ -145,13 +178,14 @@ class PlacementEngine:
         strategy: Strategy,
         *,
         snapshot: Snapshot,
+        router: RouteSource,
         reserve: bool,
         last: bool,
     ) -> tuple[dict[int, Decision], list[int]]:
         state = CycleState(
             batch=batch,
             snapshot=snapshot,
-            router=self.router,
+            router=router,
             k_paths=self.config.k_paths,
         )
         with _step(state, "filter"):

@@ -6,6 +6,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -49,6 +50,23 @@ class Route:
         )
 
 
+class RouteSource(Protocol):
+    """Where a placement cycle gets its routes and the latency lower bounds of its filters."""
+
+    @property
+    def bounds(self) -> LatencyBounds: ...
+
+    def routes(
+        self,
+        *,
+        access_node: str,
+        sites: Sequence[int],
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
+    ) -> list[list[Route]]: ...
+
+
 class SegmentRouter:
     """Computes routes from an access node to sites.
 
@@ -65,7 +83,7 @@ class SegmentRouter:
     """
 
     def __init__(self, arrays: MapArrays) -> None:
-        self._map = arrays.map
+        self.map = arrays.map
         graphs = OwnerGraphs.build(arrays.map)
         self._attachments = graphs.attachments
         self.bounds = LatencyBounds(arrays, graphs)
@@ -116,35 +134,42 @@ class SegmentRouter:
         return routes
 
     def _compute(self, access_node: str, site: int, k: int, blocked: Blocked) -> list[Route]:
-        cmap = self._map
+        cmap = self.map
         src = cmap.node_province[access_node]
         dst = cmap.sites[site].province
-        src_owner = cmap.region_of(src)
         if dst == src:
             return [
-                Route.of((RouteSegment(SegmentKind.LOCAL, src_owner, p),))
+                Route.of((RouteSegment(SegmentKind.LOCAL, cmap.region_of(src), p),))
                 for p in self._to_site(self._province[src], access_node, site, k, blocked)
             ]
-        src_gw, dst_gw = cmap.provinces[src].gateway, cmap.provinces[dst].gateway
-        first = self._province[src].k_feasible(access_node, src_gw, k=k, blocked=blocked)
-        middle = self._backbone.k_feasible(src_gw, dst_gw, k=k, blocked=blocked) if first else []
-        last = self._to_site(self._province[dst], dst_gw, site, k, blocked) if middle else []
-        best = heapq.nsmallest(
-            k,
-            itertools.product(first, middle, last),
-            key=lambda abc: abc[0].latency_ms + abc[1].latency_ms + abc[2].latency_ms,
-        )
-        dst_owner = cmap.region_of(dst)
-        return [
-            Route.of(
-                (
-                    RouteSegment(SegmentKind.SOURCE, src_owner, a),
-                    RouteSegment(SegmentKind.BACKBONE, NATIONAL_OWNER, b),
-                    RouteSegment(SegmentKind.DESTINATION, dst_owner, c),
-                )
+        first = self.source_paths(access_node, k=k, blocked=blocked)
+        middle = (
+            self.backbone_paths(
+                cmap.provinces[src].gateway, cmap.provinces[dst].gateway, k=k, blocked=blocked
             )
-            for a, b, c in best
-        ]
+            if first
+            else []
+        )
+        last = self.destination_paths(site, k=k, blocked=blocked) if middle else []
+        return combine(cmap.region_of(src), cmap.region_of(dst), first, middle, last, k=k)
+
+    def source_paths(self, access_node: str, *, k: int, blocked: Blocked) -> list[GraphPath]:
+        """The k best paths from `access_node` to its province's backbone gateway."""
+        province = self.map.node_province[access_node]
+        gateway = self.map.provinces[province].gateway
+        return self._province[province].k_feasible(access_node, gateway, k=k, blocked=blocked)
+
+    def backbone_paths(
+        self, from_gateway: str, to_gateway: str, *, k: int, blocked: Blocked
+    ) -> list[GraphPath]:
+        """The k best backbone paths between two province gateways."""
+        return self._backbone.k_feasible(from_gateway, to_gateway, k=k, blocked=blocked)
+
+    def destination_paths(self, site: int, *, k: int, blocked: Blocked) -> list[GraphPath]:
+        """The k best paths from the backbone gateway of `site`'s province to the site."""
+        province = self.map.sites[site].province
+        gateway = self.map.provinces[province].gateway
+        return self._to_site(self._province[province], gateway, site, k, blocked)
 
     def _to_site(
         self, finder: PathFinder, source: str, site: int, k: int, blocked: Blocked
@@ -158,5 +183,32 @@ class SegmentRouter:
             for path in finder.k_feasible(source, att.node, k=k, blocked=blocked):
                 candidates.append((path.latency_ms + att.latency_ms, path, att))
         best = heapq.nsmallest(k, candidates, key=lambda c: c[0])
-        site_id = self._map.sites[site].id
+        site_id = self.map.sites[site].id
         return [path.extended(site_id, att.link, att.latency_ms) for _, path, att in best]
+
+
+def combine(
+    source_owner: str,
+    destination_owner: str,
+    first: Sequence[GraphPath],
+    middle: Sequence[GraphPath],
+    last: Sequence[GraphPath],
+    *,
+    k: int,
+) -> list[Route]:
+    """The k lowest-latency routes of a source, a backbone and a destination path."""
+    best = heapq.nsmallest(
+        k,
+        itertools.product(first, middle, last),
+        key=lambda abc: abc[0].latency_ms + abc[1].latency_ms + abc[2].latency_ms,
+    )
+    return [
+        Route.of(
+            (
+                RouteSegment(SegmentKind.SOURCE, source_owner, a),
+                RouteSegment(SegmentKind.BACKBONE, NATIONAL_OWNER, b),
+                RouteSegment(SegmentKind.DESTINATION, destination_owner, c),
+            )
+        )
+        for a, b, c in best
+    ]

@@ -238,6 +238,46 @@ class ReservationLink(Base):
     link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True, index=True)
 
 
+class PeerReservation(Base):
+    """This brain's part of a reservation that spans brains, taken in two phases.
+
+    Compute on one of this brain's sites (`site_id` None: a network-only part) and `mbps` on
+    the links in `peer_reservation_links`; counted against the tenant's quota here when
+    `counts_quota`. `state` is prepared (released by this brain once `expires_at` passes),
+    held (committed) or released. The request and tenant live in the source brain, so they
+    are plain ids here. Committing records the decision and the request.
+    """
+
+    __tablename__ = "peer_reservations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(64), index=True)
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    site_id: Mapped[str | None] = mapped_column(ForeignKey("sites.id"), index=True)
+    cpu_m: Mapped[int] = mapped_column(BigInteger, default=0)
+    mem_mib: Mapped[int] = mapped_column(BigInteger, default=0)
+    storage_gib: Mapped[int] = mapped_column(BigInteger, default=0)
+    accelerator_model: Mapped[str | None] = mapped_column(String(32))
+    accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    mbps: Mapped[int] = mapped_column(BigInteger, default=0)
+    counts_quota: Mapped[bool] = mapped_column(default=False)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    expires_at: Mapped[datetime | None] = mapped_column(index=True)
+    decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    request: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    released_at: Mapped[datetime | None]
+
+
+class PeerReservationLink(Base):
+    __tablename__ = "peer_reservation_links"
+
+    reservation_id: Mapped[str] = mapped_column(
+        ForeignKey("peer_reservations.id"), primary_key=True
+    )
+    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True, index=True)
+
+
 class UsageRecord(Base):
     __tablename__ = "usage_records"
 

@@ -1,0 +1,298 @@
+"""This brain's parts of reservations that span brains: prepare, commit, release, expire.
+
+Contract:
+
+- `prepare` takes a part (compute on one of this brain's sites and/or bandwidth on its links,
+  and the tenant's quota when the part counts it) with the same conditional updates and lock
+  order as `ledger_store.reserve`, so prepared parts, local reservations and replicas never
+  oversubscribe anything. The part is `prepared` until `expires_at`.
+- `commit` makes a prepared, unexpired part `held` and records the decision. `release` gives
+  back what a prepared or held part took, exactly once. `expire` releases every prepared
+  part whose time has passed.
+- Every call is idempotent by reservation id: a repeated prepare or commit that succeeded
+  succeeds again without taking anything twice; a repeated release answers False.
+- Nothing here commits: the caller owns the transaction and rolls back after an exception.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.storage import ledger_store
+from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.errors import CapacityConflict, LedgerStoreError
+from cnbrain.storage.models import (
+    LinkCapacity,
+    LinkRecord,
+    PeerReservation,
+    PeerReservationLink,
+    Quota,
+    SiteAccelerators,
+    SiteCapacity,
+    utcnow,
+)
+
+PREPARED = "prepared"
+HELD = "held"
+RELEASED = "released"
+
+
+@dataclass(frozen=True, slots=True)
+class PeerClaim:
+    """One brain's part of a cross-brain reservation, in integer units.
+
+    `site_id` None: no compute here (the compute amounts still count against the quota when
+    `counts_quota`)."""
+
+    reservation_id: str
+    request_id: str
+    tenant_id: str
+    site_id: str | None
+    cpu_m: int
+    mem_mib: int
+    storage_gib: int
+    accelerator_model: str | None
+    accelerator_count: int
+    link_ids: tuple[str, ...]
+    mbps: int
+    counts_quota: bool
+
+    def as_claim(self) -> ledger_store.Claim:
+        return ledger_store.Claim(
+            request_id=self.request_id,
+            tenant_id=self.tenant_id,
+            site_id=self.site_id or "",
+            cpu_m=self.cpu_m,
+            mem_mib=self.mem_mib,
+            storage_gib=self.storage_gib,
+            accelerator_model=self.accelerator_model,
+            accelerator_count=self.accelerator_count,
+            link_ids=self.link_ids,
+            mbps=self.mbps,
+        )
+
+
+async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> None:
+    """Take `claim` as a prepared part that lapses at `expires_at`.
+
+    A part already prepared or held under the same id is left as it is. Raises
+    CapacityConflict or QuotaExceeded (something is short), or LedgerStoreError (the id was
+    released, or names other amounts; a malformed claim).
+    """
+    earlier = await session.get(PeerReservation, claim.reservation_id, populate_existing=True)
+    if earlier is not None:
+        _check_same(earlier, claim)
+        return
+    plain = claim.as_claim()
+    ledger_store._validate(plain)
+    links = sorted(claim.link_ids)
+    if claim.site_id is not None:
+        await ledger_store._lock_active(session, claim.site_id, links)
+    elif links:
+        await _lock_links_active(session, links)
+    if claim.site_id is not None:
+        await ledger_store._take_site(session, plain)
+        if claim.accelerator_count:
+            await ledger_store._take_accelerators(session, plain)
+    if links and claim.mbps:
+        await ledger_store._take_links(session, links, claim.mbps)
+    if claim.counts_quota:
+        await ledger_store._take_quota(session, plain)
+    await session.execute(
+        insert(PeerReservation).values(
+            id=claim.reservation_id,
+            request_id=claim.request_id,
+            tenant_id=claim.tenant_id,
+            site_id=claim.site_id,
+            cpu_m=claim.cpu_m,
+            mem_mib=claim.mem_mib,
+            storage_gib=claim.storage_gib,
+            accelerator_model=claim.accelerator_model,
+            accelerator_count=claim.accelerator_count,
+            mbps=claim.mbps,
+            counts_quota=claim.counts_quota,
+            state=PREPARED,
+            expires_at=expires_at,
+            created_at=utcnow(),
+        )
+    )
+    if links:
+        await session.execute(
+            insert(PeerReservationLink),
+            [{"reservation_id": claim.reservation_id, "link_id": link} for link in links],
+        )
+
+
+async def commit(
+    session: AsyncSession,
+    *,
+    reservation_id: str,
+    decision: dict[str, Any] | None,
+    request: dict[str, Any] | None,
+    now: datetime | None = None,
+) -> str | None:
+    """Make a prepared, unexpired part held and record `decision` and `request`. Returns
+    None when the part is (now, or already) held; otherwise why it cannot be committed."""
+    now = now or utcnow()
+    p = PeerReservation
+    done = await execute_counted(
+        session,
+        update(p)
+        .where(p.id == reservation_id, p.state == PREPARED, p.expires_at > now)
+        .values(state=HELD, expires_at=None, decision=decision, request=request),
+    )
+    if done:
+        return None
+    state = await fetch_scalar(session, select(p.state).where(p.id == reservation_id))
+    if state == HELD:
+        return None
+    if state is None:
+        return f"reservation {reservation_id!r} was never prepared here"
+    if state == PREPARED:
+        return f"reservation {reservation_id!r} expired before its commit"
+    return f"reservation {reservation_id!r} was released before its commit"
+
+
+async def release(session: AsyncSession, *, reservation_id: str) -> bool:
+    """Give back what the part took and mark it released; False when there was nothing
+    (unknown, or released already)."""
+    p = PeerReservation
+    taken = await execute_counted(
+        session,
+        update(p)
+        .where(p.id == reservation_id, p.state.in_((PREPARED, HELD)))
+        .values(state=RELEASED, released_at=utcnow(), expires_at=None),
+    )
+    if not taken:
+        return False
+    record = await session.get(PeerReservation, reservation_id, populate_existing=True)
+    assert record is not None
+    await _give_back(session, record)
+    return True
+
+
+async def expire(session: AsyncSession, *, now: datetime | None = None) -> list[str]:
+    """Release every prepared part whose `expires_at` has passed; their ids."""
+    now = now or utcnow()
+    p = PeerReservation
+    lapsed = list(
+        await session.scalars(
+            select(p.id).where(p.state == PREPARED, p.expires_at <= now).order_by(p.id)
+        )
+    )
+    return [rid for rid in lapsed if await release(session, reservation_id=rid)]
+
+
+async def get(session: AsyncSession, *, reservation_id: str) -> PeerReservation | None:
+    return await session.get(PeerReservation, reservation_id, populate_existing=True)
+
+
+async def parts_of_request(session: AsyncSession, *, request_id: str) -> list[PeerReservation]:
+    """Every part recorded for `request_id`, oldest first."""
+    rows = await session.scalars(
+        select(PeerReservation)
+        .where(PeerReservation.request_id == request_id)
+        .order_by(PeerReservation.created_at, PeerReservation.id)
+    )
+    return list(rows)
+
+
+async def part_links(session: AsyncSession, *, reservation_id: str) -> list[str]:
+    """The link ids of a part, sorted."""
+    rows = await session.scalars(
+        select(PeerReservationLink.link_id)
+        .where(PeerReservationLink.reservation_id == reservation_id)
+        .order_by(PeerReservationLink.link_id)
+    )
+    return list(rows)
+
+
+async def active_parts(session: AsyncSession) -> list[PeerReservation]:
+    """Parts that hold something (prepared or held), oldest first."""
+    rows = await session.scalars(
+        select(PeerReservation)
+        .where(PeerReservation.state.in_((PREPARED, HELD)))
+        .order_by(PeerReservation.created_at, PeerReservation.id)
+    )
+    return list(rows)
+
+
+def _check_same(earlier: PeerReservation, claim: PeerClaim) -> None:
+    if earlier.state == RELEASED:
+        raise LedgerStoreError(f"reservation {claim.reservation_id!r} was released already")
+    same = (
+        earlier.site_id == claim.site_id
+        and earlier.cpu_m == claim.cpu_m
+        and earlier.mem_mib == claim.mem_mib
+        and earlier.storage_gib == claim.storage_gib
+        and earlier.accelerator_count == claim.accelerator_count
+        and earlier.mbps == claim.mbps
+        and earlier.counts_quota == claim.counts_quota
+    )
+    if not same:
+        raise LedgerStoreError(
+            f"reservation {claim.reservation_id!r} was prepared with other amounts"
+        )
+
+
+async def _lock_links_active(session: AsyncSession, links: Sequence[str]) -> None:
+    rows = await session.execute(
+        select(LinkRecord.id, LinkRecord.status)
+        .where(LinkRecord.id.in_(links))
+        .order_by(LinkRecord.id)
+        .with_for_update(read=True)
+    )
+    status = dict(rows.all())
+    for link in links:
+        if status.get(link) != ledger_store.ACTIVE:
+            raise CapacityConflict(f"link {link!r}", "not registered, or retired")
+
+
+async def _give_back(session: AsyncSession, record: PeerReservation) -> None:
+    if record.site_id is not None:
+        await execute_counted(
+            session,
+            update(SiteCapacity)
+            .where(SiteCapacity.site_id == record.site_id)
+            .values(
+                cpu_m_used=SiteCapacity.cpu_m_used - record.cpu_m,
+                mem_mib_used=SiteCapacity.mem_mib_used - record.mem_mib,
+                storage_gib_used=SiteCapacity.storage_gib_used - record.storage_gib,
+            ),
+        )
+        if record.accelerator_model and record.accelerator_count:
+            await execute_counted(
+                session,
+                update(SiteAccelerators)
+                .where(
+                    SiteAccelerators.site_id == record.site_id,
+                    SiteAccelerators.model == record.accelerator_model,
+                )
+                .values(used=SiteAccelerators.used - record.accelerator_count),
+            )
+    links = await part_links(session, reservation_id=record.id)
+    if links and record.mbps:
+        await ledger_store._lock_link_capacity(session, links)
+        await execute_counted(
+            session,
+            update(LinkCapacity)
+            .where(LinkCapacity.link_id.in_(links))
+            .values(mbps_used=LinkCapacity.mbps_used - record.mbps),
+        )
+    if record.counts_quota:
+        await execute_counted(
+            session,
+            update(Quota)
+            .where(Quota.tenant_id == record.tenant_id)
+            .values(
+                used_cpu_m=Quota.used_cpu_m - record.cpu_m,
+                used_mem_mib=Quota.used_mem_mib - record.mem_mib,
+                used_accelerators=Quota.used_accelerators - record.accelerator_count,
+                used_mbps=Quota.used_mbps - record.mbps,
+                active_requests=Quota.active_requests - 1,
+            ),
+        )
