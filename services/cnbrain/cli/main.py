@@ -90,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     from cnbrain.cli.simulate import add_simulate_command
 
     add_simulate_command(sub, map_help)
+    from cnbrain.cli.certs import add_certs_command
+    from cnbrain.cli.db import add_db_commands
+
+    add_certs_command(sub)
+    add_db_commands(sub)
     return parser
 
 
