@@ -3,9 +3,8 @@
 from typing import Any
 
 import pytest
+from brain_api import Api
 from test_requests_api import LOCAL_CPU
-
-from conftest import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

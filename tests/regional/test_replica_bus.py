@@ -6,10 +6,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from brain_api import ADMIN_TOKEN, brain_settings
 from test_requests_api import GPU_TRAINING
 
 from cnbrain.regional.app import create_app
-from conftest import ADMIN_TOKEN, brain_settings
 from databases import create_postgres_database, drop_postgres_database, require_redis
 
 pytestmark = pytest.mark.asyncio

@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
+from brain_api import ADMIN_TOKEN
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
-from conftest import ADMIN_TOKEN
 from databases import create_postgres_database, drop_postgres_database, require_redis
 from processes import brain_processes
 from tiny_map import tiny_map_raw
