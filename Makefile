@@ -25,9 +25,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check services tests
 	$(BIN)/ruff format --check services tests
 	$(BIN)/mypy
+	npx --yes @bufbuild/buf@1.75.0 lint
 
 test: lint
 	bash scripts/services.sh
+	bash scripts/tools.sh
 	$(BIN)/pytest
 
 bench: $(STAMP)
