@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    from cnbrain.cli import rest
+    from cnbrain.cli import federation, rest
 
     brain = sub.add_parser("brain", help="run a brain").add_subparsers(
         required=True, metavar="KIND"
@@ -112,8 +112,13 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     regional.add_argument("--map", help="map loaded into an empty database (default china)")
     regional.add_argument("--host")
     regional.add_argument("--port", type=int)
+    regional.add_argument("--region", help="join a federation as this region's brain")
+    regional.add_argument("--national", help="host:port of the national brain's gRPC server")
+    federation.add_grpc_options(regional)
     regional.add_argument("--log-level", default="info")
     regional.set_defaults(run=rest.brain_regional)
+    federation.add_national_command(brain)
+    federation.add_up_command(sub)
 
     tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
         required=True, metavar="ACTION"

@@ -121,6 +121,7 @@ def requests_cancel(args: argparse.Namespace) -> int:
 def brain_regional(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from cnbrain.cli.federation import grpc_overrides
     from cnbrain.regional.app import create_app
     from cnbrain.regional.settings import Settings
 
@@ -132,9 +133,12 @@ def brain_regional(args: argparse.Namespace) -> int:
             ("map", args.map),
             ("host", args.host),
             ("port", args.port),
+            ("region", args.region),
+            ("national_endpoint", args.national),
         )
         if value is not None
     }
+    overrides.update(grpc_overrides(args))
     settings = Settings(**overrides)
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level

@@ -3,6 +3,11 @@
 One `Brain` lives per process. Several processes may share one database (replicas): the
 database holds the truth about reservations, and the capacity bus tells replicas when
 another one changed capacity or the map, so their snapshots stay fresh.
+
+Standalone (no `region` setting) the brain owns every province of its map. As a member of a
+federation it owns one region: its snapshots show free capacity only on that region's sites
+and links, its gRPC server answers the national brain (candidates, source segments, its part
+of two-phase reservations), and `national` escalates what it cannot place locally.
 """
 
 import asyncio
@@ -10,21 +15,28 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cnbrain.cache import Caches, build_cache
 from cnbrain.cache.base import CapacityEvent, CapacityKind
+from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
+from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import EngineConfig
+from cnbrain.regional.federation import NationalLink, RegionalServicer, stop_task
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.settings import Settings
+from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import ledger_store, registry, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 from cnbrain.storage.weights import get_weight_matrix
+from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc, regional_pb2, regional_pb2_grpc
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -35,6 +47,7 @@ class Placement:
 
     map: ComputeNetworkMap
     engine: PlacementEngine
+    ownership: Ownership
 
 
 class Brain:
@@ -51,6 +64,29 @@ class Brain:
         self.plan_lock = asyncio.Semaphore(1)
         self.verified_keys: dict[str, tuple[Principal, float]] = {}
         """SHA-256 of a bearer token -> (its principal, monotonic expiry); see deps.AUTH_CACHE_S."""
+        self.region_id: str = settings.region or ""
+        self.security = settings.security(settings.region or "regional")
+        self.server: RunningServer | None = None
+        self.national: NationalLink | None = None
+        self._federation_tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def federated(self) -> bool:
+        return self.settings.region is not None
+
+    @property
+    def ownership(self) -> Ownership:
+        return self.placement.ownership
+
+    @property
+    def advertised_endpoint(self) -> str:
+        if self.settings.advertise_endpoint:
+            return self.settings.advertise_endpoint
+        port = self.server.port if self.server else self.settings.grpc_port
+        return f"{self.settings.grpc_host}:{port}"
+
+    def view(self) -> tuple[MapArrays, Ownership]:
+        return self.placement.engine.arrays, self.placement.ownership
 
     @property
     def placement(self) -> Placement:
@@ -68,8 +104,49 @@ class Brain:
         await self._bootstrap_admin()
         await self.reload_map()
         self._listener = asyncio.create_task(self._listen())
+        if self.federated:
+            await self._join_federation()
+
+    async def _join_federation(self) -> None:
+        settings = self.settings
+        self._federation_tasks.append(
+            asyncio.create_task(expire_forever(self.sessions, changed=self.peer_changed))
+        )
+        if settings.grpc_port is not None:
+            self.server = await start_server(
+                address=f"{settings.grpc_host}:{settings.grpc_port}",
+                security=self.security,
+                register=self._register_services,
+            )
+            log.info("region %s: gRPC on %s", self.region_id, self.advertised_endpoint)
+        if settings.national_endpoint:
+            self.national = NationalLink(self, settings.national_endpoint)
+            self._federation_tasks.append(asyncio.create_task(self.national.run()))
+
+    def _register_services(self, server: grpc.aio.Server) -> list[str]:
+        regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(RegionalServicer(self), server)
+        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
+            LedgerServicer(self.sessions, view=self.view, changed=self.peer_changed), server
+        )
+        return [
+            regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name,
+            ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+        ]
+
+    def peer_changed(self) -> None:
+        """A peer's call changed capacity here: forget the snapshot, tell the replicas."""
+        self.capacity_changed()
+        task = asyncio.get_running_loop().create_task(self.announce("capacity"))
+        self._federation_tasks.append(task)
+        task.add_done_callback(self._federation_tasks.remove)
 
     async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(2.0)
+        for task in list(self._federation_tasks):
+            await stop_task(task)
+        if self.national is not None:
+            await self.national.close()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -84,7 +161,9 @@ class Brain:
             matrix = await get_weight_matrix(session)
         cmap = ComputeNetworkMap.from_document(document)
         engine = PlacementEngine(cmap, config=EngineConfig(weight_matrix=matrix))
-        self._placement = Placement(map=cmap, engine=engine)
+        owner = self.settings.region
+        ownership = Ownership.of(cmap, owner) if owner else Ownership.everything(cmap)
+        self._placement = Placement(map=cmap, engine=engine, ownership=ownership)
         self.capacity_changed()
 
     async def snapshot(self) -> tuple[Snapshot, bool]:
@@ -95,10 +174,11 @@ class Brain:
             if snapshot is not None:
                 return snapshot, False
             generation = self._generation
+            placement = self.placement
             async with self.sessions() as session:
-                snapshot = await ledger_store.load_snapshot(
-                    session, arrays=self.placement.engine.arrays
-                )
+                snapshot = await ledger_store.load_snapshot(session, arrays=placement.engine.arrays)
+            if self.federated:
+                snapshot = placement.ownership.restrict(snapshot)
             if generation == self._generation:
                 self._snapshot = snapshot
             return snapshot, True

@@ -11,15 +11,16 @@ import uuid
 from typing import Any
 
 import anyio
+import grpc
 
-from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.brain import Brain
-from cnbrain.regional.problems import conflict, forbidden, invalid, not_found
+from cnbrain.regional.problems import conflict, forbidden, invalid, not_found, unavailable
 from cnbrain.regional.schemas import Quote, RequestPage, RequestView
 from cnbrain.regional.security import Principal
-from cnbrain.storage import audit, ledger_store, requests, tenants
+from cnbrain.storage import audit, ledger_store, peer_ledger, requests, tenants
 from cnbrain.storage.models import PlacementRequestRecord
 
 ACTIVE_STATES = ("placed", "running")
@@ -86,6 +87,9 @@ class PlacementService:
         )
         for _ in range(settings.placement_attempts):
             decision, fresh = await self._decide(request)
+            if self.brain.national is not None and _needs_national(request, decision, fresh):
+                await self._escalate(request, actor=actor)
+                return
             if decision.status is DecisionStatus.REJECTED:
                 if not fresh:
                     self.brain.capacity_changed()
@@ -129,6 +133,22 @@ class PlacementService:
             return
         await self._finish(request, None, state="rejected", reason=reason, actor=actor)
 
+    async def _escalate(self, request: PlacementRequest, *, actor: str) -> None:
+        """Let the national brain place `request` across regions; it reserves in every owner
+        (this brain's part included) before it answers."""
+        assert self.brain.national is not None
+        decision = await self.brain.national.escalate(request)
+        placed = decision.status is DecisionStatus.PLACED
+        async with self.brain.sessions.begin() as session:
+            await self._record(
+                session,
+                request,
+                decision,
+                "placed" if placed else "rejected",
+                None if placed else decision.reason or "rejected",
+                actor,
+            )
+
     async def quote(self, principal: Principal, body: dict[str, Any]) -> Quote:
         tenant = await self._tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
@@ -143,6 +163,7 @@ class PlacementService:
         return Quote(decision=decision, alternatives=alternatives)
 
     async def cancel(self, principal: Principal, request_id: str) -> RequestView:
+        await self._release_elsewhere(principal, request_id)
         self.brain.begin_local_change()
         try:
             await self._release(principal, request_id)
@@ -151,6 +172,30 @@ class PlacementService:
             self.brain.capacity_changed()
         await self.brain.announce("capacity")
         return await self.view(principal, request_id)
+
+    async def _release_elsewhere(self, principal: Principal, request_id: str) -> None:
+        """Release the cross-region reservation of a request placed by the national brain,
+        in every owner; 503 when the national brain cannot be reached (nothing changes)."""
+        national = self.brain.national
+        if national is None:
+            return
+        async with self.brain.sessions() as session:
+            record = await requests.get_request(
+                session, tenant_id=principal.tenant_scope(), request_id=request_id
+            )
+            if record is None or record.state not in ACTIVE_STATES:
+                return
+            parts = await peer_ledger.parts_of_request(session, request_id=request_id)
+        for part in parts:
+            if part.state == peer_ledger.RELEASED:
+                continue
+            try:
+                await national.release(part.id, "cancelled by the tenant")
+            except grpc.aio.AioRpcError as error:
+                raise unavailable(
+                    f"the national brain could not release reservation {part.id!r} "
+                    f"({error.code().name.lower()}); try again"
+                ) from None
 
     async def _release(self, principal: Principal, request_id: str) -> None:
         async with self.brain.sessions.begin() as session:
@@ -290,6 +335,19 @@ class PlacementService:
         if asked is not None and asked != principal.tenant_id:
             raise forbidden(f"you may submit only for tenant {principal.tenant_id!r}")
         return principal.tenant_id
+
+
+def _needs_national(request: PlacementRequest, decision: Decision, fresh: bool) -> bool:
+    """A federated brain places only inside the request's own province; the national brain
+    places the rest (and everything that asks for the national optimum). A rejection on a
+    cached snapshot is not final: it is decided again on a fresh one first."""
+    if request.national_optimum:
+        return True
+    if decision.status is DecisionStatus.REJECTED:
+        return fresh
+    return decision.path is None or any(
+        s.kind is not SegmentKind.LOCAL for s in decision.path.segments
+    )
 
 
 def _view(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> RequestView:

@@ -63,6 +63,10 @@ def conflict(detail: str) -> ApiError:
     return ApiError(409, "Conflict", detail)
 
 
+def unavailable(detail: str) -> ApiError:
+    return ApiError(503, "Service Unavailable", detail, headers={"Retry-After": "5"})
+
+
 def invalid(field: str, message: str) -> ApiError:
     return ApiError(
         422,

@@ -5,23 +5,29 @@ import socket
 from pathlib import Path
 
 from pydantic import Field, SecretStr
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    YamlConfigSettingsSource,
-)
+
+from cnbrain.federation.settings import BrainSettings
 
 
-class Settings(BaseSettings):
+class Settings(BrainSettings):
     """Environment variables override the file named by CNBRAIN_CONFIG_FILE, which overrides
-    the defaults. The defaults are the embedded first run: SQLite file, in-process cache."""
+    the defaults. The defaults are the embedded first run: SQLite file, in-process cache, and
+    a standalone brain that owns every province of its map.
 
-    model_config = SettingsConfigDict(env_prefix="CNBRAIN_", extra="forbid")
+    With `region`, the brain is one member of a federation: it owns that region's provinces,
+    places locally what it can, and escalates the rest to the national brain at
+    `national_endpoint`; its gRPC server (`grpc_port`) answers the national brain."""
 
     database_url: str = "sqlite+aiosqlite:///cnbrain-regional.db"
     redis_url: str | None = Field(default=None, description="None: in-process cache (one replica).")
-    map: str = Field(default="china", description="Map loaded into an empty database.")
+    region: str | None = Field(default=None, description="None: standalone, owns the whole map.")
+    national_endpoint: str | None = Field(
+        default=None, description="host:port of the national brain's gRPC server."
+    )
+    advertise_endpoint: str | None = Field(
+        default=None, description="host:port the national brain reaches this brain at."
+    )
+    summary_interval_s: float = Field(default=2.0, gt=0)
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
@@ -40,18 +46,3 @@ class Settings(BaseSettings):
     bus_namespace: str = Field(
         default="default", description="Replicas sharing a database share this."
     )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config_file = os.environ.get("CNBRAIN_CONFIG_FILE")
-        if config_file:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
-        return tuple(sources)

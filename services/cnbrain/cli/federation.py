@@ -1,0 +1,233 @@
+"""`cnbrain brain national` and `cnbrain up`: the national brain, and a local federation."""
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+NATIONAL_GRPC_PORT = 50051
+FIRST_REGION_GRPC_PORT = 50061
+FIRST_REGION_REST_PORT = 8081
+READY_TIMEOUT_S = 120.0
+
+
+def add_national_command(brain: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    national = brain.add_parser("national", help="run the national brain (gRPC)")
+    national.add_argument("--database-url", help="default: $CNBRAIN_DATABASE_URL, else SQLite")
+    national.add_argument("--map", help="map loaded into an empty database (default china)")
+    add_grpc_options(national)
+    national.add_argument("--log-level", default="info")
+    national.set_defaults(run=brain_national)
+
+
+def add_grpc_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--grpc-host", help="default: $CNBRAIN_GRPC_HOST, else 127.0.0.1")
+    parser.add_argument("--grpc-port", type=int, help="default: $CNBRAIN_GRPC_PORT")
+    parser.add_argument(
+        "--tls-dir", help="directory of `cnbrain certs`: TLS with client certificates"
+    )
+
+
+def grpc_overrides(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        key: value
+        for key, value in (
+            ("grpc_host", args.grpc_host),
+            ("grpc_port", args.grpc_port),
+            ("tls_dir", args.tls_dir),
+        )
+        if value is not None
+    }
+
+
+def brain_national(args: argparse.Namespace) -> int:
+    import logging
+
+    from cnbrain.national.brain import NationalBrain
+    from cnbrain.national.settings import NationalSettings
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    overrides = grpc_overrides(args)
+    if args.database_url:
+        overrides["database_url"] = args.database_url
+    if args.map:
+        overrides["map"] = args.map
+    settings = NationalSettings(**overrides)  # type: ignore[arg-type]
+
+    async def serve() -> None:
+        brain = NationalBrain(settings)
+        await brain.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        port = brain.server.port if brain.server else "-"
+        print(f"national brain: gRPC {settings.grpc_host}:{port}", flush=True)
+        await stop.wait()
+        await brain.stop()
+
+    asyncio.run(serve())
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    name: str
+    command: list[str]
+    environment: dict[str, str]
+    rest_port: int | None
+    grpc_port: int
+
+
+def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    up = sub.add_parser(
+        "up", help="start a local federation: the national brain and one brain per region"
+    )
+    up.add_argument("--map", default="china")
+    up.add_argument("--data-dir", default=".cnbrain", help="databases and the admin key")
+    up.add_argument("--tls", action="store_true", help="TLS with client certificates")
+    up.set_defaults(run=run_up)
+
+
+def federation_members(region_ids: list[str], data_dir: Path, map_name: str) -> list[Member]:
+    """The national brain and one regional brain per region, on loopback ports."""
+    national_endpoint = f"127.0.0.1:{NATIONAL_GRPC_PORT}"
+    members = [
+        Member(
+            name="national",
+            command=["brain", "national"],
+            environment={
+                "CNBRAIN_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / 'national.db'}",
+                "CNBRAIN_GRPC_PORT": str(NATIONAL_GRPC_PORT),
+                "CNBRAIN_MAP": map_name,
+            },
+            rest_port=None,
+            grpc_port=NATIONAL_GRPC_PORT,
+        )
+    ]
+    for i, region in enumerate(region_ids):
+        grpc_port = FIRST_REGION_GRPC_PORT + i
+        rest_port = FIRST_REGION_REST_PORT + i
+        members.append(
+            Member(
+                name=region,
+                command=["brain", "regional"],
+                environment={
+                    "CNBRAIN_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / f'{region}.db'}",
+                    "CNBRAIN_MAP": map_name,
+                    "CNBRAIN_REGION": region,
+                    "CNBRAIN_GRPC_PORT": str(grpc_port),
+                    "CNBRAIN_NATIONAL_ENDPOINT": national_endpoint,
+                    "CNBRAIN_PORT": str(rest_port),
+                    "CNBRAIN_ADMIN_TOKEN_FILE": str(data_dir / f"{region}-admin.token"),
+                },
+                rest_port=rest_port,
+                grpc_port=grpc_port,
+            )
+        )
+    return members
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from cnbrain.netmap.load import load_map
+
+    data_dir = Path(args.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cmap = load_map(args.map)
+    token_file = data_dir / "admin.token"
+    if not token_file.exists():
+        token = f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}"
+        token_file.write_text(token + "\n", encoding="utf-8")
+        token_file.chmod(0o600)
+    admin_token = token_file.read_text(encoding="utf-8").strip()
+    peer_file = data_dir / "peer.token"
+    if not peer_file.exists():
+        peer_file.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
+        peer_file.chmod(0o600)
+    shared = {
+        "CNBRAIN_ADMIN_TOKEN": admin_token,
+        "CNBRAIN_PEER_TOKEN": peer_file.read_text(encoding="utf-8").strip(),
+    }
+    if args.tls:
+        from cnbrain.rpc.certs import write_certificates
+
+        tls_dir = data_dir / "tls"
+        if not (tls_dir / "ca.pem").exists():
+            write_certificates(tls_dir, ["national", *cmap.regions])
+        shared["CNBRAIN_TLS_DIR"] = str(tls_dir)
+    members = federation_members(sorted(cmap.regions), data_dir, args.map)
+    processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
+    try:
+        for member in members:
+            env = {**os.environ, **shared, **member.environment}
+            process = subprocess.Popen(
+                [sys.executable, "-m", "cnbrain.cli.main", *member.command], env=env
+            )
+            processes.append((member, process))
+            if member.name == "national":
+                _wait_port(member.grpc_port, process)
+        for member, process in processes:
+            if member.rest_port is not None:
+                _wait_ready(member.rest_port, process)
+        print()
+        print(f"local federation on map {args.map} (data in {data_dir}):")
+        for member in members:
+            rest = f"REST http://127.0.0.1:{member.rest_port}  " if member.rest_port else ""
+            print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}")
+        print(f"  admin API key (every regional brain): {token_file}")
+        print("Ctrl-C stops them all.", flush=True)
+        while all(p.poll() is None for _, p in processes):
+            time.sleep(0.5)
+        failed = [m.name for m, p in processes if p.poll() is not None]
+        print(f"stopped: {', '.join(failed)} exited", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        _stop_all(processes)
+
+
+def _wait_port(port: int, process: "subprocess.Popen[bytes]") -> None:
+    import socket
+
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"a brain exited with status {process.returncode} while starting")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"nothing answered on port {port} within {READY_TIMEOUT_S:.0f} s")
+
+
+def _wait_ready(port: int, process: "subprocess.Popen[bytes]") -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"a brain exited with status {process.returncode} while starting")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return
+        time.sleep(0.3)
+    raise SystemExit(f"the brain on port {port} was not ready within {READY_TIMEOUT_S:.0f} s")
+
+
+def _stop_all(processes: "list[tuple[Member, subprocess.Popen[bytes]]]") -> None:
+    for _, process in reversed(processes):
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for _, process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,1 @@
+"""What brains share to decide together: ownership, wire forms, the two-phase ledger service."""

@@ -1,0 +1,109 @@
+"""Wire forms of paths and reservation parts (cnbrain.v1 messages) and back."""
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.netmap.arrays import IntArray, MapArrays
+from cnbrain.placement.request_check import parse_request
+from cnbrain.routing.paths import GraphPath
+from cnbrain.storage.peer_ledger import PeerClaim
+from cnbrain.v1 import common_pb2, ledger_pb2
+
+
+class WireError(ValueError):
+    """A message from a peer names something this brain's map does not have."""
+
+
+def path_message(path: GraphPath, *, arrays: MapArrays, residual_mbps: IntArray) -> common_pb2.Path:
+    links = arrays.map.links
+    return common_pb2.Path(
+        nodes=list(path.nodes),
+        link_ids=[links[j].id for j in path.links],
+        free_mbps=[int(residual_mbps[j]) for j in path.links],
+        latency_ms=path.latency_ms,
+    )
+
+
+def graph_path(
+    message: common_pb2.Path, *, arrays: MapArrays, links: Mapping[str, int]
+) -> GraphPath:
+    """The path a peer sent, checked against this brain's map; its latency is recomputed from
+    the map. Raises WireError naming an unknown link or a malformed path."""
+    if len(message.nodes) != len(message.link_ids) + 1:
+        raise WireError(f"a path has {len(message.nodes)} nodes and {len(message.link_ids)} links")
+    if len(message.free_mbps) != len(message.link_ids):
+        raise WireError("a path gives free bandwidth for some of its links only")
+    indices: list[int] = []
+    for position, link_id in enumerate(message.link_ids):
+        j = links.get(link_id)
+        if j is None:
+            raise WireError(f"unknown link {link_id!r}")
+        link = arrays.map.links[j]
+        ends = {message.nodes[position], message.nodes[position + 1]}
+        if ends != {link.a, link.b}:
+            raise WireError(f"link {link_id!r} does not join {sorted(ends)}")
+        indices.append(j)
+    array = np.asarray(indices, dtype=np.int64)
+    return GraphPath(
+        nodes=tuple(message.nodes),
+        links=tuple(indices),
+        link_array=array,
+        latency_ms=float(arrays.link_latency_ms[array].sum()) if indices else 0.0,
+    )
+
+
+def request_json(request: PlacementRequest) -> str:
+    return request.model_dump_json()
+
+
+def request_of(text: str) -> PlacementRequest:
+    """The request in a message; raises RequestError (a ValueError) naming a bad field."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WireError(f"the request is not JSON: {exc}") from None
+    return parse_request(raw)
+
+
+def prepare_message(claim: PeerClaim, *, ttl_ms: int) -> ledger_pb2.PrepareRequest:
+    message = ledger_pb2.PrepareRequest(
+        reservation_id=claim.reservation_id,
+        request_id=claim.request_id,
+        tenant_id=claim.tenant_id,
+        link_ids=list(claim.link_ids),
+        mbps=claim.mbps,
+        count_quota=claim.counts_quota,
+        ttl_ms=ttl_ms,
+    )
+    message.compute.CopyFrom(
+        common_pb2.Compute(
+            site_id=claim.site_id or "",
+            cpu_m=claim.cpu_m,
+            mem_mib=claim.mem_mib,
+            storage_gib=claim.storage_gib,
+            accelerator_model=claim.accelerator_model or "",
+            accelerator_count=claim.accelerator_count,
+        )
+    )
+    return message
+
+
+def claim_of(message: ledger_pb2.PrepareRequest) -> PeerClaim:
+    compute = message.compute
+    return PeerClaim(
+        reservation_id=message.reservation_id,
+        request_id=message.request_id,
+        tenant_id=message.tenant_id,
+        site_id=compute.site_id or None,
+        cpu_m=compute.cpu_m,
+        mem_mib=compute.mem_mib,
+        storage_gib=compute.storage_gib,
+        accelerator_model=compute.accelerator_model or None,
+        accelerator_count=compute.accelerator_count,
+        link_ids=tuple(message.link_ids),
+        mbps=message.mbps,
+        counts_quota=message.count_quota,
+    )

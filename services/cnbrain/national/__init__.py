@@ -1,0 +1,1 @@
+"""The national brain: the regions' view of the country, the backbone, cross-region placement."""

@@ -1,0 +1,108 @@
+"""The regions the national brain knows: where they answer, and their latest summaries."""
+
+import time
+from dataclasses import dataclass, field
+
+import grpc
+
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.rpc.client import open_channel
+from cnbrain.rpc.security import PeerSecurity
+from cnbrain.v1 import ledger_pb2_grpc, national_pb2, regional_pb2_grpc
+
+
+@dataclass(slots=True)
+class Region:
+    id: str
+    endpoint: str
+    provinces: frozenset[str]
+    channel: grpc.aio.Channel
+    brain: "regional_pb2_grpc.RegionalBrainServiceAsyncStub"
+    ledger: "ledger_pb2_grpc.LedgerServiceAsyncStub"
+    summary: national_pb2.RegionSummary | None = None
+    summary_at: float = field(default=0.0)
+
+
+class RegionDirectory:
+    """Registered regions by id. Registering again (a restarted region brain) replaces the
+    endpoint and channel."""
+
+    def __init__(self, security: PeerSecurity) -> None:
+        self._security = security
+        self._regions: dict[str, Region] = {}
+
+    def __contains__(self, region_id: str) -> bool:
+        return region_id in self._regions
+
+    def get(self, region_id: str) -> Region | None:
+        return self._regions.get(region_id)
+
+    def all(self) -> list[Region]:
+        return list(self._regions.values())
+
+    async def register(self, region_id: str, endpoint: str, provinces: frozenset[str]) -> Region:
+        old = self._regions.get(region_id)
+        if old is not None and old.endpoint == endpoint:
+            old.provinces = provinces
+            return old
+        channel = open_channel(endpoint, security=self._security, server_name=region_id)
+        region = Region(
+            id=region_id,
+            endpoint=endpoint,
+            provinces=provinces,
+            channel=channel,
+            brain=regional_pb2_grpc.RegionalBrainServiceStub(channel),
+            ledger=ledger_pb2_grpc.LedgerServiceStub(channel),
+        )
+        self._regions[region_id] = region
+        if old is not None:
+            await old.channel.close()
+        return region
+
+    def report(self, summary: national_pb2.RegionSummary) -> bool:
+        """Keep `summary` if it is newer than the region's last; False for an unknown region."""
+        region = self._regions.get(summary.region_id)
+        if region is None:
+            return False
+        if region.summary is None or summary.sequence > region.summary.sequence:
+            region.summary = summary
+            region.summary_at = time.monotonic()
+        return True
+
+    def choose(self, request: PlacementRequest, n: int, *, exclude: set[str]) -> list[Region]:
+        """Up to `n` regions that may have a site for `request`, most promising first.
+
+        A region whose summary shows too few free accelerators of the requested model, or no
+        kind of site with the CPU and memory, is left out; a region without a summary yet is
+        kept, last. The rest are ordered by their lowest CPU price, then their gateway load.
+        """
+        want = request.resources
+        model = want.accelerator.model if want.accelerator else None
+        count = want.accelerator.count if want.accelerator else 0
+        cpu_m, mem_mib = int(want.cpu * 1000), int(want.memory_gib * 1024)
+        fitting: list[tuple[tuple[float, float], Region]] = []
+        unknown: list[Region] = []
+        for region in self._regions.values():
+            if region.id in exclude:
+                continue
+            summary = region.summary
+            if summary is None:
+                unknown.append(region)
+                continue
+            if model is not None:
+                free = {a.model: a.free for a in summary.accelerators}
+                if free.get(model, 0) < count:
+                    continue
+            if not any(
+                k.free_cpu_m >= cpu_m and k.free_mem_mib >= mem_mib for k in summary.site_kinds
+            ):
+                continue
+            load = max((g.utilisation for g in summary.gateways), default=0.0)
+            fitting.append(((summary.cpu_price_min, load), region))
+        fitting.sort(key=lambda item: (item[0], item[1].id))
+        return ([r for _, r in fitting] + sorted(unknown, key=lambda r: r.id))[:n]
+
+    async def close(self) -> None:
+        for region in self._regions.values():
+            await region.channel.close()
+        self._regions.clear()

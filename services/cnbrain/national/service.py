@@ -1,0 +1,86 @@
+"""NationalBrainService: region registration and summaries, cross-region placement."""
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from typing_extensions import override
+
+from cnbrain.federation.codec import WireError, request_of
+from cnbrain.placement.errors import RequestError
+from cnbrain.placement.request_check import check_request
+from cnbrain.v1 import national_pb2, national_pb2_grpc
+
+if TYPE_CHECKING:
+    from cnbrain.national.brain import NationalBrain
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
+    def __init__(self, brain: "NationalBrain") -> None:
+        self._brain = brain
+
+    @override
+    async def RegisterRegion(
+        self, request: national_pb2.RegisterRegionRequest, context: Context
+    ) -> national_pb2.RegisterRegionResponse:
+        cmap = self._brain.engine.map
+        if request.region_id not in cmap.regions:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"unknown region {request.region_id!r}"
+            )
+        owned = {c for c, p in cmap.provinces.items() if p.region == request.region_id}
+        claimed = set(request.provinces)
+        if claimed != owned:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"region {request.region_id!r} owns provinces {sorted(owned)}, "
+                f"not {sorted(claimed)}",
+            )
+        if not request.endpoint:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "endpoint is required")
+        await self._brain.directory.register(request.region_id, request.endpoint, frozenset(owned))
+        return national_pb2.RegisterRegionResponse(
+            national_id="national", summary_interval_ms=self._brain.settings.summary_interval_ms
+        )
+
+    @override
+    async def ReportSummaries(
+        self,
+        request_iterator: AsyncIterator[national_pb2.ReportSummariesRequest],
+        context: Context,
+    ) -> national_pb2.ReportSummariesResponse:
+        received = 0
+        async for message in request_iterator:
+            if not self._brain.directory.report(message.summary):
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"region {message.summary.region_id!r} has not registered",
+                )
+            received += 1
+        return national_pb2.ReportSummariesResponse(received=received)
+
+    @override
+    async def PlaceCrossRegion(
+        self, request: national_pb2.PlaceCrossRegionRequest, context: Context
+    ) -> national_pb2.PlaceCrossRegionResponse:
+        try:
+            placement = request_of(request.request_json)
+            check_request(placement, self._brain.engine.map)
+        except (RequestError, WireError) as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        if request.source_region not in self._brain.directory:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"region {request.source_region!r} has not registered",
+            )
+        decision = await self._brain.placer.place(placement, request.source_region)
+        return national_pb2.PlaceCrossRegionResponse(decision_json=decision.model_dump_json())
+
+    @override
+    async def ReleaseCrossRegion(
+        self, request: national_pb2.ReleaseCrossRegionRequest, context: Context
+    ) -> national_pb2.ReleaseCrossRegionResponse:
+        released = await self._brain.placer.release(request.reservation_id, request.reason)
+        return national_pb2.ReleaseCrossRegionResponse(released=released)

@@ -1,0 +1,301 @@
+"""A regional brain as a member of a federation.
+
+- `RegionalServicer` answers the national brain: candidate sites of this region with their
+  destination segments, and source segments from a request's access node; both on this
+  brain's own links and ledger.
+- `NationalLink` registers with the national brain, streams summaries of free capacity,
+  escalates requests that cannot be placed locally, and releases cross-region reservations.
+"""
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import numpy as np
+from typing_extensions import override
+
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.codec import WireError, path_message, request_json, request_of
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import gbps_to_mbps
+from cnbrain.placement.errors import RequestError
+from cnbrain.placement.request_check import check_request
+from cnbrain.rpc.client import open_channel
+from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
+
+if TYPE_CHECKING:
+    from cnbrain.regional.brain import Brain
+
+log = logging.getLogger("cnbrain.regional")
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+ESCALATION_DEADLINE_S = 15.0
+"""Deadline of one cross-region placement: candidates, segments, solve, two phases."""
+
+UNAVAILABLE_POLICY = "federation"
+
+
+class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
+    def __init__(self, brain: "Brain") -> None:
+        self._brain = brain
+
+    @override
+    async def GetCandidates(
+        self, request: regional_pb2.GetCandidatesRequest, context: Context
+    ) -> regional_pb2.GetCandidatesResponse:
+        placement = await self._request(request.request_json, context)
+        brain = self._brain
+        region = brain.region_id
+        snapshot, _ = await brain.snapshot()
+        engine = brain.placement.engine
+        if snapshot.arrays is not engine.arrays:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the map is being reloaded")
+        wanted = max(1, request.max_sites)
+        ranked, reason = engine.rank_sites(placement, snapshot=snapshot, n=wanted * 2)
+        cmap = engine.map
+        k = max(1, request.paths_per_site)
+        blocked = _blocked(snapshot, placement)
+        candidates = []
+        for site, score in ranked:
+            if cmap.sites[site].province == placement.source_province:
+                continue
+            paths = engine.router.destination_paths(site, k=k, blocked=blocked)
+            if not paths:
+                continue
+            candidates.append(
+                regional_pb2.SiteCandidate(
+                    site_id=cmap.sites[site].id,
+                    free=_free(snapshot, site, placement),
+                    paths=[
+                        path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
+                        for p in paths
+                    ],
+                    score=score,
+                )
+            )
+            if len(candidates) == wanted:
+                break
+        if not candidates and not reason:
+            reason = "no site outside the source province has a path with the bandwidth"
+        return regional_pb2.GetCandidatesResponse(
+            region_id=region, candidates=candidates, reason=reason
+        )
+
+    @override
+    async def GetSourceSegments(
+        self, request: regional_pb2.GetSourceSegmentsRequest, context: Context
+    ) -> regional_pb2.GetSourceSegmentsResponse:
+        placement = await self._request(request.request_json, context)
+        brain = self._brain
+        cmap = brain.placement.map
+        province = cmap.provinces[placement.source_province]
+        if province.region != brain.region_id:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"province {placement.source_province!r} is not in region {brain.region_id!r}",
+            )
+        snapshot, _ = await brain.snapshot()
+        engine = brain.placement.engine
+        access_node = placement.access_node or province.access_nodes[0]
+        paths = engine.router.source_paths(
+            access_node,
+            k=max(1, request.paths),
+            blocked=_blocked(snapshot, placement),
+        )
+        return regional_pb2.GetSourceSegmentsResponse(
+            region_id=brain.region_id,
+            access_node=access_node,
+            gateway=province.gateway,
+            paths=[
+                path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
+                for p in paths
+            ],
+        )
+
+    async def _request(self, text: str, context: Context) -> PlacementRequest:
+        try:
+            placement = request_of(text)
+            check_request(placement, self._brain.placement.map)
+        except (RequestError, WireError) as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        return placement
+
+
+def _blocked(snapshot: Snapshot, request: PlacementRequest) -> frozenset[int]:
+    """Links without the bandwidth the request needs (nothing is owned elsewhere: 0 free)."""
+    need = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
+    if need <= 0:
+        return frozenset()
+    return frozenset(np.flatnonzero(snapshot.residual_mbps < need).tolist())
+
+
+def _free(snapshot: Snapshot, site: int, request: PlacementRequest) -> common_pb2.Compute:
+    arrays = snapshot.arrays
+    model = request.resources.accelerator.model if request.resources.accelerator else ""
+    column = arrays.accelerator_column.get(model) if model else None
+    return common_pb2.Compute(
+        site_id=arrays.map.sites[site].id,
+        cpu_m=int(snapshot.free_cpu_m[site]),
+        mem_mib=int(snapshot.free_mem_mib[site]),
+        storage_gib=int(snapshot.free_storage_gib[site]),
+        accelerator_model=model or "",
+        accelerator_count=int(snapshot.free_acc[site, column]) if column is not None else 0,
+    )
+
+
+class NationalLink:
+    """This regional brain's connection to the national brain."""
+
+    def __init__(self, brain: "Brain", endpoint: str) -> None:
+        self._brain = brain
+        settings = brain.settings
+        self._channel = open_channel(endpoint, security=brain.security, server_name="national")
+        self._stub = national_pb2_grpc.NationalBrainServiceStub(self._channel)
+        self._sequence = 0
+        self._deadline_s = settings.call_deadline_s
+        self.registered = asyncio.Event()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def run(self) -> None:
+        """Register, then stream summaries; after any failure, wait and start again."""
+        brain = self._brain
+        interval = brain.settings.summary_interval_s
+        while True:
+            try:
+                await self._register()
+                await self._stub.ReportSummaries(self._summaries(interval))
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as error:
+                self.registered.clear()
+                log.warning(
+                    "national brain: %s (%s); retrying in %.1f s",
+                    error.code().name,
+                    error.details(),
+                    interval,
+                )
+            await asyncio.sleep(interval)
+
+    async def escalate(self, request: PlacementRequest) -> Decision:
+        """The national brain's decision for `request`; a rejection naming the cause when it
+        cannot be reached."""
+        try:
+            answer = await self._stub.PlaceCrossRegion(
+                national_pb2.PlaceCrossRegionRequest(
+                    request_json=request_json(request), source_region=self._brain.region_id
+                ),
+                timeout=ESCALATION_DEADLINE_S,
+            )
+        except grpc.aio.AioRpcError as error:
+            return Decision(
+                request_id=request.id,
+                status=DecisionStatus.REJECTED,
+                policy=UNAVAILABLE_POLICY,
+                reason=(
+                    "no site of this region fits and the national brain is unavailable "
+                    f"({error.code().name.lower()}: {error.details()})"
+                ),
+            )
+        return Decision.model_validate_json(answer.decision_json)
+
+    async def release(self, reservation_id: str, reason: str) -> bool:
+        """Release a cross-region reservation in every owner; raises AioRpcError when the
+        national brain cannot be reached."""
+        answer = await self._stub.ReleaseCrossRegion(
+            national_pb2.ReleaseCrossRegionRequest(reservation_id=reservation_id, reason=reason),
+            timeout=self._deadline_s * 3,
+        )
+        return answer.released
+
+    async def _register(self) -> None:
+        brain = self._brain
+        await self._stub.RegisterRegion(
+            national_pb2.RegisterRegionRequest(
+                region_id=brain.region_id,
+                endpoint=brain.advertised_endpoint,
+                provinces=sorted(brain.ownership.provinces),
+            ),
+            timeout=self._deadline_s,
+        )
+        self.registered.set()
+        log.info("registered region %s with the national brain", brain.region_id)
+
+    async def _summaries(self, interval: float) -> Any:
+        while True:
+            self._sequence += 1
+            snapshot, _ = await self._brain.snapshot()
+            yield national_pb2.ReportSummariesRequest(
+                summary=summarise(self._brain, snapshot, self._sequence)
+            )
+            await asyncio.sleep(interval)
+
+
+def summarise(brain: "Brain", snapshot: Snapshot, sequence: int) -> national_pb2.RegionSummary:
+    """Free capacity of this region's sites: by accelerator model and by site kind, the CPU
+    price range, and the load of each province's gateway links."""
+    arrays = snapshot.arrays
+    owned = brain.ownership.sites
+    cmap = arrays.map
+    accelerators = [
+        national_pb2.AcceleratorSummary(
+            model=model,
+            free=int(snapshot.free_acc[owned, column].sum()),
+            total=int(arrays.cap_acc[owned, column].sum()),
+        )
+        for model, column in sorted(arrays.accelerator_column.items())
+        if arrays.cap_acc[owned, column].sum() > 0
+    ]
+    kinds: dict[str, list[int]] = {}
+    for i in np.flatnonzero(owned).tolist():
+        kinds.setdefault(str(cmap.sites[i].kind), []).append(i)
+    site_kinds = [
+        national_pb2.SiteKindSummary(
+            kind=kind,
+            sites=len(sites),
+            free_cpu_m=int(snapshot.free_cpu_m[sites].max()),
+            free_mem_mib=int(snapshot.free_mem_mib[sites].max()),
+        )
+        for kind, sites in sorted(kinds.items())
+    ]
+    prices = arrays.price_cpu[owned]
+    gateways = []
+    for code in sorted(brain.ownership.provinces):
+        gateway = cmap.provinces[code].gateway
+        at_gateway = [
+            j
+            for j, link in enumerate(cmap.links)
+            if brain.ownership.links[j] and gateway in (link.a, link.b)
+        ]
+        util = max(
+            (
+                1 - snapshot.residual_mbps[j] / arrays.link_cap_mbps[j]
+                for j in at_gateway
+                if arrays.link_cap_mbps[j] > 0
+            ),
+            default=0.0,
+        )
+        gateways.append(
+            national_pb2.GatewayLoad(province=code, gateway=gateway, utilisation=float(util))
+        )
+    return national_pb2.RegionSummary(
+        region_id=brain.region_id,
+        sequence=sequence,
+        accelerators=accelerators,
+        site_kinds=site_kinds,
+        cpu_price_min=float(prices.min()) if len(prices) else 0.0,
+        cpu_price_max=float(prices.max()) if len(prices) else 0.0,
+        gateways=gateways,
+    )
+
+
+async def stop_task(task: "asyncio.Task[None] | None") -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
