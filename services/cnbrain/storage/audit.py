@@ -1,18 +1,37 @@
 """The audit log: every state change and operator action, who did it, to what.
 
-Entries are append-only; `list_entries` pages through them newest first.
+Entries are append-only (`record` one, `record_many` several in one statement);
+`list_entries` pages through them newest first.
 """
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
 from cnbrain.storage.errors import BadCursor
 from cnbrain.storage.models import AuditEntry, utcnow
 
-__all__ = ["BadCursor", "list_entries", "record"]
+__all__ = ["BadCursor", "Entry", "list_entries", "record", "record_many"]
+
+_AUDIT = cast("Table", AuditEntry.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry for `record_many`; the fields mean what `record`'s arguments do."""
+
+    actor: str
+    action: str
+    object_type: str
+    object_id: str
+    tenant_id: str | None = None
+    detail: dict[str, Any] | None = None
+    at: datetime = field(default_factory=utcnow)
 
 
 async def record(
@@ -40,6 +59,27 @@ async def record(
             object_id=object_id,
             detail=detail or {},
         )
+    )
+
+
+async def record_many(session: AsyncSession, entries: Sequence[Entry]) -> None:
+    """Append `entries`, in order, with one statement in the caller's transaction."""
+    if not entries:
+        return
+    await session.execute(
+        insert(_AUDIT),
+        [
+            {
+                "at": e.at,
+                "actor": e.actor,
+                "tenant_id": e.tenant_id,
+                "action": e.action,
+                "object_type": e.object_type,
+                "object_id": e.object_id,
+                "detail": e.detail or {},
+            }
+            for e in entries
+        ],
     )
 
 

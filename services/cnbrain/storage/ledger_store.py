@@ -7,18 +7,38 @@ Contract:
   conditional UPDATE (`used + external + amount <= cap`, `used + amount <= limit`), so
   concurrent transactions, in one process or several on one PostgreSQL database, never
   oversubscribe a site, an accelerator pool, a link or a quota.
-- Rows are locked in one global order (site row, link rows by id, site capacity, accelerators,
-  link capacity by id, quota), so concurrent reserve/release/retire never deadlock.
+- `reserve_many` takes several claims at once, all or nothing: it adds up their amounts per
+  site, accelerator pool, link and tenant and takes each sum with one conditional UPDATE per
+  table, so a batch costs about a dozen statements whatever its size.
+- Rows are locked in one global order (site rows by id, link rows by id, site capacity by site,
+  accelerators by site and model, link capacity by link, quotas by tenant), so concurrent
+  reserve/reserve_many/release/retire never deadlock. `reserve` locks one site; `reserve_many`
+  locks the rows of each table with one `SELECT ... ORDER BY ... FOR UPDATE` (PostgreSQL locks
+  such rows in the order of the sort) before it updates them.
 - `release` gives back exactly what `reserve` took, once.
 - Nothing here commits: the caller owns the transaction.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import ColumnElement, and_, func, insert, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Table,
+    and_,
+    case,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.ledger.reservation import Reservation
@@ -50,6 +70,7 @@ __all__ = [
     "release",
     "reservation_links",
     "reserve",
+    "reserve_many",
 ]
 
 HELD = "held"
@@ -213,6 +234,81 @@ async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -
             insert(ReservationLink),
             [{"reservation_id": reservation_id, "link_id": link} for link in links],
         )
+
+
+async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Claim]]) -> None:
+    """Take every (reservation id, claim) of `claims` inside the caller's transaction: all of
+    them, or raise and leave the caller to roll back (earlier updates of the call may have been
+    applied).
+
+    The same checks as `reserve`, on the sums: the claims on one site, accelerator pool, link
+    or tenant are added up and must fit together. Raises CapacityConflict (naming a site, pool
+    or link that is short, retired or unknown), QuotaExceeded (naming the tenant's limit), or
+    LedgerStoreError (a malformed claim, a reservation id given twice or in use, an unknown
+    request, a tenant without quota row). Nothing happens for an empty `claims`.
+    """
+    if not claims:
+        return
+    ids = [reservation_id for reservation_id, _ in claims]
+    if len(set(ids)) != len(ids):
+        raise LedgerStoreError("a reservation id appears more than once")
+    for _, claim in claims:
+        _validate(claim)
+    sites: dict[str, list[int]] = {}
+    pools: dict[tuple[str, str], int] = {}
+    bandwidth: dict[str, int] = {}
+    quotas: dict[str, list[int]] = {}
+    for _, claim in claims:
+        _add(sites, claim.site_id, (claim.cpu_m, claim.mem_mib, claim.storage_gib))
+        if claim.accelerator_count and claim.accelerator_model:
+            pool = (claim.site_id, claim.accelerator_model)
+            pools[pool] = pools.get(pool, 0) + claim.accelerator_count
+        if claim.mbps:
+            for link in claim.link_ids:
+                bandwidth[link] = bandwidth.get(link, 0) + claim.mbps
+        amounts = (claim.cpu_m, claim.mem_mib, claim.accelerator_count, claim.mbps, 1)
+        _add(quotas, claim.tenant_id, amounts)
+    links = sorted({link for _, claim in claims for link in claim.link_ids})
+    await _lock_active_many(session, sorted(sites), links)
+    await _take_sites(session, sites)
+    if pools:
+        await _take_pools(session, pools)
+    if bandwidth:
+        await _take_bandwidth(session, bandwidth)
+    await _take_quotas(session, quotas)
+    now = utcnow()
+    reservations = [
+        {
+            "id": reservation_id,
+            "request_id": claim.request_id,
+            "tenant_id": claim.tenant_id,
+            "site_id": claim.site_id,
+            "cpu_m": claim.cpu_m,
+            "mem_mib": claim.mem_mib,
+            "storage_gib": claim.storage_gib,
+            "accelerator_model": claim.accelerator_model,
+            "accelerator_count": claim.accelerator_count,
+            "mbps": claim.mbps,
+            "state": HELD,
+            "created_at": now,
+            "released_at": None,
+        }
+        for reservation_id, claim in claims
+    ]
+    held_links = [
+        {"reservation_id": reservation_id, "link_id": link}
+        for reservation_id, claim in claims
+        for link in sorted(claim.link_ids)
+    ]
+    try:
+        await session.execute(insert(_RESERVATIONS), reservations)
+        if held_links:
+            await session.execute(insert(_RESERVATION_LINKS), held_links)
+    except IntegrityError as exc:
+        raise LedgerStoreError(
+            f"reservations cannot be stored (an id in use, or an unknown request): "
+            f"{exc.orig or exc}"
+        ) from None
 
 
 async def release(session: AsyncSession, *, reservation_id: str) -> ReservationRecord:
@@ -479,6 +575,208 @@ async def _take_quota(session: AsyncSession, claim: Claim) -> None:
         if limit is not None and used + amount > limit:
             raise QuotaExceeded(f"{where} {name}", f"wants {amount}, {limit - used} left")
     raise QuotaExceeded(where, "changed concurrently; try again")
+
+
+_RESERVATIONS = cast("Table", ReservationRecord.__table__)
+_RESERVATION_LINKS = cast("Table", ReservationLink.__table__)
+_SITES = cast("Table", SiteRecord.__table__)
+_LINKS = cast("Table", LinkRecord.__table__)
+_SITE_CAPACITY = cast("Table", SiteCapacity.__table__)
+_ACCELERATORS = cast("Table", SiteAccelerators.__table__)
+_LINK_CAPACITY = cast("Table", LinkCapacity.__table__)
+_QUOTAS = cast("Table", Quota.__table__)
+
+
+def _add(totals: dict[str, list[int]], key: str, amounts: Iterable[int]) -> None:
+    total = totals.setdefault(key, [0, 0, 0, 0, 0])
+    for i, amount in enumerate(amounts):
+        total[i] += amount
+
+
+def _per_row(key: Any, amounts: Mapping[Any, int]) -> ColumnElement[int]:
+    """`amounts[key]` of each row, as SQL: CASE key WHEN k1 THEN a1 ... END."""
+    return case({k: literal(v, BigInteger) for k, v in amounts.items()}, value=key)
+
+
+def _counted(result: Any) -> int:
+    return int(result.rowcount)
+
+
+async def _lock_active_many(
+    session: AsyncSession, sites: Sequence[str], links: Sequence[str]
+) -> None:
+    """Share-lock the site rows, then the link rows, each in id order (so retiring waits);
+    check that every one is active."""
+    for table, ids, kind in ((_SITES, sites, "site"), (_LINKS, links, "link")):
+        if not ids:
+            continue
+        rows = await session.execute(
+            select(table.c.id, table.c.status)
+            .where(table.c.id.in_(ids))
+            .order_by(table.c.id)
+            .with_for_update(read=True)
+        )
+        status = dict(rows.all())
+        for item in ids:
+            if status.get(item) != ACTIVE:
+                raise CapacityConflict(f"{kind} {item!r}", "not registered, or retired")
+
+
+async def _take_sites(session: AsyncSession, sites: Mapping[str, Sequence[int]]) -> None:
+    """Lock the capacity rows of `sites` in id order, check that each takes its sum of
+    (cpu, memory, storage), and take the sums with one conditional UPDATE."""
+    c = _SITE_CAPACITY.c
+    columns = (
+        ("cpu", c.cpu_m_used, c.cpu_m_external, c.cpu_m_cap),
+        ("memory", c.mem_mib_used, c.mem_mib_external, c.mem_mib_cap),
+        ("storage", c.storage_gib_used, c.storage_gib_external, c.storage_gib_cap),
+    )
+    ids = sorted(sites)
+    rows = await session.execute(
+        select(c.site_id, *(cap - used - external for _, used, external, cap in columns))
+        .where(c.site_id.in_(ids))
+        .order_by(c.site_id)
+        .with_for_update()
+    )
+    free = {row[0]: row[1:] for row in rows}
+    for site in ids:
+        if site not in free:
+            raise CapacityConflict(f"site {site!r}", "has no capacity row")
+        for i, (name, *_) in enumerate(columns):
+            if sites[site][i] > free[site][i]:
+                raise CapacityConflict(
+                    f"site {site!r} {name}", _short(sites[site][i], free[site][i])
+                )
+    amounts = [_per_row(c.site_id, {site: sites[site][i] for site in ids}) for i in range(3)]
+    await _update_all(
+        session,
+        _SITE_CAPACITY,
+        c.site_id.in_(ids),
+        [
+            used + external + amount <= cap
+            for (_, used, external, cap), amount in zip(columns, amounts, strict=True)
+        ],
+        {
+            used.key: used + amount
+            for (_, used, _e, _c), amount in zip(columns, amounts, strict=True)
+        },
+        expected=len(ids),
+        what=lambda: "sites " + ", ".join(ids),
+    )
+
+
+async def _take_pools(session: AsyncSession, pools: Mapping[tuple[str, str], int]) -> None:
+    """The same for accelerator pools, keyed (site, model)."""
+    a = _ACCELERATORS.c
+    keys = sorted(pools)
+    rows = await session.execute(
+        select(a.site_id, a.model, a.cap - a.used - a.external)
+        .where(tuple_(a.site_id, a.model).in_(keys))
+        .order_by(a.site_id, a.model)
+        .with_for_update()
+    )
+    free = {(site, model): left for site, model, left in rows}
+    for site, model in keys:
+        left = free.get((site, model), 0)
+        if pools[site, model] > left:
+            raise CapacityConflict(f"site {site!r} {model}", _short(pools[site, model], left))
+    amount = case(
+        *(
+            (and_(a.site_id == site, a.model == model), literal(pools[site, model], BigInteger))
+            for site, model in keys
+        )
+    )
+    await _update_all(
+        session,
+        _ACCELERATORS,
+        tuple_(a.site_id, a.model).in_(keys),
+        [a.used + a.external + amount <= a.cap],
+        {"used": a.used + amount},
+        expected=len(keys),
+        what=lambda: "accelerator pools " + ", ".join(f"{s} {m}" for s, m in keys),
+    )
+
+
+async def _take_bandwidth(session: AsyncSession, bandwidth: Mapping[str, int]) -> None:
+    """The same for links: the sum of the Mbps of the claims on each."""
+    c = _LINK_CAPACITY.c
+    ids = sorted(bandwidth)
+    free = await _lock_link_capacity(session, ids)
+    for link in ids:
+        if bandwidth[link] > free.get(link, 0):
+            raise CapacityConflict(
+                f"link {link!r} bandwidth", _short(bandwidth[link], free.get(link, 0))
+            )
+    amount = _per_row(c.link_id, bandwidth)
+    await _update_all(
+        session,
+        _LINK_CAPACITY,
+        c.link_id.in_(ids),
+        [c.mbps_used + c.mbps_external + amount <= c.mbps_cap],
+        {"mbps_used": c.mbps_used + amount},
+        expected=len(ids),
+        what=lambda: "links " + ", ".join(ids),
+    )
+
+
+async def _take_quotas(session: AsyncSession, quotas: Mapping[str, Sequence[int]]) -> None:
+    """The same for the tenants' quotas: (cpu, memory, accelerators, bandwidth, requests)."""
+    q = _QUOTAS.c
+    checks = (
+        ("cpu", q.used_cpu_m, q.limit_cpu_m),
+        ("memory", q.used_mem_mib, q.limit_mem_mib),
+        ("accelerators", q.used_accelerators, q.limit_accelerators),
+        ("bandwidth", q.used_mbps, q.limit_mbps),
+        ("active requests", q.active_requests, q.limit_active_requests),
+    )
+    ids = sorted(quotas)
+    rows = await session.execute(
+        select(q.tenant_id, *(column for _, used, limit in checks for column in (used, limit)))
+        .where(q.tenant_id.in_(ids))
+        .order_by(q.tenant_id)
+        .with_for_update()
+    )
+    found = {row[0]: row[1:] for row in rows}
+    for tenant in ids:
+        if tenant not in found:
+            raise LedgerStoreError(f"tenant {tenant!r} has no quota row")
+        row = found[tenant]
+        for i, (name, _, _) in enumerate(checks):
+            used, limit, want = row[2 * i], row[2 * i + 1], quotas[tenant][i]
+            if limit is not None and used + want > limit:
+                raise QuotaExceeded(
+                    f"tenant {tenant!r} {name}", f"wants {want}, {limit - used} left"
+                )
+    amounts = [_per_row(q.tenant_id, {t: quotas[t][i] for t in ids}) for i in range(len(checks))]
+    await _update_all(
+        session,
+        _QUOTAS,
+        q.tenant_id.in_(ids),
+        [
+            or_(limit.is_(None), used + amount <= limit)
+            for (_, used, limit), amount in zip(checks, amounts, strict=True)
+        ],
+        {used.key: used + amount for (_, used, _l), amount in zip(checks, amounts, strict=True)},
+        expected=len(ids),
+        what=lambda: "the quotas of " + ", ".join(ids),
+    )
+
+
+async def _update_all(
+    session: AsyncSession,
+    table: Table,
+    rows: ColumnElement[bool],
+    conditions: Sequence[ColumnElement[bool]],
+    values: Mapping[str, Any],
+    *,
+    expected: int,
+    what: Callable[[], str],
+) -> None:
+    """UPDATE `rows` of `table` where every condition holds; CapacityConflict unless exactly
+    `expected` rows changed (the rows are locked and checked first, so that is a surprise)."""
+    result = await session.execute(update(table).where(rows, *conditions).values(**values))
+    if _counted(result) != expected:
+        raise CapacityConflict(what(), "changed concurrently; try again")
 
 
 def _short(want: int, free: int) -> str:

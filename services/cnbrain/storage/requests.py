@@ -9,13 +9,19 @@ States and the only transitions allowed (`TRANSITIONS`):
 
 Tenant scoping: functions taking `tenant_id: str | None` see only that tenant's requests;
 None (operators) sees every tenant's. A request of another tenant is simply not found.
+
+The `..._many` functions (`insert_requests`, `set_states`, `save_decisions`) do for many
+requests in one statement what their one-request counterparts do; the regional brain stores
+and settles batches of submissions with them.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import Table, and_, case, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -43,16 +49,23 @@ __all__ = [
     "BadCursor",
     "DuplicateIdempotencyKey",
     "InvalidTransition",
+    "NewRequest",
     "NotFoundError",
     "RequestStoreError",
+    "StateChange",
     "find_by_idempotency_key",
     "get_decision",
+    "get_decisions",
     "get_request",
+    "get_request_and_decision",
     "insert_request",
+    "insert_requests",
     "list_requests",
     "pending_requests",
     "save_decision",
+    "save_decisions",
     "set_state",
+    "set_states",
 ]
 
 STATES = ("pending", "placed", "running", "completed", "failed", "cancelled", "rejected")
@@ -69,6 +82,31 @@ _Query = TypeVar("_Query", bound=Select[Any])
 _PREDECESSORS = {
     state: frozenset(s for s, after in TRANSITIONS.items() if state in after) for state in STATES
 }
+_REQUESTS = cast("Table", PlacementRequestRecord.__table__)
+_DECISIONS = cast("Table", DecisionRecord.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class NewRequest:
+    """A request to store as pending (see `insert_requests`)."""
+
+    request_id: str
+    tenant_id: str
+    user_id: str
+    body: dict[str, Any]
+    idempotency_key: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """Move `request_id` to `state`, setting `reason` and `site_id` when given (see
+    `set_states`)."""
+
+    request_id: str
+    state: str
+    reason: str | None = None
+    site_id: str | None = None
 
 
 async def insert_request(
@@ -115,6 +153,62 @@ async def insert_request(
             f"request {request_id!r} cannot be stored: {exc.orig or exc}"
         ) from None
     return record
+
+
+async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> list[str | None]:
+    """Insert pending requests with one statement, inside the caller's transaction.
+
+    Returns, aligned with `new`: None for a request stored, or the id of the request that holds
+    its (tenant, idempotency key) already (stored earlier, or earlier in `new`); that one is
+    not stored. Raises RequestStoreError when any other integrity rule fails (say, an unknown
+    tenant or user): then none of `new` is stored and the caller must roll back (PostgreSQL
+    aborts the transaction). Duplicate request ids in `new` are a ValueError.
+    """
+    if not new:
+        return []
+    if len({n.request_id for n in new}) != len(new):
+        raise ValueError("a request id appears more than once")
+    r = _REQUESTS.c
+    statement = (
+        _upsert(session, _REQUESTS)
+        .on_conflict_do_nothing(index_elements=[r.tenant_id, r.idempotency_key])
+        .returning(r.id)
+    )
+    rows = [
+        {
+            "id": n.request_id,
+            "tenant_id": n.tenant_id,
+            "user_id": n.user_id,
+            "idempotency_key": n.idempotency_key,
+            "body": n.body,
+            "state": "pending",
+            "reason": None,
+            "site_id": None,
+            "created_at": n.created_at,
+            "updated_at": n.created_at,
+        }
+        for n in new
+    ]
+    try:
+        stored = set((await session.execute(statement, rows)).scalars())
+    except IntegrityError as exc:
+        raise RequestStoreError(f"requests cannot be stored: {exc.orig or exc}") from None
+    answers: list[str | None] = []
+    for n in new:
+        if n.request_id in stored:
+            answers.append(None)
+            continue
+        existing = (
+            await find_by_idempotency_key(
+                session, tenant_id=n.tenant_id, idempotency_key=n.idempotency_key
+            )
+            if n.idempotency_key is not None
+            else None
+        )
+        if existing is None:
+            raise RequestStoreError(f"request {n.request_id!r} was not stored")
+        answers.append(existing.id)
+    return answers
 
 
 async def find_by_idempotency_key(
@@ -231,6 +325,75 @@ async def set_state(
     return record
 
 
+async def set_states(
+    session: AsyncSession, changes: Sequence[StateChange], *, at: datetime | None = None
+) -> datetime:
+    """`set_state` for many requests (each at most once), with one UPDATE per target state;
+    `updated_at` becomes `at` (default: now), which is returned. Raises NotFoundError or
+    InvalidTransition naming a request that cannot make its change; the others may have been
+    changed, so the caller must roll back."""
+    if len({c.request_id for c in changes}) != len(changes):
+        raise ValueError("a request appears more than once")
+    at = at or utcnow()
+    groups: dict[str, list[StateChange]] = {}
+    for change in changes:
+        if change.state not in STATES:
+            raise ValueError(f"state {change.state!r} is not one of {', '.join(STATES)}")
+        groups.setdefault(change.state, []).append(change)
+    r = _REQUESTS.c
+    for state, group in groups.items():
+        ids = [c.request_id for c in group]
+        values: dict[str, Any] = {"state": state, "updated_at": at}
+        reasons = {c.request_id: c.reason for c in group if c.reason is not None}
+        if reasons:
+            values["reason"] = case(reasons, value=r.id, else_=r.reason)
+        sites = {c.request_id: c.site_id for c in group if c.site_id is not None}
+        if sites:
+            values["site_id"] = case(sites, value=r.id, else_=r.site_id)
+        changed = await session.execute(
+            update(_REQUESTS)
+            .where(r.id.in_(ids), r.state.in_(sorted(_PREDECESSORS[state])))
+            .values(**values)
+            .returning(r.id)
+        )
+        unchanged = set(ids) - set(changed.scalars())
+        if unchanged:
+            await _refuse(session, [i for i in ids if i in unchanged], state)
+    return at
+
+
+async def _refuse(session: AsyncSession, ids: Sequence[str], state: str) -> None:
+    """Raise for the first of `ids` (requests that did not change) that does not exist, or
+    whose state cannot go to `state`."""
+    r = _REQUESTS.c
+    found = dict((await session.execute(select(r.id, r.state).where(r.id.in_(ids)))).all())
+    for request_id in ids:
+        if request_id not in found:
+            raise NotFoundError(f"request {request_id!r} does not exist")
+        raise InvalidTransition(request_id, found[request_id], state)
+
+
+async def save_decisions(
+    session: AsyncSession, documents: Mapping[str, dict[str, Any]], *, at: datetime | None = None
+) -> None:
+    """`save_decision` for many requests (request id -> decision JSON) in one statement."""
+    if not documents:
+        return
+    at = at or utcnow()
+    statement = _upsert(session, _DECISIONS)
+    statement = statement.on_conflict_do_update(
+        index_elements=[_DECISIONS.c.request_id],
+        set_={"document": statement.excluded.document, "created_at": statement.excluded.created_at},
+    )
+    await session.execute(
+        statement,
+        [
+            {"request_id": request_id, "document": document, "created_at": at}
+            for request_id, document in documents.items()
+        ],
+    )
+
+
 async def save_decision(
     session: AsyncSession, *, request_id: str, document: dict[str, Any]
 ) -> None:
@@ -254,6 +417,46 @@ async def get_decision(
         .where(DecisionRecord.request_id == request_id)
     )
     return await fetch_scalar(session, _scoped(query, tenant_id))
+
+
+async def get_request_and_decision(
+    session: AsyncSession, *, tenant_id: str | None, request_id: str
+) -> tuple[PlacementRequestRecord, dict[str, Any] | None] | None:
+    """`get_request` and `get_decision` in one query: the request (if it exists and, unless
+    `tenant_id` is None, is the tenant's) and its decision JSON (None: not decided yet)."""
+    query = _scoped(
+        select(PlacementRequestRecord, DecisionRecord.document)
+        .outerjoin(DecisionRecord, DecisionRecord.request_id == PlacementRequestRecord.id)
+        .where(PlacementRequestRecord.id == request_id),
+        tenant_id,
+    ).execution_options(populate_existing=True)
+    row = (await session.execute(query)).first()
+    if row is None:
+        return None
+    record, document = row
+    return record, document
+
+
+async def get_decisions(
+    session: AsyncSession, *, request_ids: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The decision JSON of each of `request_ids` that has one, in one query."""
+    if not request_ids:
+        return {}
+    rows = await session.execute(
+        select(_DECISIONS.c.request_id, _DECISIONS.c.document).where(
+            _DECISIONS.c.request_id.in_(list(request_ids))
+        )
+    )
+    return dict(rows.all())
+
+
+def _upsert(session: AsyncSession, table: Table) -> Any:
+    """INSERT into `table` in the session's dialect, with its ON CONFLICT clauses (PostgreSQL
+    and SQLite spell them alike)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
 def _scoped(query: _Query, tenant_id: str | None) -> _Query:
