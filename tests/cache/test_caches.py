@@ -116,6 +116,81 @@ async def test_rate_limit_rejects_a_limit_below_one(caches: Caches) -> None:
         await caches.rate_limiter.hit(tenant_id="t1", limit_per_minute=0)
 
 
+# --- the gate: rate limit and idempotency claim in one round trip ------------------------------
+
+
+async def test_gate_claims_the_key_only_when_the_hit_is_allowed(caches: Caches) -> None:
+    gate, store = caches.gate, caches.idempotency
+
+    async def admit(key: str | None, limit: int = 2) -> tuple[bool, str | None]:
+        answer = await gate.admit(
+            rate_key="t1", limit_per_minute=limit, tenant_id="t1", idempotency_key=key, ttl_s=60
+        )
+        return answer.rate.allowed, answer.earlier
+
+    assert await admit("k1") == (True, None)
+    assert await admit("k1") == (True, PENDING)
+    assert await admit("k2") == (False, None)  # the third hit of 2 per minute claims nothing
+    assert await store.claim(tenant_id="t1", key="k2", ttl_s=60) is None
+    await store.complete(tenant_id="t1", key="k1", request_id="req-1", ttl_s=60)
+    assert await admit("k1", limit=10) == (True, "req-1")
+    assert await admit(None, limit=10) == (True, None)
+    # The gate counts in the rate limiter's own window: 4 allowed hits so far (refused hits
+    # do not count), so a fifth fills a window of 5.
+    decision = await caches.rate_limiter.hit(tenant_id="t1", limit_per_minute=5)
+    assert decision.allowed and decision.remaining == 0
+    refused = await gate.admit(
+        rate_key="t1", limit_per_minute=5, tenant_id="t1", idempotency_key="k3", ttl_s=60
+    )
+    assert not refused.rate.allowed and refused.rate.retry_after_s > 0
+    # Rate keys and tenants are independent: another tenant's key k1 is free.
+    other = await gate.admit(
+        rate_key="t2", limit_per_minute=1, tenant_id="t2", idempotency_key="k1", ttl_s=60
+    )
+    assert other.rate.allowed and other.earlier is None
+
+
+async def test_gate_claims_are_exclusive_under_50_concurrent_callers(caches: Caches) -> None:
+    answers = await asyncio.gather(
+        *(
+            caches.gate.admit(
+                rate_key="t1", limit_per_minute=1000, tenant_id="t1", idempotency_key="k", ttl_s=60
+            )
+            for _ in range(50)
+        )
+    )
+    assert all(a.rate.allowed for a in answers)
+    assert [a.earlier for a in answers].count(None) == 1
+    assert {a.earlier for a in answers} == {None, PENDING}
+
+
+async def test_gate_rejects_bad_arguments(caches: Caches) -> None:
+    with pytest.raises(ValueError, match="ttl_s"):
+        await caches.gate.admit(
+            rate_key="t1", limit_per_minute=5, tenant_id="t1", idempotency_key="k", ttl_s=0
+        )
+    with pytest.raises(ValueError, match="limit_per_minute"):
+        await caches.gate.admit(
+            rate_key="t1", limit_per_minute=0, tenant_id="t1", idempotency_key=None, ttl_s=60
+        )
+
+
+async def test_complete_many_answers_every_key_at_once(caches: Caches) -> None:
+    store = caches.idempotency
+    for key in ("a", "b"):
+        assert await store.claim(tenant_id="t1", key=key, ttl_s=60) is None
+    with pytest.raises(ValueError, match="request_id"):
+        await store.complete_many([("t1", "a", "req-a"), ("t1", "b", PENDING)], ttl_s=60)
+    assert await store.claim(tenant_id="t1", key="a", ttl_s=60) == PENDING  # nothing stored
+    await store.complete_many([], ttl_s=60)
+    await store.complete_many([("t1", "a", "req-a"), ("t2", "b", "req-b")], ttl_s=60)
+    assert await store.claim(tenant_id="t1", key="a", ttl_s=60) == "req-a"
+    assert await store.claim(tenant_id="t2", key="b", ttl_s=60) == "req-b"
+    assert await store.claim(tenant_id="t1", key="b", ttl_s=60) == PENDING
+    with pytest.raises(ValueError, match="ttl_s"):
+        await store.complete_many([("t1", "c", "req-c")], ttl_s=0)
+
+
 # --- capacity bus ------------------------------------------------------------------------------
 
 

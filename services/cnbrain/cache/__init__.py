@@ -1,6 +1,7 @@
 """The brain's shared fast state: idempotency keys, per-tenant rate limits, capacity events.
 
-`build_cache(url, namespace=...)` gives the three as one `Caches`: Redis when `url` is set
+`build_cache(url, namespace=...)` gives the three (and `gate`, the rate limit and the claim of
+an idempotency key in one round trip) as one `Caches`: Redis when `url` is set
 (shared by every replica on that server and namespace), in-process memory when it is None (the
 embedded default, one process). The contracts are in `cnbrain.cache.base`.
 """
@@ -11,25 +12,34 @@ from dataclasses import dataclass, field
 from cnbrain.cache import redis as backend
 from cnbrain.cache.base import (
     PENDING,
+    Admission,
     CacheUnavailable,
     CapacityBus,
     CapacityEvent,
     CapacityKind,
+    Gate,
     IdempotencyStore,
     RateDecision,
     RateLimiter,
     Subscription,
     channel_name,
 )
-from cnbrain.cache.memory import MemoryCapacityBus, MemoryIdempotencyStore, MemoryRateLimiter
+from cnbrain.cache.memory import (
+    MemoryCapacityBus,
+    MemoryGate,
+    MemoryIdempotencyStore,
+    MemoryRateLimiter,
+)
 
 __all__ = [
     "PENDING",
+    "Admission",
     "CacheUnavailable",
     "Caches",
     "CapacityBus",
     "CapacityEvent",
     "CapacityKind",
+    "Gate",
     "IdempotencyStore",
     "RateDecision",
     "RateLimiter",
@@ -55,6 +65,7 @@ class Caches:
     idempotency: IdempotencyStore
     rate_limiter: RateLimiter
     bus: CapacityBus
+    gate: Gate
     url: str | None = None
     _ping: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
     _close: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
@@ -77,10 +88,13 @@ def build_cache(url: str | None, *, namespace: str, rate_window_s: float = 60.0)
     server. `rate_window_s` is the limiter's window (60 s; shorter only in tests).
     """
     if url is None:
+        store = MemoryIdempotencyStore()
+        limiter = MemoryRateLimiter(window_s=rate_window_s)
         return Caches(
-            idempotency=MemoryIdempotencyStore(),
-            rate_limiter=MemoryRateLimiter(window_s=rate_window_s),
+            idempotency=store,
+            rate_limiter=limiter,
             bus=MemoryCapacityBus(namespace=namespace),
+            gate=MemoryGate(limiter, store),
         )
     client = backend.client_from_url(url)
     safe_url = backend.redact(url)
@@ -88,10 +102,13 @@ def build_cache(url: str | None, *, namespace: str, rate_window_s: float = 60.0)
     async def ping() -> None:
         await backend.ping(client, url)
 
+    redis_store = backend.RedisIdempotencyStore(client, namespace=namespace)
+    redis_limiter = backend.RedisRateLimiter(client, namespace=namespace, window_s=rate_window_s)
     return Caches(
-        idempotency=backend.RedisIdempotencyStore(client, namespace=namespace),
-        rate_limiter=backend.RedisRateLimiter(client, namespace=namespace, window_s=rate_window_s),
+        idempotency=redis_store,
+        rate_limiter=redis_limiter,
         bus=backend.RedisCapacityBus(client, namespace=namespace),
+        gate=backend.RedisGate(client, limiter=redis_limiter, store=redis_store),
         url=safe_url,
         _ping=ping,
         _close=client.aclose,

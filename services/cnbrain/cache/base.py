@@ -5,6 +5,7 @@ Redis one (`cnbrain.cache.redis`, shared by every replica that uses the same ser
 namespace). Both honour the same behaviour; `tests/cache` runs one suite against both.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -68,6 +69,12 @@ class IdempotencyStore(Protocol):
         """
         ...
 
+    async def complete_many(self, answers: Sequence[tuple[str, str, str]], *, ttl_s: int) -> None:
+        """`complete` for each (tenant_id, key, request_id) of `answers`, in one round trip
+        (Redis: one pipeline). The same errors as `complete`, raised before anything is
+        stored."""
+        ...
+
     async def forget(self, *, tenant_id: str, key: str) -> None:
         """Release a pending claim of `key` whose request was never created.
 
@@ -104,6 +111,38 @@ class RateLimiter(Protocol):
         Atomic: of N concurrent hits on a fresh window exactly `min(N, limit)` are allowed.
         Raises `ValueError` if `limit_per_minute < 1`.
         """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The answer to one `Gate.admit`: the rate limiter's decision, and what the idempotency
+    claim returned (None: this caller holds the key now, or no key was asked for, or the hit
+    was refused and nothing was claimed; else the stored value, see `IdempotencyStore.claim`)."""
+
+    rate: RateDecision
+    earlier: str | None
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """The two checks at the door of a submission, in one round trip: the tenant's rate limit
+    and the claim of its idempotency key. Same keys and semantics as `RateLimiter` and
+    `IdempotencyStore` of the same caches, so the three can be mixed."""
+
+    async def admit(
+        self,
+        *,
+        rate_key: str,
+        limit_per_minute: int,
+        tenant_id: str,
+        idempotency_key: str | None,
+        ttl_s: int,
+    ) -> Admission:
+        """`RateLimiter.hit(tenant_id=rate_key, ...)`, then, only when that hit is allowed and
+        `idempotency_key` is given, `IdempotencyStore.claim(tenant_id, idempotency_key, ttl_s)`;
+        atomic (one Lua script on Redis). A refused hit claims nothing. Raises `ValueError` for
+        `limit_per_minute < 1` or `ttl_s < 1`."""
         ...
 
 

@@ -8,12 +8,13 @@ processes or event-loop threads; use `cnbrain.cache.redis` for several replicas.
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
 
 from cnbrain.cache.base import (
     PENDING,
+    Admission,
     CapacityEvent,
     RateDecision,
     validate_namespace,
@@ -25,6 +26,11 @@ Clock = Callable[[], float]
 def _check_ttl(ttl_s: int) -> None:
     if ttl_s < 1:
         raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+
+
+def _check_request_id(request_id: str) -> None:
+    if not request_id or request_id == PENDING:
+        raise ValueError(f"request_id must be a real id, got {request_id!r}")
 
 
 class MemoryIdempotencyStore:
@@ -68,9 +74,17 @@ class MemoryIdempotencyStore:
     async def complete(self, *, tenant_id: str, key: str, request_id: str, ttl_s: int) -> None:
         """See `IdempotencyStore.complete`."""
         _check_ttl(ttl_s)
-        if not request_id or request_id == PENDING:
-            raise ValueError(f"request_id must be a real id, got {request_id!r}")
+        _check_request_id(request_id)
         self._entries[(tenant_id, key)] = (request_id, self._clock() + ttl_s)
+
+    async def complete_many(self, answers: Sequence[tuple[str, str, str]], *, ttl_s: int) -> None:
+        """See `IdempotencyStore.complete_many`."""
+        _check_ttl(ttl_s)
+        for _, _, request_id in answers:
+            _check_request_id(request_id)
+        until = self._clock() + ttl_s
+        for tenant_id, key, request_id in answers:
+            self._entries[(tenant_id, key)] = (request_id, until)
 
     async def forget(self, *, tenant_id: str, key: str) -> None:
         """See `IdempotencyStore.forget`."""
@@ -104,6 +118,32 @@ class MemoryRateLimiter:
             return RateDecision(allowed=False, remaining=0, retry_after_s=retry)
         log.append(now)
         return RateDecision(allowed=True, remaining=limit_per_minute - len(log), retry_after_s=0.0)
+
+
+class MemoryGate:
+    """`Gate` over a `MemoryRateLimiter` and a `MemoryIdempotencyStore`: the hit, then the
+    claim, with no await between them (so atomic in one event loop)."""
+
+    def __init__(self, limiter: MemoryRateLimiter, store: MemoryIdempotencyStore) -> None:
+        self._limiter = limiter
+        self._store = store
+
+    async def admit(
+        self,
+        *,
+        rate_key: str,
+        limit_per_minute: int,
+        tenant_id: str,
+        idempotency_key: str | None,
+        ttl_s: int,
+    ) -> Admission:
+        """See `Gate.admit`."""
+        _check_ttl(ttl_s)
+        rate = await self._limiter.hit(tenant_id=rate_key, limit_per_minute=limit_per_minute)
+        if not rate.allowed or idempotency_key is None:
+            return Admission(rate=rate, earlier=None)
+        earlier = await self._store.claim(tenant_id=tenant_id, key=idempotency_key, ttl_s=ttl_s)
+        return Admission(rate=rate, earlier=earlier)
 
 
 class MemorySubscription:

@@ -10,6 +10,7 @@ The client may be built with or without `decode_responses`.
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
@@ -21,6 +22,7 @@ from redis.exceptions import RedisError
 
 from cnbrain.cache.base import (
     PENDING,
+    Admission,
     CacheUnavailable,
     CapacityEvent,
     RateDecision,
@@ -64,6 +66,32 @@ end
 redis.call('ZADD', KEYS[1], now, ARGV[3])
 redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
 return {1, limit - count - 1, 0}
+"""
+
+
+# `_HIT`, then (only when allowed and KEYS[2] is given) `_CLAIM` on KEYS[2].
+# KEYS[1] = rate key, KEYS[2] = idempotency key (optional);
+# ARGV[1] = window us, ARGV[2] = limit, ARGV[3] = unique member, ARGV[4] = pending marker,
+# ARGV[5] = ttl seconds. Returns {allowed 0/1, remaining, retry_after us, claim answer or nil}.
+_ADMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local window = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+if count >= limit then
+  local oldest = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+  return {0, 0, tonumber(oldest[2]) + window - now, false}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
+local earlier = false
+if KEYS[2] then
+  earlier = redis.call('GET', KEYS[2])
+  if not earlier then redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5]) end
+end
+return {1, limit - count - 1, 0, earlier}
 """
 
 
@@ -130,7 +158,8 @@ class RedisIdempotencyStore:
         self._claim = client.register_script(_CLAIM)
         self._forget = client.register_script(_FORGET)
 
-    def _key(self, tenant_id: str, key: str) -> str:
+    def key(self, tenant_id: str, key: str) -> str:
+        """The Redis key of (tenant_id, key)."""
         # The length prefix keeps ("a:b", "c") and ("a", "b:c") apart.
         return f"{self._prefix}{len(tenant_id)}:{tenant_id}:{key}"
 
@@ -138,7 +167,7 @@ class RedisIdempotencyStore:
         """See `IdempotencyStore.claim`."""
         if ttl_s < 1:
             raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
-        value = await self._claim(keys=[self._key(tenant_id, key)], args=[PENDING, ttl_s])
+        value = await self._claim(keys=[self.key(tenant_id, key)], args=[PENDING, ttl_s])
         return None if value is None else _text(value)
 
     async def complete(self, *, tenant_id: str, key: str, request_id: str, ttl_s: int) -> None:
@@ -147,11 +176,25 @@ class RedisIdempotencyStore:
             raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
         if not request_id or request_id == PENDING:
             raise ValueError(f"request_id must be a real id, got {request_id!r}")
-        await self._client.set(self._key(tenant_id, key), request_id, ex=ttl_s)
+        await self._client.set(self.key(tenant_id, key), request_id, ex=ttl_s)
+
+    async def complete_many(self, answers: Sequence[tuple[str, str, str]], *, ttl_s: int) -> None:
+        """See `IdempotencyStore.complete_many`."""
+        if ttl_s < 1:
+            raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+        for _, _, request_id in answers:
+            if not request_id or request_id == PENDING:
+                raise ValueError(f"request_id must be a real id, got {request_id!r}")
+        if not answers:
+            return
+        async with self._client.pipeline(transaction=False) as pipe:
+            for tenant_id, key, request_id in answers:
+                pipe.set(self.key(tenant_id, key), request_id, ex=ttl_s)
+            await pipe.execute()
 
     async def forget(self, *, tenant_id: str, key: str) -> None:
         """See `IdempotencyStore.forget`."""
-        await self._forget(keys=[self._key(tenant_id, key)], args=[PENDING])
+        await self._forget(keys=[self.key(tenant_id, key)], args=[PENDING])
 
 
 class RedisRateLimiter:
@@ -161,21 +204,66 @@ class RedisRateLimiter:
         if window_s < 0.001:
             raise ValueError(f"window_s must be >= 0.001, got {window_s}")
         self._prefix = _key_prefix(namespace) + "rate:"
-        self._window_us = round(window_s * 1_000_000)
+        self.window_us = round(window_s * 1_000_000)
         self._hit = client.register_script(_HIT)
+
+    def key(self, tenant_id: str) -> str:
+        """The Redis key of `tenant_id`'s window."""
+        return self._prefix + tenant_id
 
     async def hit(self, *, tenant_id: str, limit_per_minute: int) -> RateDecision:
         """See `RateLimiter.hit`."""
         if limit_per_minute < 1:
             raise ValueError(f"limit_per_minute must be >= 1, got {limit_per_minute}")
         reply: Any = await self._hit(
-            keys=[self._prefix + tenant_id],
-            args=[self._window_us, limit_per_minute, uuid.uuid4().hex],
+            keys=[self.key(tenant_id)],
+            args=[self.window_us, limit_per_minute, uuid.uuid4().hex],
         )
         allowed, remaining, retry_us = (int(x) for x in reply)
         if allowed:
             return RateDecision(allowed=True, remaining=remaining, retry_after_s=0.0)
         return RateDecision(allowed=False, remaining=0, retry_after_s=max(retry_us / 1e6, 1e-3))
+
+
+class RedisGate:
+    """`Gate` as one Lua script over the keys of a `RedisRateLimiter` and a
+    `RedisIdempotencyStore` (both keys live on the one server the client talks to)."""
+
+    def __init__(
+        self, client: "Redis", *, limiter: RedisRateLimiter, store: RedisIdempotencyStore
+    ) -> None:
+        self._limiter = limiter
+        self._store = store
+        self._admit = client.register_script(_ADMIT)
+
+    async def admit(
+        self,
+        *,
+        rate_key: str,
+        limit_per_minute: int,
+        tenant_id: str,
+        idempotency_key: str | None,
+        ttl_s: int,
+    ) -> Admission:
+        """See `Gate.admit`."""
+        if limit_per_minute < 1:
+            raise ValueError(f"limit_per_minute must be >= 1, got {limit_per_minute}")
+        if ttl_s < 1:
+            raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+        keys = [self._limiter.key(rate_key)]
+        if idempotency_key is not None:
+            keys.append(self._store.key(tenant_id, idempotency_key))
+        reply: Any = await self._admit(
+            keys=keys,
+            args=[self._limiter.window_us, limit_per_minute, uuid.uuid4().hex, PENDING, ttl_s],
+        )
+        allowed, remaining, retry_us = (int(x) for x in reply[:3])
+        earlier = reply[3] if len(reply) > 3 else None
+        if not allowed:
+            rate = RateDecision(allowed=False, remaining=0, retry_after_s=max(retry_us / 1e6, 1e-3))
+            return Admission(rate=rate, earlier=None)
+        rate = RateDecision(allowed=True, remaining=remaining, retry_after_s=0.0)
+        return Admission(rate=rate, earlier=None if earlier is None else _text(earlier))
 
 
 class RedisSubscription:
