@@ -137,3 +137,7 @@ class Health(BaseModel):
     instance: str
     map: str | None = None
     sites: int | None = None
+    region: str | None = Field(default=None, description="The region owned; None: standalone.")
+    national_registered: bool | None = Field(
+        default=None, description="Whether the national brain has this region registered."
+    )

@@ -31,4 +31,6 @@ async def readyz(brain: BrainDep) -> Health:
         instance=brain.settings.instance_id,
         map=placement.map.name,
         sites=len(placement.map.sites),
+        region=brain.settings.region,
+        national_registered=brain.national.registered.is_set() if brain.national else None,
     )

@@ -1,0 +1,55 @@
+"""Reading the brains' ledgers straight from their PostgreSQL databases."""
+
+from typing import Any
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+
+def _dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def rows(url: str, query: str, *args: Any) -> list[dict[str, Any]]:
+    connection = await asyncpg.connect(_dsn(url))
+    try:
+        return [dict(r) for r in await connection.fetch(query, *args)]
+    finally:
+        await connection.close()
+
+
+async def part(url: str, reservation_id: str) -> dict[str, Any] | None:
+    found = await rows(url, "SELECT * FROM peer_reservations WHERE id = $1", reservation_id)
+    if not found:
+        return None
+    links = await rows(
+        url,
+        "SELECT link_id FROM peer_reservation_links WHERE reservation_id = $1 ORDER BY link_id",
+        reservation_id,
+    )
+    return {**found[0], "links": [r["link_id"] for r in links]}
+
+
+async def used_mbps(url: str, link_ids: list[str]) -> dict[str, int]:
+    found = await rows(
+        url,
+        "SELECT link_id, mbps_used FROM link_capacity WHERE link_id = ANY($1::text[])",
+        link_ids,
+    )
+    return {r["link_id"]: r["mbps_used"] for r in found}
+
+
+async def site_used(url: str, site_id: str) -> dict[str, int]:
+    found = await rows(url, "SELECT * FROM site_capacity WHERE site_id = $1", site_id)
+    accelerators = await rows(
+        url, "SELECT model, used FROM site_accelerators WHERE site_id = $1", site_id
+    )
+    return {
+        "cpu_m": found[0]["cpu_m_used"],
+        "mem_mib": found[0]["mem_mib_used"],
+        **{r["model"]: r["used"] for r in accelerators},
+    }
+
+
+async def unreleased(url: str) -> list[dict[str, Any]]:
+    return await rows(url, "SELECT id, state FROM peer_reservations WHERE state <> 'released'")

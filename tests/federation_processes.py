@@ -1,0 +1,187 @@
+"""A federation of separate brain processes on loopback, each with its own PostgreSQL
+database, for end-to-end tests. Members can be killed (SIGKILL) and started again."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import httpx
+
+from cnbrain.v1 import national_pb2, national_pb2_grpc
+from processes import free_port
+
+READY_S = 90.0
+
+
+@dataclass
+class Member:
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log: Path
+    grpc_port: int
+    rest_port: int | None = None
+    process: "subprocess.Popen[bytes] | None" = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        assert self.rest_port is not None
+        return f"http://127.0.0.1:{self.rest_port}"
+
+
+class LocalFederation:
+    """The national brain and one regional brain per entry of `regions`."""
+
+    def __init__(
+        self,
+        *,
+        workdir: Path,
+        databases: dict[str, str],
+        redis_url: str,
+        admin_token: str,
+        regions: list[str],
+        national_env: dict[str, str] | None = None,
+        shared_env: dict[str, str] | None = None,
+    ) -> None:
+        self.admin_token = admin_token
+        taken: set[int] = set()
+
+        def port() -> int:
+            while (chosen := free_port()) in taken:
+                pass
+            taken.add(chosen)
+            return chosen
+
+        self.national_port = port()
+        base = {**os.environ, **(shared_env or {})}
+        self.members: dict[str, Member] = {
+            "national": Member(
+                name="national",
+                args=["brain", "national", "--log-level", "warning"],
+                env={
+                    **base,
+                    "CNBRAIN_DATABASE_URL": databases["national"],
+                    "CNBRAIN_GRPC_PORT": str(self.national_port),
+                    **(national_env or {}),
+                },
+                log=workdir / "national.log",
+                grpc_port=self.national_port,
+            )
+        }
+        for region in regions:
+            grpc_port, rest_port = port(), port()
+            self.members[region] = Member(
+                name=region,
+                args=["brain", "regional", "--log-level", "warning"],
+                env={
+                    **base,
+                    "CNBRAIN_DATABASE_URL": databases[region],
+                    "CNBRAIN_REDIS_URL": redis_url,
+                    "CNBRAIN_BUS_NAMESPACE": f"{region}-{os.getpid()}-{time.monotonic_ns()}",
+                    "CNBRAIN_REGION": region,
+                    "CNBRAIN_GRPC_PORT": str(grpc_port),
+                    "CNBRAIN_NATIONAL_ENDPOINT": f"127.0.0.1:{self.national_port}",
+                    "CNBRAIN_PORT": str(rest_port),
+                    "CNBRAIN_ADMIN_TOKEN": admin_token,
+                    "CNBRAIN_ADMIN_TOKEN_FILE": str(workdir / f"{region}-admin.token"),
+                    "CNBRAIN_SUMMARY_INTERVAL_S": "0.5",
+                },
+                log=workdir / f"{region}.log",
+                grpc_port=grpc_port,
+                rest_port=rest_port,
+            )
+        self.workdir = workdir
+
+    def start(self) -> None:
+        for name in self.members:
+            self.start_member(name, wait=name == "national")
+        for name in self.members:
+            self.wait_ready(name)
+
+    def start_member(self, name: str, *, wait: bool = True) -> None:
+        member = self.members[name]
+        log = member.log.open("ab")
+        member.process = subprocess.Popen(
+            [sys.executable, "-m", "cnbrain.cli.main", *member.args],
+            env=member.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+        )
+        if wait:
+            self.wait_ready(name)
+
+    def wait_ready(self, name: str) -> None:
+        member = self.members[name]
+        deadline = time.monotonic() + READY_S
+        while time.monotonic() < deadline:
+            assert member.process is not None
+            if member.process.poll() is not None:
+                raise RuntimeError(f"{name} exited:\n{member.log.read_text(errors='replace')}")
+            if self._ready(member):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{name} not ready in {READY_S} s:\n{member.log.read_text()}")
+
+    def wait_registered(self, timeout_s: float = 30.0) -> None:
+        """Until every regional brain says the national brain has it registered."""
+        deadline = time.monotonic() + timeout_s
+        pending = [m for m in self.members.values() if m.rest_port is not None]
+        while pending and time.monotonic() < deadline:
+            pending = [m for m in pending if not self._registered(m)]
+            time.sleep(0.2)
+        if pending:
+            raise RuntimeError(f"not registered: {[m.name for m in pending]}")
+
+    def kill(self, name: str) -> None:
+        process = self.members[name].process
+        assert process is not None
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop(self) -> None:
+        for member in self.members.values():
+            if member.process is not None and member.process.poll() is None:
+                member.process.terminate()
+        for member in self.members.values():
+            if member.process is None:
+                continue
+            try:
+                member.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                member.process.kill()
+
+    def _ready(self, member: Member) -> bool:
+        if member.rest_port is None:
+            return _grpc_serving(member.grpc_port, member.env.get("CNBRAIN_PEER_TOKEN"))
+        try:
+            return httpx.get(f"{member.url}/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _registered(self, member: Member) -> bool:
+        try:
+            answer = httpx.get(f"{member.url}/readyz", timeout=1)
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200 and answer.json().get("national_registered") is True
+
+
+def _grpc_serving(port: int, token: str | None) -> bool:
+    """Whether the national brain answers a call: registering no region is refused with
+    INVALID_ARGUMENT once it serves."""
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = national_pb2_grpc.NationalBrainServiceStub(channel)
+        try:
+            stub.RegisterRegion(
+                national_pb2.RegisterRegionRequest(region_id=""), timeout=1, metadata=metadata
+            )
+        except grpc.RpcError as error:
+            return bool(error.code() == grpc.StatusCode.INVALID_ARGUMENT)
+        return True
