@@ -1,10 +1,10 @@
-# The two commands of the README: `make demo` and `make test`. Both set up what they need.
+# The two commands of the README: `make up` and `make test`. Both set up what they need.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: demo brain test lint bench clean
+.PHONY: up demo brain test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip check
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+up: $(STAMP)
+	$(BIN)/cnbrain up
 
 demo: $(STAMP)
 	$(BIN)/cnbrain map show --map china

@@ -154,3 +154,23 @@ def bench_api(args: argparse.Namespace) -> int:
     )
     print(json.dumps(figures.as_dict(), indent=2))
     return 0
+
+
+def bench_federation(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from cnbrain.bench.federation import bench_federation as run
+    from cnbrain.cli.rest import token_of
+
+    figures = asyncio.run(
+        run(
+            url=args.url,
+            staff_token=token_of(args),
+            map_spec=args.map,
+            requests=args.requests,
+            concurrency=args.concurrency,
+            seed=args.seed,
+        )
+    )
+    print(json.dumps(figures.as_dict(), indent=2))
+    return 0

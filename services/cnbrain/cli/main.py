@@ -83,6 +83,15 @@ def _parser() -> argparse.ArgumentParser:
 
     add_connection_options(api)
     api.set_defaults(run=commands.bench_api)
+    federated = bench.add_parser(
+        "federation", help="cross-region decisions/s and latency on a running `cnbrain up`"
+    )
+    federated.add_argument("--requests", type=int, default=500)
+    federated.add_argument("--concurrency", type=int, default=16)
+    federated.add_argument("--seed", type=int, default=7)
+    federated.add_argument("--map", default="china", help="the federation's map")
+    add_connection_options(federated)
+    federated.set_defaults(run=commands.bench_federation)
     _add_service_commands(sub)
     from cnbrain.cli.trace import add_trace_commands
 
