@@ -32,6 +32,7 @@ lint: $(STAMP)
 
 test: lint
 	bash scripts/services.sh
+	bash scripts/slurm.sh start
 	bash scripts/tools.sh
 	$(BIN)/pytest
 

@@ -1,0 +1,137 @@
+"""What a backend is given (`JobSpec`) and what it tells back (`JobStatus`, `JobAccounting`)."""
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Self
+
+from pydantic import AwareDatetime, Field, field_validator, model_validator
+
+from cnbrain.domain.model import DomainModel
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JobState(StrEnum):
+    """The closed set of job states every backend reports.
+
+    PENDING and RUNNING and SUSPENDED are live; the others are final (`is_final`). A scheduler's
+    finer states map onto these; `JobStatus.backend_state` keeps the scheduler's own word.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+
+    @property
+    def is_final(self) -> bool:
+        """True when the job will never change state again."""
+        return self not in _LIVE
+
+
+_LIVE = frozenset({JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED})
+
+
+class JobSpec(DomainModel):
+    """One job to run on a site's scheduler, on behalf of one placement request.
+
+    The job runs `command` with `/bin/sh` (or with the interpreter of its own `#!` line) in
+    `working_directory`, as the scheduler account the backend authenticates as. It gets
+    `cpus` cores and `memory_mib` MiB on one node, `gpus` GPUs (of `gpu_type`, the accelerator
+    model as the site names it, when given), and is stopped by the scheduler after
+    `time_limit_s` seconds (a scheduler that counts in minutes rounds up). `environment` is its
+    whole environment besides what the backend adds (PATH when not given, CNBRAIN_REQUEST_ID).
+    `output_path` receives its standard output and error; None leaves that to the backend.
+    `expected_runtime_s` is the submitter's estimate: schedulers ignore it, the simulator runs
+    the job this long unless its command says otherwise (see `cnbrain.execution.simulator`).
+    """
+
+    request_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+    name: str = Field(default="job", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    command: str = Field(min_length=1)
+    cpus: int = Field(default=1, strict=True, ge=1)
+    memory_mib: int = Field(default=512, strict=True, ge=1)
+    gpus: int = Field(default=0, strict=True, ge=0)
+    gpu_type: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    time_limit_s: int = Field(strict=True, ge=1)
+    environment: dict[str, str] = Field(default_factory=dict)
+    working_directory: str = Field(default="/tmp", pattern=r"^/")
+    output_path: str | None = Field(default=None, pattern=r"^/")
+    expected_runtime_s: float | None = Field(default=None, ge=0)
+
+    @field_validator("environment")
+    @classmethod
+    def _names_are_shell_names(cls, environment: dict[str, str]) -> dict[str, str]:
+        bad = sorted(name for name in environment if not _ENV_NAME.match(name))
+        if bad:
+            raise ValueError(f"environment names must be shell variable names: {bad}")
+        return environment
+
+    @model_validator(mode="after")
+    def _gpu_type_needs_gpus(self) -> Self:
+        if self.gpu_type is not None and self.gpus == 0:
+            raise ValueError("gpu_type is given but gpus is 0")
+        return self
+
+
+class JobStatus(DomainModel):
+    """A job's state as its backend reports it now.
+
+    `exit_code` is the job's exit status once it exited by itself (None before, or when it was
+    killed by a signal: then `signal` is set). Times are UTC; `ended_at` is set only in a final
+    state. `reason` is the scheduler's reason for the state ("" when it gives none), `message`
+    one line for people that names the backend (a simulator's always says it is simulated).
+    """
+
+    job_id: str
+    request_id: str | None
+    state: JobState
+    backend_state: str
+    reason: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    submitted_at: AwareDatetime | None = None
+    started_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
+    message: str
+
+
+class JobAccounting(DomainModel):
+    """A job's record in its backend's own accounting.
+
+    `elapsed_s` is the run time as that accounting counts it, `suspended_s` the part it counts
+    as suspended; `cpus`, `memory_mib` and `gpus` are what was allocated, `tres` every
+    allocated trackable resource by the scheduler's own names (Slurm: cpu, mem in MiB, node,
+    billing, gres/gpu, ...), `cpu_time_s` the CPU time the job's processes used. `ended_at` and
+    `exit_code` are None while the job runs, and `exit_code` also when the accounting cannot
+    tell it (see docs/execution.md). `source` names the accounting.
+    """
+
+    job_id: str
+    request_id: str | None
+    state: JobState
+    backend_state: str
+    submitted_at: AwareDatetime | None
+    started_at: AwareDatetime | None
+    ended_at: AwareDatetime | None
+    elapsed_s: float = Field(ge=0)
+    suspended_s: float = Field(default=0.0, ge=0)
+    cpus: int = Field(ge=0)
+    memory_mib: int = Field(ge=0)
+    gpus: int = Field(default=0, ge=0)
+    tres: dict[str, int] = Field(default_factory=dict)
+    cpu_time_s: float = Field(default=0.0, ge=0)
+    exit_code: int | None = None
+    signal: int | None = None
+    source: str
+
+
+def utc_from_epoch(seconds: float | None) -> datetime | None:
+    """A POSIX time as an aware UTC datetime; None for None and for 0 (schedulers' "unset")."""
+    if not seconds:
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC)
