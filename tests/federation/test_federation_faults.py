@@ -13,12 +13,12 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from federations import make_federation
 from ledgers import rows, unreleased
 from test_federation_placement import GPU_REQUEST, cancel, submit
 
 from cnbrain.rpc.certs import write_certificates
 from cnbrain.v1 import national_pb2, national_pb2_grpc
-from conftest import make_federation
 from databases import create_postgres_database, drop_postgres_database
 from federation_processes import LocalFederation
 from processes import free_port

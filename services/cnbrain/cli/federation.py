@@ -95,18 +95,37 @@ def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
     up.add_argument("--map", default="china")
     up.add_argument("--data-dir", default=".cnbrain", help="databases and the admin key")
     up.add_argument("--tls", action="store_true", help="TLS with client certificates")
+    up.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="a PostgreSQL server (postgresql://user@host:port/db): each brain gets its own "
+        "database cnbrain_NAME there, created when missing; default: SQLite files",
+    )
+    up.add_argument("--redis-url", help="Redis for the regional brains (default: in-process)")
     up.set_defaults(run=run_up)
 
 
-def federation_members(region_ids: list[str], data_dir: Path, map_name: str) -> list[Member]:
-    """The national brain and one regional brain per region, on loopback ports."""
+def federation_members(
+    region_ids: list[str],
+    data_dir: Path,
+    map_name: str,
+    databases: dict[str, str] | None = None,
+) -> list[Member]:
+    """The national brain and one regional brain per region, on loopback ports; each brain
+    on `databases[name]`, or a SQLite file in `data_dir`."""
     national_endpoint = f"127.0.0.1:{NATIONAL_GRPC_PORT}"
+
+    def database(name: str) -> str:
+        if databases is not None:
+            return databases[name]
+        return f"sqlite+aiosqlite:///{data_dir / f'{name}.db'}"
+
     members = [
         Member(
             name="national",
             command=["brain", "national"],
             environment={
-                "CNBRAIN_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / 'national.db'}",
+                "CNBRAIN_DATABASE_URL": database("national"),
                 "CNBRAIN_GRPC_PORT": str(NATIONAL_GRPC_PORT),
                 "CNBRAIN_MAP": map_name,
             },
@@ -122,9 +141,10 @@ def federation_members(region_ids: list[str], data_dir: Path, map_name: str) -> 
                 name=region,
                 command=["brain", "regional"],
                 environment={
-                    "CNBRAIN_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / f'{region}.db'}",
+                    "CNBRAIN_DATABASE_URL": database(region),
                     "CNBRAIN_MAP": map_name,
                     "CNBRAIN_REGION": region,
+                    "CNBRAIN_BUS_NAMESPACE": f"federation-{region}",
                     "CNBRAIN_GRPC_PORT": str(grpc_port),
                     "CNBRAIN_NATIONAL_ENDPOINT": national_endpoint,
                     "CNBRAIN_PORT": str(rest_port),
@@ -164,7 +184,15 @@ def run_up(args: argparse.Namespace) -> int:
         if not (tls_dir / "ca.pem").exists():
             write_certificates(tls_dir, ["national", *cmap.regions])
         shared["CNBRAIN_TLS_DIR"] = str(tls_dir)
-    members = federation_members(sorted(cmap.regions), data_dir, args.map)
+    regions = sorted(cmap.regions)
+    databases = (
+        asyncio.run(_postgres_databases(args.postgres, ["national", *regions]))
+        if args.postgres
+        else None
+    )
+    if args.redis_url:
+        shared["CNBRAIN_REDIS_URL"] = args.redis_url
+    members = federation_members(regions, data_dir, args.map, databases)
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
     try:
         for member in members:
@@ -194,6 +222,32 @@ def run_up(args: argparse.Namespace) -> int:
         return 0
     finally:
         _stop_all(processes)
+
+
+async def _postgres_databases(server: str, names: list[str]) -> dict[str, str]:
+    """URL of database cnbrain_NAME on `server` for every name, created when missing."""
+    import asyncpg  # type: ignore[import-untyped]
+    from sqlalchemy.engine import make_url
+
+    base = make_url(server)
+    connection = await asyncpg.connect(
+        base.set(drivername="postgresql").render_as_string(hide_password=False)
+    )
+    try:
+        urls = {}
+        for name in names:
+            database = f"cnbrain_{name}"
+            exists = await connection.fetchval(
+                "SELECT 1 FROM pg_database WHERE datname = $1", database
+            )
+            if not exists:
+                await connection.execute(f'CREATE DATABASE "{database}"')
+            urls[name] = base.set(
+                drivername="postgresql+asyncpg", database=database
+            ).render_as_string(hide_password=False)
+        return urls
+    finally:
+        await connection.close()
 
 
 def _wait_port(port: int, process: "subprocess.Popen[bytes]") -> None:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
@@ -106,4 +107,25 @@ def claim_of(message: ledger_pb2.PrepareRequest) -> PeerClaim:
         link_ids=tuple(message.link_ids),
         mbps=message.mbps,
         counts_quota=message.count_quota,
+    )
+
+
+def reservation_of(claim: PeerClaim, *, arrays: MapArrays, links: Mapping[str, int]) -> Reservation:
+    """The engine form of a part, to adjust a cached snapshot by it. A network-only part
+    takes zero compute (on site 0)."""
+    site = arrays.map.site_index[claim.site_id] if claim.site_id else 0
+    column = arrays.accelerator_column.get(claim.accelerator_model or "", -1)
+    return Reservation(
+        id=claim.reservation_id,
+        request_id=claim.request_id,
+        compute=ComputeClaim(
+            site=site,
+            cpu_m=claim.cpu_m if claim.site_id else 0,
+            mem_mib=claim.mem_mib if claim.site_id else 0,
+            storage_gib=claim.storage_gib if claim.site_id else 0,
+            acc_column=column if claim.site_id else -1,
+            acc_count=claim.accelerator_count if claim.site_id and column >= 0 else 0,
+        ),
+        links=tuple(links[link_id] for link_id in claim.link_ids),
+        mbps=claim.mbps,
     )

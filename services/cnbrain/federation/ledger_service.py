@@ -11,14 +11,15 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from typing_extensions import override
 
-from cnbrain.federation.codec import claim_of
+from cnbrain.federation.codec import claim_of, reservation_of
 from cnbrain.federation.ownership import Ownership, link_index
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import peer_ledger
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
@@ -33,20 +34,32 @@ MIN_TTL_MS = 100
 MAX_TTL_MS = 600_000
 
 
+class CapacityWatch(Protocol):
+    """How a brain keeps its cached snapshot current around its own ledger changes."""
+
+    def begin_local_change(self) -> None: ...
+
+    def end_local_change(self, reservation: Reservation | None) -> None: ...
+
+    def capacity_changed(self) -> None: ...
+
+
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     """`view()` gives the current map arrays and ownership (they change when the map is
-    reloaded); `changed(committed)` is called after every call that changed capacity."""
+    reloaded). A prepare is bracketed by `watch.begin_local_change()` and
+    `watch.end_local_change(what it took, or None)`; a release calls `watch.capacity_changed()`.
+    """
 
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
         *,
         view: Callable[[], tuple[MapArrays, Ownership]],
-        changed: Callable[[], None],
+        watch: CapacityWatch,
     ) -> None:
         self._sessions = sessions
         self._view = view
-        self._changed = changed
+        self._watch = watch
 
     @override
     async def Prepare(
@@ -57,14 +70,18 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         claim = claim_of(request)
         expires_at = utcnow() + timedelta(milliseconds=request.ttl_ms)
+        arrays, _ = self._view()
+        taken: Reservation | None = None
+        self._watch.begin_local_change()
         try:
             async with self._sessions.begin() as session:
-                await peer_ledger.prepare(session, claim=claim, expires_at=expires_at)
-        except (CapacityConflict, QuotaExceeded) as short:
-            return ledger_pb2.PrepareResponse(prepared=False, reason=str(short))
-        except LedgerStoreError as wrong:
-            return ledger_pb2.PrepareResponse(prepared=False, reason=str(wrong))
-        self._changed()
+                fresh = await peer_ledger.prepare(session, claim=claim, expires_at=expires_at)
+            if fresh:
+                taken = reservation_of(claim, arrays=arrays, links=link_index(arrays))
+        except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
+            return ledger_pb2.PrepareResponse(prepared=False, reason=str(refused))
+        finally:
+            self._watch.end_local_change(taken)
         return ledger_pb2.PrepareResponse(prepared=True)
 
     @override
@@ -89,7 +106,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         async with self._sessions.begin() as session:
             released = await peer_ledger.release(session, reservation_id=request.reservation_id)
         if released:
-            self._changed()
+            self._watch.capacity_changed()
         return ledger_pb2.ReleaseResponse(released=released)
 
     def _refusal(self, request: ledger_pb2.PrepareRequest) -> str | None:

@@ -1,6 +1,9 @@
 """Which sites and links a brain owns, and its view of free capacity limited to them."""
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -58,5 +61,7 @@ class Ownership:
         )
 
 
-def link_index(arrays: MapArrays) -> dict[str, int]:
-    return {link.id: j for j, link in enumerate(arrays.map.links)}
+@functools.lru_cache(maxsize=4)
+def link_index(arrays: MapArrays) -> Mapping[str, int]:
+    """Link id -> index in `arrays`; computed once per map."""
+    return MappingProxyType({link.id: j for j, link in enumerate(arrays.map.links)})

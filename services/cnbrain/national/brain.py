@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
 from cnbrain.federation.ownership import Ownership
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
@@ -99,8 +100,19 @@ class NationalBrain:
         return snapshot
 
     def capacity_changed(self) -> None:
+        """Forget the cached snapshot, and any read of it that began before this call."""
         self._generation += 1
         self._snapshot = None
+
+    def begin_local_change(self) -> None:
+        """Call before a transaction that reserves: reads overlapping it are not cached."""
+        self._generation += 1
+
+    def end_local_change(self, reservation: Reservation | None) -> None:
+        """Call after it, with what it took (None: nothing); the cached snapshot takes it."""
+        self._generation += 1
+        if reservation is not None and self._snapshot is not None:
+            self._snapshot = self._snapshot.adjusted(reservation, taken=True)
 
     def _register(self, server: "object") -> list[str]:
         import grpc
@@ -108,7 +120,7 @@ class NationalBrain:
         assert isinstance(server, grpc.aio.Server)
         national_pb2_grpc.add_NationalBrainServiceServicer_to_server(NationalServicer(self), server)
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-            LedgerServicer(self.sessions, view=self.view, changed=self.capacity_changed), server
+            LedgerServicer(self.sessions, view=self.view, watch=self), server
         )
         return [
             national_pb2.DESCRIPTOR.services_by_name["NationalBrainService"].full_name,

@@ -13,7 +13,7 @@ region that failed. Parts a crashed brain prepared expire there by themselves.
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -24,7 +24,13 @@ import numpy as np
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.federation.codec import WireError, graph_path, prepare_message, request_json
+from cnbrain.federation.codec import (
+    WireError,
+    graph_path,
+    prepare_message,
+    request_json,
+    reservation_of,
+)
 from cnbrain.federation.ownership import link_index
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
@@ -350,12 +356,17 @@ class CrossRegionPlacer:
         if part.region is None:
             brain = self._brain
             expires_at = utcnow() + _ms(ttl_ms)
+            arrays = brain.engine.arrays
+            taken: Reservation | None = None
+            brain.begin_local_change()
             try:
                 async with brain.sessions.begin() as session:
-                    await peer_ledger.prepare(session, claim=part.claim, expires_at=expires_at)
+                    if await peer_ledger.prepare(session, claim=part.claim, expires_at=expires_at):
+                        taken = reservation_of(part.claim, arrays=arrays, links=link_index(arrays))
             except (CapacityConflict, QuotaExceeded, LedgerStoreError) as short:
                 return str(short)
-            brain.capacity_changed()
+            finally:
+                brain.end_local_change(taken)
             return None
         answer = await part.region.ledger.Prepare(
             prepare_message(part.claim, ttl_ms=ttl_ms),
@@ -451,7 +462,7 @@ def _owners(decision: dict[str, object] | None) -> list[str]:
     return list(dict.fromkeys(s.owner for s in parsed.path.segments))
 
 
-def _indices(link_ids: Sequence[str], links: dict[str, int]) -> list[int]:
+def _indices(link_ids: Sequence[str], links: Mapping[str, int]) -> list[int]:
     return [links[link_id] for link_id in link_ids]
 
 

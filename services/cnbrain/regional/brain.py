@@ -29,7 +29,12 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import EngineConfig
-from cnbrain.regional.federation import NationalLink, RegionalServicer, stop_task
+from cnbrain.regional.federation import (
+    AnnouncingWatch,
+    NationalLink,
+    RegionalServicer,
+    stop_task,
+)
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.settings import Settings
 from cnbrain.rpc.server import RunningServer, start_server
@@ -126,7 +131,7 @@ class Brain:
     def _register_services(self, server: grpc.aio.Server) -> list[str]:
         regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(RegionalServicer(self), server)
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-            LedgerServicer(self.sessions, view=self.view, changed=self.peer_changed), server
+            LedgerServicer(self.sessions, view=self.view, watch=AnnouncingWatch(self)), server
         )
         return [
             regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name,
@@ -136,6 +141,10 @@ class Brain:
     def peer_changed(self) -> None:
         """A peer's call changed capacity here: forget the snapshot, tell the replicas."""
         self.capacity_changed()
+        self.announce_soon()
+
+    def announce_soon(self) -> None:
+        """`announce("capacity")` in the background."""
         task = asyncio.get_running_loop().create_task(self.announce("capacity"))
         self._federation_tasks.append(task)
         task.add_done_callback(self._federation_tasks.remove)

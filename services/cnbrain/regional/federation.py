@@ -19,6 +19,7 @@ from typing_extensions import override
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
 from cnbrain.placement.errors import RequestError
@@ -145,6 +146,25 @@ def _free(snapshot: Snapshot, site: int, request: PlacementRequest) -> common_pb
         accelerator_model=model or "",
         accelerator_count=int(snapshot.free_acc[site, column]) if column is not None else 0,
     )
+
+
+class AnnouncingWatch:
+    """The brain's snapshot bookkeeping around a peer's ledger call, telling the replicas
+    when capacity changed."""
+
+    def __init__(self, brain: "Brain") -> None:
+        self._brain = brain
+
+    def begin_local_change(self) -> None:
+        self._brain.begin_local_change()
+
+    def end_local_change(self, reservation: Reservation | None) -> None:
+        self._brain.end_local_change(reservation)
+        if reservation is not None:
+            self._brain.announce_soon()
+
+    def capacity_changed(self) -> None:
+        self._brain.peer_changed()
 
 
 class NationalLink:

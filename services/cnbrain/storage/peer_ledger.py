@@ -76,17 +76,16 @@ class PeerClaim:
         )
 
 
-async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> None:
-    """Take `claim` as a prepared part that lapses at `expires_at`.
-
-    A part already prepared or held under the same id is left as it is. Raises
+async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> bool:
+    """Take `claim` as a prepared part that lapses at `expires_at`; True when this call took
+    it, False when a part prepared or held under the same id was left as it is. Raises
     CapacityConflict or QuotaExceeded (something is short), or LedgerStoreError (the id was
     released, or names other amounts; a malformed claim).
     """
     earlier = await session.get(PeerReservation, claim.reservation_id, populate_existing=True)
     if earlier is not None:
         _check_same(earlier, claim)
-        return
+        return False
     plain = claim.as_claim()
     ledger_store._validate(plain)
     links = sorted(claim.link_ids)
@@ -125,6 +124,7 @@ async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: dateti
             insert(PeerReservationLink),
             [{"reservation_id": claim.reservation_id, "link_id": link} for link in links],
         )
+    return True
 
 
 async def commit(
