@@ -39,6 +39,9 @@ ESCALATION_DEADLINE_S = 15.0
 
 UNAVAILABLE_POLICY = "federation"
 
+SUMMARY_STREAM_S = 300.0
+"""Deadline of one summary stream; a new one (registering again) follows at once."""
+
 
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     def __init__(self, brain: "Brain") -> None:
@@ -183,16 +186,18 @@ class NationalLink:
         await self._channel.close()
 
     async def run(self) -> None:
-        """Register, then stream summaries; after any failure, wait and start again."""
-        brain = self._brain
-        interval = brain.settings.summary_interval_s
+        """Register, then stream summaries (a new stream every SUMMARY_STREAM_S); after a
+        failure, wait `summary_interval_s` and register again."""
+        interval = self._brain.settings.summary_interval_s
         while True:
             try:
                 await self._register()
-                await self._stub.ReportSummaries(self._summaries(interval))
-            except asyncio.CancelledError:
-                raise
+                await self._stub.ReportSummaries(
+                    self._summaries(interval), timeout=SUMMARY_STREAM_S
+                )
             except grpc.aio.AioRpcError as error:
+                if self.registered.is_set() and error.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                    continue
                 self.registered.clear()
                 log.warning(
                     "national brain: %s (%s); retrying in %.1f s",
@@ -235,6 +240,7 @@ class NationalLink:
 
     async def _register(self) -> None:
         brain = self._brain
+        self.registered.clear()
         await self._stub.RegisterRegion(
             national_pb2.RegisterRegionRequest(
                 region_id=brain.region_id,

@@ -1,0 +1,184 @@
+"""The peer ledger on PostgreSQL and SQLite: prepare, commit, release and expiry of the parts
+of cross-brain reservations, all idempotent and exact."""
+
+from datetime import timedelta
+
+import pytest
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.storage import ledger_store, peer_ledger
+from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
+from cnbrain.storage.models import utcnow
+from cnbrain.storage.peer_ledger import PeerClaim
+from cnbrain.storage.tenants import create_tenant, set_quota
+
+pytestmark = pytest.mark.asyncio
+
+Sessions = async_sessionmaker[AsyncSession]
+TENANT = "acme"
+LATER = timedelta(minutes=5)
+
+
+@pytest_asyncio.fixture
+async def ledger(sessions: Sessions, seeded: MapArrays) -> MapArrays:
+    async with sessions.begin() as session:
+        await create_tenant(session, tenant_id=TENANT, name="Acme")
+    return seeded
+
+
+def _part(arrays: MapArrays, reservation_id: str, **changes: object) -> PeerClaim:
+    """4 cores, 2 x A100 on the first site and 200 Mbps on its links; no quota."""
+    site = arrays.map.sites[0]
+    links = tuple(sorted(link.id for link in arrays.map.links if site.id in (link.a, link.b)))
+    values: dict[str, object] = {
+        "reservation_id": reservation_id,
+        "request_id": f"req-{reservation_id}",
+        "tenant_id": TENANT,
+        "site_id": site.id,
+        "cpu_m": 4000,
+        "mem_mib": 8192,
+        "storage_gib": 10,
+        "accelerator_model": "A100",
+        "accelerator_count": 2,
+        "link_ids": links,
+        "mbps": 200,
+        "counts_quota": False,
+    }
+    values.update(changes)
+    return PeerClaim(**values)  # type: ignore[arg-type]
+
+
+async def _snapshot(sessions: Sessions, arrays: MapArrays) -> Snapshot:
+    async with sessions() as session:
+        return await ledger_store.load_snapshot(session, arrays=arrays)
+
+
+async def _prepare(sessions: Sessions, part: PeerClaim, expires_in: timedelta = LATER) -> bool:
+    async with sessions.begin() as session:
+        return await peer_ledger.prepare(session, claim=part, expires_at=utcnow() + expires_in)
+
+
+async def test_prepare_takes_the_part_once_and_release_gives_it_back_once(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    before = await _snapshot(sessions, ledger)
+    part = _part(ledger, "rsv-1")
+
+    assert await _prepare(sessions, part) is True
+    assert await _prepare(sessions, part) is False
+    taken = await _snapshot(sessions, ledger)
+    link = ledger.map.links.index(next(lk for lk in ledger.map.links if lk.id == part.link_ids[0]))
+    assert taken.free_cpu_m[0] == before.free_cpu_m[0] - 4000
+    assert taken.free_acc[0, ledger.accelerator_column["A100"]] == (
+        before.free_acc[0, ledger.accelerator_column["A100"]] - 2
+    )
+    assert taken.residual_mbps[link] == before.residual_mbps[link] - 200
+
+    async with sessions.begin() as session:
+        assert await peer_ledger.release(session, reservation_id="rsv-1") is True
+    async with sessions.begin() as session:
+        assert await peer_ledger.release(session, reservation_id="rsv-1") is False
+    after = await _snapshot(sessions, ledger)
+    assert (after.free_cpu_m == before.free_cpu_m).all()
+    assert (after.residual_mbps == before.residual_mbps).all()
+    assert (after.free_acc == before.free_acc).all()
+
+
+async def test_a_repeated_prepare_with_other_amounts_or_after_release_is_refused(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    await _prepare(sessions, _part(ledger, "rsv-2"))
+
+    with pytest.raises(LedgerStoreError, match="other amounts"):
+        await _prepare(sessions, _part(ledger, "rsv-2", cpu_m=8000))
+    async with sessions.begin() as session:
+        await peer_ledger.release(session, reservation_id="rsv-2")
+    with pytest.raises(LedgerStoreError, match="released already"):
+        await _prepare(sessions, _part(ledger, "rsv-2"))
+
+
+async def test_prepare_refuses_what_does_not_fit_and_takes_nothing(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    before = await _snapshot(sessions, ledger)
+    too_many = int(before.free_acc[0, ledger.accelerator_column["A100"]]) + 1
+
+    with pytest.raises(CapacityConflict, match="A100"):
+        await _prepare(sessions, _part(ledger, "rsv-3", accelerator_count=too_many))
+
+    after = await _snapshot(sessions, ledger)
+    assert (after.free_cpu_m == before.free_cpu_m).all()
+    assert (after.residual_mbps == before.residual_mbps).all()
+    async with sessions() as session:
+        assert await peer_ledger.get(session, reservation_id="rsv-3") is None
+
+
+async def test_a_network_only_part_counting_the_quota_is_held_to_the_quota(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    async with sessions.begin() as session:
+        await set_quota(session, tenant_id=TENANT, limit_accelerators=3)
+    source = _part(ledger, "rsv-4", site_id=None, counts_quota=True)
+    before = await _snapshot(sessions, ledger)
+
+    await _prepare(sessions, source)
+    with pytest.raises(QuotaExceeded, match="accelerators"):
+        await _prepare(sessions, _part(ledger, "rsv-5", site_id=None, counts_quota=True))
+
+    after = await _snapshot(sessions, ledger)
+    assert (after.free_cpu_m == before.free_cpu_m).all(), "a network-only part takes no compute"
+    async with sessions.begin() as session:
+        await peer_ledger.release(session, reservation_id="rsv-4")
+    await _prepare(sessions, _part(ledger, "rsv-5", site_id=None, counts_quota=True))
+
+
+async def test_commit_holds_a_prepared_part_and_records_the_decision(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    await _prepare(sessions, _part(ledger, "rsv-6"))
+
+    for _ in range(2):
+        async with sessions.begin() as session:
+            reason = await peer_ledger.commit(
+                session, reservation_id="rsv-6", decision={"site": "x"}, request={"id": "r"}
+            )
+        assert reason is None
+    async with sessions.begin() as session:
+        assert await peer_ledger.expire(session, now=utcnow() + 2 * LATER) == []
+        record = await peer_ledger.get(session, reservation_id="rsv-6")
+    assert record is not None and record.state == "held" and record.decision == {"site": "x"}
+
+
+async def test_an_expired_part_is_released_by_expire_and_cannot_be_committed(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    before = await _snapshot(sessions, ledger)
+    await _prepare(sessions, _part(ledger, "rsv-7"), expires_in=timedelta(seconds=1))
+    later = utcnow() + timedelta(seconds=5)
+
+    async with sessions.begin() as session:
+        reason = await peer_ledger.commit(
+            session, reservation_id="rsv-7", decision=None, request=None, now=later
+        )
+    assert reason is not None and "expired" in reason
+    async with sessions.begin() as session:
+        assert await peer_ledger.expire(session, now=later) == ["rsv-7"]
+    async with sessions.begin() as session:
+        reason = await peer_ledger.commit(
+            session, reservation_id="rsv-7", decision=None, request=None
+        )
+    assert reason is not None and "released" in reason
+    after = await _snapshot(sessions, ledger)
+    assert (after.free_cpu_m == before.free_cpu_m).all()
+    assert (after.residual_mbps == before.residual_mbps).all()
+
+
+async def test_commit_of_an_unknown_part_says_so(sessions: Sessions, ledger: MapArrays) -> None:
+    async with sessions.begin() as session:
+        reason = await peer_ledger.commit(
+            session, reservation_id="rsv-none", decision=None, request=None
+        )
+    assert reason is not None and "never prepared" in reason
