@@ -69,6 +69,7 @@ class NationalBrain:
         self._tasks.append(
             asyncio.create_task(expire_forever(self.sessions, changed=self.capacity_changed))
         )
+        self._tasks.append(asyncio.create_task(self.placer.retry_releases_forever()))
         if self.settings.grpc_port is not None:
             self.server = await start_server(
                 address=f"{self.settings.grpc_host}:{self.settings.grpc_port}",

@@ -11,7 +11,6 @@ region that failed. Parts a crashed brain prepared expire there by themselves.
 """
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +83,7 @@ class CrossRegionPlacer:
     def __init__(self, brain: "NationalBrain") -> None:
         self._brain = brain
         self._inflight: dict[str, asyncio.Future[Decision]] = {}
+        self._unreleased: set[tuple[str, str, str]] = set()
 
     async def place(self, request: PlacementRequest, source_region: str) -> Decision:
         """A placed decision whose reservation is committed in every owner, or a rejection
@@ -417,9 +417,18 @@ class CrossRegionPlacer:
             *(self._release_in(p.owner, p.claim.reservation_id, reason) for p in parts)
         )
 
+    async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
+        """Release again, every `interval_s`, the parts a region could not release when
+        asked (it was down or unreachable), until each is released. Until cancelled."""
+        while True:
+            await asyncio.sleep(interval_s)
+            for owner, reservation_id, reason in list(self._unreleased):
+                self._unreleased.discard((owner, reservation_id, reason))
+                await self._release_in(owner, reservation_id, reason)
+
     async def _release_in(self, owner: str, reservation_id: str, reason: str) -> None:
-        """Best effort: a part that cannot be released now is prepared and expires in its
-        brain, or is held and is released when that brain's release is retried."""
+        """A part that cannot be released now is released by `retry_releases_forever` once
+        its brain answers (a prepared one also expires there by itself)."""
         brain = self._brain
         if owner == NATIONAL_OWNER:
             async with brain.sessions.begin() as session:
@@ -428,13 +437,16 @@ class CrossRegionPlacer:
                 brain.capacity_changed()
             return
         region = brain.directory.get(owner)
-        if region is None:
-            return
-        with contextlib.suppress(grpc.aio.AioRpcError):
+        try:
+            if region is None:
+                raise LookupError(f"region {owner!r} is not registered")
             await region.ledger.Release(
                 ledger_pb2.ReleaseRequest(reservation_id=reservation_id, reason=reason),
                 timeout=brain.settings.call_deadline_s,
             )
+        except (grpc.aio.AioRpcError, LookupError) as error:
+            log.warning("release of %s in %s failed (%s); will retry", reservation_id, owner, error)
+            self._unreleased.add((owner, reservation_id, reason))
 
     async def _committed(self, request_id: str) -> Decision | None:
         async with self._brain.sessions() as session:
