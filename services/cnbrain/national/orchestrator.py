@@ -12,6 +12,7 @@ region that failed. Parts a crashed brain prepared expire there by themselves.
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -146,15 +147,28 @@ class CrossRegionPlacer:
         regions = brain.directory.choose(request, brain.settings.top_regions, exclude=excluded)
         if not regions:
             raise AttemptError("no registered region has free capacity for the request")
+        started = time.perf_counter()
         answers = await self._ask(request, source, regions)
+        asked = time.perf_counter()
         notes.extend(answers.notes)
         decision = await self._decide(request, answers)
+        decided = time.perf_counter()
         if decision.status is DecisionStatus.REJECTED:
             return self._rejected(request, "; ".join([decision.reason or "", *notes]).strip("; "))
         reservation = brain.engine.reservation_for(request, decision)
-        decision = decision.model_copy(update={"reservation_id": reservation.id})
         parts = self._parts(request, decision, reservation)
         await self._prepare(parts)
+        prepared = time.perf_counter()
+        decision = _annotated(
+            decision,
+            reservation_id=reservation.id,
+            regions=[r.id for r in regions],
+            timings_ms={
+                "federation_ask": (asked - started) * 1000,
+                "federation_decide": (decided - asked) * 1000,
+                "federation_prepare": (prepared - decided) * 1000,
+            },
+        )
         if brain.settings.commit_delay_ms:
             await asyncio.sleep(brain.settings.commit_delay_ms / 1000)
         await self._commit(request, decision, parts)
@@ -463,6 +477,25 @@ class CrossRegionPlacer:
             policy=FEDERATION_POLICY,
             reason=f"no region could place it: {reason}",
         )
+
+
+def _annotated(
+    decision: Decision, *, reservation_id: str, regions: list[str], timings_ms: dict[str, float]
+) -> Decision:
+    """`decision` with its reservation id, the regions asked and the federation's timings."""
+    update: dict[str, object] = {"reservation_id": reservation_id}
+    explanation = decision.explanation
+    if explanation is not None:
+        update["explanation"] = explanation.model_copy(
+            update={
+                "timings_ms": {
+                    **explanation.timings_ms,
+                    **{k: round(v, 3) for k, v in timings_ms.items()},
+                },
+                "notes": (*explanation.notes, f"candidates asked of regions {', '.join(regions)}"),
+            }
+        )
+    return decision.model_copy(update=update)
 
 
 def _owners(decision: dict[str, object] | None) -> list[str]:
