@@ -4,6 +4,7 @@ Entries are append-only (`record` one, `record_many` several in one statement);
 `list_entries` pages through them newest first.
 """
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -65,6 +66,25 @@ async def record(
 async def record_many(session: AsyncSession, entries: Sequence[Entry]) -> None:
     """Append `entries`, in order, with one statement in the caller's transaction."""
     if not entries:
+        return
+    if session.get_bind().dialect.name == "postgresql":  # one statement without compiling it
+        connection = await session.connection()
+        await connection.exec_driver_sql(
+            "INSERT INTO audit_log (at, actor, tenant_id, action, object_type, object_id, detail)"
+            " SELECT v.at, v.actor, v.tenant_id, v.action, v.object_type, v.object_id, v.detail"
+            " FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[],"
+            " $6::text[], $7::json[]) WITH ORDINALITY"
+            " AS v(at, actor, tenant_id, action, object_type, object_id, detail, i) ORDER BY v.i",
+            (
+                [e.at for e in entries],
+                [e.actor for e in entries],
+                [e.tenant_id for e in entries],
+                [e.action for e in entries],
+                [e.object_type for e in entries],
+                [e.object_id for e in entries],
+                [json.dumps(e.detail or {}) for e in entries],
+            ),
+        )
         return
     await session.execute(
         insert(_AUDIT),

@@ -15,6 +15,7 @@ requests in one statement what their one-request counterparts do; the regional b
 and settles batches of submissions with them.
 """
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -168,29 +169,48 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
         return []
     if len({n.request_id for n in new}) != len(new):
         raise ValueError("a request id appears more than once")
-    r = _REQUESTS.c
-    statement = (
-        _upsert(session, _REQUESTS)
-        .on_conflict_do_nothing(index_elements=[r.tenant_id, r.idempotency_key])
-        .returning(r.id)
-    )
-    rows = [
-        {
-            "id": n.request_id,
-            "tenant_id": n.tenant_id,
-            "user_id": n.user_id,
-            "idempotency_key": n.idempotency_key,
-            "body": n.body,
-            "state": "pending",
-            "reason": None,
-            "site_id": None,
-            "created_at": n.created_at,
-            "updated_at": n.created_at,
-        }
-        for n in new
-    ]
     try:
-        stored = set((await session.execute(statement, rows)).scalars())
+        if _on_postgresql(session):
+            result = await _driver_sql(
+                session,
+                "INSERT INTO placement_requests (id, tenant_id, user_id, idempotency_key, body,"
+                " state, created_at, updated_at)"
+                " SELECT v.id, v.tenant_id, v.user_id, v.key, v.body, 'pending', v.at, v.at"
+                " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::json[],"
+                " $6::timestamptz[]) WITH ORDINALITY AS v(id, tenant_id, user_id, key, body, at, i)"
+                " ORDER BY v.i"
+                " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id",
+                [n.request_id for n in new],
+                [n.tenant_id for n in new],
+                [n.user_id for n in new],
+                [n.idempotency_key for n in new],
+                [json.dumps(n.body) for n in new],
+                [n.created_at for n in new],
+            )
+        else:
+            r = _REQUESTS.c
+            statement = (
+                _upsert(session, _REQUESTS)
+                .on_conflict_do_nothing(index_elements=[r.tenant_id, r.idempotency_key])
+                .returning(r.id)
+            )
+            rows = [
+                {
+                    "id": n.request_id,
+                    "tenant_id": n.tenant_id,
+                    "user_id": n.user_id,
+                    "idempotency_key": n.idempotency_key,
+                    "body": n.body,
+                    "state": "pending",
+                    "reason": None,
+                    "site_id": None,
+                    "created_at": n.created_at,
+                    "updated_at": n.created_at,
+                }
+                for n in new
+            ]
+            result = await session.execute(statement, rows)
+        stored = set(result.scalars())
     except IntegrityError as exc:
         raise RequestStoreError(f"requests cannot be stored: {exc.orig or exc}") from None
     answers: list[str | None] = []
@@ -343,19 +363,34 @@ async def set_states(
     r = _REQUESTS.c
     for state, group in groups.items():
         ids = [c.request_id for c in group]
-        values: dict[str, Any] = {"state": state, "updated_at": at}
-        reasons = {c.request_id: c.reason for c in group if c.reason is not None}
-        if reasons:
-            values["reason"] = case(reasons, value=r.id, else_=r.reason)
-        sites = {c.request_id: c.site_id for c in group if c.site_id is not None}
-        if sites:
-            values["site_id"] = case(sites, value=r.id, else_=r.site_id)
-        changed = await session.execute(
-            update(_REQUESTS)
-            .where(r.id.in_(ids), r.state.in_(sorted(_PREDECESSORS[state])))
-            .values(**values)
-            .returning(r.id)
-        )
+        if _on_postgresql(session):
+            changed = await _driver_sql(
+                session,
+                "UPDATE placement_requests AS r SET state = $1, updated_at = $2,"
+                " reason = COALESCE(v.reason, r.reason), site_id = COALESCE(v.site_id, r.site_id)"
+                " FROM unnest($3::text[], $4::text[], $5::text[]) AS v(id, reason, site_id)"
+                " WHERE r.id = v.id AND r.state = ANY($6::text[]) RETURNING r.id",
+                state,
+                at,
+                ids,
+                [c.reason for c in group],
+                [c.site_id for c in group],
+                sorted(_PREDECESSORS[state]),
+            )
+        else:
+            values: dict[str, Any] = {"state": state, "updated_at": at}
+            reasons = {c.request_id: c.reason for c in group if c.reason is not None}
+            if reasons:
+                values["reason"] = case(reasons, value=r.id, else_=r.reason)
+            sites = {c.request_id: c.site_id for c in group if c.site_id is not None}
+            if sites:
+                values["site_id"] = case(sites, value=r.id, else_=r.site_id)
+            changed = await session.execute(
+                update(_REQUESTS)
+                .where(r.id.in_(ids), r.state.in_(sorted(_PREDECESSORS[state])))
+                .values(**values)
+                .returning(r.id)
+            )
         unchanged = set(ids) - set(changed.scalars())
         if unchanged:
             await _refuse(session, [i for i in ids if i in unchanged], state)
@@ -380,6 +415,18 @@ async def save_decisions(
     if not documents:
         return
     at = at or utcnow()
+    if _on_postgresql(session):
+        await _driver_sql(
+            session,
+            "INSERT INTO decisions (request_id, document, created_at)"
+            " SELECT v.id, v.document, $3 FROM unnest($1::text[], $2::json[]) AS v(id, document)"
+            " ON CONFLICT (request_id) DO UPDATE"
+            " SET document = excluded.document, created_at = excluded.created_at",
+            list(documents),
+            [json.dumps(d) for d in documents.values()],
+            at,
+        )
+        return
     statement = _upsert(session, _DECISIONS)
     statement = statement.on_conflict_do_update(
         index_elements=[_DECISIONS.c.request_id],
@@ -449,6 +496,18 @@ async def get_decisions(
         )
     )
     return dict(rows.all())
+
+
+def _on_postgresql(session: AsyncSession) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+async def _driver_sql(session: AsyncSession, statement: str, *parameters: Any) -> Any:
+    """Run `statement` (PostgreSQL, `$n` parameters) through the driver in the session's
+    transaction: no SQLAlchemy compilation, so about a sixth of the CPU time of a Core
+    statement; the `..._many` functions use it with arrays (`unnest`) on PostgreSQL."""
+    connection = await session.connection()
+    return await connection.exec_driver_sql(statement, parameters)
 
 
 def _upsert(session: AsyncSession, table: Table) -> Any:
