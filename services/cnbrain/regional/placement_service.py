@@ -1,27 +1,64 @@
 """Submitting, quoting and cancelling requests: the engine decides, the database reserves.
 
-A submission is stored as `pending` before anything else, so an accepted request is never
-lost. Then, up to `placement_attempts` times: decide on the current snapshot, and take the
-decision's reservation in one database transaction with conditional updates. When another
-request (of this brain or a replica) took the capacity first, the transaction fails, the
-snapshot is refreshed and the request is decided again.
+A submission passes the gate (the tenant's rate limit and the claim of its idempotency key,
+one round trip to the cache) and is checked against the map; then it joins the brain's
+group commit (`cnbrain.regional.batcher`), which settles the submissions waiting together:
+
+1. One transaction stores all of them as `pending` (with their audit entries), so an accepted
+   request is never lost: a brain that stops before step 3 commits leaves them pending, and
+   decides them when it starts again (`recover_pending`).
+2. The engine decides them together on the brain's snapshot (`place_batch`: requests of one
+   batch never count on the same capacity).
+3. One transaction takes every reservation with `ledger_store.reserve_many` (the sums per
+   site, accelerator pool, link and tenant quota, by conditional updates), stores the
+   decisions and moves the requests to `placed` or `rejected`. Rejections on a cached snapshot
+   are not final: those requests are decided again on a fresh one.
+
+Whenever the batch cannot be settled so (another replica took capacity the snapshot showed
+free, a quota would be exceeded, the engine or the database failed on the batch), it rolls
+back and each request of the batch goes the one-request way instead (`place`): up to
+`placement_attempts` times, decide on the current snapshot and take the reservation in one
+transaction; on a conflict, refresh the snapshot and decide again. So correctness never
+depends on the batch; the batch only saves statements and round trips.
+
+Each caller gets its own answer, built from what was written (no read-back), except after the
+one-request way, which reads the request back.
 """
 
+import logging
 import uuid
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import anyio
 import grpc
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.cache import PENDING
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.reservation import Reservation
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.request_check import check_request, parse_request
+from cnbrain.regional.batcher import Again, GroupCommit
 from cnbrain.regional.brain import Brain
-from cnbrain.regional.problems import conflict, forbidden, invalid, not_found, unavailable
+from cnbrain.regional.problems import (
+    ApiError,
+    conflict,
+    forbidden,
+    invalid,
+    not_found,
+    unavailable,
+)
 from cnbrain.regional.schemas import Quote, RequestPage, RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.storage import audit, ledger_store, peer_ledger, requests, tenants
 from cnbrain.storage.models import PlacementRequestRecord
+
+log = logging.getLogger("cnbrain.regional")
 
 ACTIVE_STATES = ("placed", "running")
 
@@ -30,54 +67,423 @@ def new_request_id() -> str:
     return f"req-{uuid.uuid4().hex[:16]}"
 
 
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A checked request on its way into the group commit; `body` is its JSON as stored."""
+
+    request: PlacementRequest
+    user_id: str
+    idempotency_key: str | None
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of a submission: `request_id` is its request, or (`created` False) the
+    earlier request that holds its idempotency key. `view` is the request as settled, or None
+    when the caller must read it (an earlier request, or one settled the one-request way)."""
+
+    request_id: str
+    created: bool
+    view: RequestView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A stored pending request to decide; `actor` is who submitted it (or "system");
+    `decided` how many times it was decided already (each time rejected on a cached
+    snapshot)."""
+
+    request: PlacementRequest
+    actor: str
+    created_at: datetime
+    idempotency_key: str | None = None
+    decided: int = 0
+
+
+_Item = Submission | _Stored
+"""What the group commit settles: a new submission, or a stored request to decide again."""
+
+
+_group_commits: "weakref.WeakKeyDictionary[Brain, GroupCommit[_Item, Outcome]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
 class PlacementService:
+    """The requests of one brain. Instances are cheap (one per API call); the group commit
+    they submit to is one per brain."""
+
     def __init__(self, brain: Brain) -> None:
         self.brain = brain
+
+    @property
+    def group_commit(self) -> GroupCommit[_Item, Outcome]:
+        """The brain's group commit of submissions (made on first use)."""
+        group = _group_commits.get(self.brain)
+        if group is None:
+            group = GroupCommit(PlacementService(self.brain)._settle_submissions)
+            _group_commits[self.brain] = group
+        return group
 
     async def submit(
         self, principal: Principal, body: dict[str, Any], *, idempotency_key: str | None
     ) -> tuple[RequestView, bool]:
-        """Store, decide and reserve. Returns the request and whether it is new (False when
-        the idempotency key names an earlier submission, which is returned unchanged)."""
-        tenant = await self._tenant_of(principal, body)
-        request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
-        check_request(request, self.brain.placement.map)
-        caches = self.brain.caches
-        if idempotency_key:
+        """Admit, check, store, decide and reserve. Returns the request and whether it is new
+        (False when the idempotency key names an earlier submission, which is returned as it
+        stands). Raises ApiError 429 (rate limit), 403 or 422 (nothing is stored then)."""
+        settings, caches = self.brain.settings, self.brain.caches
+        ttl = settings.idempotency_ttl_s
+        claim_tenant = None if principal.is_staff else principal.tenant_id
+        admission = await caches.gate.admit(
+            rate_key=principal.tenant_id or principal.user_id,
+            limit_per_minute=settings.rate_limit_per_minute,
+            tenant_id=claim_tenant or "",
+            idempotency_key=idempotency_key if claim_tenant else None,
+            ttl_s=ttl,
+        )
+        if not admission.rate.allowed:
+            raise too_many(settings.rate_limit_per_minute, admission.rate.retry_after_s)
+        earlier = admission.earlier
+        claimed = bool(idempotency_key and claim_tenant and earlier is None)
+        try:
+            tenant = await self._tenant_of(principal, body)
+            request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
+            check_request(request, self.brain.placement.map)
+        except BaseException:
+            if claimed and idempotency_key and claim_tenant:
+                await caches.idempotency.forget(tenant_id=claim_tenant, key=idempotency_key)
+            raise
+        if idempotency_key and not claim_tenant:  # staff: the tenant is known only now
             earlier = await caches.idempotency.claim(
-                tenant_id=tenant, key=idempotency_key, ttl_s=self.brain.settings.idempotency_ttl_s
+                tenant_id=tenant, key=idempotency_key, ttl_s=ttl
             )
-            if earlier is not None and earlier != "pending":
-                return await self.view(principal, earlier), False
+        if earlier is not None and earlier != PENDING:
+            return await self.view(principal, earlier), False
+        outcome = await self.group_commit.submit(
+            Submission(
+                request=request,
+                user_id=principal.user_id,
+                idempotency_key=idempotency_key,
+                body=request.model_dump(mode="json"),
+            )
+        )
+        if outcome.view is None:
+            return await self.view(principal, outcome.request_id), outcome.created
+        return outcome.view, outcome.created
+
+    async def _settle_submissions(
+        self, batch: Sequence[_Item]
+    ) -> list[Outcome | BaseException | Again[_Item]]:
+        """The group commit's work: store the new submissions of `batch` as pending in one
+        transaction, then decide and reserve them with the stored requests of `batch` (see the
+        module docstring). One outcome, exception or `Again` (decide once more, with the next
+        batch) per item."""
+        async with self.brain.sessions() as session:  # one connection for the whole batch
+            stored, early = await self._store(
+                session, [s for s in batch if isinstance(s, Submission)]
+            )
+            settled = await self._place_stored(
+                [s for s in batch if isinstance(s, _Stored)] + stored, session
+            )
+        answers = [
+            (item.request.tenant, item.idempotency_key, item.request.id)
+            for item in (*stored, *(s for s in batch if isinstance(s, _Stored)))
+            if item.idempotency_key and isinstance(settled[item.request.id], Outcome)
+        ]
+        if answers:
+            try:
+                await self.brain.caches.idempotency.complete_many(
+                    answers, ttl_s=self.brain.settings.idempotency_ttl_s
+                )
+            except Exception:  # the database's unique key keeps the promise without the cache
+                log.warning("could not remember %d idempotency keys", len(answers), exc_info=True)
+        results: list[Outcome | BaseException | Again[_Item]] = []
+        for item in batch:
+            result = early.get(item.request.id) or settled[item.request.id]
+            results.append(Again(result) if isinstance(result, _Stored) else result)
+        return results
+
+    async def _store(
+        self, session: AsyncSession, submissions: Sequence[Submission]
+    ) -> tuple[list[_Stored], dict[str, Outcome | BaseException]]:
+        """Store `submissions` as pending in one transaction. Returns the stored ones, and the
+        answers of the others by request id: the earlier request holding an idempotency key,
+        or (when the batch cannot be stored together) each one's outcome the one-request way."""
+        if not submissions:
+            return [], {}
+        new = [
+            requests.NewRequest(
+                request_id=s.request.id,
+                tenant_id=s.request.tenant,
+                user_id=s.user_id,
+                body=s.body,
+                idempotency_key=s.idempotency_key,
+            )
+            for s in submissions
+        ]
+        try:
+            async with session.begin():
+                earlier = await requests.insert_requests(session, new)
+                await audit.record_many(
+                    session,
+                    [
+                        audit.Entry(
+                            actor=n.user_id,
+                            tenant_id=n.tenant_id,
+                            action="request.submitted",
+                            object_type="request",
+                            object_id=n.request_id,
+                            at=n.created_at,
+                        )
+                        for n, e in zip(new, earlier, strict=True)
+                        if e is None
+                    ],
+                )
+        except requests.RequestStoreError:
+            # One of them cannot be stored (say, its user was removed meanwhile): each alone.
+            return [], {s.request.id: await self._submit_alone(s) for s in submissions}
+        stored = [
+            _Stored(
+                request=s.request,
+                actor=s.user_id,
+                created_at=n.created_at,
+                idempotency_key=s.idempotency_key,
+            )
+            for s, n, e in zip(submissions, new, earlier, strict=True)
+            if e is None
+        ]
+        duplicates: dict[str, Outcome | BaseException] = {
+            s.request.id: Outcome(request_id=e, created=False)
+            for s, e in zip(submissions, earlier, strict=True)
+            if e is not None
+        }
+        return stored, duplicates
+
+    async def _submit_alone(self, submission: Submission) -> Outcome | BaseException:
+        """One submission the one-request way: store it (its own transaction), place it."""
+        request = submission.request
         try:
             async with self.brain.sessions.begin() as session:
                 await requests.insert_request(
                     session,
                     request_id=request.id,
-                    tenant_id=tenant,
-                    user_id=principal.user_id,
-                    idempotency_key=idempotency_key,
-                    body=request.model_dump(mode="json"),
+                    tenant_id=request.tenant,
+                    user_id=submission.user_id,
+                    idempotency_key=submission.idempotency_key,
+                    body=submission.body,
                 )
                 await audit.record(
                     session,
-                    actor=principal.user_id,
-                    tenant_id=tenant,
+                    actor=submission.user_id,
+                    tenant_id=request.tenant,
                     action="request.submitted",
                     object_type="request",
                     object_id=request.id,
                 )
         except requests.DuplicateIdempotencyKey as duplicate:
-            return await self.view(principal, duplicate.request_id), False
-        await self.place(request, actor=principal.user_id)
-        if idempotency_key:
-            await caches.idempotency.complete(
-                tenant_id=tenant,
-                key=idempotency_key,
+            return Outcome(request_id=duplicate.request_id, created=False)
+        except Exception as exc:
+            return exc
+        try:
+            await self.place(request, actor=submission.user_id)
+        except Exception as exc:
+            return exc
+        if submission.idempotency_key:
+            await self.brain.caches.idempotency.complete(
+                tenant_id=request.tenant,
+                key=submission.idempotency_key,
                 request_id=request.id,
                 ttl_s=self.brain.settings.idempotency_ttl_s,
             )
-        return await self.view(principal, request.id), True
+        return Outcome(request_id=request.id, created=True)
+
+    async def _place_stored(
+        self, stored: Sequence[_Stored], session: AsyncSession
+    ) -> dict[str, Outcome | BaseException | _Stored]:
+        """Decide stored pending requests together and reserve (the batch's transaction in
+        `session`). By request id: the outcome (with the view as settled, or without after
+        the one-request way), the exception, or the request to decide again on a fresh
+        snapshot (it was rejected on a cached one; the cached one is dropped)."""
+        brain = self.brain
+        settled: dict[str, Outcome | BaseException | _Stored] = {}
+        if not stored:
+            return settled
+        one_by_one: list[_Stored] = []
+        try:
+            arrays, decisions, reservations, fresh = await self._decide_batch(
+                [r.request for r in stored]
+            )
+        except Exception:
+            log.warning("the engine failed on a batch; deciding one by one", exc_info=True)
+            arrays, decisions, reservations, fresh = None, [], [], False
+            one_by_one += stored
+        placed: list[tuple[_Stored, Decision, Reservation]] = []
+        rejected: list[tuple[_Stored, Decision]] = []
+        stale: list[_Stored] = []
+        for item, decision, reservation in zip(stored, decisions, reservations, strict=False):
+            if brain.national is not None and _needs_national(item.request, decision, fresh):
+                one_by_one.append(item)  # `place` escalates it to the national brain
+            elif reservation is not None:
+                placed.append((item, decision, reservation))
+            elif fresh:
+                rejected.append((item, decision))
+            else:
+                stale.append(item)
+        if arrays is not None and (placed or rejected):
+            try:
+                settled.update(await self._commit(session, arrays, placed, rejected))
+            except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded):
+                one_by_one += [item for item, _, _ in placed] + [item for item, _ in rejected]
+            except Exception:
+                log.warning("a batch failed to commit; placing one by one", exc_info=True)
+                one_by_one += [item for item, _, _ in placed] + [item for item, _ in rejected]
+        if stale:
+            brain.capacity_changed()  # rejections on a cached snapshot are not final
+            attempts = brain.settings.placement_attempts
+            settled.update(await self._give_up([i for i in stale if i.decided + 1 >= attempts]))
+            for item in stale:
+                if item.decided + 1 < attempts:
+                    settled[item.request.id] = replace(item, decided=item.decided + 1)
+        for item in one_by_one:
+            try:
+                await self.place(item.request, actor=item.actor)
+                settled[item.request.id] = Outcome(request_id=item.request.id, created=True)
+            except Exception as exc:
+                settled[item.request.id] = exc
+        return settled
+
+    async def _decide_batch(
+        self, batch: Sequence[PlacementRequest]
+    ) -> tuple[MapArrays, list[Decision], list[Reservation | None], bool]:
+        """Decisions for `batch` taken together on the current snapshot (nothing reserved):
+        the arrays of the map they were taken on (reservations hold indices into them), the
+        decisions, the reservation each placed one needs (None for a rejection), and whether
+        the snapshot was read from the database just now."""
+        snapshot, fresh = await self.brain.snapshot()
+        engine = self.brain.placement.engine
+        if snapshot.arrays is not engine.arrays:
+            self.brain.capacity_changed()
+            snapshot, fresh = await self.brain.snapshot()
+            engine = self.brain.placement.engine
+
+        def decide() -> tuple[list[Decision], list[Reservation | None]]:
+            decisions = engine.place_batch(batch, reserve=False, snapshot=snapshot)
+            reservations = [
+                engine.reservation_for(request, decision)
+                if decision.status is DecisionStatus.PLACED
+                else None
+                for request, decision in zip(batch, decisions, strict=True)
+            ]
+            return decisions, reservations
+
+        async with self.brain.plan_lock:
+            decisions, reservations = await anyio.to_thread.run_sync(decide)
+        return engine.arrays, decisions, reservations, fresh
+
+    async def _commit(
+        self,
+        session: AsyncSession,
+        arrays: MapArrays,
+        placed: Sequence[tuple[_Stored, Decision, Reservation]],
+        rejected: Sequence[tuple[_Stored, Decision]],
+    ) -> dict[str, Outcome]:
+        """One transaction: take every reservation of `placed` (indices into `arrays`) with
+        `reserve_many`, store every decision, move the requests to placed or rejected, audit.
+        Raises (after rolling back) CapacityConflict or QuotaExceeded when the sums do not fit,
+        or any database error."""
+        brain = self.brain
+        claims = [
+            (r.id, ledger_store.claim_from(r, arrays=arrays, tenant_id=item.request.tenant))
+            for item, _, r in placed
+        ]
+        final: list[tuple[_Stored, Decision, str, str | None]] = [
+            (item, d.model_copy(update={"reservation_id": r.id}), "placed", None)
+            for item, d, r in placed
+        ] + [(item, d, "rejected", d.reason or "rejected") for item, d in rejected]
+        if placed:
+            brain.begin_local_change()
+        try:
+            async with session.begin():
+                await ledger_store.reserve_many(session, claims=claims)
+                at = await requests.set_states(
+                    session,
+                    [
+                        requests.StateChange(
+                            request_id=item.request.id,
+                            state=state,
+                            reason=reason,
+                            site_id=d.site if state == "placed" else None,
+                        )
+                        for item, d, state, reason in final
+                    ],
+                )
+                await requests.save_decisions(
+                    session,
+                    {item.request.id: d.model_dump(mode="json") for item, d, _, _ in final},
+                    at=at,
+                )
+                await audit.record_many(
+                    session,
+                    [
+                        audit.Entry(
+                            actor=item.actor,
+                            tenant_id=item.request.tenant,
+                            action=f"request.{state}",
+                            object_type="request",
+                            object_id=item.request.id,
+                            detail={"site": d.site} if d.site else {"reason": reason},
+                            at=at,
+                        )
+                        for item, d, state, reason in final
+                    ],
+                )
+        except BaseException:
+            if placed:
+                brain.end_local_change(None)
+                brain.capacity_changed()
+            raise
+        for _, _, reservation in placed:
+            brain.end_local_change(reservation)
+        if placed:
+            await brain.announce("capacity")
+        return {
+            item.request.id: Outcome(
+                request_id=item.request.id,
+                created=True,
+                view=RequestView(
+                    id=item.request.id,
+                    tenant=item.request.tenant,
+                    state=state,
+                    reason=reason,
+                    site=d.site if state == "placed" else None,
+                    created_at=item.created_at,
+                    updated_at=at,
+                    request=item.request,
+                    decision=d,
+                ),
+            )
+            for item, d, state, reason in final
+        }
+
+    async def _give_up(
+        self, stale: Sequence[_Stored]
+    ) -> dict[str, Outcome | BaseException | _Stored]:
+        """Reject requests still rejected only on cached snapshots after every attempt."""
+        reason = (
+            f"capacity kept changing during {self.brain.settings.placement_attempts} attempts; "
+            "submit again"
+        )
+        settled: dict[str, Outcome | BaseException | _Stored] = {}
+        for item in stale:
+            try:
+                await self._finish(
+                    item.request, None, state="rejected", reason=reason, actor=item.actor
+                )
+                settled[item.request.id] = Outcome(request_id=item.request.id, created=True)
+            except Exception as exc:
+                settled[item.request.id] = exc
+        return settled
 
     async def place(self, request: PlacementRequest, *, actor: str) -> None:
         """Decide and reserve a stored pending request; leave it placed or rejected."""
@@ -227,13 +633,12 @@ class PlacementService:
 
     async def view(self, principal: Principal, request_id: str) -> RequestView:
         async with self.brain.sessions() as session:
-            record = await requests.get_request(
+            found = await requests.get_request_and_decision(
                 session, tenant_id=principal.tenant_scope(), request_id=request_id
             )
-            if record is None:
-                raise not_found("request", request_id)
-            decision = await requests.get_decision(session, request_id=request_id)
-        return _view(record, decision)
+        if found is None:
+            raise not_found("request", request_id)
+        return _view(*found)
 
     async def list(
         self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
@@ -249,17 +654,33 @@ class PlacementService:
                 )
             except requests.BadCursor:
                 raise invalid("cursor", "not a cursor this brain issued") from None
-            decisions = {r.id: await requests.get_decision(session, request_id=r.id) for r in items}
+            decisions = await requests.get_decisions(session, request_ids=[r.id for r in items])
         return RequestPage(
-            items=[_view(r, decisions[r.id]) for r in items], next_cursor=next_cursor
+            items=[_view(r, decisions.get(r.id)) for r in items], next_cursor=next_cursor
         )
 
     async def recover_pending(self) -> int:
-        """Decide every request left pending by a stop; returns how many."""
+        """Decide every request left pending by a stop, in batches like submissions; returns
+        how many. Raises the first error that left a request pending."""
         async with self.brain.sessions() as session:
             pending = await requests.pending_requests(session)
-        for record in pending:
-            await self.place(PlacementRequest.model_validate(record.body), actor="system")
+        stored = [
+            _Stored(
+                request=PlacementRequest.model_validate(record.body),
+                actor="system",
+                created_at=record.created_at,
+            )
+            for record in pending
+        ]
+        for start in range(0, len(stored), RECOVERY_BATCH):
+            chunk = stored[start : start + RECOVERY_BATCH]
+            while chunk:
+                async with self.brain.sessions() as session:
+                    settled = await self._place_stored(chunk, session)
+                for outcome in settled.values():
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                chunk = [again for again in settled.values() if isinstance(again, _Stored)]
         return len(pending)
 
     async def _decide(self, request: PlacementRequest) -> tuple[Decision, bool]:
@@ -335,6 +756,20 @@ class PlacementService:
         if asked is not None and asked != principal.tenant_id:
             raise forbidden(f"you may submit only for tenant {principal.tenant_id!r}")
         return principal.tenant_id
+
+
+RECOVERY_BATCH = 64
+"""Pending requests decided together at a start."""
+
+
+def too_many(limit_per_minute: int, retry_after_s: float) -> ApiError:
+    """The 429 answer of a tenant over its rate limit."""
+    return ApiError(
+        429,
+        "Too Many Requests",
+        f"rate limit of {limit_per_minute} per minute reached",
+        headers={"Retry-After": str(max(1, round(retry_after_s)))},
+    )
 
 
 def _needs_national(request: PlacementRequest, decision: Decision, fresh: bool) -> bool:

@@ -5,6 +5,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
+from cnbrain.regional.placement_service import too_many
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
     EXAMPLE_REQUEST,
@@ -38,17 +39,13 @@ RequestBody = Annotated[
 
 
 async def _rate_limit(brain: BrainDep, principal: Principal) -> None:
+    """Count a quote against the caller's tenant (submissions count in `submit`, together
+    with their idempotency key)."""
     key = principal.tenant_id or principal.user_id
-    verdict = await brain.caches.rate_limiter.hit(
-        tenant_id=key, limit_per_minute=brain.settings.rate_limit_per_minute
-    )
+    limit = brain.settings.rate_limit_per_minute
+    verdict = await brain.caches.rate_limiter.hit(tenant_id=key, limit_per_minute=limit)
     if not verdict.allowed:
-        raise ApiError(
-            429,
-            "Too Many Requests",
-            f"rate limit of {brain.settings.rate_limit_per_minute} per minute reached",
-            headers={"Retry-After": str(max(1, round(verdict.retry_after_s)))},
-        )
+        raise too_many(limit, verdict.retry_after_s)
 
 
 @router.post(
@@ -68,19 +65,20 @@ async def submit(
     body: RequestBody,
     principal: PrincipalDep,
     service: ServiceDep,
-    brain: BrainDep,
-    response: Response,
     idempotency_key: Annotated[
         str | None,
         Header(max_length=200, description="Retries with the same key return the first answer."),
     ] = None,
-) -> RequestView:
-    await _rate_limit(brain, principal)
+) -> Response:
     view, created = await service.submit(principal, body, idempotency_key=idempotency_key)
-    if not created:
-        response.status_code = 200
-    response.headers["Location"] = f"/v1/requests/{view.id}"
-    return view
+    # Serialised here, once, by the model itself (the view is valid by construction), rather
+    # than validated again and encoded by FastAPI; `response_model` documents it.
+    return Response(
+        view.model_dump_json(),
+        status_code=201 if created else 200,
+        media_type="application/json",
+        headers={"Location": f"/v1/requests/{view.id}"},
+    )
 
 
 @router.get("/requests", response_model=RequestPage, responses=ERRORS, summary="List requests")

@@ -1,0 +1,318 @@
+"""Submissions settled together (group commit) on real PostgreSQL and Redis.
+
+Concurrent submissions share their transactions, and each caller still gets its own answer;
+when the batch cannot be settled together (another replica took the capacity its snapshot
+showed free, a quota, a failure in its transaction), every request goes the one-request way,
+so nothing is oversubscribed, no reservation leaks and no accepted request is lost; a brain
+that stops in the middle of a batch leaves its requests pending, and places them when it
+starts again.
+"""
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from brain_api import Api, brain_settings
+from redis.asyncio import Redis
+from test_replicas import CAPACITY, ONE_GPU, fifty_gpu_map
+
+from cnbrain.regional.app import create_app
+from cnbrain.regional.placement_service import PlacementService
+from cnbrain.regional.settings import Settings
+from cnbrain.storage import ledger_store, requests, tenants
+from cnbrain.storage.ledger_store import Claim
+from databases import create_postgres_database, drop_postgres_database, require_redis
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest_asyncio.fixture
+async def settings(tmp_path: Path) -> AsyncIterator[Settings]:
+    """Settings of a brain on the 50-A100 test map (see test_replicas), on a new database."""
+    database = await create_postgres_database("cnbrain_batch")
+    redis = await require_redis()
+    try:
+        yield brain_settings(database, redis, tmp_path, map=fifty_gpu_map(tmp_path / "map.json"))
+    finally:
+        await drop_postgres_database(database)
+
+
+@pytest_asyncio.fixture
+async def api(settings: Settings) -> AsyncIterator[Api]:
+    async with running(settings) as api:
+        yield api
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Api]:
+    """A brain in this process, driven over ASGI; an error in it answers 500 (as a server
+    would) rather than raising in the test."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://brain", timeout=60
+        ) as client:
+            yield Api(client=client, brain=app.state.brain)
+
+
+async def submit_all(
+    api: Api, token: str, count: int, body: dict[str, Any] | None = None, **kwargs: Any
+) -> list[httpx.Response]:
+    return list(
+        await asyncio.gather(
+            *(
+                api.call(token, "POST", "/v1/requests", json=body or ONE_GPU, **kwargs)
+                for _ in range(count)
+            )
+        )
+    )
+
+
+async def invariants(api: Api) -> None:
+    async with api.brain.sessions() as session:
+        await ledger_store.check_invariants(session)
+
+
+async def held(api: Api, tenant: str) -> int:
+    async with api.brain.sessions() as session:
+        return len(await ledger_store.held_reservations(session, tenant_id=tenant))
+
+
+async def states(api: Api, tenant: str) -> dict[str, str]:
+    async with api.brain.sessions() as session:
+        page, _ = await requests.list_requests(session, tenant_id=tenant, limit=1000)
+    return {r.id: r.state for r in page}
+
+
+async def replica_takes(api: Api, taken: dict[str, int]) -> list[str]:
+    """What another replica on the same database does: take `taken[site]` A100s on each site
+    directly in the database, without announcing it (this brain's cached snapshot still shows
+    them free). Returns the reservation ids."""
+    tenant = f"replica-{uuid.uuid4().hex[:6]}"
+    claims: list[tuple[str, Claim]] = []
+    async with api.brain.sessions.begin() as session:
+        await tenants.create_tenant(session, tenant_id=tenant, name=tenant)
+        user = await tenants.create_user(session, name="r", role="tenant-user", tenant_id=tenant)
+        for site, count in taken.items():
+            for i in range(count):
+                request_id = f"req-{tenant}-{site}-{i}"
+                claims.append((f"rsv-{tenant}-{site}-{i}", gpu_claim(request_id, tenant, site)))
+        await requests.insert_requests(
+            session,
+            [
+                requests.NewRequest(
+                    request_id=c.request_id, tenant_id=tenant, user_id=user.id, body={}
+                )
+                for _, c in claims
+            ],
+        )
+        await ledger_store.reserve_many(session, claims=claims)
+    return [reservation_id for reservation_id, _ in claims]
+
+
+async def replica_releases(api: Api, reservation_ids: list[str]) -> None:
+    async with api.brain.sessions.begin() as session:
+        for reservation_id in reservation_ids:
+            await ledger_store.release(session, reservation_id=reservation_id)
+
+
+def gpu_claim(request_id: str, tenant: str, site: str) -> Claim:
+    return Claim(
+        request_id=request_id,
+        tenant_id=tenant,
+        site_id=site,
+        cpu_m=1000,
+        mem_mib=1024,
+        storage_gib=0,
+        accelerator_model="A100",
+        accelerator_count=1,
+        link_ids=(),
+        mbps=0,
+    )
+
+
+def count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[object]:
+    """Wrap the coroutine method `owner.name`; the returned list gets one entry per call."""
+    calls: list[object] = []
+    real = getattr(owner, name)
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def group_of(api: Api) -> Any:
+    return PlacementService(api.brain).group_commit
+
+
+async def test_concurrent_submissions_share_transactions_and_get_their_own_answers(
+    api: Api,
+) -> None:
+    tenant, _, user = await api.tenant()
+    group = group_of(api)
+    batches_before = group.batches
+    answers = await submit_all(api, user, 40)
+    assert {a.status_code for a in answers} == {201}
+    views = [a.json() for a in answers]
+    assert len({v["id"] for v in views}) == 40
+    assert all(v["state"] == "placed" and v["tenant"] == tenant for v in views)
+    assert group.batches - batches_before < 40  # settled together, not one by one
+    for answer, view in zip(answers, views, strict=True):
+        assert answer.headers["location"] == f"/v1/requests/{view['id']}"
+        stored = (await api.call(user, "GET", f"/v1/requests/{view['id']}")).json()
+        assert stored == view  # the answer built in memory is what the database holds
+        decision = view["decision"]
+        assert decision["reservation_id"] and decision["site"] == view["site"]
+    per_site: dict[str, int] = {}
+    for view in views:
+        per_site[view["site"]] = per_site.get(view["site"], 0) + 1
+    assert sum(per_site.values()) == 40 and per_site.get("AA-dc", 0) <= 4
+    assert await held(api, tenant) == 40
+    audit = (await api.as_admin("GET", "/v1/audit", params={"limit": 500})).json()["items"]
+    mine = {(e["object_id"], e["action"]) for e in audit if e["tenant"] == tenant}
+    assert all((v["id"], "request.submitted") in mine for v in views)
+    assert all((v["id"], "request.placed") in mine for v in views)
+    await invariants(api)
+
+
+async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant, _, user = await api.tenant()
+    await api.brain.snapshot()  # cached: shows all 50 A100 free
+    taken = await replica_takes(api, {"CC-hub": 30, "BB-hub": 15})
+    one_by_one = count_calls(monkeypatch, PlacementService, "place")
+    answers = await submit_all(api, user, 20)
+    assert one_by_one  # the batch did not fit: its requests went the one-request way
+    assert {a.status_code for a in answers} == {201}
+    views = [a.json() for a in answers]
+    placed = [v for v in views if v["state"] == "placed"]
+    assert len(placed) == CAPACITY - 45
+    assert all(v["state"] == "rejected" and v["reason"] for v in views if v not in placed)
+    assert await held(api, tenant) == CAPACITY - 45
+    assert set((await states(api, tenant)).values()) == {"placed", "rejected"}
+    await invariants(api)
+    await replica_releases(api, taken)
+    await invariants(api)
+
+
+async def test_a_rejection_on_a_cached_snapshot_is_decided_again_on_a_fresh_one(
+    api: Api,
+) -> None:
+    tenant, _, user = await api.tenant()
+    taken = await replica_takes(api, {"CC-hub": 30, "BB-hub": 16, "AA-dc": 4, "BB-dc": 8})
+    api.brain.capacity_changed()
+    snapshot, fresh = await api.brain.snapshot()
+    assert fresh and not snapshot.free_acc.any()  # cached: every A100 taken
+    await replica_releases(api, taken[:3])  # ... and given back behind its back
+    answers = await submit_all(api, user, 5)
+    views = [a.json() for a in answers]
+    assert sorted(v["state"] for v in views) == ["placed"] * 3 + ["rejected"] * 2
+    assert await held(api, tenant) == 3
+    await replica_releases(api, taken[3:])
+    await invariants(api)
+
+
+async def test_a_quota_across_a_batch_admits_exactly_its_limit(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant, _, user = await api.tenant()
+    limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 3})
+    assert limited.status_code == 200, limited.text
+    one_by_one = count_calls(monkeypatch, PlacementService, "place")
+    views = [a.json() for a in await submit_all(api, user, 8)]
+    assert one_by_one  # a batch over the quota is not taken: its requests go one by one
+    assert sum(v["state"] == "placed" for v in views) == 3
+    assert all("quota" in v["reason"] for v in views if v["state"] == "rejected")
+    quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert quota["used_accelerators"] == 3 and quota["used_active_requests"] == 3
+    await invariants(api)
+
+
+async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothing(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant, _, user = await api.tenant()
+    real = requests.set_states
+    failures = 0
+
+    async def fail_once(*args: Any, **kwargs: Any) -> Any:
+        nonlocal failures
+        if failures == 0:  # after reserve_many took every reservation of the batch
+            failures += 1
+            raise ConnectionResetError("the database went away")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(requests, "set_states", fail_once)
+    one_by_one = count_calls(monkeypatch, PlacementService, "place")
+    answers = await submit_all(api, user, 12)
+    assert failures == 1 and one_by_one
+    assert {a.status_code for a in answers} == {201}
+    assert all(a.json()["state"] == "placed" for a in answers)
+    assert await held(api, tenant) == 12  # each exactly once: the batch's were rolled back
+    await invariants(api)
+
+
+async def test_the_same_idempotency_key_in_one_batch_makes_one_request(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    headers = {"Idempotency-Key": "order-7"}
+    answers = await submit_all(api, user, 6, headers=headers)
+    assert sorted(a.status_code for a in answers) == [200] * 5 + [201]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert await held(api, tenant) == 1
+    # Redis forgot the key: the database's unique key still answers with the first request.
+    client = Redis.from_url(api.brain.settings.redis_url)
+    try:
+        keys = [
+            k async for k in client.scan_iter(match=f"cnbrain:{api.brain.settings.bus_namespace}:*")
+        ]
+        await client.delete(*[k for k in keys if b":idem:" in k])
+    finally:
+        await client.aclose()
+    again = await submit_all(api, user, 3, headers=headers)
+    assert [a.status_code for a in again] == [200] * 3
+    assert {a.json()["id"] for a in again} == {answers[0].json()["id"]}
+    assert await held(api, tenant) == 1
+    await invariants(api)
+
+
+async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_them_later(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stuck = asyncio.Event()
+    real = PlacementService._decide_batch
+
+    async def stop_here(self: PlacementService, batch: Any) -> Any:
+        stuck.set()
+        await asyncio.Event().wait()  # the process dies here, after storing the batch
+        return await real(self, batch)
+
+    async with running(settings) as api:
+        tenant, _, user = await api.tenant()
+        monkeypatch.setattr(PlacementService, "_decide_batch", stop_here)
+        calls = asyncio.ensure_future(submit_all(api, user, 7))
+        await asyncio.wait_for(stuck.wait(), timeout=30)
+        stored = await states(api, tenant)
+        assert stored and set(stored.values()) == {"pending"}  # the batch was stored first
+        group_of(api)._worker.cancel()  # what the end of the process does to the batch
+        answers = await asyncio.wait_for(calls, timeout=30)
+        # No caller was told its request was placed; the ones not yet stored (still waiting
+        # for the next batch) were never accepted and are not in the database.
+        assert {a.status_code for a in answers} == {500}
+        assert await states(api, tenant) == stored
+        assert await held(api, tenant) == 0
+        monkeypatch.setattr(PlacementService, "_decide_batch", real)
+    async with running(settings) as again:
+        assert await states(again, tenant) == dict.fromkeys(stored, "placed")
+        assert await held(again, tenant) == len(stored)
+        await invariants(again)
