@@ -1,0 +1,52 @@
+"""`cnbrain bench api` against a brain process: it counts every submission once, and leaves the
+brain as it found it (what it placed is cancelled)."""
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from brain_api import ADMIN_TOKEN
+from test_replicas import fifty_gpu_map
+
+from cnbrain.bench.api import bench_api
+from databases import create_postgres_database, drop_postgres_database, require_redis
+from processes import brain_processes
+
+
+@pytest.fixture(scope="module")
+def brain_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    workdir: Path = tmp_path_factory.mktemp("bench")
+    database = asyncio.run(create_postgres_database("cnbrain_bench_api"))
+    redis = asyncio.run(require_redis())
+    try:
+        with brain_processes(
+            1,
+            database_url=database,
+            redis_url=redis,
+            map_spec=fifty_gpu_map(workdir / "map.json"),
+            admin_token=ADMIN_TOKEN,
+            workdir=workdir,
+        ) as urls:
+            yield urls[0]
+    finally:
+        asyncio.run(drop_postgres_database(database))
+
+
+def test_bench_api_counts_every_submission_and_cancels_what_it_placed(brain_url: str) -> None:
+    figures = asyncio.run(
+        bench_api(url=brain_url, staff_token=ADMIN_TOKEN, requests=60, concurrency=6, seed=3)
+    )
+    assert (figures.requests, figures.concurrency) == (60, 6)
+    assert figures.placed + figures.rejected + figures.errors == 60
+    assert figures.errors == 0 and figures.placed > 0
+    assert 0 < figures.p50_ms <= figures.p99_ms
+    assert figures.submissions_per_s == pytest.approx(60 / figures.seconds)
+    with httpx.Client(
+        base_url=brain_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as admin:
+        bench_tenants = [t["id"] for t in admin.get("/v1/tenants").json() if "bench" in t["id"]]
+        assert len(bench_tenants) == 1
+        quota = admin.get(f"/v1/tenants/{bench_tenants[0]}/quota").json()
+    assert quota["used_active_requests"] == 0 and quota["used_cpu_cores"] == 0
