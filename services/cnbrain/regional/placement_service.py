@@ -81,11 +81,15 @@ class Submission:
 class Outcome:
     """What became of a submission: `request_id` is its request, or (`created` False) the
     earlier request that holds its idempotency key. `view` is the request as settled, or None
-    when the caller must read it (an earlier request, or one settled the one-request way)."""
+    when the caller must read it (an earlier request, or one settled the one-request way).
+    `escalate`: the request is stored pending and only the national brain can place it; the
+    caller escalates it (outside the group commit, so one slow escalation holds up no batch).
+    """
 
     request_id: str
     created: bool
     view: RequestView | None = None
+    escalate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +172,8 @@ class PlacementService:
                 body=request.model_dump(mode="json"),
             )
         )
+        if outcome.escalate:
+            await self._escalate(request, actor=principal.user_id)
         if outcome.view is None:
             return await self.view(principal, outcome.request_id), outcome.created
         return outcome.view, outcome.created
@@ -323,7 +329,9 @@ class PlacementService:
         stale: list[_Stored] = []
         for item, decision, reservation in zip(stored, decisions, reservations, strict=False):
             if brain.national is not None and _needs_national(item.request, decision, fresh):
-                one_by_one.append(item)  # `place` escalates it to the national brain
+                settled[item.request.id] = Outcome(
+                    request_id=item.request.id, created=True, escalate=True
+                )
             elif reservation is not None:
                 placed.append((item, decision, reservation))
             elif fresh:
@@ -672,14 +680,17 @@ class PlacementService:
             )
             for record in pending
         ]
+        by_id = {item.request.id: item for item in stored}
         for start in range(0, len(stored), RECOVERY_BATCH):
             chunk = stored[start : start + RECOVERY_BATCH]
             while chunk:
                 async with self.brain.sessions() as session:
                     settled = await self._place_stored(chunk, session)
-                for outcome in settled.values():
+                for request_id, outcome in settled.items():
                     if isinstance(outcome, BaseException):
                         raise outcome
+                    if isinstance(outcome, Outcome) and outcome.escalate:
+                        await self._escalate(by_id[request_id].request, actor="system")
                 chunk = [again for again in settled.values() if isinstance(again, _Stored)]
         return len(pending)
 
