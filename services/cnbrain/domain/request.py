@@ -1,8 +1,9 @@
 """A tenant's placement request: what it needs, its constraints and what it optimises for."""
 
+import re
 import uuid
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from cnbrain.domain.enums import CpuArch, Interconnect, Objective, WorkloadClass
 from cnbrain.domain.model import DomainModel
@@ -48,6 +49,47 @@ class ObjectiveWeights(DomainModel):
         return float(getattr(self, objective.value))
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JobPart(DomainModel):
+    """What the chosen site's cluster scheduler runs once the request is placed.
+
+    `command` runs under `/bin/sh` (or the interpreter of its own `#!` line) with the
+    request's CPUs, memory and accelerators, for at most `duration_hours` (the scheduler's
+    time limit). Without a command the job holds its allocation for `duration_hours` (on a
+    simulator: simulated time). A failed job is run again, on the same site, until
+    `max_attempts` attempts have been made; a site whose scheduler is unavailable or refuses
+    the job counts an attempt too, and the request is placed elsewhere when another site fits.
+    """
+
+    command: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100_000,
+        description="Shell command or script; none: hold the allocation for duration_hours.",
+    )
+    name: str = Field(
+        default="job",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="A short name, shown by the scheduler next to the request id.",
+    )
+    max_attempts: int = Field(
+        default=3, strict=True, ge=1, le=10, description="Attempts before the request fails."
+    )
+    environment: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables of the job."
+    )
+
+    @field_validator("environment")
+    @classmethod
+    def _shell_names(cls, environment: dict[str, str]) -> dict[str, str]:
+        bad = sorted(name for name in environment if not _ENV_NAME.match(name))
+        if bad:
+            raise ValueError(f"names must be shell variable names: {bad}")
+        return environment
+
+
 def _new_request_id() -> str:
     return f"req-{uuid.uuid4().hex[:12]}"
 
@@ -65,4 +107,8 @@ class PlacementRequest(DomainModel):
     objective: ObjectiveWeights = Field(default_factory=ObjectiveWeights)
     national_optimum: bool = Field(
         default=False, description="Search the whole country even when the source province fits."
+    )
+    job: JobPart | None = Field(
+        default=None,
+        description="Run this on the chosen site's scheduler; none: only reserve the capacity.",
     )

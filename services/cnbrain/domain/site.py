@@ -1,9 +1,13 @@
-"""Data-center sites: capacity vector, prices, energy and labels."""
+"""Data-center sites: capacity vector, prices, energy, labels and the cluster scheduler."""
 
 from pydantic import Field
 
 from cnbrain.domain.enums import CpuArch, Interconnect, SiteKind
 from cnbrain.domain.model import DomainModel
+from cnbrain.execution.config import BackendRef
+
+SIMULATOR = BackendRef(kind="simulator")
+"""The backend of a site that names none: a simulator (see docs/execution.md)."""
 
 
 class Capacity(DomainModel):
@@ -41,3 +45,9 @@ class Site(DomainModel):
     carbon_g_per_kwh: float = Field(ge=0, description="Carbon intensity of the site's electricity.")
     green_share: float = Field(default=0.0, ge=0, le=1)
     labels: dict[str, str] = Field(default_factory=dict)
+    execution: BackendRef = Field(
+        default=SIMULATOR,
+        description="The site's cluster scheduler, where placed jobs run: a Slurm REST URL "
+        "with its user and where its token is, or a simulator (the default) for a site "
+        "without a real one.",
+    )

@@ -18,12 +18,14 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -99,7 +101,9 @@ class Quota(Base):
 
 
 class SiteRecord(Base):
-    """A registered site; `document` is the `cnbrain.domain.site.Site` as JSON.
+    """A registered site; `document` is the `cnbrain.domain.site.Site` as JSON, without its
+    `execution`, which is in its own column (the site's `BackendRef` as JSON; None: the
+    simulator every site has by default).
 
     `position` orders sites as they were registered (the map's site order); a retired site
     keeps its row (reservations refer to it) with status "retired".
@@ -111,6 +115,7 @@ class SiteRecord(Base):
     position: Mapped[int] = mapped_column(Integer, unique=True)
     province: Mapped[str] = mapped_column(String(32), index=True)
     document: Mapped[dict[str, Any]]
+    execution: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default="active")
     version: Mapped[int] = mapped_column(Integer, default=1)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
@@ -180,8 +185,8 @@ class LinkCapacity(Base):
 
 
 class PlacementRequestRecord(Base):
-    """A tenant's request and where it stands: pending, placed, running, completed, failed,
-    cancelled or rejected."""
+    """A tenant's request and where it stands: pending, placed, submitted, running,
+    suspended, completed, failed, cancelled or rejected."""
 
     __tablename__ = "placement_requests"
     __table_args__ = (
@@ -278,19 +283,77 @@ class PeerReservationLink(Base):
     link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True, index=True)
 
 
+class JobRecord(Base):
+    """One attempt to run a request's job on the cluster scheduler of a site.
+
+    Attempts of a request are numbered from 1. `state` is queued (waiting for a dispatcher),
+    submitting (a dispatcher is handing it to the scheduler), pending, running, suspended
+    (the scheduler has it), or final: completed, failed, timeout, cancelled, lost (the
+    scheduler no longer knows it) or not_submitted (the scheduler refused it or could not be
+    reached). `owner` is the brain instance that follows the attempt, until `lease_until`;
+    another instance takes it over once the lease lapses. `metered_at` is set once its usage
+    record is written (or it is known that none will come).
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state_owner", "state", "owner"),)
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    site_id: Mapped[str] = mapped_column(String(128))
+    backend: Mapped[str] = mapped_column(String(16))
+    backend_job_id: Mapped[str | None] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    backend_state: Mapped[str | None] = mapped_column(String(64))
+    message: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    owner: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None]
+    queued_at: Mapped[datetime] = mapped_column(default=utcnow)
+    submitted_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    metered_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class UsageRecord(Base):
+    """What one attempt of a request used, from its scheduler's own accounting, and its cost
+    at the site's prices: `cost_cny` is `compute_cost_cny` (CPU, memory and accelerator hours)
+    plus `network_cost_cny` (the reserved bandwidth on the path's links for the same time).
+    `simulated` marks records of a simulator, whose times are simulated time."""
+
     __tablename__ = "usage_records"
+    __table_args__ = (
+        UniqueConstraint("request_id", "attempt"),
+        Index("ix_usage_records_tenant_ended", "tenant_id", "ended_at"),
+        ForeignKeyConstraint(["request_id", "attempt"], ["jobs.request_id", "jobs.attempt"]),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), index=True)
+    attempt: Mapped[int | None] = mapped_column(Integer)
     site_id: Mapped[str] = mapped_column(String(128))
+    backend_job_id: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime]
-    ended_at: Mapped[datetime]
+    ended_at: Mapped[datetime] = mapped_column(index=True)
+    elapsed_s: Mapped[float] = mapped_column(default=0.0, server_default="0")
+    cpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    memory_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    gpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    accelerator_model: Mapped[str | None] = mapped_column(String(32))
+    bandwidth_gbps: Mapped[float] = mapped_column(default=0.0, server_default="0")
     cpu_core_hours: Mapped[float]
     memory_gib_hours: Mapped[float]
     accelerator_hours: Mapped[float]
+    compute_cost_cny: Mapped[float] = mapped_column(default=0.0, server_default="0")
+    network_cost_cny: Mapped[float] = mapped_column(default=0.0, server_default="0")
     cost_cny: Mapped[float]
+    source: Mapped[str | None] = mapped_column(Text)
+    simulated: Mapped[bool] = mapped_column(default=False, server_default=false())
+    recorded_at: Mapped[datetime | None]
 
 
 class AuditEntry(Base):

@@ -12,6 +12,8 @@ Contract:
   updates change caps and keep `used` (this brain's reservations) and `external` (reported).
 - Retired sites and links keep their rows (reservations refer to them) with status "retired";
   registering a retired id again brings it back, at the end of the order.
+- A site's `execution` (its cluster scheduler) is stored in its own column, not in the site's
+  document; `load_document` and `site_execution` put it back (None stored: the simulator).
 - Functions work inside the caller's transaction and never commit.
 """
 
@@ -23,7 +25,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.network import Link
-from cnbrain.domain.site import Site
+from cnbrain.domain.site import SIMULATOR, Site
+from cnbrain.execution.config import BackendRef
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
@@ -47,6 +50,7 @@ from cnbrain.storage.models import (
 __all__ = [
     "RegistryError",
     "UnknownItem",
+    "get_site",
     "is_empty",
     "load_document",
     "map_version",
@@ -58,6 +62,7 @@ __all__ = [
     "retire_site",
     "seed_if_empty",
     "seed_map",
+    "site_execution",
     "update_link",
     "update_site",
 ]
@@ -122,15 +127,55 @@ async def load_document(session: AsyncSession) -> MapDocument:
     frame = await fetch_scalar(session, select(MapFrame))
     if frame is None:
         raise RegistryError("no map is registered: seed one first")
-    sites = await session.scalars(
-        select(SiteRecord.document).where(SiteRecord.status == ACTIVE).order_by(SiteRecord.position)
+    sites = await session.execute(
+        select(SiteRecord.document, SiteRecord.execution)
+        .where(SiteRecord.status == ACTIVE)
+        .order_by(SiteRecord.position)
     )
     links = await session.scalars(
         select(LinkRecord.document).where(LinkRecord.status == ACTIVE).order_by(LinkRecord.position)
     )
     return MapDocument.model_validate(
-        {**frame.document, "sites": list(sites), "links": list(links)}
+        {
+            **frame.document,
+            "sites": [_with_execution(document, execution) for document, execution in sites],
+            "links": list(links),
+        }
     )
+
+
+async def site_execution(session: AsyncSession, *, site_id: str) -> BackendRef:
+    """The cluster scheduler of the site, active or retired (the simulator when it names
+    none). Raises UnknownItem for a site never registered."""
+    row = (
+        await session.execute(select(SiteRecord.execution).where(SiteRecord.id == site_id))
+    ).first()
+    if row is None:
+        raise UnknownItem(f"site {site_id!r} is not registered")
+    return SIMULATOR if row[0] is None else BackendRef.model_validate(row[0])
+
+
+async def get_site(session: AsyncSession, *, site_id: str) -> Site | None:
+    """The site as registered, active or retired (None: never registered)."""
+    row = (
+        await session.execute(
+            select(SiteRecord.document, SiteRecord.execution).where(SiteRecord.id == site_id)
+        )
+    ).first()
+    return None if row is None else Site.model_validate(_with_execution(row[0], row[1]))
+
+
+def _with_execution(document: dict[str, Any], execution: dict[str, Any] | None) -> dict[str, Any]:
+    return document if execution is None else {**document, "execution": execution}
+
+
+def _site_document(site: Site) -> dict[str, Any]:
+    return site.model_dump(mode="json", exclude={"execution"})
+
+
+def _execution_json(site: Site) -> dict[str, Any]:
+    """The site's BackendRef as JSON: its kind and the fields that differ from the defaults."""
+    return site.execution.model_dump(mode="json", exclude_defaults=True)
 
 
 async def register_site(session: AsyncSession, *, site: Site, links: Sequence[Link] = ()) -> None:
@@ -152,7 +197,8 @@ async def register_site(session: AsyncSession, *, site: Site, links: Sequence[Li
         await session.execute(insert(SiteRecord).values(_site_row(site, position, utcnow())))
         await session.execute(insert(SiteCapacity).values(_site_capacity_row(site)))
     else:
-        _revive(record, site.model_dump(mode="json"), position)
+        _revive(record, _site_document(site), position)
+        record.execution = _execution_json(site)
         record.province = site.province
         await _set_site_caps(session, site, reset_external=True)
     await _set_accelerator_caps(session, site, reset_external=record is not None)
@@ -170,7 +216,8 @@ async def update_site(session: AsyncSession, *, site: Site) -> None:
     document = await load_document(session)
     sites = tuple(site if s.id == site.id else s for s in document.sites)
     _check(document.model_copy(update={"sites": sites}))
-    record.document = site.model_dump(mode="json")
+    record.document = _site_document(site)
+    record.execution = _execution_json(site)
     record.province = site.province
     record.version += 1
     record.updated_at = utcnow()
@@ -410,7 +457,8 @@ def _site_row(site: Site, position: int, now: datetime) -> dict[str, Any]:
         "id": site.id,
         "position": position,
         "province": site.province,
-        "document": site.model_dump(mode="json"),
+        "document": _site_document(site),
+        "execution": _execution_json(site),
         "status": ACTIVE,
         "version": 1,
         "updated_at": now,

@@ -1,0 +1,449 @@
+"""Attempts of requests' jobs on the sites' cluster schedulers (the `jobs` table).
+
+An attempt is (request id, attempt number from 1). Its life:
+
+    queued -> submitting -> pending | running | suspended -> completed | failed | timeout
+                         |                                 | cancelled | lost
+                         -> not_submitted
+
+`queued`: waiting for a dispatcher; `submitting`: a dispatcher (its `owner`) is handing it to
+the scheduler; pending/running/suspended: the scheduler has it (`LIVE`); the rest are final.
+The owner follows an attempt until `lease_until`; once that lapses another brain instance may
+take it over (`take_over`). An attempt a stopped instance was submitting is `lost`: whether the
+scheduler took it cannot be known.
+
+Every function works inside the caller's transaction and never commits. State changes are
+conditional updates, so two instances cannot both make the same change.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, text, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.storage import requests
+from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.models import JobRecord, PlacementRequestRecord, SiteRecord, utcnow
+
+__all__ = [
+    "FINAL",
+    "LIVE",
+    "OPEN",
+    "JobKey",
+    "StatusUpdate",
+    "advance_request",
+    "attempts_of",
+    "claim_queued",
+    "followed",
+    "get",
+    "live_attempt",
+    "mark_metered",
+    "mark_not_submitted",
+    "mark_submitted",
+    "move_request_to_site",
+    "queue_attempt",
+    "queue_first_attempts",
+    "renew_leases",
+    "set_request_reason",
+    "set_status",
+    "take_over",
+    "unmetered",
+]
+
+QUEUED = "queued"
+SUBMITTING = "submitting"
+PENDING = "pending"
+RUNNING = "running"
+SUSPENDED = "suspended"
+LOST = "lost"
+NOT_SUBMITTED = "not_submitted"
+LIVE = (PENDING, RUNNING, SUSPENDED)
+"""The scheduler has the attempt."""
+OPEN = (QUEUED, SUBMITTING, *LIVE)
+"""Not final yet."""
+FINAL = ("completed", "failed", "timeout", "cancelled", LOST, NOT_SUBMITTED)
+
+SIMULATOR_KIND = "simulator"
+RUNNABLE = ("placed", "submitted", "running", "suspended")
+"""Request states in which its job may run: the request holds its reservation."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    request_id: str
+    attempt: int
+
+    @classmethod
+    def of(cls, record: JobRecord) -> "JobKey":
+        return cls(record.request_id, record.attempt)
+
+    def __str__(self) -> str:
+        return f"{self.request_id}#{self.attempt}"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    """What the scheduler says about an attempt now (`state` is one of LIVE or FINAL)."""
+
+    state: str
+    backend_state: str
+    message: str
+    exit_code: int | None = None
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+def _key(key: JobKey) -> Any:
+    return and_(JobRecord.request_id == key.request_id, JobRecord.attempt == key.attempt)
+
+
+async def get(session: AsyncSession, key: JobKey) -> JobRecord | None:
+    return await fetch_scalar(
+        session, select(JobRecord).where(_key(key)).execution_options(populate_existing=True)
+    )
+
+
+async def attempts_of(session: AsyncSession, *, request_id: str) -> list[JobRecord]:
+    """Every attempt of the request, first to last."""
+    rows = await session.scalars(
+        select(JobRecord)
+        .where(JobRecord.request_id == request_id)
+        .order_by(JobRecord.attempt)
+        .execution_options(populate_existing=True)
+    )
+    return list(rows)
+
+
+async def live_attempt(session: AsyncSession, *, request_id: str) -> JobRecord | None:
+    """The request's attempt that the scheduler has now (pending, running or suspended)."""
+    return await fetch_scalar(
+        session,
+        select(JobRecord)
+        .where(JobRecord.request_id == request_id, JobRecord.state.in_(LIVE))
+        .order_by(JobRecord.attempt.desc())
+        .execution_options(populate_existing=True),
+    )
+
+
+def _has_job(session: AsyncSession) -> Any:
+    """SQL: the stored request has a `job` part (a JSON object, not null)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return text("json_typeof(placement_requests.body -> 'job') = 'object'")
+    return text("json_type(placement_requests.body, '$.job') = 'object'")
+
+
+def _insert(session: AsyncSession) -> Any:
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(JobRecord)
+    return sqlite.insert(JobRecord)
+
+
+async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> int:
+    """Queue attempt 1 of every placed request that has a job and no attempt yet (at most
+    `limit`, oldest first), on the request's site; returns how many were queued. Safe when
+    several instances do it at once (the primary key keeps one row per attempt)."""
+    r, s = PlacementRequestRecord, SiteRecord
+    rows = (
+        await session.execute(
+            select(r.id, r.tenant_id, r.site_id, s.execution)
+            .join(s, s.id == r.site_id)
+            .where(
+                r.state == "placed",
+                _has_job(session),
+                ~select(JobRecord.request_id).where(JobRecord.request_id == r.id).exists(),
+            )
+            .order_by(r.updated_at, r.id)
+            .limit(limit)
+        )
+    ).all()
+    if not rows:
+        return 0
+    now = utcnow()
+    values = [
+        _queued_row(request_id, tenant_id, 1, site_id, _kind(execution), now)
+        for request_id, tenant_id, site_id, execution in rows
+    ]
+    result = await session.execute(
+        _insert(session).on_conflict_do_nothing().returning(JobRecord.request_id), values
+    )
+    return len(result.all())
+
+
+def _kind(execution: dict[str, Any] | None) -> str:
+    return str((execution or {}).get("kind", SIMULATOR_KIND))
+
+
+def _queued_row(
+    request_id: str, tenant_id: str, attempt: int, site_id: str, backend: str, now: datetime
+) -> dict[str, Any]:
+    return {
+        "request_id": request_id,
+        "attempt": attempt,
+        "tenant_id": tenant_id,
+        "site_id": site_id,
+        "backend": backend,
+        "state": QUEUED,
+        "queued_at": now,
+        "updated_at": now,
+    }
+
+
+async def queue_attempt(
+    session: AsyncSession,
+    *,
+    request_id: str,
+    tenant_id: str,
+    attempt: int,
+    site_id: str,
+    backend: str,
+    message: str | None = None,
+) -> None:
+    """Queue attempt number `attempt` of the request on `site_id`."""
+    row = _queued_row(request_id, tenant_id, attempt, site_id, backend, utcnow())
+    await session.execute(_insert(session).values(**row, message=message))
+
+
+async def claim_queued(
+    session: AsyncSession, *, owner: str, lease_until: datetime, limit: int = 50
+) -> list[JobRecord]:
+    """Take up to `limit` queued attempts (oldest first) for `owner` to submit: they become
+    `submitting`, owned until `lease_until`. Concurrent claims never take the same one."""
+    oldest = (
+        select(JobRecord.request_id, JobRecord.attempt)
+        .where(JobRecord.state == QUEUED)
+        .order_by(JobRecord.queued_at, JobRecord.request_id)
+        .limit(limit)
+    )
+    statement = (
+        update(JobRecord)
+        .where(tuple_(JobRecord.request_id, JobRecord.attempt).in_(oldest))
+        .where(JobRecord.state == QUEUED)
+        .values(state=SUBMITTING, owner=owner, lease_until=lease_until, updated_at=utcnow())
+        .returning(JobRecord)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    return list((await session.scalars(statement)).all())
+
+
+async def mark_submitted(
+    session: AsyncSession, key: JobKey, *, backend: str, backend_job_id: str, message: str
+) -> bool:
+    """The scheduler took the attempt as `backend_job_id`: it is pending. False if the
+    attempt was no longer being submitted."""
+    now = utcnow()
+    changed = await execute_counted(
+        session,
+        update(JobRecord)
+        .where(_key(key), JobRecord.state == SUBMITTING)
+        .values(
+            state=PENDING,
+            backend=backend,
+            backend_job_id=backend_job_id,
+            backend_state="SUBMITTED",
+            message=message,
+            submitted_at=now,
+            updated_at=now,
+        ),
+    )
+    return bool(changed)
+
+
+async def mark_not_submitted(
+    session: AsyncSession, key: JobKey, *, backend: str, message: str
+) -> bool:
+    """The scheduler refused the attempt or could not be reached: it ends `not_submitted`."""
+    now = utcnow()
+    changed = await execute_counted(
+        session,
+        update(JobRecord)
+        .where(_key(key), JobRecord.state == SUBMITTING)
+        .values(
+            state=NOT_SUBMITTED,
+            backend=backend,
+            message=message,
+            ended_at=now,
+            metered_at=now,
+            updated_at=now,
+        ),
+    )
+    return bool(changed)
+
+
+async def set_status(session: AsyncSession, key: JobKey, status: StatusUpdate) -> bool:
+    """Record what the scheduler says about a live attempt; False (nothing written) when the
+    attempt is not live any more."""
+    values: dict[str, Any] = {
+        "state": status.state,
+        "backend_state": status.backend_state[:64],
+        "message": status.message,
+        "updated_at": utcnow(),
+    }
+    for name in ("exit_code", "started_at", "ended_at"):
+        if getattr(status, name) is not None:
+            values[name] = getattr(status, name)
+    if status.state in FINAL and status.ended_at is None:
+        values["ended_at"] = utcnow()
+    changed = await execute_counted(
+        session,
+        update(JobRecord).where(_key(key), JobRecord.state.in_(LIVE)).values(**values),
+    )
+    return bool(changed)
+
+
+async def followed(session: AsyncSession, *, owner: str) -> list[JobRecord]:
+    """The live attempts `owner` follows."""
+    rows = await session.scalars(
+        select(JobRecord)
+        .where(JobRecord.owner == owner, JobRecord.state.in_(LIVE))
+        .order_by(JobRecord.queued_at, JobRecord.request_id)
+        .execution_options(populate_existing=True)
+    )
+    return list(rows)
+
+
+async def unmetered(session: AsyncSession, *, owner: str) -> list[JobRecord]:
+    """`owner`'s final attempts that the scheduler had, whose usage is not recorded yet."""
+    rows = await session.scalars(
+        select(JobRecord)
+        .where(
+            JobRecord.owner == owner,
+            JobRecord.state.in_(FINAL),
+            JobRecord.backend_job_id.is_not(None),
+            JobRecord.metered_at.is_(None),
+        )
+        .order_by(JobRecord.ended_at, JobRecord.request_id)
+        .execution_options(populate_existing=True)
+    )
+    return list(rows)
+
+
+async def mark_metered(session: AsyncSession, key: JobKey, *, note: str | None = None) -> None:
+    """The attempt's usage is recorded (or, with `note`, will never be: the note says why)."""
+    values: dict[str, Any] = {"metered_at": utcnow()}
+    if note is not None:
+        values["message"] = note
+    await execute_counted(session, update(JobRecord).where(_key(key)).values(**values))
+
+
+async def renew_leases(session: AsyncSession, *, owner: str, until: datetime) -> None:
+    """Extend `owner`'s leases on the attempts it still has work on."""
+    await execute_counted(
+        session,
+        update(JobRecord)
+        .where(JobRecord.owner == owner, _unfinished_work())
+        .values(lease_until=until),
+    )
+
+
+def _unfinished_work() -> Any:
+    return or_(
+        JobRecord.state.in_((SUBMITTING, *LIVE)),
+        and_(
+            JobRecord.state.in_(FINAL),
+            JobRecord.backend_job_id.is_not(None),
+            JobRecord.metered_at.is_(None),
+        ),
+    )
+
+
+async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> list[JobRecord]:
+    """Attempts of other owners whose lease lapsed: those being submitted become `lost`
+    (returned; the dispatcher settles them like failed attempts); the live and unmetered ones
+    become `owner`'s, until `until`."""
+    now = utcnow()
+    lapsed = or_(JobRecord.lease_until.is_(None), JobRecord.lease_until < now)
+    not_mine = or_(JobRecord.owner.is_(None), JobRecord.owner != owner)
+    lost = list(
+        (
+            await session.scalars(
+                update(JobRecord)
+                .where(JobRecord.state == SUBMITTING, lapsed, not_mine)
+                .values(
+                    state=LOST,
+                    message="the brain instance that was submitting it stopped; whether the "
+                    "scheduler took it is unknown",
+                    ended_at=now,
+                    metered_at=now,
+                    updated_at=now,
+                )
+                .returning(JobRecord)
+                .execution_options(synchronize_session=False, populate_existing=True)
+            )
+        ).all()
+    )
+    await execute_counted(
+        session,
+        update(JobRecord)
+        .where(_unfinished_work(), JobRecord.state != SUBMITTING, lapsed, not_mine)
+        .values(owner=owner, lease_until=until),
+    )
+    return lost
+
+
+async def next_attempt(session: AsyncSession, *, request_id: str) -> int:
+    """The number the request's next attempt gets."""
+    highest = await fetch_scalar(
+        session, select(func.max(JobRecord.attempt)).where(JobRecord.request_id == request_id)
+    )
+    return 1 if highest is None else highest + 1
+
+
+async def advance_request(
+    session: AsyncSession, *, request_id: str, state: str, reason: str | None = None
+) -> str | None:
+    """Move the request to `state` if `requests.TRANSITIONS` allow it from where it is (its
+    row locked first); returns the state it left, or None when it did not move (already
+    there: then only `reason` is set, when given; or the move is not allowed)."""
+    record = await requests.get_request(
+        session, tenant_id=None, request_id=request_id, for_update=True
+    )
+    if record is None:
+        return None
+    if record.state == state:
+        if reason is not None:
+            await set_request_reason(session, request_id=request_id, reason=reason)
+        return None
+    if state not in requests.TRANSITIONS.get(record.state, frozenset()):
+        return None
+    before = record.state
+    await requests.set_state(session, request_id=request_id, state=state, reason=reason)
+    return before
+
+
+async def set_request_reason(session: AsyncSession, *, request_id: str, reason: str) -> None:
+    """Set the request's reason (what happened to its job last), keeping its state."""
+    await execute_counted(
+        session,
+        update(PlacementRequestRecord)
+        .where(PlacementRequestRecord.id == request_id)
+        .values(reason=reason, updated_at=utcnow()),
+    )
+
+
+async def move_request_to_site(
+    session: AsyncSession, *, request_id: str, site_id: str, reason: str
+) -> bool:
+    """A request whose job has not ended was placed again, on `site_id` (its state stays);
+    False if it has ended meanwhile."""
+    r = PlacementRequestRecord
+    changed = await execute_counted(
+        session,
+        update(r)
+        .where(r.id == request_id, r.state.in_(RUNNABLE))
+        .values(site_id=site_id, reason=reason, updated_at=utcnow()),
+    )
+    return bool(changed)
+
+
+async def request_states(session: AsyncSession, request_ids: Sequence[str]) -> dict[str, str]:
+    """The state of each of `request_ids` that exists."""
+    if not request_ids:
+        return {}
+    r = PlacementRequestRecord
+    rows = await session.execute(select(r.id, r.state).where(r.id.in_(list(request_ids))))
+    return {str(request_id): str(state) for request_id, state in rows.all()}
