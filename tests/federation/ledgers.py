@@ -5,6 +5,9 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from cnbrain.storage import ledger_store
+from cnbrain.storage.database import create_engine, session_factory
+
 
 def _dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
@@ -53,3 +56,13 @@ async def site_used(url: str, site_id: str) -> dict[str, int]:
 
 async def unreleased(url: str) -> list[dict[str, Any]]:
     return await rows(url, "SELECT id, state FROM peer_reservations WHERE state <> 'released'")
+
+
+async def check_invariants(url: str) -> None:
+    """Every used amount in the brain's ledger equals what its reservations and parts hold."""
+    engine = create_engine(url)
+    try:
+        async with session_factory(engine)() as session:
+            await ledger_store.check_invariants(session)
+    finally:
+        await engine.dispose()

@@ -14,7 +14,7 @@ import grpc
 import httpx
 import pytest
 from federations import make_federation
-from ledgers import rows, unreleased
+from ledgers import check_invariants, rows, unreleased
 from test_federation_placement import GPU_REQUEST, cancel, submit
 
 from cnbrain.rpc.certs import write_certificates
@@ -76,6 +76,8 @@ async def test_destination_killed_between_prepare_and_commit_leaves_nothing_rese
             assert left == [{"id": view["decision"]["reservation_id"], "state": "held"}]
         else:
             assert left == []
+    for url in databases.values():
+        await check_invariants(url)
     if view["state"] == "placed":
         cancel(federation, "east", view["id"])
     federation.wait_registered()

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from ledgers import part, site_used, unreleased, used_mbps
+from ledgers import check_invariants, part, site_used, unreleased, used_mbps
 
 from federation_processes import LocalFederation
 
@@ -77,6 +77,8 @@ async def test_gpu_request_from_the_east_is_placed_in_a_western_hub_by_three_bra
     assert national["cpu_m"] == 0 and east["cpu_m"] == west["cpu_m"] == 64_000
     assert (await site_used(databases["west"], decision["site"]))["H800"] == 64
     assert west["decision"] is not None and national["decision"] is not None
+    for url in databases.values():
+        await check_invariants(url)
 
     cancelled = cancel(federation, "east", view["id"])
 
@@ -87,6 +89,8 @@ async def test_gpu_request_from_the_east_is_placed_in_a_western_hub_by_three_bra
         assert own is not None
         assert set((await used_mbps(databases[owner], own["links"])).values()) == {0}
     assert (await site_used(databases["west"], decision["site"]))["H800"] == 0
+    for url in databases.values():
+        await check_invariants(url)
 
 
 @pytest.mark.asyncio

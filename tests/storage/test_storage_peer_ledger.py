@@ -76,6 +76,8 @@ async def test_prepare_takes_the_part_once_and_release_gives_it_back_once(
         before.free_acc[0, ledger.accelerator_column["A100"]] - 2
     )
     assert taken.residual_mbps[link] == before.residual_mbps[link] - 200
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
 
     async with sessions.begin() as session:
         assert await peer_ledger.release(session, reservation_id="rsv-1") is True
@@ -130,6 +132,8 @@ async def test_a_network_only_part_counting_the_quota_is_held_to_the_quota(
 
     after = await _snapshot(sessions, ledger)
     assert (after.free_cpu_m == before.free_cpu_m).all(), "a network-only part takes no compute"
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
     async with sessions.begin() as session:
         await peer_ledger.release(session, reservation_id="rsv-4")
     await _prepare(sessions, _part(ledger, "rsv-5", site_id=None, counts_quota=True))

@@ -8,8 +8,10 @@ Contract:
   concurrent transactions, in one process or several on one PostgreSQL database, never
   oversubscribe a site, an accelerator pool, a link or a quota.
 - `reserve_many` takes several claims at once, all or nothing: it adds up their amounts per
-  site, accelerator pool, link and tenant and takes each sum with one conditional UPDATE per
-  table, so a batch costs about a dozen statements whatever its size.
+  site, accelerator pool, link and tenant, locks and checks the rows of each table, then takes
+  each sum with a conditional UPDATE per table and inserts the reservations, so a batch costs
+  a fixed number of statements whatever its size (on PostgreSQL: six locking reads and one
+  statement for the updates and inserts, all plain SQL with arrays).
 - Rows are locked in one global order (site rows by id, link rows by id, site capacity by site,
   accelerators by site and model, link capacity by link, quotas by tenant), so concurrent
   reserve/reserve_many/release/retire never deadlock. `reserve` locks one site; `reserve_many`
@@ -50,6 +52,8 @@ from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExce
 from cnbrain.storage.models import (
     LinkCapacity,
     LinkRecord,
+    PeerReservation,
+    PeerReservationLink,
     Quota,
     ReservationLink,
     ReservationRecord,
@@ -77,6 +81,8 @@ __all__ = [
 HELD = "held"
 RELEASED = "released"
 ACTIVE = "active"
+PEER_ACTIVE = ("prepared", "held")
+"""States of a cross-brain reservation part that hold capacity (see peer_ledger)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,14 +318,12 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
                 raise CapacityConflict(
                     f"site {site!r} {name}", _short(sites[site][i], free_sites[site][i])
                 )
-    _expect_rows(await tables.add_sites(sites), sites, "sites")
     if pools:
         free_pools = await tables.lock_pools(sorted(pools))
         for site, model in sorted(pools):
             left = free_pools.get((site, model), 0)
             if pools[site, model] > left:
                 raise CapacityConflict(f"site {site!r} {model}", _short(pools[site, model], left))
-        _expect_rows(await tables.add_pools(pools), pools, "accelerator pools")
     if bandwidth:
         free_links = await tables.lock_links(sorted(bandwidth))
         for link in sorted(bandwidth):
@@ -327,7 +331,6 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
                 raise CapacityConflict(
                     f"link {link!r} bandwidth", _short(bandwidth[link], free_links.get(link, 0))
                 )
-        _expect_rows(await tables.add_links(bandwidth), bandwidth, "links")
     found = await tables.lock_quotas(sorted(quotas))
     for tenant in sorted(quotas):
         if tenant not in found:
@@ -338,14 +341,25 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
                 raise QuotaExceeded(
                     f"tenant {tenant!r} {name}", f"wants {need}, {limit - used} left"
                 )
-    _expect_rows(await tables.add_quotas(quotas), quotas, "the quotas of")
+    # Every row is locked and checked: take the sums and store the reservations.
     try:
-        await tables.insert_reservations(claims, utcnow())
+        changed = await tables.take(
+            _Sums(sites=sites, pools=pools, bandwidth=bandwidth, quotas=quotas),
+            claims,
+            utcnow(),
+        )
     except IntegrityError as exc:
         raise LedgerStoreError(
             f"reservations cannot be stored (an id in use, or an unknown request): "
             f"{exc.orig or exc}"
         ) from None
+    for keys, count, what in (
+        (sites, changed[0], "sites"),
+        (pools, changed[1], "accelerator pools"),
+        (bandwidth, changed[2], "links"),
+        (quotas, changed[3], "the quotas of"),
+    ):
+        _expect_rows(count, keys, what)
 
 
 async def release(session: AsyncSession, *, reservation_id: str) -> ReservationRecord:
@@ -439,7 +453,8 @@ async def held_reservations(
 
 async def check_invariants(session: AsyncSession, *, require_fit: bool = True) -> None:
     """Raise AssertionError unless every `used` column (sites, accelerators, links, quotas)
-    equals the sum over held reservations and is not negative; with `require_fit`, also
+    equals the sum over held reservations and over the prepared or held parts of cross-brain
+    reservations (`peer_reservations`), and is not negative; with `require_fit`, also
     used + external <= cap and quota use <= limit (true unless caps were lowered or external
     use reported after the reservations were taken)."""
     await _check_sites(session, require_fit)
@@ -651,10 +666,21 @@ def _expect_rows(changed: int, keys: Mapping[Any, Any], what: str) -> None:
         raise CapacityConflict(f"{what} {names}", "changed concurrently; try again")
 
 
+@dataclass(frozen=True, slots=True)
+class _Sums:
+    """What a batch of claims takes, summed: per site (cpu, memory, storage), per accelerator
+    pool (site, model), per link (Mbps), per tenant (cpu, memory, accelerators, Mbps,
+    requests)."""
+
+    sites: Mapping[str, Sequence[int]]
+    pools: Mapping[tuple[str, str], int]
+    bandwidth: Mapping[str, int]
+    quotas: Mapping[str, Sequence[int]]
+
+
 class _Tables(Protocol):
     """What `reserve_many` needs of the capacity tables, in one transaction. Every `lock_*`
-    locks its rows in key order (`ORDER BY ... FOR UPDATE`) and returns what is free; every
-    `add_*` adds the amounts to `used` where they fit, and returns the rows changed."""
+    locks its rows in key order (`ORDER BY ... FOR UPDATE`) and returns what is free."""
 
     async def share_lock(self, kind: str, ids: Sequence[str]) -> dict[str, str]:
         """Share-lock the site or link rows (`kind`) in id order; id -> status."""
@@ -662,25 +688,20 @@ class _Tables(Protocol):
 
     async def lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]: ...
 
-    async def add_sites(self, amounts: Mapping[str, Sequence[int]]) -> int: ...
-
     async def lock_pools(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]: ...
 
-    async def add_pools(self, amounts: Mapping[tuple[str, str], int]) -> int: ...
-
     async def lock_links(self, ids: Sequence[str]) -> dict[str, int]: ...
-
-    async def add_links(self, amounts: Mapping[str, int]) -> int: ...
 
     async def lock_quotas(self, ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """tenant -> (used, limit) pairs of the `_QUOTA_NAMES` columns, flattened."""
         ...
 
-    async def add_quotas(self, amounts: Mapping[str, Sequence[int]]) -> int: ...
-
-    async def insert_reservations(
-        self, claims: Sequence[tuple[str, Claim]], at: datetime
-    ) -> None: ...
+    async def take(
+        self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
+    ) -> tuple[int, int, int, int]:
+        """Add the sums to `used` where they fit (rows locked already) and insert the
+        reservations; the rows changed in site capacity, pools, links and quotas."""
+        ...
 
 
 class _CoreTables:
@@ -828,6 +849,18 @@ class _CoreTables:
         if links:
             await self._session.execute(insert(_RESERVATION_LINKS), links)
 
+    async def take(
+        self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
+    ) -> tuple[int, int, int, int]:
+        changed = (
+            await self.add_sites(sums.sites),
+            await self.add_pools(sums.pools) if sums.pools else 0,
+            await self.add_links(sums.bandwidth) if sums.bandwidth else 0,
+            await self.add_quotas(sums.quotas),
+        )
+        await self.insert_reservations(claims, at)
+        return changed
+
     async def _update(self, statement: Any) -> int:
         return int(cast("Any", await self._session.execute(statement)).rowcount)
 
@@ -862,23 +895,6 @@ class _DriverTables:
         )
         return {site: (cpu, mem, storage) for site, cpu, mem, storage in rows}
 
-    async def add_sites(self, amounts: Mapping[str, Sequence[int]]) -> int:
-        ids = list(amounts)
-        result = await self._sql(
-            "UPDATE site_capacity AS c SET cpu_m_used = c.cpu_m_used + v.cpu,"
-            " mem_mib_used = c.mem_mib_used + v.mem,"
-            " storage_gib_used = c.storage_gib_used + v.storage"
-            " FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])"
-            " AS v(site_id, cpu, mem, storage)"
-            " WHERE c.site_id = v.site_id"
-            " AND c.cpu_m_used + c.cpu_m_external + v.cpu <= c.cpu_m_cap"
-            " AND c.mem_mib_used + c.mem_mib_external + v.mem <= c.mem_mib_cap"
-            " AND c.storage_gib_used + c.storage_gib_external + v.storage <= c.storage_gib_cap",
-            ids,
-            *([amounts[k][i] for k in ids] for i in range(3)),
-        )
-        return int(result.rowcount)
-
     async def lock_pools(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         rows = await self._sql(
             "SELECT a.site_id, a.model, a.cap - a.used - a.external FROM site_accelerators AS a"
@@ -890,19 +906,6 @@ class _DriverTables:
         )
         return {(site, model): left for site, model, left in rows}
 
-    async def add_pools(self, amounts: Mapping[tuple[str, str], int]) -> int:
-        keys = list(amounts)
-        result = await self._sql(
-            "UPDATE site_accelerators AS a SET used = a.used + v.n"
-            " FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(site_id, model, n)"
-            " WHERE a.site_id = v.site_id AND a.model = v.model"
-            " AND a.used + a.external + v.n <= a.cap",
-            [site for site, _ in keys],
-            [model for _, model in keys],
-            [amounts[k] for k in keys],
-        )
-        return int(result.rowcount)
-
     async def lock_links(self, ids: Sequence[str]) -> dict[str, int]:
         rows = await self._sql(
             "SELECT link_id, mbps_cap - mbps_used - mbps_external FROM link_capacity"
@@ -910,17 +913,6 @@ class _DriverTables:
             list(ids),
         )
         return dict(rows.all())
-
-    async def add_links(self, amounts: Mapping[str, int]) -> int:
-        ids = list(amounts)
-        result = await self._sql(
-            "UPDATE link_capacity AS c SET mbps_used = c.mbps_used + v.mbps"
-            " FROM unnest($1::text[], $2::bigint[]) AS v(link_id, mbps)"
-            " WHERE c.link_id = v.link_id AND c.mbps_used + c.mbps_external + v.mbps <= c.mbps_cap",
-            ids,
-            [amounts[k] for k in ids],
-        )
-        return int(result.rowcount)
 
     async def lock_quotas(self, ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         columns = ", ".join(f"{u.key}, {limit.key}" for u, limit in _quota_columns())
@@ -931,53 +923,86 @@ class _DriverTables:
         )
         return {row[0]: tuple(row[1:]) for row in rows}
 
-    async def add_quotas(self, amounts: Mapping[str, Sequence[int]]) -> int:
-        ids = list(amounts)
+    async def take(
+        self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
+    ) -> tuple[int, int, int, int]:
+        """One statement: an UPDATE per table and the INSERTs, as data-modifying CTEs (the
+        rows are locked already, so their order does not matter any more)."""
+        site_ids, pools, links, tenants = (
+            list(sums.sites),
+            list(sums.pools),
+            list(sums.bandwidth),
+            list(sums.quotas),
+        )
         pairs = _quota_columns()
-        sets = ", ".join(f"{u.key} = q.{u.key} + v.a{i}" for i, (u, _) in enumerate(pairs))
-        fits = " AND ".join(
+        quota_sets = ", ".join(f"{u.key} = q.{u.key} + v.a{i}" for i, (u, _) in enumerate(pairs))
+        quota_fits = " AND ".join(
             f"(q.{limit.key} IS NULL OR q.{u.key} + v.a{i} <= q.{limit.key})"
             for i, (u, limit) in enumerate(pairs)
         )
-        arrays = ", ".join(f"${i + 2}::bigint[]" for i in range(len(pairs)))
-        names = ", ".join(f"a{i}" for i in range(len(pairs)))
-        result = await self._sql(
-            f"UPDATE quotas AS q SET {sets} FROM unnest($1::text[], {arrays})"
-            f" AS v(tenant_id, {names}) WHERE q.tenant_id = v.tenant_id AND {fits}",
-            ids,
-            *([amounts[k][i] for k in ids] for i in range(len(pairs))),
-        )
-        return int(result.rowcount)
-
-    async def insert_reservations(self, claims: Sequence[tuple[str, Claim]], at: datetime) -> None:
+        held = [(rid, link) for rid, claim in claims for link in sorted(claim.link_ids)]
         c = [claim for _, claim in claims]
-        await self._sql(
-            "INSERT INTO reservations (id, request_id, tenant_id, site_id, cpu_m, mem_mib,"
-            " storage_gib, accelerator_model, accelerator_count, mbps, state, created_at)"
-            " SELECT v.*, $11, $12 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
-            " $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[])"
-            " AS v",
-            [reservation_id for reservation_id, _ in claims],
-            [x.request_id for x in c],
-            [x.tenant_id for x in c],
-            [x.site_id for x in c],
-            [x.cpu_m for x in c],
-            [x.mem_mib for x in c],
-            [x.storage_gib for x in c],
-            [x.accelerator_model for x in c],
-            [x.accelerator_count for x in c],
-            [x.mbps for x in c],
-            HELD,
-            at,
-        )
-        links = [(rid, link) for rid, claim in claims for link in sorted(claim.link_ids)]
-        if links:
+        row = (
             await self._sql(
-                "INSERT INTO reservation_links (reservation_id, link_id)"
-                " SELECT * FROM unnest($1::text[], $2::text[])",
-                [rid for rid, _ in links],
-                [link for _, link in links],
+                "WITH s AS (UPDATE site_capacity AS c SET cpu_m_used = c.cpu_m_used + v.cpu,"
+                " mem_mib_used = c.mem_mib_used + v.mem,"
+                " storage_gib_used = c.storage_gib_used + v.storage"
+                " FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])"
+                " AS v(site_id, cpu, mem, storage) WHERE c.site_id = v.site_id"
+                " AND c.cpu_m_used + c.cpu_m_external + v.cpu <= c.cpu_m_cap"
+                " AND c.mem_mib_used + c.mem_mib_external + v.mem <= c.mem_mib_cap"
+                " AND c.storage_gib_used + c.storage_gib_external + v.storage"
+                " <= c.storage_gib_cap RETURNING 1),"
+                " a AS (UPDATE site_accelerators AS a SET used = a.used + v.n"
+                " FROM unnest($5::text[], $6::text[], $7::bigint[]) AS v(site_id, model, n)"
+                " WHERE a.site_id = v.site_id AND a.model = v.model"
+                " AND a.used + a.external + v.n <= a.cap RETURNING 1),"
+                " l AS (UPDATE link_capacity AS c SET mbps_used = c.mbps_used + v.mbps"
+                " FROM unnest($8::text[], $9::bigint[]) AS v(link_id, mbps)"
+                " WHERE c.link_id = v.link_id"
+                " AND c.mbps_used + c.mbps_external + v.mbps <= c.mbps_cap RETURNING 1),"
+                f" q AS (UPDATE quotas AS q SET {quota_sets}"
+                " FROM unnest($10::text[], $11::bigint[], $12::bigint[], $13::bigint[],"
+                " $14::bigint[], $15::bigint[]) AS v(tenant_id, a0, a1, a2, a3, a4)"
+                f" WHERE q.tenant_id = v.tenant_id AND {quota_fits} RETURNING 1),"
+                " r AS (INSERT INTO reservations (id, request_id, tenant_id, site_id, cpu_m,"
+                " mem_mib, storage_gib, accelerator_model, accelerator_count, mbps, state,"
+                " created_at) SELECT v.*, $26, $27 FROM unnest($16::text[], $17::text[],"
+                " $18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[],"
+                " $23::text[], $24::bigint[], $25::bigint[]) AS v RETURNING 1),"
+                " rl AS (INSERT INTO reservation_links (reservation_id, link_id)"
+                " SELECT * FROM unnest($28::text[], $29::text[]) RETURNING 1)"
+                " SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM a),"
+                " (SELECT count(*) FROM l), (SELECT count(*) FROM q),"
+                " (SELECT count(*) FROM r), (SELECT count(*) FROM rl)",
+                site_ids,
+                *([sums.sites[k][i] for k in site_ids] for i in range(3)),
+                [site for site, _ in pools],
+                [model for _, model in pools],
+                [sums.pools[k] for k in pools],
+                links,
+                [sums.bandwidth[k] for k in links],
+                tenants,
+                *([sums.quotas[k][i] for k in tenants] for i in range(len(pairs))),
+                [rid for rid, _ in claims],
+                [x.request_id for x in c],
+                [x.tenant_id for x in c],
+                [x.site_id for x in c],
+                [x.cpu_m for x in c],
+                [x.mem_mib for x in c],
+                [x.storage_gib for x in c],
+                [x.accelerator_model for x in c],
+                [x.accelerator_count for x in c],
+                [x.mbps for x in c],
+                HELD,
+                at,
+                [rid for rid, _ in held],
+                [link for _, link in held],
             )
+        ).one()
+        if (row[4], row[5]) != (len(claims), len(held)):
+            raise LedgerStoreError("not every reservation was stored")
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
 
 def _case(key: Any, amounts: Mapping[Any, int]) -> ColumnElement[int]:
@@ -1011,6 +1036,14 @@ async def _check_sites(session: AsyncSession, require_fit: bool) -> None:
             .group_by(r.site_id)
         )
     }
+    p = PeerReservation
+    for site, cpu, mem, storage in await session.execute(
+        select(p.site_id, func.sum(p.cpu_m), func.sum(p.mem_mib), func.sum(p.storage_gib))
+        .where(p.state.in_(PEER_ACTIVE), p.site_id.is_not(None))
+        .group_by(p.site_id)
+    ):
+        before = held.get(str(site), (0, 0, 0))
+        held[str(site)] = (before[0] + cpu, before[1] + mem, before[2] + storage)
     for row in await session.scalars(select(SiteCapacity)):
         expected = held.pop(row.site_id, (0, 0, 0))
         for name, used, external, cap, want in (
@@ -1039,6 +1072,14 @@ async def _check_accelerators(session: AsyncSession, require_fit: bool) -> None:
             .group_by(r.site_id, r.accelerator_model)
         )
     }
+    p = PeerReservation
+    for site, model, count in await session.execute(
+        select(p.site_id, p.accelerator_model, func.sum(p.accelerator_count))
+        .where(p.state.in_(PEER_ACTIVE), p.site_id.is_not(None), p.accelerator_model.is_not(None))
+        .group_by(p.site_id, p.accelerator_model)
+    ):
+        key = (str(site), model)
+        held[key] = held.get(key, 0) + count
     for row in await session.scalars(select(SiteAccelerators)):
         want = int(held.pop((row.site_id, row.model), 0))
         where = f"site {row.site_id!r} {row.model}"
@@ -1056,6 +1097,14 @@ async def _check_links(session: AsyncSession, require_fit: bool) -> None:
         .group_by(rl.link_id)
     )
     held = dict(rows.all())
+    p, pl = PeerReservation, PeerReservationLink
+    for link, mbps in await session.execute(
+        select(pl.link_id, func.sum(p.mbps))
+        .join(p, p.id == pl.reservation_id)
+        .where(p.state.in_(PEER_ACTIVE))
+        .group_by(pl.link_id)
+    ):
+        held[link] = held.get(link, 0) + mbps
     for row in await session.scalars(select(LinkCapacity)):
         want = int(held.pop(row.link_id, 0))
         where = f"link {row.link_id!r} bandwidth"
@@ -1081,6 +1130,21 @@ async def _check_quotas(session: AsyncSession, require_fit: bool) -> None:
             .group_by(r.tenant_id)
         )
     }
+    p = PeerReservation
+    for tenant, cpu, mem, acc, mbps, count in await session.execute(
+        select(
+            p.tenant_id,
+            func.sum(p.cpu_m),
+            func.sum(p.mem_mib),
+            func.sum(p.accelerator_count),
+            func.sum(p.mbps),
+            func.count(),
+        )
+        .where(p.state.in_(PEER_ACTIVE), p.counts_quota.is_(True))
+        .group_by(p.tenant_id)
+    ):
+        b = held.get(tenant, (0, 0, 0, 0, 0))
+        held[tenant] = (b[0] + cpu, b[1] + mem, b[2] + acc, b[3] + mbps, b[4] + count)
     for row in await session.scalars(select(Quota)):
         expected = held.pop(row.tenant_id, (0, 0, 0, 0, 0))
         for name, used, limit, want in (
