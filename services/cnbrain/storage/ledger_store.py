@@ -70,6 +70,7 @@ __all__ = [
     "QuotaExceeded",
     "check_invariants",
     "claim_from",
+    "give_back",
     "held_reservations",
     "load_snapshot",
     "release",
@@ -223,6 +224,82 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     )
 
 
+async def take(
+    session: AsyncSession, *, claim: Claim, compute: bool = True, quota: bool = True
+) -> None:
+    """Take the amounts of `claim` in the global lock order: compute on its site (unless
+    `compute` is False: then its site id is ignored), bandwidth on its links, and the
+    tenant's quota (unless `quota` is False). Raises as `reserve` does; the caller records
+    what was taken and rolls back after an exception."""
+    _validate(claim)
+    links = sorted(claim.link_ids)
+    if compute:
+        await _lock_active(session, claim.site_id, links)
+        await _take_site(session, claim)
+        if claim.accelerator_count:
+            await _take_accelerators(session, claim)
+    elif links:
+        await _lock_links_active(session, links)
+    if links and claim.mbps:
+        await _take_links(session, links, claim.mbps)
+    if quota:
+        await _take_quota(session, claim)
+
+
+async def give_back(
+    session: AsyncSession,
+    *,
+    claim: Claim,
+    compute: bool = True,
+    quota: bool = True,
+) -> None:
+    """Subtract from the `used` columns what `take` added for `claim` (same flags). The
+    caller has marked the reservation released in the same transaction, so this runs once."""
+    links = sorted(claim.link_ids)
+    if compute:
+        await execute_counted(
+            session,
+            update(SiteCapacity)
+            .where(SiteCapacity.site_id == claim.site_id)
+            .values(
+                cpu_m_used=SiteCapacity.cpu_m_used - claim.cpu_m,
+                mem_mib_used=SiteCapacity.mem_mib_used - claim.mem_mib,
+                storage_gib_used=SiteCapacity.storage_gib_used - claim.storage_gib,
+            ),
+        )
+        if claim.accelerator_model and claim.accelerator_count:
+            await execute_counted(
+                session,
+                update(SiteAccelerators)
+                .where(
+                    SiteAccelerators.site_id == claim.site_id,
+                    SiteAccelerators.model == claim.accelerator_model,
+                )
+                .values(used=SiteAccelerators.used - claim.accelerator_count),
+            )
+    if links and claim.mbps:
+        await _lock_link_capacity(session, links)
+        await execute_counted(
+            session,
+            update(LinkCapacity)
+            .where(LinkCapacity.link_id.in_(links))
+            .values(mbps_used=LinkCapacity.mbps_used - claim.mbps),
+        )
+    if quota:
+        await execute_counted(
+            session,
+            update(Quota)
+            .where(Quota.tenant_id == claim.tenant_id)
+            .values(
+                used_cpu_m=Quota.used_cpu_m - claim.cpu_m,
+                used_mem_mib=Quota.used_mem_mib - claim.mem_mib,
+                used_accelerators=Quota.used_accelerators - claim.accelerator_count,
+                used_mbps=Quota.used_mbps - claim.mbps,
+                active_requests=Quota.active_requests - 1,
+            ),
+        )
+
+
 async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -> None:
     """Take `claim` as reservation `reservation_id` inside the caller's transaction.
 
@@ -231,15 +308,8 @@ async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -
     a tenant without quota row). After any of them the caller must roll back: earlier
     updates of the same call may have been applied.
     """
-    _validate(claim)
+    await take(session, claim=claim)
     links = sorted(claim.link_ids)
-    await _lock_active(session, claim.site_id, links)
-    await _take_site(session, claim)
-    if claim.accelerator_count:
-        await _take_accelerators(session, claim)
-    if links and claim.mbps:
-        await _take_links(session, links, claim.mbps)
-    await _take_quota(session, claim)
     if await session.get(ReservationRecord, reservation_id) is not None:
         raise LedgerStoreError(f"reservation {reservation_id!r} exists already")
     await session.execute(
@@ -384,44 +454,19 @@ async def release(session: AsyncSession, *, reservation_id: str) -> ReservationR
     if not taken:
         raise LedgerStoreError(f"reservation {reservation_id!r} is not held ({record.state})")
     links = await reservation_links(session, reservation_id=reservation_id)
-    await execute_counted(
+    await give_back(
         session,
-        update(SiteCapacity)
-        .where(SiteCapacity.site_id == record.site_id)
-        .values(
-            cpu_m_used=SiteCapacity.cpu_m_used - record.cpu_m,
-            mem_mib_used=SiteCapacity.mem_mib_used - record.mem_mib,
-            storage_gib_used=SiteCapacity.storage_gib_used - record.storage_gib,
-        ),
-    )
-    if record.accelerator_model and record.accelerator_count:
-        await execute_counted(
-            session,
-            update(SiteAccelerators)
-            .where(
-                SiteAccelerators.site_id == record.site_id,
-                SiteAccelerators.model == record.accelerator_model,
-            )
-            .values(used=SiteAccelerators.used - record.accelerator_count),
-        )
-    if links and record.mbps:
-        await _lock_link_capacity(session, links)
-        await execute_counted(
-            session,
-            update(LinkCapacity)
-            .where(LinkCapacity.link_id.in_(links))
-            .values(mbps_used=LinkCapacity.mbps_used - record.mbps),
-        )
-    await execute_counted(
-        session,
-        update(Quota)
-        .where(Quota.tenant_id == record.tenant_id)
-        .values(
-            used_cpu_m=Quota.used_cpu_m - record.cpu_m,
-            used_mem_mib=Quota.used_mem_mib - record.mem_mib,
-            used_accelerators=Quota.used_accelerators - record.accelerator_count,
-            used_mbps=Quota.used_mbps - record.mbps,
-            active_requests=Quota.active_requests - 1,
+        claim=Claim(
+            request_id=record.request_id,
+            tenant_id=record.tenant_id,
+            site_id=record.site_id,
+            cpu_m=record.cpu_m,
+            mem_mib=record.mem_mib,
+            storage_gib=record.storage_gib,
+            accelerator_model=record.accelerator_model,
+            accelerator_count=record.accelerator_count,
+            link_ids=tuple(links),
+            mbps=record.mbps,
         ),
     )
     return record
@@ -483,16 +528,21 @@ async def _lock_active(session: AsyncSession, site_id: str, links: Sequence[str]
     if site != ACTIVE:
         raise CapacityConflict(f"site {site_id!r}", "not registered, or retired")
     if links:
-        rows = await session.execute(
-            select(LinkRecord.id, LinkRecord.status)
-            .where(LinkRecord.id.in_(links))
-            .order_by(LinkRecord.id)
-            .with_for_update(read=True)
-        )
-        status = dict(rows.all())
-        for link in links:
-            if status.get(link) != ACTIVE:
-                raise CapacityConflict(f"link {link!r}", "not registered, or retired")
+        await _lock_links_active(session, links)
+
+
+async def _lock_links_active(session: AsyncSession, links: Sequence[str]) -> None:
+    """Share-lock the link rows (so retiring waits) and check they are active."""
+    rows = await session.execute(
+        select(LinkRecord.id, LinkRecord.status)
+        .where(LinkRecord.id.in_(links))
+        .order_by(LinkRecord.id)
+        .with_for_update(read=True)
+    )
+    status = dict(rows.all())
+    for link in links:
+        if status.get(link) != ACTIVE:
+            raise CapacityConflict(f"link {link!r}", "not registered, or retired")
 
 
 def _fits(used: Any, external: Any, amount: int, cap: Any) -> ColumnElement[bool]:
