@@ -14,7 +14,6 @@ Contract:
 - Nothing here commits: the caller owns the transaction and rolls back after an exception.
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,15 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage._sql import execute_counted, fetch_scalar
-from cnbrain.storage.errors import CapacityConflict, LedgerStoreError
+from cnbrain.storage.errors import LedgerStoreError
 from cnbrain.storage.models import (
-    LinkCapacity,
-    LinkRecord,
     PeerReservation,
     PeerReservationLink,
-    Quota,
-    SiteAccelerators,
-    SiteCapacity,
     utcnow,
 )
 
@@ -86,21 +80,13 @@ async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: dateti
     if earlier is not None:
         _check_same(earlier, claim)
         return False
-    plain = claim.as_claim()
-    ledger_store._validate(plain)
+    await ledger_store.take(
+        session,
+        claim=claim.as_claim(),
+        compute=claim.site_id is not None,
+        quota=claim.counts_quota,
+    )
     links = sorted(claim.link_ids)
-    if claim.site_id is not None:
-        await ledger_store._lock_active(session, claim.site_id, links)
-    elif links:
-        await _lock_links_active(session, links)
-    if claim.site_id is not None:
-        await ledger_store._take_site(session, plain)
-        if claim.accelerator_count:
-            await ledger_store._take_accelerators(session, plain)
-    if links and claim.mbps:
-        await ledger_store._take_links(session, links, claim.mbps)
-    if claim.counts_quota:
-        await ledger_store._take_quota(session, plain)
     await session.execute(
         insert(PeerReservation).values(
             id=claim.reservation_id,
@@ -239,60 +225,22 @@ def _check_same(earlier: PeerReservation, claim: PeerClaim) -> None:
         )
 
 
-async def _lock_links_active(session: AsyncSession, links: Sequence[str]) -> None:
-    rows = await session.execute(
-        select(LinkRecord.id, LinkRecord.status)
-        .where(LinkRecord.id.in_(links))
-        .order_by(LinkRecord.id)
-        .with_for_update(read=True)
-    )
-    status = dict(rows.all())
-    for link in links:
-        if status.get(link) != ledger_store.ACTIVE:
-            raise CapacityConflict(f"link {link!r}", "not registered, or retired")
-
-
 async def _give_back(session: AsyncSession, record: PeerReservation) -> None:
-    if record.site_id is not None:
-        await execute_counted(
-            session,
-            update(SiteCapacity)
-            .where(SiteCapacity.site_id == record.site_id)
-            .values(
-                cpu_m_used=SiteCapacity.cpu_m_used - record.cpu_m,
-                mem_mib_used=SiteCapacity.mem_mib_used - record.mem_mib,
-                storage_gib_used=SiteCapacity.storage_gib_used - record.storage_gib,
-            ),
-        )
-        if record.accelerator_model and record.accelerator_count:
-            await execute_counted(
-                session,
-                update(SiteAccelerators)
-                .where(
-                    SiteAccelerators.site_id == record.site_id,
-                    SiteAccelerators.model == record.accelerator_model,
-                )
-                .values(used=SiteAccelerators.used - record.accelerator_count),
-            )
     links = await part_links(session, reservation_id=record.id)
-    if links and record.mbps:
-        await ledger_store._lock_link_capacity(session, links)
-        await execute_counted(
-            session,
-            update(LinkCapacity)
-            .where(LinkCapacity.link_id.in_(links))
-            .values(mbps_used=LinkCapacity.mbps_used - record.mbps),
-        )
-    if record.counts_quota:
-        await execute_counted(
-            session,
-            update(Quota)
-            .where(Quota.tenant_id == record.tenant_id)
-            .values(
-                used_cpu_m=Quota.used_cpu_m - record.cpu_m,
-                used_mem_mib=Quota.used_mem_mib - record.mem_mib,
-                used_accelerators=Quota.used_accelerators - record.accelerator_count,
-                used_mbps=Quota.used_mbps - record.mbps,
-                active_requests=Quota.active_requests - 1,
-            ),
-        )
+    await ledger_store.give_back(
+        session,
+        claim=ledger_store.Claim(
+            request_id=record.request_id,
+            tenant_id=record.tenant_id,
+            site_id=record.site_id or "",
+            cpu_m=record.cpu_m,
+            mem_mib=record.mem_mib,
+            storage_gib=record.storage_gib,
+            accelerator_model=record.accelerator_model,
+            accelerator_count=record.accelerator_count,
+            link_ids=tuple(links),
+            mbps=record.mbps,
+        ),
+        compute=record.site_id is not None,
+        quota=record.counts_quota,
+    )
