@@ -316,3 +316,33 @@ async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_
         assert await states(again, tenant) == dict.fromkeys(stored, "placed")
         assert await held(again, tenant) == len(stored)
         await invariants(again)
+
+
+async def test_replicas_starting_together_recover_each_pending_request_once(
+    settings: Settings,
+) -> None:
+    async with running(settings) as api:
+        tenant, _, _ = await api.tenant()
+        async with api.brain.sessions.begin() as session:
+            user_id = (await tenants.list_users(session, tenant_id=tenant))[0].id
+            await requests.insert_requests(
+                session,
+                [
+                    requests.NewRequest(
+                        request_id=f"req-left-{i}",
+                        tenant_id=tenant,
+                        user_id=user_id,
+                        body={**ONE_GPU, "id": f"req-left-{i}", "tenant": tenant},
+                    )
+                    for i in range(12)
+                ],
+            )
+    one = settings.model_copy(update={"instance_id": "one"})
+    two = settings.model_copy(update={"instance_id": "two"})
+    async with contextlib.AsyncExitStack() as stack:
+        first, _ = await asyncio.gather(
+            stack.enter_async_context(running(one)), stack.enter_async_context(running(two))
+        )
+        assert set((await states(first, tenant)).values()) == {"placed"}
+        assert await held(first, tenant) == 12
+        await invariants(first)

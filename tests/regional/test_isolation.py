@@ -43,6 +43,11 @@ async def test_no_cross_tenant_read_or_write(api: Api) -> None:
             ("POST", f"/v1/requests/{w['b_request']}/cancel"),
             ("GET", f"/v1/tenants/{w['b']}"),
             ("GET", f"/v1/tenants/{w['b']}/quota"),
+            ("GET", f"/v1/requests/{w['b_request']}/attempts"),
+            ("POST", f"/v1/requests/{w['b_request']}/suspend"),
+            ("POST", f"/v1/requests/{w['b_request']}/resume"),
+            ("GET", f"/v1/usage?tenant={w['b']}"),
+            ("GET", f"/v1/usage/report?tenant={w['b']}"),
         ):
             answer = await api.call(token, method, path)
             assert answer.status_code == 404, (method, path, answer.text)

@@ -9,8 +9,9 @@ from fastapi import FastAPI
 from cnbrain import __version__
 from cnbrain.regional import problems
 from cnbrain.regional.brain import Brain
+from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.placement_service import PlacementService
-from cnbrain.regional.routers import audit, health, operator, requests, tenants
+from cnbrain.regional.routers import audit, health, jobs, operator, requests, tenants, usage
 from cnbrain.regional.settings import Settings
 
 log = logging.getLogger("cnbrain.regional")
@@ -18,7 +19,10 @@ log = logging.getLogger("cnbrain.regional")
 DESCRIPTION = """
 The regional brain of cnbrain: tenants submit compute requests; the brain decides the site and
 the three-segment network path, reserves compute and bandwidth atomically in its database,
-and explains the decision. Authenticate with an API key: `Authorization: Bearer ck_...`.
+and explains the decision. A request with a `job` is then run on the chosen site's cluster
+scheduler (Slurm, or a simulator for sites without one) and followed to its end; its usage is
+metered from the scheduler's accounting. Authenticate with an API key:
+`Authorization: Bearer ck_...`.
 Errors are problem details (RFC 9457) that name the field and the reason.
 """
 
@@ -34,9 +38,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         recovered = await PlacementService(brain).recover_pending()
         if recovered:
             log.warning("decided %d requests left pending by an earlier stop", recovered)
+        dispatcher = Dispatcher(brain)
+        app.state.dispatcher = dispatcher
+        await dispatcher.start()
         try:
             yield
         finally:
+            await dispatcher.stop()
             await brain.stop()
 
     app = FastAPI(
@@ -46,6 +54,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     problems.install(app)
-    for module in (health, requests, tenants, operator, audit):
+    for module in (health, requests, jobs, usage, tenants, operator, audit):
         app.include_router(module.router)
     return app

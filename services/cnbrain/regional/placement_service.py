@@ -669,7 +669,9 @@ class PlacementService:
 
     async def recover_pending(self) -> int:
         """Decide every request left pending by a stop, in batches like submissions; returns
-        how many. Raises the first error that left a request pending."""
+        how many. A request that another replica (recovering too) or a cancellation settled
+        meanwhile is left as it is; raises the first other error that left a request
+        pending."""
         async with self.brain.sessions() as session:
             pending = await requests.pending_requests(session)
         stored = [
@@ -687,7 +689,9 @@ class PlacementService:
                 async with self.brain.sessions() as session:
                     settled = await self._place_stored(chunk, session)
                 for request_id, outcome in settled.items():
-                    if isinstance(outcome, BaseException):
+                    if isinstance(outcome, requests.InvalidTransition):
+                        log.info("request %s was settled elsewhere meanwhile", request_id)
+                    elif isinstance(outcome, BaseException):
                         raise outcome
                     if isinstance(outcome, Outcome) and outcome.escalate:
                         await self._escalate(by_id[request_id].request, actor="system")

@@ -9,7 +9,30 @@ from cnbrain.domain.decision import Candidate, Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.regional.security import Role
 
-REQUEST_STATES = ("pending", "placed", "running", "completed", "failed", "cancelled", "rejected")
+REQUEST_STATES = (
+    "pending",
+    "placed",
+    "submitted",
+    "running",
+    "suspended",
+    "completed",
+    "failed",
+    "cancelled",
+    "rejected",
+)
+ATTEMPT_STATES = (
+    "queued",
+    "submitting",
+    "pending",
+    "running",
+    "suspended",
+    "completed",
+    "failed",
+    "timeout",
+    "cancelled",
+    "lost",
+    "not_submitted",
+)
 
 EXAMPLE_REQUEST: dict[str, Any] = {
     "source_province": "ZJ",
@@ -31,7 +54,9 @@ class RequestView(BaseModel):
     id: str
     tenant: str
     state: str = Field(description=f"One of: {', '.join(REQUEST_STATES)}.")
-    reason: str | None = Field(description="Why it was rejected or failed.")
+    reason: str | None = Field(
+        description="Why it was rejected or failed, or what became of its job's last attempt."
+    )
     site: str | None
     created_at: datetime
     updated_at: datetime
@@ -141,3 +166,96 @@ class Health(BaseModel):
     national_registered: bool | None = Field(
         default=None, description="Whether the national brain has this region registered."
     )
+
+
+class AttemptView(BaseModel):
+    """One attempt to run a request's job on its site's cluster scheduler."""
+
+    attempt: int = Field(description="1 for the first attempt.", examples=[1])
+    site: str
+    backend: str = Field(description="slurm, or simulator (nothing runs).", examples=["slurm"])
+    backend_job_id: str | None = Field(
+        description="The scheduler's id of the job; null until submitted.", examples=["4711"]
+    )
+    state: str = Field(description=f"One of: {', '.join(ATTEMPT_STATES)}.", examples=["running"])
+    backend_state: str | None = Field(
+        description="The scheduler's own word for the state.", examples=["RUNNING"]
+    )
+    message: str | None = Field(description="What the scheduler (or the brain) said last.")
+    exit_code: int | None
+    queued_at: datetime
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+class AttemptList(BaseModel):
+    request: str
+    state: str = Field(description="The request's state.")
+    max_attempts: int | None = Field(description="The request's limit; null: it has no job.")
+    attempts: list[AttemptView]
+
+
+class UsageView(BaseModel):
+    """What one attempt used, from its scheduler's accounting, and its cost."""
+
+    id: int
+    tenant: str
+    request: str
+    attempt: int | None
+    site: str
+    backend_job_id: str | None
+    simulated: bool = Field(description="From a simulator: nothing ran, times are simulated.")
+    started_at: datetime
+    ended_at: datetime
+    elapsed_s: float
+    cpus: int
+    memory_mib: int
+    gpus: int
+    accelerator_model: str | None
+    bandwidth_gbps: float
+    cpu_core_hours: float
+    memory_gib_hours: float
+    accelerator_hours: float
+    compute_cost_cny: float
+    network_cost_cny: float
+    cost_cny: float
+    source: str | None = Field(description="The accounting the record comes from.")
+
+
+class UsageTotals(BaseModel):
+    records: int
+    elapsed_s: float
+    cpu_core_hours: float
+    memory_gib_hours: float
+    accelerator_hours: float
+    compute_cost_cny: float
+    network_cost_cny: float
+    cost_cny: float
+
+
+class UsagePage(BaseModel):
+    """The usage records of jobs that ended in [from, to), one page, with the period's totals."""
+
+    tenant: str | None = Field(description="The tenant; null: every tenant (staff).")
+    start: datetime = Field(serialization_alias="from", description="Start (inclusive).")
+    end: datetime = Field(serialization_alias="to", description="End (exclusive).")
+    totals: UsageTotals
+    items: list[UsageView]
+    next_cursor: str | None
+
+
+class UsageReportRow(UsageTotals):
+    tenant: str
+    site: str
+    simulated: bool
+
+
+class UsageReport(BaseModel):
+    """Per tenant: the usage of jobs that ended in [from, to), by site and kind of scheduler,
+    and the tenant's totals."""
+
+    start: datetime = Field(serialization_alias="from", description="Start (inclusive).")
+    end: datetime = Field(serialization_alias="to", description="End (exclusive).")
+    rows: list[UsageReportRow]
+    tenants: dict[str, UsageTotals] = Field(description="Each tenant's totals over its rows.")

@@ -46,3 +46,17 @@ class Settings(BrainSettings):
     bus_namespace: str = Field(
         default="default", description="Replicas sharing a database share this."
     )
+    execution_poll_s: float = Field(
+        default=2.0, gt=0, le=300, description="How often the dispatcher asks schedulers."
+    )
+    execution_lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long a brain instance keeps the jobs it follows without renewing; "
+        "another instance takes them over after that.",
+    )
+    metering_wait_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="How long to wait for a scheduler's accounting of an ended job.",
+    )

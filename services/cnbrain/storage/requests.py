@@ -3,9 +3,14 @@ their decisions.
 
 States and the only transitions allowed (`TRANSITIONS`):
 
-    pending -> placed | rejected | failed
-    placed  -> running | cancelled | failed
-    running -> completed | failed | cancelled
+    pending   -> placed | rejected | failed
+    placed    -> submitted | running | cancelled | failed
+    submitted -> running | suspended | completed | failed | cancelled
+    running   -> suspended | submitted | completed | failed | cancelled
+    suspended -> running | submitted | completed | failed | cancelled
+
+submitted, running and suspended follow the request's job on its site's cluster scheduler
+(`cnbrain.regional.dispatcher`); going back to submitted is the job's next attempt.
 
 Tenant scoping: functions taking `tenant_id: str | None` see only that tenant's requests;
 None (operators) sees every tenant's. A request of another tenant is simply not found.
@@ -69,11 +74,23 @@ __all__ = [
     "set_states",
 ]
 
-STATES = ("pending", "placed", "running", "completed", "failed", "cancelled", "rejected")
+STATES = (
+    "pending",
+    "placed",
+    "submitted",
+    "running",
+    "suspended",
+    "completed",
+    "failed",
+    "cancelled",
+    "rejected",
+)
 TRANSITIONS: Mapping[str, frozenset[str]] = {
     "pending": frozenset({"placed", "rejected", "failed"}),
-    "placed": frozenset({"running", "cancelled", "failed"}),
-    "running": frozenset({"completed", "failed", "cancelled"}),
+    "placed": frozenset({"submitted", "running", "cancelled", "failed"}),
+    "submitted": frozenset({"running", "suspended", "completed", "failed", "cancelled"}),
+    "running": frozenset({"suspended", "submitted", "completed", "failed", "cancelled"}),
+    "suspended": frozenset({"running", "submitted", "completed", "failed", "cancelled"}),
 }
 """Allowed next states per state; states not listed are final."""
 FINAL_STATES = frozenset(STATES) - frozenset(TRANSITIONS)

@@ -1,0 +1,495 @@
+"""The dispatcher: hands placed requests' jobs to their sites' schedulers and follows them.
+
+It is decoupled from submissions through the database: the placement path only leaves a
+request `placed`; one background task per brain instance (`Dispatcher.start`) does, every
+`execution_poll_s` (or at once after `wake`), one round:
+
+1. take over the attempts of instances whose lease lapsed (those caught submitting are lost);
+2. queue attempt 1 of every placed request with a `job`;
+3. claim queued attempts and submit them to their site's backend; the request becomes
+   `submitted` (an attempt the scheduler refuses or cannot take ends `not_submitted`);
+4. ask the scheduler about every attempt this instance follows and move the request along:
+   `running`, `suspended`, `completed` (its reservation is released in the same transaction);
+   the scheduler's job of a request that was cancelled is cancelled there;
+5. settle requests whose last attempt ended without completing: the next attempt on the same
+   site, or, when the site's scheduler would not take the job, a new placement elsewhere
+   (`cnbrain.regional.replacement`), or, once `job.max_attempts` are used, `failed` with the
+   reason (and released);
+6. write the usage record of every ended attempt from its scheduler's accounting;
+7. renew this instance's leases, and release the cross-region parts of ended requests.
+
+Every change is a conditional update in one transaction, so several instances (replicas on one
+database) never make the same change twice; each attempt is followed by one instance (its
+`owner`) at a time. A simulator keeps its jobs in memory: an attempt on a simulator that
+another instance (or an earlier run of this one) submitted is unknown here, and counts as a
+failed (`lost`) attempt.
+"""
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.domain.decision import Decision
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.site import Site
+from cnbrain.execution import (
+    BackendError,
+    BackendRef,
+    BackendRejected,
+    BackendUnavailable,
+    Clock,
+    ClusterBackend,
+    JobState,
+    JobStatus,
+    SystemClock,
+    UnknownJob,
+)
+from cnbrain.regional import job_outcomes
+from cnbrain.regional.brain import Brain
+from cnbrain.regional.job_specs import job_spec
+from cnbrain.regional.metering import NotMeterableError, usage_of
+from cnbrain.regional.replacement import BackendKind, place_elsewhere
+from cnbrain.regional.simulated_time import RealTime
+from cnbrain.regional.site_backends import SiteBackends, site_ref
+from cnbrain.storage import audit, jobs, registry, requests, usage
+from cnbrain.storage.models import JobRecord, utcnow
+
+log = logging.getLogger("cnbrain.regional")
+
+JobKey = jobs.JobKey
+
+
+def describe(ref: BackendRef) -> str:
+    """A backend for people: "Slurm at <url>" or "simulator (nothing runs)"."""
+    if ref.kind == "slurm":
+        return f"Slurm at {ref.url}"
+    return "simulator (nothing runs)"
+
+
+def update_of(status: JobStatus) -> jobs.StatusUpdate:
+    return jobs.StatusUpdate(
+        state=status.state.value,
+        backend_state=status.backend_state,
+        message=status.message,
+        exit_code=status.exit_code,
+        submitted_at=status.submitted_at,
+        started_at=status.started_at,
+        ended_at=status.ended_at,
+    )
+
+
+_running: "weakref.WeakKeyDictionary[Brain, Dispatcher]" = weakref.WeakKeyDictionary()
+
+
+def wake_dispatcher(brain: Brain) -> None:
+    """Start the next round of `brain`'s dispatcher now (say, after a cancel, so that the
+    request's job is cancelled on its scheduler at once); nothing when it has none."""
+    dispatcher = _running.get(brain)
+    if dispatcher is not None:
+        dispatcher.wake()
+
+
+class Dispatcher:
+    """The execution side of one brain instance (see the module docstring).
+
+    `clock` is the simulators' clock (the system's by default). Use `start`/`stop` around
+    the brain's life, or `run_once` to drive it by hand.
+    """
+
+    def __init__(self, brain: Brain, *, clock: Clock | None = None) -> None:
+        self.brain = brain
+        self.owner = brain.settings.instance_id
+        clock = clock or SystemClock()
+        self.backends = SiteBackends(clock=clock)
+        self.real_time = RealTime(clock)
+        self._backend_kind = BackendKind(brain)
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._round = asyncio.Lock()
+        self._problems: dict[str, str] = {}
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Run rounds in the background until `stop`."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="cnbrain-dispatcher")
+            _running[self.brain] = self
+
+    async def stop(self) -> None:
+        """Stop the rounds and close every backend. Attempts stay in the database: another
+        instance (or this one, started again) takes them over when their leases lapse."""
+        task, self._task = self._task, None
+        if _running.get(self.brain) is self:
+            del _running[self.brain]
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.backends.aclose()
+
+    def wake(self) -> None:
+        """Start the next round now instead of after the poll interval."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        interval = self.brain.settings.execution_poll_s
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("a dispatch round failed; the next one tries again")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            self._wake.clear()
+
+    async def run_once(self) -> None:
+        """One round (see the module docstring); rounds never overlap."""
+        async with self._round:
+            await self._take_over()
+            async with self.brain.sessions.begin() as session:
+                await jobs.queue_first_attempts(session)
+            await self._submit_queued()
+            await self._follow()
+            await self._settle_stalled()
+            await self._meter()
+            async with self.brain.sessions.begin() as session:
+                await jobs.renew_leases(session, owner=self.owner, until=self._lease())
+            await job_outcomes.release_elsewhere(self.brain)
+
+    # -------------------------------------------------------------------------------- helpers
+
+    def _lease(self) -> datetime:
+        return utcnow() + timedelta(seconds=self.brain.settings.execution_lease_s)
+
+    async def ref_of(self, site_id: str) -> BackendRef:
+        return await site_ref(self.brain.placement.map, self.brain.sessions, site_id)
+
+    async def backend_of(self, site_id: str) -> tuple[BackendRef, ClusterBackend]:
+        """The site's backend reference and backend; `registry.UnknownItem` for a site the
+        registry never had."""
+        ref = await self.ref_of(site_id)
+        return ref, self.backends.get(site_id, ref)
+
+    async def _released(self, request_ids: list[str]) -> None:
+        """Capacity was given back: refresh this replica, tell the others, release parts."""
+        self.brain.capacity_changed()
+        await self.brain.announce("capacity")
+        await job_outcomes.release_elsewhere(self.brain, request_ids=request_ids)
+
+    # ------------------------------------------------------------------------------ take over
+
+    async def _take_over(self) -> None:
+        async with self.brain.sessions.begin() as session:
+            lost = await jobs.take_over(session, owner=self.owner, until=self._lease())
+        for job in lost:
+            log.warning("attempt %s on %s: lost while being submitted", JobKey.of(job), job.site_id)
+
+    # --------------------------------------------------------------------------------- submit
+
+    async def _submit_queued(self) -> None:
+        async with self.brain.sessions.begin() as session:
+            claimed = await jobs.claim_queued(session, owner=self.owner, lease_until=self._lease())
+        if claimed:
+            await asyncio.gather(*(self._submit(job) for job in claimed))
+
+    async def _submit(self, job: JobRecord) -> None:
+        key = JobKey.of(job)
+        async with self.brain.sessions() as session:
+            record = await requests.get_request(session, tenant_id=None, request_id=job.request_id)
+        if record is None or record.state not in job_outcomes.RUNNABLE:
+            state = record.state if record is not None else "gone"
+            async with self.brain.sessions.begin() as session:
+                await jobs.mark_not_submitted(
+                    session,
+                    key,
+                    backend=job.backend,
+                    message=f"the request was {state} before its job was submitted",
+                )
+            return
+        request = PlacementRequest.model_validate(record.body)
+        try:
+            ref, backend = await self.backend_of(job.site_id)
+        except registry.UnknownItem as exc:
+            await self._not_submitted(job, job.backend, f"the site is unknown: {exc}")
+            return
+        try:
+            spec = job_spec(request, attempt=job.attempt)
+            backend_job_id = await backend.submit(spec)
+        except BackendUnavailable as exc:
+            await self._not_submitted(job, ref.kind, f"its {describe(ref)} is unavailable: {exc}")
+            return
+        except BackendRejected as exc:
+            await self._not_submitted(job, ref.kind, f"its {describe(ref)} refused: {exc.message}")
+            return
+        except (BackendError, ValueError) as exc:
+            await self._not_submitted(job, ref.kind, f"its {describe(ref)} refused: {exc}")
+            return
+        message = f"submitted to the {describe(ref)} of site {job.site_id} as job {backend_job_id}"
+        async with self.brain.sessions.begin() as session:
+            ours = await jobs.mark_submitted(
+                session, key, backend=ref.kind, backend_job_id=backend_job_id, message=message
+            )
+            if ours:
+                await jobs.advance_request(session, request_id=job.request_id, state="submitted")
+                await audit.record(
+                    session,
+                    actor=job_outcomes.SYSTEM,
+                    tenant_id=job.tenant_id,
+                    action="job.submitted",
+                    object_type="request",
+                    object_id=job.request_id,
+                    detail={
+                        "attempt": job.attempt,
+                        "site": job.site_id,
+                        "backend": ref.kind,
+                        "backend_job_id": backend_job_id,
+                    },
+                )
+        if not ours:  # another instance declared it lost meanwhile: leave no stray job
+            with contextlib.suppress(BackendError):
+                await backend.cancel(backend_job_id)
+
+    async def _not_submitted(self, job: JobRecord, kind: str, why: str) -> None:
+        log.warning("attempt %s on %s not submitted: %s", JobKey.of(job), job.site_id, why)
+        async with self.brain.sessions.begin() as session:
+            if await jobs.mark_not_submitted(session, JobKey.of(job), backend=kind, message=why):
+                await audit.record(
+                    session,
+                    actor=job_outcomes.SYSTEM,
+                    tenant_id=job.tenant_id,
+                    action="job.not_submitted",
+                    object_type="request",
+                    object_id=job.request_id,
+                    detail={"attempt": job.attempt, "site": job.site_id, "why": why},
+                )
+
+    # --------------------------------------------------------------------------------- follow
+
+    async def _follow(self) -> None:
+        async with self.brain.sessions() as session:
+            followed = await jobs.followed(session, owner=self.owner)
+            states = await jobs.request_states(session, [j.request_id for j in followed])
+        if followed:
+            await asyncio.gather(
+                *(self._follow_one(job, states.get(job.request_id, "gone")) for job in followed)
+            )
+
+    async def _follow_one(self, job: JobRecord, request_state: str) -> None:
+        assert job.backend_job_id is not None  # live attempts were submitted
+        try:
+            ref, backend = await self.backend_of(job.site_id)
+            if request_state not in job_outcomes.RUNNABLE:
+                await backend.cancel(job.backend_job_id)
+            status = self.real_time.status(ref, backend, await backend.status(job.backend_job_id))
+        except UnknownJob as exc:
+            await self.apply(
+                job,
+                jobs.StatusUpdate(
+                    state=jobs.LOST,
+                    backend_state="UNKNOWN",
+                    message=f"the scheduler no longer knows it: {exc}",
+                ),
+            )
+            return
+        except (BackendError, registry.UnknownItem) as exc:
+            self._cannot_ask(job.site_id, str(exc))
+            return
+        self._cannot_ask(job.site_id, None)
+        if (
+            status.state.value == job.state
+            and status.backend_state == job.backend_state
+            and (job.started_at is not None or status.started_at is None)
+        ):
+            return
+        await self.apply(job, update_of(status))
+
+    async def apply(
+        self, job: JobRecord, update: jobs.StatusUpdate, *, actor: str = job_outcomes.SYSTEM
+    ) -> bool:
+        """Record `update` of a live attempt and move its request along; True if recorded.
+
+        running/suspended move a runnable request there; completed completes it and releases
+        its reservation; any other end leaves the request for `_settle_stalled`.
+        """
+        key = JobKey.of(job)
+        released = False
+        async with self.brain.sessions.begin() as session:
+            if not await jobs.set_status(session, key, update):
+                return False
+            if update.state in (JobState.RUNNING, JobState.SUSPENDED):
+                before = await jobs.advance_request(
+                    session, request_id=job.request_id, state=update.state
+                )
+                if before is not None:
+                    action = "resumed" if before == "suspended" else update.state
+                    await audit.record(
+                        session,
+                        actor=actor,
+                        tenant_id=job.tenant_id,
+                        action=f"request.{action}",
+                        object_type="request",
+                        object_id=job.request_id,
+                        detail={"attempt": job.attempt, "backend_state": update.backend_state},
+                    )
+            elif update.state == JobState.COMPLETED:
+                released = await job_outcomes.finish_request(
+                    session,
+                    request_id=job.request_id,
+                    tenant_id=job.tenant_id,
+                    state="completed",
+                    reason=None,
+                )
+            elif update.state in jobs.FINAL:
+                await audit.record(
+                    session,
+                    actor=actor,
+                    tenant_id=job.tenant_id,
+                    action=f"job.{update.state}",
+                    object_type="request",
+                    object_id=job.request_id,
+                    detail={"attempt": job.attempt, "message": update.message},
+                )
+        if released:
+            await self._released([job.request_id])
+        return True
+
+    def _cannot_ask(self, site_id: str, problem: str | None) -> None:
+        """Log a site's scheduler becoming unreachable (or reachable again) once, not at every
+        round; its attempts keep their state meanwhile."""
+        before = self._problems.get(site_id)
+        if problem == before:
+            return
+        if problem is None:
+            self._problems.pop(site_id, None)
+            log.info("site %s: its scheduler answers again", site_id)
+        else:
+            self._problems[site_id] = problem
+            log.warning("site %s: cannot follow its jobs now: %s", site_id, problem)
+
+    # --------------------------------------------------------------------------------- settle
+
+    async def _settle_stalled(self) -> None:
+        async with self.brain.sessions() as session:
+            stalled = await job_outcomes.stalled_requests(session)
+        for item in stalled:
+            try:
+                await self._settle(item)
+            except Exception:
+                log.exception("request %s: could not settle its ended attempt", item.request.id)
+
+    async def _settle(self, item: job_outcomes.Stalled) -> None:
+        request = PlacementRequest.model_validate(item.request.body)
+        assert request.job is not None  # stalled requests have jobs
+        last, max_attempts = item.last, request.job.max_attempts
+        if last.attempt < max_attempts and last.state == jobs.NOT_SUBMITTED:
+            await place_elsewhere(self.brain, request, last=last, backend_of=self._backend_kind)
+            self.wake()
+            return
+        released = False
+        async with self.brain.sessions.begin() as session:
+            record = await requests.get_request(
+                session, tenant_id=None, request_id=request.id, for_update=True
+            )
+            latest = await jobs.attempts_of(session, request_id=request.id)
+            if (
+                record is None
+                or record.state not in job_outcomes.RUNNABLE
+                or latest[-1].attempt != last.attempt
+                or latest[-1].state not in jobs.FINAL
+            ):
+                return  # settled meanwhile
+            if last.attempt < max_attempts:
+                await job_outcomes.retry_on_same_site(
+                    session, last=latest[-1], max_attempts=max_attempts
+                )
+            else:
+                released = await job_outcomes.finish_request(
+                    session,
+                    request_id=request.id,
+                    tenant_id=request.tenant,
+                    state="failed",
+                    reason=job_outcomes.failure_reason(latest[-1], max_attempts),
+                )
+        if released:
+            await self._released([request.id])
+        self.wake()
+
+    # ---------------------------------------------------------------------------------- meter
+
+    async def _meter(self) -> None:
+        async with self.brain.sessions() as session:
+            ended = await jobs.unmetered(session, owner=self.owner)
+        for job in ended:
+            try:
+                await self._meter_one(job)
+            except Exception:
+                log.exception("attempt %s: metering failed; trying again", JobKey.of(job))
+
+    async def _meter_one(self, job: JobRecord) -> None:
+        assert job.backend_job_id is not None
+        key = JobKey.of(job)
+        waited = (utcnow() - _aware(job.updated_at)).total_seconds()
+        late = waited > self.brain.settings.metering_wait_s
+        try:
+            ref, backend = await self.backend_of(job.site_id)
+            accounting = await backend.accounting(job.backend_job_id)
+            if accounting is not None:
+                accounting = self.real_time.accounting(ref, backend, accounting)
+        except (BackendError, registry.UnknownItem) as exc:
+            if late:
+                await self._unmetered(key, f"no accounting after {waited:.0f} s: {exc}")
+            return
+        incomplete = accounting is None or accounting.ended_at is None
+        if accounting is not None and accounting.started_at is None and job.started_at:
+            incomplete = True  # the accounting records a job's end before its allocation
+        if incomplete:
+            if late:
+                await self._unmetered(key, f"no complete accounting after {waited:.0f} s")
+            return
+        assert accounting is not None
+        async with self.brain.sessions.begin() as session:
+            record = await requests.get_request(session, tenant_id=None, request_id=job.request_id)
+            decision = await requests.get_decision(session, request_id=job.request_id)
+            site = await self._site(session, job.site_id)
+            if record is None or site is None:
+                await jobs.mark_metered(session, key, note="its request or site is gone")
+                return
+            try:
+                metered = usage_of(
+                    request=PlacementRequest.model_validate(record.body),
+                    attempt=job.attempt,
+                    site=site,
+                    decision=Decision.model_validate(decision) if decision else None,
+                    links={link.id: link for link in self.brain.placement.map.links},
+                    accounting=accounting,
+                    simulated=ref.kind == "simulator",
+                )
+            except NotMeterableError:
+                await jobs.mark_metered(session, key)
+                return
+            await usage.insert(session, metered)
+            await jobs.mark_metered(session, key)
+
+    async def _site(self, session: AsyncSession, site_id: str) -> Site | None:
+        cmap = self.brain.placement.map
+        index = cmap.site_index.get(site_id)
+        if index is not None:
+            return cmap.sites[index]
+        return await registry.get_site(session, site_id=site_id)
+
+    async def _unmetered(self, key: JobKey, note: str) -> None:
+        log.warning("attempt %s: no usage record: %s", key, note)
+        async with self.brain.sessions.begin() as session:
+            await jobs.mark_metered(session, key, note=f"not metered: {note}")
+
+
+def _aware(moment: datetime) -> datetime:
+    """`moment` in UTC; naive times (SQLite hands them back) are UTC, as every stored time."""
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,181 @@
+"""What an attempt's end does to its request, inside the caller's transaction.
+
+- `finish_request`: the request ends (completed or failed) and its reservations in this
+  brain's ledger are released at once.
+- `retry_on_same_site`: the next attempt is queued on the same site, keeping the reservation.
+- `stalled_requests`: requests whose job should run but has no attempt under way (the last
+  one ended without completing): the dispatcher settles each (retry, place elsewhere, fail).
+
+A request placed across regions holds its reservation in parts kept by their owners; the
+caller releases those through the national brain after committing (`release_elsewhere`).
+"""
+
+import logging
+from dataclasses import dataclass
+
+import grpc
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.regional.brain import Brain
+from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
+from cnbrain.storage.models import JobRecord, PeerReservation, PlacementRequestRecord
+
+log = logging.getLogger("cnbrain.regional")
+
+RUNNABLE = jobs.RUNNABLE
+SYSTEM = "system"
+
+
+async def finish_request(
+    session: AsyncSession, *, request_id: str, tenant_id: str, state: str, reason: str | None
+) -> bool:
+    """Move the request to `state` ("completed" or "failed") if it may go there, and release
+    every reservation it holds in this brain's ledger; True if it moved (then the caller
+    announces the capacity, and releases any cross-region parts after committing)."""
+    before = await jobs.advance_request(session, request_id=request_id, state=state, reason=reason)
+    if before is None:
+        return False
+    for reservation_id in await ledger_store.held_reservations(session, request_id=request_id):
+        await ledger_store.release(session, reservation_id=reservation_id)
+    await audit.record(
+        session,
+        actor=SYSTEM,
+        tenant_id=tenant_id,
+        action=f"request.{state}",
+        object_type="request",
+        object_id=request_id,
+        detail={"reason": reason} if reason else {},
+    )
+    return True
+
+
+async def retry_on_same_site(session: AsyncSession, *, last: JobRecord, max_attempts: int) -> None:
+    """Queue the attempt after `last` on `last`'s site (the reservation stays), and say so
+    in the request's reason; the request goes back to `submitted`."""
+    attempt = last.attempt + 1
+    reason = (
+        f"attempt {last.attempt} {_ended(last)}; attempt {attempt} of {max_attempts} "
+        f"queued on site {last.site_id}"
+    )
+    await jobs.queue_attempt(
+        session,
+        request_id=last.request_id,
+        tenant_id=last.tenant_id,
+        attempt=attempt,
+        site_id=last.site_id,
+        backend=last.backend,
+        message=f"retry of attempt {last.attempt}",
+    )
+    await jobs.advance_request(
+        session, request_id=last.request_id, state="submitted", reason=reason
+    )
+    await audit.record(
+        session,
+        actor=SYSTEM,
+        tenant_id=last.tenant_id,
+        action="job.retried",
+        object_type="request",
+        object_id=last.request_id,
+        detail={"attempt": attempt, "site": last.site_id, "after": _ended(last)},
+    )
+
+
+def _ended(job: JobRecord) -> str:
+    """How an attempt ended, for people: its state and the scheduler's message."""
+    words = {
+        "failed": "failed",
+        "timeout": "ran out of time",
+        "cancelled": "was cancelled by the scheduler",
+        "lost": "was lost",
+        "not_submitted": "was not submitted",
+    }
+    detail = f": {job.message}" if job.message else ""
+    return f"{words.get(job.state, job.state)}{detail}"
+
+
+def failure_reason(last: JobRecord, max_attempts: int) -> str:
+    """The reason of a request whose last attempt `last` ended it."""
+    return f"attempt {last.attempt} of {max_attempts} {_ended(last)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Stalled:
+    """A runnable request with a job and no attempt under way; `last` is its last attempt."""
+
+    request: PlacementRequestRecord
+    last: JobRecord
+
+
+async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[Stalled]:
+    """Runnable requests with a job whose attempts all ended and none completed."""
+    r, j = PlacementRequestRecord, JobRecord
+    has_job = (
+        text("json_typeof(placement_requests.body -> 'job') = 'object'")
+        if session.get_bind().dialect.name == "postgresql"
+        else text("json_type(placement_requests.body, '$.job') = 'object'")
+    )
+    open_attempt = select(j.request_id).where(j.request_id == r.id, j.state.in_(jobs.OPEN))
+    completed = select(j.request_id).where(j.request_id == r.id, j.state == "completed")
+    any_attempt = select(j.request_id).where(j.request_id == r.id)
+    found = list(
+        await session.scalars(
+            select(r)
+            .where(
+                r.state.in_(RUNNABLE),
+                has_job,
+                any_attempt.exists(),
+                ~open_attempt.exists(),
+                ~completed.exists(),
+            )
+            .order_by(r.updated_at, r.id)
+            .limit(limit)
+            .execution_options(populate_existing=True)
+        )
+    )
+    stalled = []
+    for record in found:
+        attempts = await jobs.attempts_of(session, request_id=record.id)
+        stalled.append(Stalled(request=record, last=attempts[-1]))
+    return stalled
+
+
+async def held_parts(session: AsyncSession, *, request_id: str) -> list[PeerReservation]:
+    """The request's cross-region parts still held or prepared."""
+    parts = await peer_ledger.parts_of_request(session, request_id=request_id)
+    return [p for p in parts if p.state != peer_ledger.RELEASED]
+
+
+async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = None) -> int:
+    """Release, through the national brain, the cross-region parts of this brain's requests
+    that have ended (completed, failed or cancelled), or of `request_ids`; returns how many.
+    Nothing happens on a standalone brain. A national brain that cannot be reached leaves the
+    rest for the next call (the dispatcher calls this every round)."""
+    national = brain.national
+    if national is None:
+        return 0
+    p, r = PeerReservation, PlacementRequestRecord
+    async with brain.sessions() as session:
+        query = (
+            select(p.id)
+            .join(r, r.id == p.request_id)
+            .where(
+                p.state != peer_ledger.RELEASED, r.state.in_(("completed", "failed", "cancelled"))
+            )
+        )
+        if request_ids is not None:
+            query = query.where(p.request_id.in_(request_ids))
+        part_ids = list(await session.scalars(query.order_by(p.created_at, p.id)))
+    released = 0
+    for part_id in part_ids:
+        try:
+            await national.release(part_id, "the request's job ended")
+        except grpc.aio.AioRpcError as error:
+            log.warning(
+                "could not release cross-region part %s (%s); trying again later",
+                part_id,
+                error.code().name,
+            )
+            break
+        released += 1
+    return released

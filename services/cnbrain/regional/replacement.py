@@ -1,0 +1,278 @@
+"""Placing a request again, on another site, when its site's scheduler would not take its job.
+
+The engine decides on the brain's snapshot with the request's own reservation given back and
+the failed site showing nothing free; then one transaction releases the old reservation,
+takes the new one, stores the new decision, moves the request to the new site (its state
+stays) and queues its next attempt there. If no other site fits (or the quota, or capacity
+that keeps changing, stand in the way), one transaction releases the reservation and fails the
+request with the reason. Either way the request never holds two reservations, nor none while
+it is placed.
+
+Only this brain's own sites are tried: a federated brain does not escalate a failover to the
+national brain, and a request placed across regions is not placed again (it fails, and its
+parts are released through the national brain).
+"""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.regional.brain import Brain
+from cnbrain.regional.job_outcomes import SYSTEM, finish_request, held_parts
+from cnbrain.storage import audit, jobs, ledger_store, requests
+from cnbrain.storage.models import JobRecord, ReservationRecord
+
+log = logging.getLogger("cnbrain.regional")
+
+
+@dataclass(frozen=True, slots=True)
+class Failover:
+    """Where the request went: `site` (None: it failed) and why."""
+
+    site: str | None
+    reason: str
+
+
+class BackendKind:
+    """The kind of scheduler ("slurm", "simulator") of a site, from the brain's map."""
+
+    def __init__(self, brain: Brain) -> None:
+        self._brain = brain
+
+    def __call__(self, site_id: str) -> str:
+        cmap = self._brain.placement.map
+        index = cmap.site_index.get(site_id)
+        return cmap.sites[index].execution.kind if index is not None else jobs.SIMULATOR_KIND
+
+
+async def place_elsewhere(
+    brain: Brain,
+    request: PlacementRequest,
+    *,
+    last: JobRecord,
+    backend_of: BackendKind,
+) -> Failover:
+    """Place `request` again without `last.site_id` and queue attempt `last.attempt + 1`
+    there, or fail it. `last` is its attempt that was not submitted; `backend_of` names the
+    kind of scheduler of a site. Nothing happens (and the site is None, with a reason) when
+    the request moved on meanwhile (another instance settled it, or it was cancelled)."""
+    why = f"attempt {last.attempt} on site {last.site_id} was not submitted: {last.message}"
+    async with brain.sessions() as session:
+        if await held_parts(session, request_id=request.id):
+            return await _fail(
+                brain,
+                request,
+                last,
+                f"{why}; it was placed across regions, which only a new submission does again",
+            )
+    attempts = brain.settings.placement_attempts
+    for _ in range(attempts):
+        decision, fresh, held = await _decide(brain, request, last.site_id)
+        if decision.status is DecisionStatus.REJECTED or not _local_enough(brain, decision):
+            if not fresh:
+                brain.capacity_changed()
+                continue
+            other = decision.reason or "only sites of another region fit"
+            return await _fail(brain, request, last, f"{why}; no other site can take it: {other}")
+        outcome = await _move(brain, request, last, decision, held, why, backend_of)
+        if outcome is not None:
+            return outcome
+    return await _fail(
+        brain, request, last, f"{why}; capacity kept changing during {attempts} attempts"
+    )
+
+
+def _local_enough(brain: Brain, decision: Decision) -> bool:
+    """A federated brain reserves only paths inside its own region (one local segment)."""
+    if not brain.federated or decision.path is None:
+        return True
+    return all(s.kind is SegmentKind.LOCAL for s in decision.path.segments)
+
+
+async def _decide(
+    brain: Brain, request: PlacementRequest, failed_site: str
+) -> tuple[Decision, bool, list[ReservationRecord]]:
+    """A decision without `failed_site`, on the snapshot with the request's own reservations
+    given back; whether the snapshot was read just now; those reservations."""
+    snapshot, fresh = await brain.snapshot()
+    engine = brain.placement.engine
+    if snapshot.arrays is not engine.arrays:
+        brain.capacity_changed()
+        snapshot, fresh = await brain.snapshot()
+        engine = brain.placement.engine
+    async with brain.sessions() as session:
+        held = await _held(session, request.id)
+        links = {
+            r.id: await ledger_store.reservation_links(session, reservation_id=r.id) for r in held
+        }
+    view = _without_site(_given_back(snapshot, held, links), failed_site)
+    async with brain.plan_lock:
+        decision = await anyio.to_thread.run_sync(
+            lambda: engine.place(request, reserve=False, snapshot=view)
+        )
+    return decision, fresh, held
+
+
+async def _held(session: AsyncSession, request_id: str) -> list[ReservationRecord]:
+    ids = await ledger_store.held_reservations(session, request_id=request_id)
+    records = [await session.get(ReservationRecord, i) for i in ids]
+    return [r for r in records if r is not None]
+
+
+def _given_back(
+    snapshot: Snapshot, held: Sequence[ReservationRecord], links: dict[str, list[str]]
+) -> Snapshot:
+    arrays: MapArrays = snapshot.arrays
+    link_index = {link.id: j for j, link in enumerate(arrays.map.links)}
+    for record in held:
+        site = arrays.map.site_index.get(record.site_id)
+        if site is None:
+            continue
+        model = record.accelerator_model
+        column = arrays.accelerator_column.get(model, -1) if model else -1
+        reservation = Reservation(
+            id=record.id,
+            request_id=record.request_id,
+            compute=ComputeClaim(
+                site=site,
+                cpu_m=record.cpu_m,
+                mem_mib=record.mem_mib,
+                storage_gib=record.storage_gib,
+                acc_column=column,
+                acc_count=record.accelerator_count if column >= 0 else 0,
+            ),
+            links=tuple(link_index[i] for i in links[record.id] if i in link_index),
+            mbps=record.mbps,
+        )
+        snapshot = snapshot.adjusted(reservation, taken=False)
+    return snapshot
+
+
+def _without_site(snapshot: Snapshot, site_id: str) -> Snapshot:
+    """`snapshot` with nothing free on `site_id`."""
+    index = snapshot.arrays.map.site_index.get(site_id)
+    if index is None:
+        return snapshot
+
+    def cleared(values: np.ndarray) -> np.ndarray:
+        values = values.copy()
+        values[index] = 0
+        return values
+
+    return Snapshot.of_free(
+        snapshot.arrays,
+        version=snapshot.version,
+        free_cpu_m=cleared(snapshot.free_cpu_m),
+        free_mem_mib=cleared(snapshot.free_mem_mib),
+        free_storage_gib=cleared(snapshot.free_storage_gib),
+        free_acc=cleared(snapshot.free_acc),
+        residual_mbps=snapshot.residual_mbps,
+    )
+
+
+async def _move(
+    brain: Brain,
+    request: PlacementRequest,
+    last: JobRecord,
+    decision: Decision,
+    held: Sequence[ReservationRecord],
+    why: str,
+    backend_of: BackendKind,
+) -> Failover | None:
+    """One transaction: the old reservation for the new one, the request on the new site,
+    its next attempt queued. None when capacity changed meanwhile (decide again)."""
+    engine = brain.placement.engine
+    reservation = engine.reservation_for(request, decision)
+    claim = ledger_store.claim_from(reservation, arrays=engine.arrays, tenant_id=request.tenant)
+    decision = decision.model_copy(update={"reservation_id": reservation.id})
+    site = str(decision.site)
+    reason = f"{why}; placed again on site {site}"
+    brain.begin_local_change()
+    try:
+        async with brain.sessions.begin() as session:
+            if not await _still_stalled(session, request.id, last.attempt):
+                brain.end_local_change(None)
+                return Failover(site=None, reason="settled meanwhile")
+            for record in held:
+                await ledger_store.release(session, reservation_id=record.id)
+            await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
+            await requests.save_decision(
+                session, request_id=request.id, document=decision.model_dump(mode="json")
+            )
+            await jobs.move_request_to_site(
+                session, request_id=request.id, site_id=site, reason=reason
+            )
+            await jobs.queue_attempt(
+                session,
+                request_id=request.id,
+                tenant_id=request.tenant,
+                attempt=last.attempt + 1,
+                site_id=site,
+                backend=backend_of(site),
+                message=f"placed again after attempt {last.attempt} on site {last.site_id}",
+            )
+            await audit.record(
+                session,
+                actor=SYSTEM,
+                tenant_id=request.tenant,
+                action="request.placed_again",
+                object_type="request",
+                object_id=request.id,
+                detail={"from": last.site_id, "to": site, "why": why},
+            )
+    except ledger_store.CapacityConflict:
+        brain.end_local_change(None)
+        brain.capacity_changed()
+        return None
+    except ledger_store.QuotaExceeded as exceeded:
+        brain.end_local_change(None)
+        return await _fail(
+            brain, request, last, f"{why}; the tenant's quota of {exceeded.resource} is used up"
+        )
+    except BaseException:
+        brain.end_local_change(None)
+        brain.capacity_changed()
+        raise
+    brain.end_local_change(None)
+    brain.capacity_changed()
+    await brain.announce("capacity")
+    log.info("request %s: placed again on %s after %s", request.id, site, last.site_id)
+    return Failover(site=site, reason=reason)
+
+
+async def _still_stalled(session: AsyncSession, request_id: str, last: int) -> bool:
+    """Lock the request; True while it may run and `last` is its latest attempt, ended."""
+    record = await requests.get_request(
+        session, tenant_id=None, request_id=request_id, for_update=True
+    )
+    if record is None or record.state not in jobs.RUNNABLE:
+        return False
+    attempts = await jobs.attempts_of(session, request_id=request_id)
+    return bool(attempts) and attempts[-1].attempt == last and attempts[-1].state in jobs.FINAL
+
+
+async def _fail(brain: Brain, request: PlacementRequest, last: JobRecord, reason: str) -> Failover:
+    """Fail the request with `reason` and release what it holds."""
+    async with brain.sessions.begin() as session:
+        record = await requests.get_request(
+            session, tenant_id=None, request_id=request.id, for_update=True
+        )
+        attempts = await jobs.attempts_of(session, request_id=request.id)
+        if record is None or not attempts or attempts[-1].attempt != last.attempt:
+            return Failover(site=None, reason="settled meanwhile")
+        moved = await finish_request(
+            session, request_id=request.id, tenant_id=request.tenant, state="failed", reason=reason
+        )
+    if moved:
+        brain.capacity_changed()
+        await brain.announce("capacity")
+    return Failover(site=None, reason=reason)

@@ -1,0 +1,254 @@
+"""A regional brain for the execution tests: real PostgreSQL and Redis, driven in-process over
+ASGI, on a small map whose sites run their jobs on fast simulators (an hour per second), with
+the dispatcher asking every 0.1 s. Helpers to submit, wait for states, and read the ledger.
+
+The map is tiny_map.py's, with a `site` label on every site (so a request can name the one
+it must go to) and a `pool: failover` label on AA-dc.
+"""
+
+import asyncio
+import contextlib
+import json
+import secrets
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from cnbrain.regional.app import create_app
+from cnbrain.regional.settings import Settings
+from cnbrain.storage import ledger_store
+from databases import create_postgres_database, drop_postgres_database, require_redis
+from tiny_map import tiny_map_raw
+
+ADMIN_TOKEN = f"ck_execadmin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
+FAST_SIMULATOR = {"kind": "simulator", "time_scale": 3600}
+"""A simulated hour per second."""
+POLL_S = 0.1
+SLURM_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
+SLURM = {
+    "kind": "slurm",
+    "url": "http://127.0.0.1:6820",
+    "user": "cnbrain-slurm",
+    "token_file": "/run/cnbrain-slurm/token",
+    "gpu_types": {"A100": "fake"},
+}
+
+T = TypeVar("T")
+
+
+def execution_map(path: Path) -> Path:
+    """Write the test map to `path` (JSON) and return it."""
+    raw = tiny_map_raw()
+    for site in raw["sites"]:
+        site["execution"] = FAST_SIMULATOR
+        site["labels"] = {**site["labels"], "site": site["id"]}
+        if site["id"] == "AA-dc":
+            site["labels"]["pool"] = "failover"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    return path
+
+
+def site_registration(
+    site_id: str,
+    *,
+    execution: dict[str, Any],
+    cores: float = 2,
+    memory_gib: float = 8,
+    a100: int = 4,
+    price_core: float = 0.05,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The body of POST /v1/sites for a provincial site in AA with `execution`."""
+    return {
+        "site": {
+            "id": site_id,
+            "province": "AA",
+            "kind": "provincial",
+            "lat": 31.0,
+            "lon": 121.0,
+            "capacity": {
+                "cpu_cores": cores,
+                "memory_gib": memory_gib,
+                "accelerators": {"A100": a100} if a100 else {},
+                "storage_gib": 100,
+            },
+            "prices": {
+                "cpu_core_hour": price_core,
+                "memory_gib_hour": 0.01,
+                "accelerator_hour": {"A100": 9.0} if a100 else {},
+            },
+            "pue": 1.3,
+            "carbon_g_per_kwh": 500,
+            "labels": {"site": site_id, **(labels or {})},
+            "execution": execution,
+        },
+        "links": [
+            {
+                "a": site_id,
+                "b": f"AA-agg{i}",
+                "layer": "province",
+                "bandwidth_gbps": 100,
+                "latency_ms": 0.2,
+                "cost_per_gbps_hour": 0.01,
+            }
+            for i in (1, 2)
+        ],
+    }
+
+
+def job_request(site: str | None = None, **changes: Any) -> dict[str, Any]:
+    """A one-CPU request from AA with a job, on `site` (by its label) when given."""
+    body: dict[str, Any] = {
+        "source_province": "AA",
+        "resources": {"cpu": 1, "memory_gib": 0.5},
+        "duration_hours": 1,
+        "job": {"command": "echo hello", "max_attempts": 1},
+    }
+    if site is not None:
+        body["constraints"] = {"labels": {"site": site}}
+    body.update(changes)
+    return body
+
+
+@dataclass
+class Brain:
+    """A running brain: its client, its `Brain` object and dispatcher, and an admin key."""
+
+    client: httpx.AsyncClient
+    brain: Any
+    dispatcher: Any
+
+    def auth(self, token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    async def call(self, token: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.client.request(method, path, headers=self.auth(token), **kwargs)
+
+    async def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.call(ADMIN_TOKEN, method, path, **kwargs)
+
+    async def tenant(self, prefix: str = "x") -> tuple[str, str]:
+        """A new tenant and the API key of one of its tenant users."""
+        tenant_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        made = await self.admin("POST", "/v1/tenants", json={"id": tenant_id, "name": tenant_id})
+        assert made.status_code == 201, made.text
+        user = await self.admin(
+            "POST", "/v1/users", json={"name": "u", "role": "tenant-user", "tenant": tenant_id}
+        )
+        assert user.status_code == 201, user.text
+        key = await self.admin("POST", f"/v1/users/{user.json()['id']}/api-keys")
+        assert key.status_code == 201, key.text
+        return tenant_id, str(key.json()["token"])
+
+    async def register_site(self, body: dict[str, Any]) -> None:
+        answer = await self.admin("POST", "/v1/sites", json=body)
+        assert answer.status_code == 201, answer.text
+
+    async def submit(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.call(token, "POST", "/v1/requests", json=body)
+        assert answer.status_code == 201, answer.text
+        view: dict[str, Any] = answer.json()
+        return view
+
+    async def view(self, token: str, request_id: str) -> dict[str, Any]:
+        answer = await self.call(token, "GET", f"/v1/requests/{request_id}")
+        assert answer.status_code == 200, answer.text
+        view: dict[str, Any] = answer.json()
+        return view
+
+    async def attempts(self, token: str, request_id: str) -> list[dict[str, Any]]:
+        answer = await self.call(token, "GET", f"/v1/requests/{request_id}/attempts")
+        assert answer.status_code == 200, answer.text
+        attempts: list[dict[str, Any]] = answer.json()["attempts"]
+        return attempts
+
+    async def states_until(
+        self, token: str, request_id: str, *final: str, timeout_s: float = 30.0
+    ) -> list[str]:
+        """Every distinct state the request shows, polled every 0.05 s, until one of
+        `final`; the list of states seen in order."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = (await self.view(token, request_id))["state"]
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state in final:
+                return seen
+            if time.monotonic() > deadline:
+                pytest.fail(f"request {request_id}: {seen}, never {final} in {timeout_s} s")
+            await asyncio.sleep(0.05)
+
+    async def held(self, request_id: str) -> list[str]:
+        """The reservations the request still holds in the ledger."""
+        async with self.brain.sessions() as session:
+            held: list[str] = await ledger_store.held_reservations(session, request_id=request_id)
+        await self.invariants()
+        return held
+
+    async def invariants(self) -> None:
+        async with self.brain.sessions() as session:
+            await ledger_store.check_invariants(session)
+
+
+async def until(probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: float = 30.0) -> T:
+    """Poll `probe` every 0.1 s until it returns something other than None."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout_s} s")
+        await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def running_brain(workdir: Path, **settings: Any) -> AsyncIterator[Brain]:
+    """A brain on a new PostgreSQL database (dropped afterwards) and the test Redis."""
+    database = await create_postgres_database("cnbrain_exec")
+    redis = await require_redis()
+    app = create_app(
+        Settings(
+            database_url=database,
+            redis_url=redis,
+            admin_token=SecretStr(ADMIN_TOKEN),
+            admin_token_file=workdir / "admin.token",
+            bus_namespace=f"exec-{uuid.uuid4().hex[:10]}",
+            map=str(execution_map(workdir / "map.json")),
+            execution_poll_s=POLL_S,
+            **settings,
+        )
+    )
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
+                yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.dispatcher)
+    finally:
+        await drop_postgres_database(database)
+
+
+def start_slurm() -> None:
+    """The local Slurm (`bash scripts/slurm.sh start`, idempotent); the test fails with the
+    script's output when it cannot start."""
+    try:
+        result = subprocess.run(
+            ["bash", str(SLURM_SCRIPT), "start"], capture_output=True, text=True, timeout=900
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"`bash scripts/slurm.sh start` did not finish in 900 s: {exc}", pytrace=False)
+    if result.returncode != 0:
+        pytest.fail(
+            f"the local Slurm is not available: `bash scripts/slurm.sh start` exited "
+            f"{result.returncode}\n{result.stdout}{result.stderr}",
+            pytrace=False,
+        )
