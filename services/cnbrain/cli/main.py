@@ -124,6 +124,12 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     regional.add_argument("--region", help="join a federation as this region's brain")
     regional.add_argument("--national", help="host:port of the national brain's gRPC server")
     federation.add_grpc_options(regional)
+    regional.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes serving the API: replicas on one port (standalone brain with Redis)",
+    )
     regional.add_argument("--log-level", default="info")
     regional.set_defaults(run=rest.brain_regional)
     federation.add_national_command(brain)

@@ -140,7 +140,44 @@ def brain_regional(args: argparse.Namespace) -> int:
     }
     overrides.update(grpc_overrides(args))
     settings = Settings(**overrides)
+    if args.workers > 1:
+        return _brain_workers(settings, overrides, args)
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level
+    )
+    return 0
+
+
+def _brain_workers(settings: Any, overrides: dict[str, Any], args: argparse.Namespace) -> int:
+    """`args.workers` processes of one standalone brain on one port: replicas that share its
+    database and Redis (each has its own instance id, so they hear each other on the capacity
+    bus). The first start (schema, map, first admin, requests left pending) runs once here,
+    before the workers start; each worker then builds its app from the environment."""
+    import asyncio
+
+    import uvicorn
+
+    from cnbrain.regional.app import create_app
+
+    if settings.region is not None:
+        raise SystemExit("cnbrain brain regional: --workers is for a standalone brain only")
+    if settings.redis_url is None:
+        raise SystemExit("cnbrain brain regional: --workers needs Redis (--redis-url) to share")
+
+    async def first_start() -> None:
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            pass
+
+    asyncio.run(first_start())
+    for key, value in overrides.items():
+        os.environ[f"CNBRAIN_{key.upper()}"] = str(value)
+    uvicorn.run(
+        "cnbrain.regional.app:create_app",
+        factory=True,
+        workers=args.workers,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
     )
     return 0
