@@ -45,6 +45,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.batcher import Again, GroupCommit
 from cnbrain.regional.brain import Brain
+from cnbrain.regional.dispatcher import wake_dispatcher
 from cnbrain.regional.problems import (
     ApiError,
     conflict,
@@ -60,7 +61,7 @@ from cnbrain.storage.models import PlacementRequestRecord
 
 log = logging.getLogger("cnbrain.regional")
 
-ACTIVE_STATES = ("placed", "running")
+ACTIVE_STATES = ("placed", "submitted", "running", "suspended")
 
 
 def new_request_id() -> str:
@@ -585,6 +586,7 @@ class PlacementService:
             self.brain.end_local_change(None)
             self.brain.capacity_changed()
         await self.brain.announce("capacity")
+        wake_dispatcher(self.brain)  # it cancels the request's job on its scheduler
         return await self.view(principal, request_id)
 
     async def _release_elsewhere(self, principal: Principal, request_id: str) -> None:
@@ -621,7 +623,7 @@ class PlacementService:
             if record.state not in (*ACTIVE_STATES, "pending"):
                 raise conflict(
                     f"request {request_id!r} is {record.state}; "
-                    "only pending, placed or running requests can be cancelled"
+                    "only pending requests and those whose job has not ended can be cancelled"
                 )
             for reservation_id in await ledger_store.held_reservations(
                 session, request_id=request_id
