@@ -18,7 +18,11 @@ from cnbrain.storage import tenants
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
 
 
-def get_brain(request: Request) -> Brain:
+# The dependencies are coroutines even where they need not be: FastAPI runs a plain function
+# dependency in its thread pool, a thread hop per call and request.
+
+
+async def get_brain(request: Request) -> Brain:
     brain: Brain = request.app.state.brain
     return brain
 
@@ -26,7 +30,7 @@ def get_brain(request: Request) -> Brain:
 BrainDep = Annotated[Brain, Depends(get_brain)]
 
 
-def get_service(brain: BrainDep) -> PlacementService:
+async def get_service(brain: BrainDep) -> PlacementService:
     return PlacementService(brain)
 
 
