@@ -4,6 +4,7 @@ nothing, and never oversubscribes or deadlocks next to `reserve` and other batch
 
 import asyncio
 import dataclasses
+import json
 import random
 from datetime import UTC
 
@@ -395,3 +396,17 @@ async def test_concurrent_batches_and_single_claims_never_oversubscribe(
     after = await _snapshot(sessions, ledger)
     assert all(after.free_cpu_m[site] >= 0 for site in sites)
     assert sum(room * 2000 - int(after.free_cpu_m[site]) for site in sites) == taken * 2000
+
+
+async def test_documents_already_encoded_are_stored_as_they_are(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    body = {"id": "r1", "resources": {"cpu": 2.5}, "name": "数据"}
+    new = dataclasses.replace(_new("r1"), body=requests.JsonText(json.dumps(body)))
+    async with sessions.begin() as session:
+        assert await requests.insert_requests(session, [new]) == [None]
+        await requests.save_decisions(session, {"r1": requests.JsonText('{"site": "BJ-dc-1"}')})
+    async with sessions() as session:
+        found = await requests.get_request_and_decision(session, tenant_id=TENANT, request_id="r1")
+    assert found is not None
+    assert found[0].body == body and found[1] == {"site": "BJ-dc-1"}

@@ -25,6 +25,7 @@ Each caller gets its own answer, built from what was written (no read-back), exc
 one-request way, which reads the request back.
 """
 
+import json
 import logging
 import uuid
 import weakref
@@ -75,7 +76,7 @@ class Submission:
     request: PlacementRequest
     user_id: str
     idempotency_key: str | None
-    body: dict[str, Any]
+    body: requests.JsonText
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +171,7 @@ class PlacementService:
                 request=request,
                 user_id=principal.user_id,
                 idempotency_key=idempotency_key,
-                body=request.model_dump(mode="json"),
+                body=requests.JsonText(request.model_dump_json()),
             )
         )
         if outcome.escalate:
@@ -278,7 +279,7 @@ class PlacementService:
                     tenant_id=request.tenant,
                     user_id=submission.user_id,
                     idempotency_key=submission.idempotency_key,
-                    body=submission.body,
+                    body=json.loads(submission.body),
                 )
                 await audit.record(
                     session,
@@ -429,7 +430,10 @@ class PlacementService:
                 )
                 await requests.save_decisions(
                     session,
-                    {item.request.id: d.model_dump(mode="json") for item, d, _, _ in final},
+                    {
+                        item.request.id: requests.JsonText(d.model_dump_json())
+                        for item, d, _, _ in final
+                    },
                     at=at,
                 )
                 await audit.record_many(

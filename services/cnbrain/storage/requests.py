@@ -53,8 +53,10 @@ __all__ = [
     "STATES",
     "TRANSITIONS",
     "BadCursor",
+    "Document",
     "DuplicateIdempotencyKey",
     "InvalidTransition",
+    "JsonText",
     "NewRequest",
     "NotFoundError",
     "RequestStoreError",
@@ -104,6 +106,17 @@ _REQUESTS = cast("Table", PlacementRequestRecord.__table__)
 _DECISIONS = cast("Table", DecisionRecord.__table__)
 
 
+class JsonText(str):
+    """A JSON document already encoded (say, by a model's `model_dump_json`): the `..._many`
+    functions store it as it is rather than encoding it again."""
+
+    __slots__ = ()
+
+
+Document = dict[str, Any] | JsonText
+"""A JSON document, as Python values or already encoded."""
+
+
 @dataclass(frozen=True, slots=True)
 class NewRequest:
     """A request to store as pending (see `insert_requests`)."""
@@ -111,7 +124,7 @@ class NewRequest:
     request_id: str
     tenant_id: str
     user_id: str
-    body: dict[str, Any]
+    body: Document
     idempotency_key: str | None = None
     created_at: datetime = field(default_factory=utcnow)
 
@@ -201,7 +214,7 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
                 [n.tenant_id for n in new],
                 [n.user_id for n in new],
                 [n.idempotency_key for n in new],
-                [json.dumps(n.body) for n in new],
+                [_encoded(n.body) for n in new],
                 [n.created_at for n in new],
             )
         else:
@@ -217,7 +230,7 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
                     "tenant_id": n.tenant_id,
                     "user_id": n.user_id,
                     "idempotency_key": n.idempotency_key,
-                    "body": n.body,
+                    "body": _decoded(n.body),
                     "state": "pending",
                     "reason": None,
                     "site_id": None,
@@ -426,7 +439,7 @@ async def _refuse(session: AsyncSession, ids: Sequence[str], state: str) -> None
 
 
 async def save_decisions(
-    session: AsyncSession, documents: Mapping[str, dict[str, Any]], *, at: datetime | None = None
+    session: AsyncSession, documents: Mapping[str, Document], *, at: datetime | None = None
 ) -> None:
     """`save_decision` for many requests (request id -> decision JSON) in one statement."""
     if not documents:
@@ -440,7 +453,7 @@ async def save_decisions(
             " ON CONFLICT (request_id) DO UPDATE"
             " SET document = excluded.document, created_at = excluded.created_at",
             list(documents),
-            [json.dumps(d) for d in documents.values()],
+            [_encoded(d) for d in documents.values()],
             at,
         )
         return
@@ -452,7 +465,7 @@ async def save_decisions(
     await session.execute(
         statement,
         [
-            {"request_id": request_id, "document": document, "created_at": at}
+            {"request_id": request_id, "document": _decoded(document), "created_at": at}
             for request_id, document in documents.items()
         ],
     )
@@ -513,6 +526,18 @@ async def get_decisions(
         )
     )
     return dict(rows.all())
+
+
+def _encoded(document: Document) -> str:
+    return document if isinstance(document, JsonText) else json.dumps(document)
+
+
+def _decoded(document: Document) -> dict[str, Any]:
+    """The document as Python values (the Core JSON columns encode it themselves)."""
+    if isinstance(document, JsonText):
+        decoded: dict[str, Any] = json.loads(document)
+        return decoded
+    return document
 
 
 def _on_postgresql(session: AsyncSession) -> bool:
