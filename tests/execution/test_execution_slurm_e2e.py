@@ -67,7 +67,9 @@ async def _cancel_every_job(brain: Brain) -> None:
 async def final_accounting(slurm: SlurmBackend, job_id: str) -> JobAccounting:
     async def probe() -> JobAccounting | None:
         record = await slurm.accounting(job_id)
-        return record if record is not None and record.ended_at is not None else None
+        if record is None or record.started_at is None or record.ended_at is None:
+            return None  # slurmdbd may record a job's end a moment before its allocation
+        return record
 
     return await until(probe, f"Slurm's accounting of job {job_id}")
 
