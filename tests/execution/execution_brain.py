@@ -212,10 +212,16 @@ async def until(probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: 
 
 
 @contextlib.asynccontextmanager
-async def running_brain(workdir: Path, **settings: Any) -> AsyncIterator[Brain]:
-    """A brain on a new PostgreSQL database (dropped afterwards) and the test Redis."""
-    database = await create_postgres_database("cnbrain_exec")
-    redis = await require_redis()
+async def running_brain(
+    workdir: Path, *, embedded: bool = False, **settings: Any
+) -> AsyncIterator[Brain]:
+    """A brain on a new PostgreSQL database (dropped afterwards) and the test Redis; with
+    `embedded`, on a SQLite file in `workdir` and the in-process cache instead."""
+    if embedded:
+        database, redis = f"sqlite+aiosqlite:///{workdir / 'brain.db'}", None
+    else:
+        database = await create_postgres_database("cnbrain_exec")
+        redis = await require_redis()
     app = create_app(
         Settings(
             database_url=database,
@@ -234,7 +240,8 @@ async def running_brain(workdir: Path, **settings: Any) -> AsyncIterator[Brain]:
             async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
                 yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.dispatcher)
     finally:
-        await drop_postgres_database(database)
+        if not embedded:
+            await drop_postgres_database(database)
 
 
 def start_slurm() -> None:
