@@ -7,7 +7,14 @@ from collections.abc import Awaitable, Callable
 import pytest
 from redis.asyncio import Redis
 
-from cnbrain.cache import PENDING, Caches, CacheUnavailable, CapacityEvent, channel_name
+from cnbrain.cache import (
+    PENDING,
+    Caches,
+    CacheUnavailable,
+    CapacityEvent,
+    Subscription,
+    channel_name,
+)
 from cnbrain.cache.redis import connect, redact
 
 pytestmark = pytest.mark.asyncio
@@ -241,6 +248,24 @@ async def test_bare_iteration_subscribes_and_aclose_ends_it(caches: Caches) -> N
     await asyncio.wait_for(consumer, WAIT_S)
     assert received
     assert received[0] == sent
+
+
+async def test_a_subscriber_cancelled_while_it_subscribes_ends(caches: Caches) -> None:
+    """However early its task is cancelled (a brain stopped right after it started), a
+    subscriber ends instead of waiting for events forever."""
+    for i in range(40):
+        events = caches.bus.subscribe()
+
+        async def consume(events: Subscription = events) -> None:
+            async for _ in events:
+                pass
+
+        consumer = asyncio.create_task(consume())
+        await asyncio.sleep(0.0005 * (i % 20))
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(consumer, WAIT_S)
+        await events.aclose()
 
 
 async def test_redis_bus_skips_malformed_messages(

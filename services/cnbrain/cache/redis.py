@@ -266,6 +266,15 @@ class RedisGate:
         return Admission(rate=rate, earlier=None if earlier is None else _text(earlier))
 
 
+def _raise_if_cancelled() -> None:
+    """Raise CancelledError if this task was asked to stop and is still running: redis-py
+    (8.1) can swallow a cancellation while it connects a pub/sub connection, after which a
+    subscription would wait for a message forever instead of ending."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class RedisSubscription:
     """A `Subscription` on one dedicated connection.
 
@@ -287,6 +296,7 @@ class RedisSubscription:
                 return
             try:
                 await self._pubsub.subscribe(self._channel)
+                _raise_if_cancelled()
                 await self._confirmed()
             except (RedisError, OSError) as exc:
                 raise CacheUnavailable(f"cannot subscribe to {self._channel}: {exc}") from exc
@@ -296,6 +306,7 @@ class RedisSubscription:
         # Until the server confirms, a PUBLISH from another connection might be missed.
         for _ in range(100):
             message = await self._pubsub.get_message(timeout=CONNECT_TIMEOUT_S)
+            _raise_if_cancelled()
             if message is None:
                 break
             if message.get("type") == "subscribe":
@@ -308,6 +319,7 @@ class RedisSubscription:
     async def __anext__(self) -> CapacityEvent:
         await self._activate()
         while not self.closed:
+            _raise_if_cancelled()
             try:
                 message = await self._pubsub.get_message(timeout=None)
             except (RedisError, OSError) as exc:
