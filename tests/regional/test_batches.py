@@ -346,3 +346,18 @@ async def test_replicas_starting_together_recover_each_pending_request_once(
         assert set((await states(first, tenant)).values()) == {"placed"}
         assert await held(first, tenant) == 12
         await invariants(first)
+
+
+async def test_a_new_key_used_by_many_requests_at_once_is_looked_up_once(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, user = await api.tenant()
+    lookups = count_calls(monkeypatch, tenants, "authenticate")
+    answers = await asyncio.gather(
+        *(api.call(user, "GET", "/v1/requests") for _ in range(12)),
+        *(api.call(user + "x", "GET", "/v1/requests") for _ in range(12)),
+    )
+    assert [a.status_code for a in answers] == [200] * 12 + [401] * 12
+    assert len(lookups) == 2  # one per token, the others waited for it
+    again = await api.call(user, "GET", "/v1/requests")
+    assert again.status_code == 200 and len(lookups) == 2  # then the verified key is cached

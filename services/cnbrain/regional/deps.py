@@ -1,7 +1,9 @@
 """FastAPI dependencies: the brain, a database session, and the authenticated caller."""
 
+import asyncio
 import hashlib
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
@@ -68,16 +70,53 @@ async def get_principal(
     cached = brain.verified_keys.get(digest)
     if cached is not None and cached[1] > now:
         return cached[0]
-    async with brain.sessions() as session:
-        found = await tenants.authenticate(session, token=token)
-    if found is None:
+    principal = await _verify_once(brain, token, digest)
+    if principal is None:
         raise unauthorized
-    user, _ = found
-    principal = Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
     if len(brain.verified_keys) > 10_000:
         brain.verified_keys.clear()
     brain.verified_keys[digest] = (principal, now + AUTH_CACHE_S)
     return principal
+
+
+_verifying: "weakref.WeakKeyDictionary[Brain, dict[str, asyncio.Future[Principal | None]]]" = (
+    weakref.WeakKeyDictionary()
+)
+"""Per brain, the verifications of keys under way (by SHA-256 of the token)."""
+
+
+async def _verify_once(brain: Brain, token: str, digest: str) -> Principal | None:
+    """The principal of `token` from the database (None: no valid key). Concurrent calls for
+    one token share one query: a client that opens with many requests at once costs one
+    lookup and one connection, not one each."""
+    under_way = _verifying.setdefault(brain, {})
+    while (shared := under_way.get(digest)) is not None:
+        try:
+            return await asyncio.shield(shared)
+        except asyncio.CancelledError:
+            if not shared.cancelled():
+                raise  # this caller was cancelled
+            # the caller that was verifying went away: verify anew
+    future: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
+    under_way[digest] = future
+    try:
+        async with brain.sessions() as session:
+            found = await tenants.authenticate(session, token=token)
+        principal = None
+        if found is not None:
+            user, _ = found
+            principal = Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
+        future.set_result(principal)
+        return principal
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except Exception as exc:
+        future.set_exception(exc)
+        future.exception()  # those waiting get it; nobody else needs to see it
+        raise
+    finally:
+        del under_way[digest]
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
