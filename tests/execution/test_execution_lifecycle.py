@@ -146,8 +146,12 @@ async def test_suspend_and_resume_a_running_job(brain: Brain) -> None:
         return True if status.state is JobState.CANCELLED else None
 
     await until(job_cancelled, "the simulated job cancelled")
-    [after] = await brain.attempts(user, made["id"])
-    assert after["state"] == "cancelled"
+
+    async def attempt_cancelled() -> bool | None:
+        [after] = await brain.attempts(user, made["id"])
+        return True if after["state"] == "cancelled" else None
+
+    await until(attempt_cancelled, "the attempt recorded as cancelled")
 
 
 async def test_a_site_whose_scheduler_is_down_fails_over_to_another(brain: Brain) -> None:
