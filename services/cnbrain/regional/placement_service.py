@@ -616,6 +616,12 @@ class PlacementService:
                     f"the national brain could not release reservation {part.id!r} "
                     f"({error.code().name.lower()}); try again"
                 ) from None
+            # The national brain has released this brain's part through its LedgerService,
+            # unless it no longer knew the reservation; then the part is released here.
+            async with self.brain.sessions.begin() as session:
+                released_here = await peer_ledger.release(session, reservation_id=part.id)
+            if released_here:
+                self.brain.peer_changed()
 
     async def _release(self, principal: Principal, request_id: str) -> None:
         async with self.brain.sessions.begin() as session:
