@@ -37,7 +37,7 @@ async def test_a_capacity_event_refreshes_the_other_replica(tmp_path: Path) -> N
                 )
             assert placed.json()["state"] == "placed"
             for _ in range(100):
-                if two._snapshot is None:
+                if two._snapshots.cached is None:
                     break
                 await asyncio.sleep(0.02)
             after, fresh = await two.snapshot()

@@ -11,6 +11,7 @@ from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.snapshot_cache import SnapshotCache
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.service import NationalServicer
@@ -40,8 +41,7 @@ class NationalBrain:
         self.plan_lock = asyncio.Lock()
         self._engine: PlacementEngine | None = None
         self._ownership: Ownership | None = None
-        self._snapshot: Snapshot | None = None
-        self._generation = 0
+        self._snapshots = SnapshotCache(self._load_snapshot, arrays=lambda: self.engine.arrays)
         self._tasks: list[asyncio.Task[None]] = []
         self.server: RunningServer | None = None
 
@@ -90,30 +90,24 @@ class NationalBrain:
 
     async def backbone_snapshot(self) -> Snapshot:
         """Free capacity in this brain's ledger (the backbone is what it owns)."""
-        snapshot = self._snapshot
-        if snapshot is not None:
-            return snapshot
-        generation = self._generation
-        async with self.sessions() as session:
-            snapshot = await ledger_store.load_snapshot(session, arrays=self.engine.arrays)
-        if generation == self._generation:
-            self._snapshot = snapshot
+        snapshot, _ = await self._snapshots.get()
         return snapshot
+
+    async def _load_snapshot(self) -> Snapshot:
+        async with self.sessions() as session:
+            return await ledger_store.load_snapshot(session, arrays=self.engine.arrays)
 
     def capacity_changed(self) -> None:
         """Forget the cached snapshot, and any read of it that began before this call."""
-        self._generation += 1
-        self._snapshot = None
+        self._snapshots.invalidate()
 
     def begin_local_change(self) -> None:
         """Call before a transaction that reserves: reads overlapping it are not cached."""
-        self._generation += 1
+        self._snapshots.begin_change()
 
     def end_local_change(self, reservation: Reservation | None) -> None:
         """Call after it, with what it took (None: nothing); the cached snapshot takes it."""
-        self._generation += 1
-        if reservation is not None and self._snapshot is not None:
-            self._snapshot = self._snapshot.adjusted(reservation, taken=True)
+        self._snapshots.end_change(reservation)
 
     def _register(self, server: "object") -> list[str]:
         import grpc

@@ -24,6 +24,7 @@ from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.snapshot_cache import SnapshotCache
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_document
@@ -62,9 +63,9 @@ class Brain:
         self.sessions: async_sessionmaker[AsyncSession] = session_factory(self.db)
         self.caches: Caches = build_cache(settings.redis_url, namespace=settings.bus_namespace)
         self._placement: Placement | None = None
-        self._snapshot: Snapshot | None = None
-        self._generation = 0
-        self._snapshot_lock = asyncio.Lock()
+        self._snapshots = SnapshotCache(
+            self._load_snapshot, arrays=lambda: self.placement.engine.arrays
+        )
         self._listener: asyncio.Task[None] | None = None
         self.plan_lock = asyncio.Semaphore(1)
         self.verified_keys: dict[str, tuple[Principal, float]] = {}
@@ -176,41 +177,29 @@ class Brain:
         self.capacity_changed()
 
     async def snapshot(self) -> tuple[Snapshot, bool]:
-        """Free capacity as the database holds it, and whether it was read just now (False:
-        the cached copy, kept current with this brain's own reservations)."""
-        async with self._snapshot_lock:
-            snapshot = self._snapshot
-            if snapshot is not None:
-                return snapshot, False
-            generation = self._generation
-            placement = self.placement
-            async with self.sessions() as session:
-                snapshot = await ledger_store.load_snapshot(session, arrays=placement.engine.arrays)
-            if self.federated:
-                snapshot = placement.ownership.restrict(snapshot)
-            if generation == self._generation:
-                self._snapshot = snapshot
-            return snapshot, True
+        """Free capacity as the database holds it (of what this brain owns), and whether it
+        was read just now (False: the cached copy, kept current with this brain's own
+        reservations)."""
+        return await self._snapshots.get()
+
+    async def _load_snapshot(self) -> Snapshot:
+        placement = self.placement
+        async with self.sessions() as session:
+            snapshot = await ledger_store.load_snapshot(session, arrays=placement.engine.arrays)
+        return placement.ownership.restrict(snapshot) if self.federated else snapshot
 
     def capacity_changed(self) -> None:
         """Forget the cached snapshot, and any read of it that began before this call."""
-        self._generation += 1
-        self._snapshot = None
+        self._snapshots.invalidate()
 
     def begin_local_change(self) -> None:
         """Call before a transaction that reserves: reads overlapping it are not cached."""
-        self._generation += 1
+        self._snapshots.begin_change()
 
     def end_local_change(self, reservation: Reservation | None) -> None:
         """Call after it: `reservation` is what it committed (None: nothing). The cached
         snapshot, read before the transaction began, takes the reservation too."""
-        self._generation += 1
-        snapshot = self._snapshot
-        if reservation is not None and snapshot is not None:
-            if snapshot.arrays is self.placement.engine.arrays:
-                self._snapshot = snapshot.adjusted(reservation, taken=True)
-            else:
-                self._snapshot = None
+        self._snapshots.end_change(reservation)
 
     async def announce(self, kind: CapacityKind) -> None:
         """Tell the other replicas that capacity (or the map) changed here."""
