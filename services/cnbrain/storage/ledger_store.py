@@ -70,6 +70,7 @@ __all__ = [
     "QuotaExceeded",
     "check_invariants",
     "claim_from",
+    "claim_of_row",
     "give_back",
     "held_reservations",
     "load_snapshot",
@@ -117,6 +118,46 @@ def _link_index(arrays: MapArrays) -> dict[str, int]:
         _LINK_INDEX.clear()
     _LINK_INDEX[id(arrays)] = (arrays, index)
     return index
+
+
+class Amounts(Protocol):
+    """What a stored reservation, a cross-brain part or a peer claim says it takes."""
+
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def site_id(self) -> str | None: ...
+    @property
+    def cpu_m(self) -> int: ...
+    @property
+    def mem_mib(self) -> int: ...
+    @property
+    def storage_gib(self) -> int: ...
+    @property
+    def accelerator_model(self) -> str | None: ...
+    @property
+    def accelerator_count(self) -> int: ...
+    @property
+    def mbps(self) -> int: ...
+
+
+def claim_of_row(row: Amounts, *, link_ids: Sequence[str]) -> Claim:
+    """The claim of `row` (a stored reservation, a cross-brain part, a peer claim) on
+    `link_ids`; one without a site has site id ""."""
+    return Claim(
+        request_id=row.request_id,
+        tenant_id=row.tenant_id,
+        site_id=row.site_id or "",
+        cpu_m=row.cpu_m,
+        mem_mib=row.mem_mib,
+        storage_gib=row.storage_gib,
+        accelerator_model=row.accelerator_model,
+        accelerator_count=row.accelerator_count,
+        link_ids=tuple(link_ids),
+        mbps=row.mbps,
+    )
 
 
 def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
@@ -419,21 +460,7 @@ async def release(session: AsyncSession, *, reservation_id: str) -> ReservationR
     if not taken:
         raise LedgerStoreError(f"reservation {reservation_id!r} is not held ({record.state})")
     links = await reservation_links(session, reservation_id=reservation_id)
-    await give_back(
-        session,
-        claim=Claim(
-            request_id=record.request_id,
-            tenant_id=record.tenant_id,
-            site_id=record.site_id,
-            cpu_m=record.cpu_m,
-            mem_mib=record.mem_mib,
-            storage_gib=record.storage_gib,
-            accelerator_model=record.accelerator_model,
-            accelerator_count=record.accelerator_count,
-            link_ids=tuple(links),
-            mbps=record.mbps,
-        ),
-    )
+    await give_back(session, claim=claim_of_row(record, link_ids=links))
     return record
 
 

@@ -56,18 +56,7 @@ class PeerClaim:
     counts_quota: bool
 
     def as_claim(self) -> ledger_store.Claim:
-        return ledger_store.Claim(
-            request_id=self.request_id,
-            tenant_id=self.tenant_id,
-            site_id=self.site_id or "",
-            cpu_m=self.cpu_m,
-            mem_mib=self.mem_mib,
-            storage_gib=self.storage_gib,
-            accelerator_model=self.accelerator_model,
-            accelerator_count=self.accelerator_count,
-            link_ids=self.link_ids,
-            mbps=self.mbps,
-        )
+        return ledger_store.claim_of_row(self, link_ids=self.link_ids)
 
 
 async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> bool:
@@ -229,18 +218,7 @@ async def _give_back(session: AsyncSession, record: PeerReservation) -> None:
     links = await part_links(session, reservation_id=record.id)
     await ledger_store.give_back(
         session,
-        claim=ledger_store.Claim(
-            request_id=record.request_id,
-            tenant_id=record.tenant_id,
-            site_id=record.site_id or "",
-            cpu_m=record.cpu_m,
-            mem_mib=record.mem_mib,
-            storage_gib=record.storage_gib,
-            accelerator_model=record.accelerator_model,
-            accelerator_count=record.accelerator_count,
-            link_ids=tuple(links),
-            mbps=record.mbps,
-        ),
+        claim=ledger_store.claim_of_row(record, link_ids=links),
         compute=record.site_id is not None,
         quota=record.counts_quota,
     )
