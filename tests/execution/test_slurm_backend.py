@@ -123,12 +123,17 @@ async def state_reached(
     return await until(probe, f"job {job_id} reaching {[s.value for s in states]}", timeout_s)
 
 
-async def final_accounting(backend: SlurmBackend, job_id: str) -> JobAccounting:
-    """The job's accounting record once it holds the job's end (slurmdbd lags a little)."""
+async def final_accounting(
+    backend: SlurmBackend, job_id: str, *, started: bool = True
+) -> JobAccounting:
+    """The job's accounting record once it holds the job's end, and its start unless the job
+    never `started` (slurmdbd lags a little, and may record the end before the start)."""
 
     async def probe() -> JobAccounting | None:
         record = await backend.accounting(job_id)
-        return record if record is not None and record.ended_at is not None else None
+        if record is None or record.ended_at is None:
+            return None
+        return None if started and record.started_at is None else record
 
     return await until(probe, f"the accounting of job {job_id}")
 
@@ -274,7 +279,7 @@ async def test_cancel_ends_pending_and_running_jobs(slurm: SlurmBackend) -> None
         assert (await state_reached(slurm, job_id, JobState.CANCELLED)).ended_at is not None
     await slurm.cancel(whole_node)  # final already: a no-op
     assert (await slurm.status(queued)).started_at is None
-    never_ran = await final_accounting(slurm, queued)
+    never_ran = await final_accounting(slurm, queued, started=False)
     assert never_ran.state is JobState.CANCELLED
     assert never_ran.started_at is None and never_ran.cpus == 0
 
