@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 
 NATIONAL_GRPC_PORT = 50051
-FIRST_REGION_GRPC_PORT = 50061
 FIRST_REGION_REST_PORT = 8081
+REGION_GRPC_OFFSET = 10
+"""The i-th region's gRPC port is the national brain's + REGION_GRPC_OFFSET + i."""
 READY_TIMEOUT_S = 120.0
 
 
@@ -102,6 +103,19 @@ def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
         "database cnbrain_NAME there, created when missing; default: SQLite files",
     )
     up.add_argument("--redis-url", help="Redis for the regional brains (default: in-process)")
+    up.add_argument(
+        "--grpc-port",
+        type=int,
+        default=NATIONAL_GRPC_PORT,
+        help=f"the national brain's gRPC port; the regions' follow from it + "
+        f"{REGION_GRPC_OFFSET} (default {NATIONAL_GRPC_PORT})",
+    )
+    up.add_argument(
+        "--rest-port",
+        type=int,
+        default=FIRST_REGION_REST_PORT,
+        help=f"the first region's REST port; the others follow (default {FIRST_REGION_REST_PORT})",
+    )
     up.set_defaults(run=run_up)
 
 
@@ -110,10 +124,13 @@ def federation_members(
     data_dir: Path,
     map_name: str,
     databases: dict[str, str] | None = None,
+    *,
+    national_grpc_port: int = NATIONAL_GRPC_PORT,
+    first_rest_port: int = FIRST_REGION_REST_PORT,
 ) -> list[Member]:
     """The national brain and one regional brain per region, on loopback ports; each brain
     on `databases[name]`, or a SQLite file in `data_dir`."""
-    national_endpoint = f"127.0.0.1:{NATIONAL_GRPC_PORT}"
+    national_endpoint = f"127.0.0.1:{national_grpc_port}"
 
     def database(name: str) -> str:
         if databases is not None:
@@ -126,16 +143,16 @@ def federation_members(
             command=["brain", "national"],
             environment={
                 "CNBRAIN_DATABASE_URL": database("national"),
-                "CNBRAIN_GRPC_PORT": str(NATIONAL_GRPC_PORT),
+                "CNBRAIN_GRPC_PORT": str(national_grpc_port),
                 "CNBRAIN_MAP": map_name,
             },
             rest_port=None,
-            grpc_port=NATIONAL_GRPC_PORT,
+            grpc_port=national_grpc_port,
         )
     ]
     for i, region in enumerate(region_ids):
-        grpc_port = FIRST_REGION_GRPC_PORT + i
-        rest_port = FIRST_REGION_REST_PORT + i
+        grpc_port = national_grpc_port + REGION_GRPC_OFFSET + i
+        rest_port = first_rest_port + i
         members.append(
             Member(
                 name=region,
@@ -158,6 +175,9 @@ def federation_members(
 
 
 def run_up(args: argparse.Namespace) -> int:
+    """Start the national brain, then one regional brain per region of the map, wait until
+    all are ready and print their endpoints; then run until Ctrl-C or SIGTERM (exit 0) or
+    until a brain exits by itself (exit 1). Either way every brain still running is stopped."""
     from cnbrain.netmap.load import load_map
 
     data_dir = Path(args.data_dir).resolve()
@@ -192,7 +212,15 @@ def run_up(args: argparse.Namespace) -> int:
     )
     if args.redis_url:
         shared["CNBRAIN_REDIS_URL"] = args.redis_url
-    members = federation_members(regions, data_dir, args.map, databases)
+    members = federation_members(
+        regions,
+        data_dir,
+        args.map,
+        databases,
+        national_grpc_port=args.grpc_port,
+        first_rest_port=args.rest_port,
+    )
+    _stop_on_signals()
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
     try:
         for member in members:
@@ -248,6 +276,17 @@ async def _postgres_databases(server: str, names: list[str]) -> dict[str, str]:
         return urls
     finally:
         await connection.close()
+
+
+def _stop_on_signals() -> None:
+    """SIGINT (Ctrl-C) and SIGTERM both stop the federation: as KeyboardInterrupt in the main
+    thread, also when a script started it in the background (where SIGINT comes ignored)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
 
 
 def _wait_port(port: int, process: "subprocess.Popen[bytes]") -> None:

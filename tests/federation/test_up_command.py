@@ -1,0 +1,169 @@
+"""`cnbrain up` as a user runs it: the embedded default (SQLite files), the README's
+cross-region example, and a clean stop on Ctrl-C or SIGTERM with no brain left behind."""
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cnbrain.cli.federation import REGION_GRPC_OFFSET
+
+REPO = Path(__file__).resolve().parents[2]
+REGIONS = ["east", "north", "south", "west"]
+STARTED_LINE = "Ctrl-C stops them all."
+START_S = 180.0
+STOP_S = 30.0
+
+
+@dataclass
+class Up:
+    process: "subprocess.Popen[str]"
+    output: list[str]
+    data_dir: Path
+    grpc_port: int
+    rest_port: int
+
+    @property
+    def ports(self) -> list[int]:
+        grpc = [self.grpc_port + REGION_GRPC_OFFSET + i for i in range(len(REGIONS))]
+        rest = [self.rest_port + i for i in range(len(REGIONS))]
+        return [self.grpc_port, *grpc, *rest]
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _port_bases() -> tuple[int, int]:
+    """A gRPC base and a REST base whose every derived port is free now."""
+    rng = random.Random()
+    while True:
+        grpc, rest = rng.randrange(20_000, 40_000), rng.randrange(40_000, 60_000)
+        ports = [
+            grpc,
+            *(grpc + REGION_GRPC_OFFSET + i for i in range(len(REGIONS))),
+            *(rest + i for i in range(len(REGIONS))),
+        ]
+        if all(_free(p) for p in ports):
+            return grpc, rest
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _up(tmp_path: Path) -> Iterator[Up]:
+    grpc_port, rest_port = _port_bases()
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNBRAIN_")}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cnbrain.cli.main",
+            "up",
+            "--data-dir",
+            str(data_dir),
+            "--grpc-port",
+            str(grpc_port),
+            "--rest-port",
+            str(rest_port),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    up = Up(process, [], data_dir, grpc_port, rest_port)
+    started = threading.Event()
+
+    def read_output() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            up.output.append(line.rstrip())
+            if line.strip() == STARTED_LINE:
+                started.set()
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + START_S
+        while not started.wait(0.5):
+            if process.poll() is not None:
+                pytest.fail(f"cnbrain up exited ({process.returncode}) before it was ready")
+            if time.monotonic() > deadline:
+                pytest.fail(f"cnbrain up was not ready within {START_S:.0f} s")
+        yield up
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever the test left running
+        process.wait()
+
+
+def _assert_all_stopped(up: Up) -> None:
+    assert up.process.wait(timeout=STOP_S) == 0
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(up.process.pid, 0)
+        pytest.fail("a brain of the federation still runs after cnbrain up exited")
+    assert [p for p in up.ports if _listening(p)] == []
+
+
+def test_up_prints_every_endpoint_places_the_readme_example_and_stops_on_ctrl_c(
+    tmp_path: Path,
+) -> None:
+    with _up(tmp_path) as up:
+        printed = "\n".join(up.output)
+        assert f"national  gRPC 127.0.0.1:{up.grpc_port}" in printed
+        for i, region in enumerate(REGIONS):
+            rest = f"REST http://127.0.0.1:{up.rest_port + i}"
+            grpc = f"gRPC 127.0.0.1:{up.grpc_port + REGION_GRPC_OFFSET + i}"
+            assert f"{region:<9} {rest}  {grpc}" in printed
+        assert all(_listening(p) for p in up.ports)
+
+        token = (up.data_dir / "admin.token").read_text().strip()
+        east = httpx.Client(
+            base_url=f"http://127.0.0.1:{up.rest_port}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        created = east.post("/v1/tenants", json={"id": "acme", "name": "Acme"})
+        assert created.status_code == 201, created.text
+        example = json.loads((REPO / "examples/requests/gpu-training.json").read_text())
+        del example["id"]
+        answer = east.post("/v1/requests", json={**example, "tenant": "acme"})
+        assert answer.status_code == 201, answer.text
+        view = answer.json()
+        assert view["state"] == "placed"
+        segments = [(s["kind"], s["owner"]) for s in view["decision"]["path"]["segments"]]
+        assert segments == [("source", "east"), ("backbone", "national"), ("destination", "west")]
+
+        os.killpg(up.process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        _assert_all_stopped(up)
+
+
+def test_sigterm_to_up_alone_stops_every_brain(tmp_path: Path) -> None:
+    with _up(tmp_path) as up:
+        up.process.send_signal(signal.SIGTERM)
+        _assert_all_stopped(up)
