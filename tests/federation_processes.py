@@ -1,11 +1,14 @@
 """A federation of separate brain processes on loopback, each with its own PostgreSQL
 database, for end-to-end tests. Members can be killed (SIGKILL) and started again."""
 
+import asyncio
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,9 +16,12 @@ import grpc
 import httpx
 
 from cnbrain.v1 import national_pb2, national_pb2_grpc
+from databases import create_postgres_database, drop_postgres_database, require_redis
 from processes import free_port
 
 READY_S = 90.0
+REGIONS = ["east", "north", "south", "west"]
+"""The regions of the built-in map."""
 
 
 @dataclass
@@ -49,6 +55,8 @@ class LocalFederation:
         shared_env: dict[str, str] | None = None,
     ) -> None:
         self.admin_token = admin_token
+        self.databases = databases
+        """Database URL of every member, by name."""
         taken: set[int] = set()
 
         def port() -> int:
@@ -185,3 +193,45 @@ def _grpc_serving(port: int, token: str | None) -> bool:
         except grpc.RpcError as error:
             return bool(error.code() == grpc.StatusCode.INVALID_ARGUMENT)
         return True
+
+
+def local_federation(
+    workdir: Path,
+    *,
+    regions: list[str] = REGIONS,
+    database_prefix: str = "cnbrain_fed",
+    national_env: dict[str, str] | None = None,
+    shared_env: dict[str, str] | None = None,
+) -> Iterator[LocalFederation]:
+    """A started federation (every region registered) on fresh PostgreSQL databases
+    `{database_prefix}_{member}` and the test Redis, for a fixture to `yield from`; stopped
+    and its databases dropped afterwards. `shared_env` goes to every member."""
+
+    async def create() -> dict[str, str]:
+        return {
+            name: await create_postgres_database(f"{database_prefix}_{name}")
+            for name in ["national", *regions]
+        }
+
+    urls = asyncio.run(create())
+    federation = LocalFederation(
+        workdir=workdir,
+        databases=urls,
+        redis_url=asyncio.run(require_redis()),
+        admin_token=f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}",
+        regions=regions,
+        national_env=national_env,
+        shared_env={"CNBRAIN_PEER_TOKEN": secrets.token_urlsafe(24), **(shared_env or {})},
+    )
+    try:
+        federation.start()
+        federation.wait_registered()
+        yield federation
+    finally:
+        federation.stop()
+
+        async def drop() -> None:
+            for url in urls.values():
+                await drop_postgres_database(url)
+
+        asyncio.run(drop())

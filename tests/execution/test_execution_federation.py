@@ -6,7 +6,6 @@ The built-in map, with every site on a fast simulator (an hour per second).
 """
 
 import asyncio
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,8 +20,7 @@ from cnbrain.netmap.files import write_map_document
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.storage.models import PeerReservation
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from federation_processes import LocalFederation
+from federation_processes import LocalFederation, local_federation
 
 REGIONS = ["east", "west"]
 GPU_JOB = {
@@ -47,38 +45,12 @@ def federation(tmp_path_factory: Any) -> Iterator[LocalFederation]:
     map_file = workdir / "china-simulated.json"
     write_map_document(document.model_copy(update={"sites": sites}), map_file)
 
-    async def databases() -> dict[str, str]:
-        return {
-            name: await create_postgres_database(f"cnbrain_exfed_{name}")
-            for name in ["national", *REGIONS]
-        }
-
-    urls = asyncio.run(databases())
-    federation = LocalFederation(
-        workdir=workdir,
-        databases=urls,
-        redis_url=asyncio.run(require_redis()),
-        admin_token=f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}",
+    yield from local_federation(
+        workdir,
         regions=REGIONS,
-        shared_env={
-            "CNBRAIN_PEER_TOKEN": secrets.token_urlsafe(24),
-            "CNBRAIN_MAP": str(map_file),
-            "CNBRAIN_EXECUTION_POLL_S": "0.2",
-        },
+        database_prefix="cnbrain_exfed",
+        shared_env={"CNBRAIN_MAP": str(map_file), "CNBRAIN_EXECUTION_POLL_S": "0.2"},
     )
-    federation.databases = urls  # type: ignore[attr-defined]
-    try:
-        federation.start()
-        federation.wait_registered()
-        yield federation
-    finally:
-        federation.stop()
-
-        async def drop() -> None:
-            for url in urls.values():
-                await drop_postgres_database(url)
-
-        asyncio.run(drop())
 
 
 def _call(federation: LocalFederation, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -106,7 +78,7 @@ async def _held_parts(url: str) -> int:
 def test_a_job_placed_across_regions_runs_and_releases_every_part(
     federation: LocalFederation,
 ) -> None:
-    databases = federation.databases  # type: ignore[attr-defined]
+    databases = federation.databases
     _call(federation, "POST", "/v1/tenants", json={"id": "acme", "name": "Acme"})
     made = _call(federation, "POST", "/v1/requests", json={**GPU_JOB, "tenant": "acme"})
     assert made.status_code == 201, made.text

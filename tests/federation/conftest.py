@@ -4,11 +4,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from federations import make_federation
 
-from federation_processes import LocalFederation
+from federation_processes import LocalFederation, local_federation
 
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory: Any) -> Iterator[LocalFederation]:
-    yield from make_federation(tmp_path_factory.mktemp("federation"))
+    yield from local_federation(tmp_path_factory.mktemp("federation"))

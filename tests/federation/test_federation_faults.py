@@ -13,14 +13,13 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from federations import make_federation
 from ledgers import check_invariants, rows, unreleased
 from test_federation_placement import GPU_REQUEST, cancel, submit
 
 from cnbrain.rpc.certs import write_certificates
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 from databases import create_postgres_database, drop_postgres_database
-from federation_processes import LocalFederation
+from federation_processes import LocalFederation, local_federation
 from processes import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -31,7 +30,7 @@ COMMIT_DELAY_MS = 3_000
 
 @pytest.fixture(scope="module")
 def slow_commits(tmp_path_factory: Any) -> Iterator[LocalFederation]:
-    yield from make_federation(
+    yield from local_federation(
         tmp_path_factory.mktemp("faults"),
         national_env={
             "CNBRAIN_COMMIT_DELAY_MS": str(COMMIT_DELAY_MS),
@@ -48,7 +47,7 @@ async def test_destination_killed_between_prepare_and_commit_leaves_nothing_rese
     slow_commits: LocalFederation,
 ) -> None:
     federation = slow_commits
-    databases = federation.databases  # type: ignore[attr-defined]
+    databases = federation.databases
     answer = asyncio.create_task(asyncio.to_thread(submit, federation, "east", GPU_REQUEST))
     deadline = time.monotonic() + 30
     while not await _prepared(databases["west"]):

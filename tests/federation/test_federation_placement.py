@@ -46,7 +46,7 @@ def cancel(federation: LocalFederation, region: str, request_id: str) -> dict[st
 async def test_gpu_request_from_the_east_is_placed_in_a_western_hub_by_three_brains(
     federation: LocalFederation,
 ) -> None:
-    databases = federation.databases  # type: ignore[attr-defined]
+    databases = federation.databases
     view = submit(federation, "east", GPU_REQUEST)
 
     assert view["state"] == "placed", view
@@ -98,7 +98,7 @@ async def test_gpu_request_from_the_east_is_placed_in_a_western_hub_by_three_bra
 async def test_a_request_that_fits_in_its_own_province_stays_there(
     federation: LocalFederation,
 ) -> None:
-    databases = federation.databases  # type: ignore[attr-defined]
+    databases = federation.databases
     body = {
         "source_province": "ZJ",
         "resources": {"cpu": 4.0, "memory_gib": 8.0},
