@@ -22,8 +22,11 @@ from brain_api import Api, brain_settings
 from redis.asyncio import Redis
 from test_replicas import CAPACITY, ONE_GPU, fifty_gpu_map
 
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.placement.request_check import parse_request
 from cnbrain.regional.app import create_app
-from cnbrain.regional.placement_service import PlacementService
+from cnbrain.regional.placement_service import EscalatedAnswer, PlacementService
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store, requests, tenants
 from cnbrain.storage.ledger_store import Claim
@@ -361,3 +364,58 @@ async def test_a_new_key_used_by_many_requests_at_once_is_looked_up_once(
     assert len(lookups) == 2  # one per token, the others waited for it
     again = await api.call(user, "GET", "/v1/requests")
     assert again.status_code == 200 and len(lookups) == 2  # then the verified key is cached
+
+
+async def test_national_answers_are_recorded_together_and_a_failing_one_alone(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The national brain's answers that arrive together are written in one transaction;
+    when one of them can no longer be written (its request was settled otherwise meanwhile),
+    the others are still written, each in its own, and only that one gets the error."""
+    tenant = f"t-{uuid.uuid4().hex[:6]}"
+    pending: list[PlacementRequest] = []
+    async with api.brain.sessions.begin() as session:
+        await tenants.create_tenant(session, tenant_id=tenant, name=tenant)
+        user = await tenants.create_user(session, name="u", role="tenant-user", tenant_id=tenant)
+        for i in range(6):
+            request = parse_request({**ONE_GPU, "id": f"req-{tenant}-{i}", "tenant": tenant})
+            await requests.insert_request(
+                session,
+                request_id=request.id,
+                tenant_id=tenant,
+                user_id=user.id,
+                body=request.model_dump(mode="json"),
+            )
+            pending.append(request)
+    group = PlacementService(api.brain).escalation_records
+    writes = count_calls(monkeypatch, requests, "set_states")
+
+    def answer(request: PlacementRequest) -> EscalatedAnswer:
+        rejected = Decision(
+            request_id=request.id,
+            status=DecisionStatus.REJECTED,
+            policy="federation",
+            reason="no region could place it: none has an A100 free",
+        )
+        return EscalatedAnswer(request, rejected, actor="system")
+
+    together = await asyncio.gather(*(group.submit(answer(r)) for r in pending[:3]))
+    assert [(w.state, w.at is not None) for w in together] == [("rejected", True)] * 3
+    assert len(writes) == 1
+
+    async with api.brain.sessions.begin() as session:
+        await requests.set_state(session, request_id=pending[4].id, state="failed")
+    writes.clear()
+    apart = await asyncio.gather(
+        *(group.submit(answer(r)) for r in pending[3:]), return_exceptions=True
+    )
+    assert isinstance(apart[1], requests.InvalidTransition)
+    assert [getattr(w, "state", None) for w in apart] == ["rejected", None, "rejected"]
+    assert len(writes) == 1 + 3  # the batch, rolled back; then one each
+    assert await states(api, tenant) == {
+        **{r.id: "rejected" for r in pending},
+        pending[4].id: "failed",
+    }
+    async with api.brain.sessions() as session:
+        stored = await requests.get_decision(session, request_id=pending[3].id)
+    assert stored is not None and stored["reason"] == together[0].decision.reason

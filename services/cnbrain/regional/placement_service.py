@@ -84,14 +84,16 @@ class Outcome:
     """What became of a submission: `request_id` is its request, or (`created` False) the
     earlier request that holds its idempotency key. `view` is the request as settled, or None
     when the caller must read it (an earlier request, or one settled the one-request way).
-    `escalate`: the request is stored pending and only the national brain can place it; the
-    caller escalates it (outside the group commit, so one slow escalation holds up no batch).
+    `escalate`: the request (stored pending at `created_at`) can be placed only by the
+    national brain; the caller escalates it (outside the group commit, so one slow escalation
+    holds up no batch).
     """
 
     request_id: str
     created: bool
     view: RequestView | None = None
     escalate: bool = False
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,19 @@ _Item = Submission | _Stored
 """What the group commit settles: a new submission, or a stored request to decide again."""
 
 
+@dataclass(frozen=True, slots=True)
+class EscalatedAnswer:
+    """The national brain's answer for a pending request, to record."""
+
+    request: PlacementRequest
+    decision: Decision
+    actor: str
+
+
 _group_commits: "weakref.WeakKeyDictionary[Brain, GroupCommit[_Item, Outcome]]" = (
+    weakref.WeakKeyDictionary()
+)
+_escalation_records: "weakref.WeakKeyDictionary[Brain, GroupCommit[EscalatedAnswer, _Written]]" = (
     weakref.WeakKeyDictionary()
 )
 
@@ -130,6 +144,15 @@ class PlacementService:
         if group is None:
             group = GroupCommit(PlacementService(self.brain)._settle_submissions)
             _group_commits[self.brain] = group
+        return group
+
+    @property
+    def escalation_records(self) -> GroupCommit[EscalatedAnswer, "_Written"]:
+        """The brain's group commit of the national brain's answers (made on first use)."""
+        group = _escalation_records.get(self.brain)
+        if group is None:
+            group = GroupCommit(PlacementService(self.brain)._record_escalated)
+            _escalation_records[self.brain] = group
         return group
 
     async def submit(
@@ -175,7 +198,9 @@ class PlacementService:
             )
         )
         if outcome.escalate:
-            await self._escalate(request, actor=principal.user_id)
+            written = await self._escalate(request, actor=principal.user_id)
+            assert outcome.created_at is not None
+            return written.as_of(outcome.created_at), True
         if outcome.view is None:
             return await self.view(principal, outcome.request_id), outcome.created
         return outcome.view, outcome.created
@@ -332,7 +357,10 @@ class PlacementService:
         for item, decision, reservation in zip(stored, decisions, reservations, strict=False):
             if brain.national is not None and _needs_national(item.request, decision, fresh):
                 settled[item.request.id] = Outcome(
-                    request_id=item.request.id, created=True, escalate=True
+                    request_id=item.request.id,
+                    created=True,
+                    escalate=True,
+                    created_at=item.created_at,
                 )
             elif reservation is not None:
                 placed.append((item, decision, reservation))
@@ -416,38 +444,10 @@ class PlacementService:
         try:
             async with session.begin():
                 await ledger_store.reserve_many(session, claims=claims)
-                at = await requests.set_states(
+                at = await _write(
                     session,
                     [
-                        requests.StateChange(
-                            request_id=item.request.id,
-                            state=state,
-                            reason=reason,
-                            site_id=d.site if state == "placed" else None,
-                        )
-                        for item, d, state, reason in final
-                    ],
-                )
-                await requests.save_decisions(
-                    session,
-                    {
-                        item.request.id: requests.JsonText(d.model_dump_json())
-                        for item, d, _, _ in final
-                    },
-                    at=at,
-                )
-                await audit.record_many(
-                    session,
-                    [
-                        audit.Entry(
-                            actor=item.actor,
-                            tenant_id=item.request.tenant,
-                            action=f"request.{state}",
-                            object_type="request",
-                            object_id=item.request.id,
-                            detail={"site": d.site} if d.site else {"reason": reason},
-                            at=at,
-                        )
+                        _Written(item.request, d, state, reason, item.actor)
                         for item, d, state, reason in final
                     ],
                 )
@@ -552,21 +552,36 @@ class PlacementService:
             return
         await self._finish(request, None, state="rejected", reason=reason, actor=actor)
 
-    async def _escalate(self, request: PlacementRequest, *, actor: str) -> None:
-        """Let the national brain place `request` across regions; it reserves in every owner
-        (this brain's part included) before it answers."""
+    async def _escalate(self, request: PlacementRequest, *, actor: str) -> "_Written":
+        """Let the national brain place `request` across regions (it reserves in every owner,
+        this brain's part included, before it answers) and record its answer: placed or
+        rejected. Answers that arrive together are recorded in one transaction."""
         assert self.brain.national is not None
         decision = await self.brain.national.escalate(request)
-        placed = decision.status is DecisionStatus.PLACED
-        async with self.brain.sessions.begin() as session:
-            await self._record(
-                session,
-                request,
-                decision,
-                "placed" if placed else "rejected",
-                None if placed else decision.reason or "rejected",
-                actor,
-            )
+        return await self.escalation_records.submit(EscalatedAnswer(request, decision, actor))
+
+    async def _record_escalated(
+        self, batch: Sequence[EscalatedAnswer]
+    ) -> list["_Written | BaseException"]:
+        """The escalation records' group commit: one transaction for the whole batch; if it
+        fails (say a request was cancelled meanwhile), each one in its own transaction, so
+        only the requests at fault get their error."""
+        written = [_Written.of_answer(e.request, e.decision, e.actor) for e in batch]
+        try:
+            async with self.brain.sessions.begin() as session:
+                at = await _write(session, written)
+            return [replace(w, at=at) for w in written]
+        except Exception:
+            if len(batch) == 1:
+                raise
+        results: list[_Written | BaseException] = []
+        for one in written:
+            try:
+                async with self.brain.sessions.begin() as session:
+                    results.append(replace(one, at=await _write(session, [one])))
+            except Exception as exc:
+                results.append(exc)
+        return results
 
     async def quote(self, principal: Principal, body: dict[str, Any]) -> Quote:
         tenant = await self._tenant_of(principal, body)
@@ -787,6 +802,79 @@ class PlacementService:
 
 RECOVERY_BATCH = 64
 """Pending requests decided together at a start."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A request's settled state as written (`at`: when, once written)."""
+
+    request: PlacementRequest
+    decision: Decision
+    state: str
+    reason: str | None
+    actor: str
+    at: datetime | None = None
+
+    @classmethod
+    def of_answer(cls, request: PlacementRequest, decision: Decision, actor: str) -> "_Written":
+        """The national brain's answer: placed, or rejected with its reason."""
+        if decision.status is DecisionStatus.PLACED:
+            return cls(request, decision, "placed", None, actor)
+        return cls(request, decision, "rejected", decision.reason or "rejected", actor)
+
+    def as_of(self, created_at: datetime) -> RequestView:
+        """The request's view, built from what was written."""
+        assert self.at is not None
+        return RequestView(
+            id=self.request.id,
+            tenant=self.request.tenant,
+            state=self.state,
+            reason=self.reason,
+            site=self.decision.site if self.state == "placed" else None,
+            created_at=created_at,
+            updated_at=self.at,
+            request=self.request,
+            decision=self.decision,
+        )
+
+
+async def _write(session: AsyncSession, written: Sequence[_Written]) -> datetime:
+    """Move every request of `written` to its state, store its decision and audit it, with one
+    statement each for all of them; returns the time written. Raises like
+    `requests.set_states` (the caller rolls back)."""
+    at = await requests.set_states(
+        session,
+        [
+            requests.StateChange(
+                request_id=w.request.id,
+                state=w.state,
+                reason=w.reason,
+                site_id=w.decision.site if w.state == "placed" else None,
+            )
+            for w in written
+        ],
+    )
+    await requests.save_decisions(
+        session,
+        {w.request.id: requests.JsonText(w.decision.model_dump_json()) for w in written},
+        at=at,
+    )
+    await audit.record_many(
+        session,
+        [
+            audit.Entry(
+                actor=w.actor,
+                tenant_id=w.request.tenant,
+                action=f"request.{w.state}",
+                object_type="request",
+                object_id=w.request.id,
+                detail={"site": w.decision.site} if w.decision.site else {"reason": w.reason},
+                at=at,
+            )
+            for w in written
+        ],
+    )
+    return at
 
 
 def too_many(limit_per_minute: int, retry_after_s: float) -> ApiError:
