@@ -4,8 +4,9 @@ Against a running local federation (`cnbrain up`): makes a tenant in the source 
 sends `requests` submissions with `concurrency` in flight, each asking for the national
 optimum, so every one goes source brain -> national brain -> candidate and segment calls ->
 joint choice -> prepare and commit in three owners -> answer. Small single-accelerator jobs
-from the source brain's provinces, each for a model that sites of other regions have, so each
-can be placed across regions while capacity lasts. It counts what was placed across regions,
+from the source brain's provinces, each for a model that national hub sites of other regions
+have (outside its own province only hubs may serve a request), so each can be placed across
+regions while capacity lasts. It counts what was placed across regions,
 what was rejected and what failed (no 201 answer), and afterwards cancels what it placed.
 
 Timed submissions go through the bare client of `cnbrain.bench.http` (see there why).
@@ -54,14 +55,14 @@ def cross_region_bodies(
     seed: int,
 ) -> list[dict[str, Any]]:
     """`count` requests from provinces of `region`, each for one accelerator of a model that
-    some active site (of `sites`, as the API lists them) outside `region` has."""
+    some active national hub site (of `sites`, as the API lists them) outside `region` has."""
     rng = random.Random(seed)
     provinces = sorted(code for code, p in cmap.provinces.items() if p.region == region)
     models = sorted(
         {
             model
             for s in sites
-            if cmap.provinces[s["province"]].region != region
+            if s["kind"] == "hub" and cmap.provinces[s["province"]].region != region
             for model, n in s["capacity"]["accelerators"].items()
             if n > 0
         }
