@@ -37,8 +37,7 @@ def test_composed_routes_equal_the_routes_of_one_brain_with_the_whole_map(
     hub = _site(arrays, "NX")
     composed = ComposedRouter(
         router,
-        access_node=access,
-        source=router.source_paths(access, k=3, blocked=frozenset()),
+        sources={access: router.source_paths(access, k=3, blocked=frozenset())},
         destinations={hub: router.destination_paths(hub, k=3, blocked=frozenset())},
     )
 
@@ -57,8 +56,7 @@ def test_composed_routes_offer_nothing_in_the_source_province_or_without_segment
     hub = _site(arrays, "NX")
     composed = ComposedRouter(
         router,
-        access_node=access,
-        source=router.source_paths(access, k=3, blocked=frozenset()),
+        sources={access: router.source_paths(access, k=3, blocked=frozenset())},
         destinations={local: router.destination_paths(local, k=3, blocked=frozenset())},
     )
 

@@ -22,6 +22,23 @@ LEDGER_SERVICE = ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_na
 Context = grpc.aio.ServicerContext[object, object]
 
 
+def prepare_of(*reservation_ids: str) -> ledger_pb2.PrepareRequest:
+    """A Prepare of one part per reservation id (nothing else set)."""
+    return ledger_pb2.PrepareRequest(
+        parts=[ledger_pb2.PartClaim(reservation_id=i) for i in reservation_ids]
+    )
+
+
+def commit_of(*reservation_ids: str) -> ledger_pb2.CommitRequest:
+    return ledger_pb2.CommitRequest(
+        entries=[ledger_pb2.CommitEntry(reservation_id=i) for i in reservation_ids]
+    )
+
+
+def release_of(*reservation_ids: str) -> ledger_pb2.ReleaseRequest:
+    return ledger_pb2.ReleaseRequest(reservation_ids=list(reservation_ids))
+
+
 @dataclass
 class RecordingLedger(ledger_pb2_grpc.LedgerServiceServicer):
     """An in-memory ledger: prepare, commit and release by reservation id (idempotent)."""
@@ -54,29 +71,43 @@ class RecordingLedger(ledger_pb2_grpc.LedgerServiceServicer):
         await self._enter(context)
         if self.forward_to is not None:
             await self.forward_to.Prepare(request, timeout=2)
-        self.prepared.add(request.reservation_id)
+        ids = [part.reservation_id for part in request.parts]
+        self.prepared.update(ids)
         self.finished += 1
-        return ledger_pb2.PrepareResponse(prepared=True)
+        return ledger_pb2.PrepareResponse(
+            results=[ledger_pb2.PrepareResult(reservation_id=i, prepared=True) for i in ids]
+        )
 
     async def Commit(  # noqa: N802
         self, request: ledger_pb2.CommitRequest, context: Context
     ) -> ledger_pb2.CommitResponse:
         await self._enter(context)
-        known = request.reservation_id in self.prepared
-        if known:
-            self.committed.add(request.reservation_id)
+        results = []
+        for entry in request.entries:
+            known = entry.reservation_id in self.prepared
+            if known:
+                self.committed.add(entry.reservation_id)
+            results.append(
+                ledger_pb2.CommitResult(
+                    reservation_id=entry.reservation_id,
+                    committed=known,
+                    reason="" if known else "unknown",
+                )
+            )
         self.finished += 1
-        return ledger_pb2.CommitResponse(committed=known, reason="" if known else "unknown")
+        return ledger_pb2.CommitResponse(results=results)
 
     async def Release(  # noqa: N802
         self, request: ledger_pb2.ReleaseRequest, context: Context
     ) -> ledger_pb2.ReleaseResponse:
         await self._enter(context)
-        known = request.reservation_id in self.prepared
-        self.prepared.discard(request.reservation_id)
-        self.committed.discard(request.reservation_id)
+        released = []
+        for reservation_id in request.reservation_ids:
+            released.append(reservation_id in self.prepared)
+            self.prepared.discard(reservation_id)
+            self.committed.discard(reservation_id)
         self.finished += 1
-        return ledger_pb2.ReleaseResponse(released=known)
+        return ledger_pb2.ReleaseResponse(released=released)
 
 
 @dataclass

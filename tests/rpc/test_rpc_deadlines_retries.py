@@ -7,11 +7,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from rpc_ledger import RecordingLedger, Rpc
+from rpc_ledger import RecordingLedger, Rpc, commit_of, prepare_of, release_of
 
 from cnbrain.rpc import MAX_ATTEMPTS
 from cnbrain.rpc.client import RETRIED_SERVICES
-from cnbrain.v1 import ledger_pb2
 
 pytestmark = pytest.mark.asyncio
 
@@ -21,7 +20,7 @@ async def test_a_slow_handler_ends_at_the_callers_deadline(rpc: Rpc) -> None:
     stub = rpc.ledger(server)
     started = time.monotonic()
     with pytest.raises(grpc.aio.AioRpcError) as late:
-        await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=0.3)
+        await stub.Prepare(prepare_of("r1"), timeout=0.3)
     assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert time.monotonic() - started < 2
     assert ledger.calls == 1
@@ -32,8 +31,8 @@ async def test_a_call_that_fails_unavailable_once_succeeds_on_the_second_attempt
 ) -> None:
     server, ledger = await rpc.serve(RecordingLedger(fail_first=1))
     stub = rpc.ledger(server)
-    answer = await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=3)
-    assert answer.prepared
+    answer = await stub.Prepare(prepare_of("r1"), timeout=3)
+    assert answer.results[0].prepared
     assert ledger.calls == 2
     assert ledger.prepared == {"r1"}
     # The retry is the same call: same request id, marked as a later attempt.
@@ -45,7 +44,7 @@ async def test_retries_stop_after_max_attempts(rpc: Rpc) -> None:
     server, ledger = await rpc.serve(RecordingLedger(fail_first=10))
     stub = rpc.ledger(server)
     with pytest.raises(grpc.aio.AioRpcError) as failed:
-        await stub.Release(ledger_pb2.ReleaseRequest(reservation_id="r1"), timeout=5)
+        await stub.Release(release_of("r1"), timeout=5)
     assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
     assert ledger.calls == MAX_ATTEMPTS == 3
 
@@ -62,7 +61,7 @@ async def test_other_failures_are_not_retried(rpc: Rpc, code: grpc.StatusCode) -
     server, ledger = await rpc.serve(RecordingLedger(fail_first=1, fail_code=code))
     stub = rpc.ledger(server)
     with pytest.raises(grpc.aio.AioRpcError) as failed:
-        await stub.Commit(ledger_pb2.CommitRequest(reservation_id="r1"), timeout=3)
+        await stub.Commit(commit_of("r1"), timeout=3)
     assert failed.value.code() == code
     assert ledger.calls == 1
 
@@ -74,7 +73,7 @@ async def test_a_peer_that_is_down_fails_unavailable_within_the_deadline(rpc: Rp
     stub = rpc.ledger(f"127.0.0.1:{port}")
     started = time.monotonic()
     with pytest.raises(grpc.aio.AioRpcError) as down:
-        await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2)
+        await stub.Prepare(prepare_of("r1"), timeout=2)
     assert down.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     assert time.monotonic() - started < 2.5
 

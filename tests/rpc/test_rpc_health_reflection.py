@@ -7,10 +7,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from rpc_ledger import LEDGER_SERVICE, RecordingLedger, Rpc
+from rpc_ledger import LEDGER_SERVICE, RecordingLedger, Rpc, prepare_of
 
 from cnbrain.rpc import PeerSecurity, start_server
-from cnbrain.v1 import ledger_pb2
 
 pytestmark = pytest.mark.asyncio
 
@@ -75,16 +74,14 @@ async def test_stop_reports_not_serving_and_lets_calls_in_flight_finish(rpc: Rpc
     server, ledger = await rpc.serve(RecordingLedger(delay_s=0.5))
     stub = rpc.ledger(server)
     health = health_pb2_grpc.HealthStub(rpc.channel(server))
-    in_flight = asyncio.ensure_future(
-        stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=5)
-    )
+    in_flight = asyncio.ensure_future(stub.Prepare(prepare_of("r1"), timeout=5))
     while ledger.calls == 0:
         await asyncio.sleep(0.01)
     stopping = asyncio.create_task(server.stop(3))
     await asyncio.sleep(0.05)
     answer = await in_flight
     await stopping
-    assert answer.prepared and ledger.finished == 1
+    assert answer.results[0].prepared and ledger.finished == 1
     with pytest.raises(grpc.aio.AioRpcError) as after:
         await _status(health, "")
     assert after.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -93,9 +90,7 @@ async def test_stop_reports_not_serving_and_lets_calls_in_flight_finish(rpc: Rpc
 async def test_stop_cancels_calls_still_running_after_the_grace_period(rpc: Rpc) -> None:
     server, ledger = await rpc.serve(RecordingLedger(delay_s=5))
     stub = rpc.ledger(server)
-    in_flight = asyncio.ensure_future(
-        stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=10)
-    )
+    in_flight = asyncio.ensure_future(stub.Prepare(prepare_of("r1"), timeout=10))
     while ledger.calls == 0:
         await asyncio.sleep(0.01)
     started = asyncio.get_running_loop().time()

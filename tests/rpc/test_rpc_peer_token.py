@@ -4,10 +4,9 @@ whole, not needed by health and reflection."""
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rpc_ledger import Rpc
+from rpc_ledger import Rpc, prepare_of
 
 from cnbrain.rpc import PeerSecurity
-from cnbrain.v1 import ledger_pb2
 
 pytestmark = pytest.mark.asyncio
 
@@ -21,7 +20,7 @@ async def test_calls_without_the_token_are_refused_before_the_servicer(
     server, ledger = await rpc.serve(security=PeerSecurity(token=TOKEN))
     stub = rpc.ledger(server, security=PeerSecurity(token=client_token))
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2)
+        await stub.Prepare(prepare_of("r1"), timeout=2)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert ledger.calls == 0
     assert ledger.prepared == set()
@@ -30,8 +29,8 @@ async def test_calls_without_the_token_are_refused_before_the_servicer(
 async def test_calls_with_the_token_reach_the_servicer(rpc: Rpc) -> None:
     server, ledger = await rpc.serve(security=PeerSecurity(token=TOKEN))
     stub = rpc.ledger(server, security=PeerSecurity(token=TOKEN))
-    answer = await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2)
-    assert answer.prepared
+    answer = await stub.Prepare(prepare_of("r1"), timeout=2)
+    assert answer.results[0].prepared
     assert ledger.prepared == {"r1"}
     assert ledger.metadata[0]["authorization"] == f"Bearer {TOKEN}"
 
@@ -46,5 +45,5 @@ async def test_health_answers_probes_without_the_token(rpc: Rpc) -> None:
 async def test_a_server_without_a_token_accepts_any_caller(rpc: Rpc) -> None:
     server, ledger = await rpc.serve()
     stub = rpc.ledger(server, security=PeerSecurity(token="anything"))
-    await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2)
+    await stub.Prepare(prepare_of("r1"), timeout=2)
     assert ledger.prepared == {"r1"}

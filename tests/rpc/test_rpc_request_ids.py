@@ -5,7 +5,7 @@ import logging
 
 import grpc
 import pytest
-from rpc_ledger import RecordingLedger, Rpc
+from rpc_ledger import RecordingLedger, Rpc, commit_of, prepare_of
 
 from cnbrain.rpc import current_request_id, request_id_scope
 from cnbrain.rpc.context import is_valid_request_id
@@ -18,7 +18,7 @@ async def test_the_handler_sees_the_request_id_of_the_calling_context(rpc: Rpc) 
     server, ledger = await rpc.serve()
     stub = rpc.ledger(server)
     with request_id_scope("req-42"):
-        await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2)
+        await stub.Prepare(prepare_of("r1"), timeout=2)
     assert ledger.request_ids == ["req-42"]
     assert ledger.metadata[0]["x-request-id"] == "req-42"
     assert current_request_id() is None
@@ -27,8 +27,8 @@ async def test_the_handler_sees_the_request_id_of_the_calling_context(rpc: Rpc) 
 async def test_a_call_outside_any_request_gets_a_new_id_per_call(rpc: Rpc) -> None:
     server, ledger = await rpc.serve()
     stub = rpc.ledger(server)
-    await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2)
-    await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r2"), timeout=2)
+    await stub.Prepare(prepare_of("r1"), timeout=2)
+    await stub.Prepare(prepare_of("r2"), timeout=2)
     first, second = ledger.request_ids
     assert first is not None and second is not None
     assert is_valid_request_id(first) and is_valid_request_id(second)
@@ -40,7 +40,7 @@ async def test_an_id_in_the_callers_metadata_wins(rpc: Rpc) -> None:
     stub = rpc.ledger(server)
     with request_id_scope("from-context"):
         await stub.Prepare(
-            ledger_pb2.PrepareRequest(reservation_id="r1"),
+            prepare_of("r1"),
             timeout=2,
             metadata=(("x-request-id", "explicit"),),
         )
@@ -57,7 +57,7 @@ async def test_an_invalid_incoming_id_is_replaced(rpc: Rpc) -> None:
             response_deserializer=ledger_pb2.PrepareResponse.FromString,
         )
         await prepare(
-            ledger_pb2.PrepareRequest(reservation_id="r1"),
+            prepare_of("r1"),
             timeout=2,
             metadata=(("x-request-id", "x" * 500),),
         )
@@ -71,9 +71,7 @@ async def test_the_id_follows_a_request_from_brain_to_brain(rpc: Rpc) -> None:
     downstream, last = await rpc.serve()
     upstream, first = await rpc.serve(RecordingLedger(forward_to=rpc.ledger(downstream)))
     with request_id_scope("cross-1"):
-        await rpc.ledger(upstream).Prepare(
-            ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=2
-        )
+        await rpc.ledger(upstream).Prepare(prepare_of("r1"), timeout=2)
     assert first.request_ids == ["cross-1"]
     assert last.request_ids == ["cross-1"]
     assert "r1" in last.prepared
@@ -86,9 +84,9 @@ async def test_every_call_is_logged_with_its_request_id_and_code(
     stub = rpc.ledger(server)
     caplog.set_level(logging.INFO, logger="cnbrain.rpc")
     with request_id_scope("logged-1"), pytest.raises(grpc.aio.AioRpcError):
-        await stub.Commit(ledger_pb2.CommitRequest(reservation_id="r1"), timeout=2)
+        await stub.Commit(commit_of("r1"), timeout=2)
     with request_id_scope("logged-2"):
-        await stub.Commit(ledger_pb2.CommitRequest(reservation_id="r1"), timeout=2)
+        await stub.Commit(commit_of("r1"), timeout=2)
     lines = [r.getMessage() for r in caplog.records if r.name == "cnbrain.rpc"]
     assert any(
         "/cnbrain.v1.LedgerService/Commit" in line

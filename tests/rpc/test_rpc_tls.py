@@ -6,7 +6,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from rpc_ledger import Rpc
+from rpc_ledger import Rpc, prepare_of
 
 from cnbrain.rpc import PeerSecurity
 from cnbrain.rpc.certs import write_certificates
@@ -23,14 +23,14 @@ def certs(tmp_path: Path) -> Path:
 
 async def _prepare(channel: grpc.aio.Channel) -> ledger_pb2.PrepareResponse:
     stub = ledger_pb2_grpc.LedgerServiceStub(channel)
-    return await stub.Prepare(ledger_pb2.PrepareRequest(reservation_id="r1"), timeout=3)
+    return await stub.Prepare(prepare_of("r1"), timeout=3)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 async def test_peers_with_certificates_of_the_ca_talk(rpc: Rpc, certs: Path, host: str) -> None:
     server, ledger = await rpc.serve(security=PeerSecurity.from_dir(certs, "national"))
     channel = rpc.channel(f"{host}:{server.port}", security=PeerSecurity.from_dir(certs, "east"))
-    assert (await _prepare(channel)).prepared
+    assert (await _prepare(channel)).results[0].prepared
     assert ledger.prepared == {"r1"}
 
 
@@ -40,7 +40,7 @@ async def test_server_name_selects_the_name_checked_in_the_servers_certificate(
     server, _ = await rpc.serve(security=PeerSecurity.from_dir(certs, "national"))
     east = PeerSecurity.from_dir(certs, "east")
     right = rpc.channel(f"127.0.0.1:{server.port}", security=east, server_name="national")
-    assert (await _prepare(right)).prepared
+    assert (await _prepare(right)).results[0].prepared
     wrong = rpc.channel(f"127.0.0.1:{server.port}", security=east, server_name="east")
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await _prepare(wrong)
@@ -90,4 +90,4 @@ async def test_tls_and_the_token_together(rpc: Rpc, certs: Path) -> None:
         await _prepare(without)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     with_token = rpc.channel(server, security=PeerSecurity.from_dir(certs, "east", token="tok"))
-    assert (await _prepare(with_token)).prepared
+    assert (await _prepare(with_token)).results[0].prepared

@@ -69,30 +69,27 @@ def request_of(text: str) -> PlacementRequest:
     return parse_request(raw)
 
 
-def prepare_message(claim: PeerClaim, *, ttl_ms: int) -> ledger_pb2.PrepareRequest:
-    message = ledger_pb2.PrepareRequest(
+def part_message(claim: PeerClaim) -> ledger_pb2.PartClaim:
+    """The wire form of one part, for a Prepare."""
+    return ledger_pb2.PartClaim(
         reservation_id=claim.reservation_id,
         request_id=claim.request_id,
         tenant_id=claim.tenant_id,
-        link_ids=list(claim.link_ids),
-        mbps=claim.mbps,
-        count_quota=claim.counts_quota,
-        ttl_ms=ttl_ms,
-    )
-    message.compute.CopyFrom(
-        common_pb2.Compute(
+        compute=common_pb2.Compute(
             site_id=claim.site_id or "",
             cpu_m=claim.cpu_m,
             mem_mib=claim.mem_mib,
             storage_gib=claim.storage_gib,
             accelerator_model=claim.accelerator_model or "",
             accelerator_count=claim.accelerator_count,
-        )
+        ),
+        link_ids=list(claim.link_ids),
+        mbps=claim.mbps,
+        count_quota=claim.counts_quota,
     )
-    return message
 
 
-def claim_of(message: ledger_pb2.PrepareRequest) -> PeerClaim:
+def claim_of(message: ledger_pb2.PartClaim) -> PeerClaim:
     compute = message.compute
     return PeerClaim(
         reservation_id=message.reservation_id,

@@ -1,19 +1,20 @@
 """LedgerService: a brain's own part of cross-brain reservations, over its database.
 
-Each call is one database transaction. A part may only touch this brain's own sites and
-links (`Ownership`); anything else is refused with INVALID_ARGUMENT, so no brain ever writes
-a ledger it does not own. Prepared parts that are not committed in time are released by
-`expire_forever`.
+Each call is one database transaction for all the parts it carries. A part may only touch this
+brain's own sites and links (`Ownership`); anything else is refused (that part, with the
+reason), so no brain ever writes a ledger it does not own. Prepared parts that are not
+committed in time are released by `expire_forever`.
 """
 
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
 import grpc
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from typing_extensions import override
 
@@ -22,8 +23,8 @@ from cnbrain.federation.ownership import Ownership, link_index
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import peer_ledger
-from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import utcnow
+from cnbrain.storage.peer_ledger import PeerClaim
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc
 
 log = logging.getLogger("cnbrain.federation")
@@ -44,11 +45,89 @@ class CapacityWatch(Protocol):
     def capacity_changed(self) -> None: ...
 
 
+async def prepare_parts(
+    sessions: async_sessionmaker[AsyncSession],
+    claims: Sequence[PeerClaim],
+    *,
+    ttl_ms: int,
+    arrays: MapArrays,
+    watch: CapacityWatch,
+) -> list[str | None]:
+    """Prepare every claim in one transaction (each on its own, see `peer_ledger.prepare_many`);
+    for each, None (prepared, now or before) or why not. The cached snapshot takes what was
+    taken. Should the transaction fail in the database (say, a deadlock with a concurrent
+    one), every claim is tried again in a transaction of its own."""
+    if not claims:
+        return []
+    expires_at = utcnow() + timedelta(milliseconds=ttl_ms)
+    links = link_index(arrays)
+    taken: list[Reservation] = []
+    watch.begin_local_change()
+    try:
+        try:
+            async with sessions.begin() as session:
+                outcomes = await peer_ledger.prepare_many(
+                    session, claims=claims, expires_at=expires_at
+                )
+        except DBAPIError:
+            if len(claims) == 1:
+                raise
+            log.warning("preparing %d parts together failed; one at a time", len(claims))
+            outcomes = []
+            for claim in claims:
+                async with sessions.begin() as session:
+                    outcomes.extend(
+                        await peer_ledger.prepare_many(
+                            session, claims=[claim], expires_at=expires_at
+                        )
+                    )
+        taken = [
+            reservation_of(claim, arrays=arrays, links=links)
+            for claim, outcome in zip(claims, outcomes, strict=True)
+            if outcome is True
+        ]
+    finally:
+        if taken:
+            for reservation in taken:
+                watch.end_local_change(reservation)
+        else:
+            watch.end_local_change(None)
+    return [outcome if isinstance(outcome, str) else None for outcome in outcomes]
+
+
+async def commit_parts(
+    sessions: async_sessionmaker[AsyncSession],
+    entries: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+) -> list[str | None]:
+    """Commit every (reservation id, decision, request) in one transaction; for each, None
+    (held) or why it cannot be committed."""
+    if not entries:
+        return []
+    async with sessions.begin() as session:
+        return await peer_ledger.commit_many(session, entries=entries)
+
+
+async def release_parts(
+    sessions: async_sessionmaker[AsyncSession],
+    reservation_ids: Sequence[str],
+    *,
+    watch: CapacityWatch,
+) -> list[bool]:
+    """Release every reservation id in one transaction; for each, whether this call did."""
+    if not reservation_ids:
+        return []
+    async with sessions.begin() as session:
+        released = await peer_ledger.release_many(session, reservation_ids=reservation_ids)
+    if any(released):
+        watch.capacity_changed()
+    return released
+
+
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     """`view()` gives the current map arrays and ownership (they change when the map is
-    reloaded). A prepare is bracketed by `watch.begin_local_change()` and
-    `watch.end_local_change(what it took, or None)`; a release calls `watch.capacity_changed()`.
-    """
+    reloaded). Every call is one database transaction for all its parts (`prepare_parts`,
+    `commit_parts`, `release_parts`); a part that names something this brain does not own,
+    or lacks its ids, is refused on its own."""
 
     def __init__(
         self,
@@ -65,67 +144,86 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def Prepare(
         self, request: ledger_pb2.PrepareRequest, context: Context
     ) -> ledger_pb2.PrepareResponse:
-        problem = self._refusal(request)
-        if problem:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        claim = claim_of(request)
-        expires_at = utcnow() + timedelta(milliseconds=request.ttl_ms)
-        arrays, _ = self._view()
-        taken: Reservation | None = None
-        self._watch.begin_local_change()
-        try:
-            async with self._sessions.begin() as session:
-                fresh = await peer_ledger.prepare(session, claim=claim, expires_at=expires_at)
-            if fresh:
-                taken = reservation_of(claim, arrays=arrays, links=link_index(arrays))
-        except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
-            return ledger_pb2.PrepareResponse(prepared=False, reason=str(refused))
-        finally:
-            self._watch.end_local_change(taken)
-        return ledger_pb2.PrepareResponse(prepared=True)
+        if not MIN_TTL_MS <= request.ttl_ms <= MAX_TTL_MS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"ttl_ms must be within {MIN_TTL_MS}..{MAX_TTL_MS}, not {request.ttl_ms}",
+            )
+        arrays, ownership = self._view()
+        reasons: list[str | None] = [_refusal(part, arrays, ownership) for part in request.parts]
+        valid = [
+            claim_of(part)
+            for part, reason in zip(request.parts, reasons, strict=True)
+            if reason is None
+        ]
+        outcomes = iter(
+            await prepare_parts(
+                self._sessions, valid, ttl_ms=request.ttl_ms, arrays=arrays, watch=self._watch
+            )
+        )
+        reasons = [next(outcomes) if reason is None else reason for reason in reasons]
+        return ledger_pb2.PrepareResponse(
+            results=[
+                ledger_pb2.PrepareResult(
+                    reservation_id=part.reservation_id, prepared=reason is None, reason=reason or ""
+                )
+                for part, reason in zip(request.parts, reasons, strict=True)
+            ]
+        )
 
     @override
     async def Commit(
         self, request: ledger_pb2.CommitRequest, context: Context
     ) -> ledger_pb2.CommitResponse:
-        try:
-            decision = json.loads(request.decision_json) if request.decision_json else None
-            placed = json.loads(request.request_json) if request.request_json else None
-        except json.JSONDecodeError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not JSON: {exc}")
-        async with self._sessions.begin() as session:
-            reason = await peer_ledger.commit(
-                session, reservation_id=request.reservation_id, decision=decision, request=placed
-            )
-        return ledger_pb2.CommitResponse(committed=reason is None, reason=reason or "")
+        reasons: list[str | None] = []
+        valid: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
+        for entry in request.entries:
+            try:
+                decision = json.loads(entry.decision_json) if entry.decision_json else None
+                placed = json.loads(entry.request_json) if entry.request_json else None
+            except json.JSONDecodeError as exc:
+                reasons.append(f"not JSON: {exc}")
+                continue
+            reasons.append(None)
+            valid.append((entry.reservation_id, decision, placed))
+        outcomes = iter(await commit_parts(self._sessions, valid))
+        reasons = [next(outcomes) if reason is None else reason for reason in reasons]
+        return ledger_pb2.CommitResponse(
+            results=[
+                ledger_pb2.CommitResult(
+                    reservation_id=entry.reservation_id,
+                    committed=reason is None,
+                    reason=reason or "",
+                )
+                for entry, reason in zip(request.entries, reasons, strict=True)
+            ]
+        )
 
     @override
     async def Release(
         self, request: ledger_pb2.ReleaseRequest, context: Context
     ) -> ledger_pb2.ReleaseResponse:
-        async with self._sessions.begin() as session:
-            released = await peer_ledger.release(session, reservation_id=request.reservation_id)
-        if released:
-            self._watch.capacity_changed()
+        released = await release_parts(
+            self._sessions, list(request.reservation_ids), watch=self._watch
+        )
         return ledger_pb2.ReleaseResponse(released=released)
 
-    def _refusal(self, request: ledger_pb2.PrepareRequest) -> str | None:
-        if not request.reservation_id or not request.request_id:
-            return "reservation_id and request_id are required"
-        if not MIN_TTL_MS <= request.ttl_ms <= MAX_TTL_MS:
-            return f"ttl_ms must be within {MIN_TTL_MS}..{MAX_TTL_MS}, not {request.ttl_ms}"
-        arrays, ownership = self._view()
-        site_id = request.compute.site_id
-        if site_id:
-            index = arrays.map.site_index.get(site_id)
-            if index is None or not ownership.sites[index]:
-                return f"site {site_id!r} is not owned by {ownership.owner}"
-        links = link_index(arrays)
-        for link_id in request.link_ids:
-            j = links.get(link_id)
-            if j is None or not ownership.owns_link(j):
-                return f"link {link_id!r} is not owned by {ownership.owner}"
-        return None
+
+def _refusal(part: ledger_pb2.PartClaim, arrays: MapArrays, ownership: Ownership) -> str | None:
+    """Why `part` cannot be taken here whatever the ledger holds, or None."""
+    if not part.reservation_id or not part.request_id:
+        return "reservation_id and request_id are required"
+    site_id = part.compute.site_id
+    if site_id:
+        index = arrays.map.site_index.get(site_id)
+        if index is None or not ownership.sites[index]:
+            return f"site {site_id!r} is not owned by {ownership.owner}"
+    links = link_index(arrays)
+    for link_id in part.link_ids:
+        j = links.get(link_id)
+        if j is None or not ownership.owns_link(j):
+            return f"link {link_id!r} is not owned by {ownership.owner}"
+    return None
 
 
 async def expire_forever(

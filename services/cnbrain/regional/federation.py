@@ -44,6 +44,9 @@ SUMMARY_STREAM_S = 300.0
 
 
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
+    """Every call answers all its requests on one snapshot of this brain's ledger; a request
+    that is not valid here gets its own reason (or error) and the others their answers."""
+
     def __init__(self, brain: "Brain") -> None:
         self._brain = brain
 
@@ -51,17 +54,33 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     async def GetCandidates(
         self, request: regional_pb2.GetCandidatesRequest, context: Context
     ) -> regional_pb2.GetCandidatesResponse:
-        placement = await self._request(request.request_json, context)
         brain = self._brain
-        region = brain.region_id
         snapshot, _ = await brain.snapshot()
         engine = brain.placement.engine
         if snapshot.arrays is not engine.arrays:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the map is being reloaded")
-        wanted = max(1, request.max_sites)
+        answers = []
+        for text in request.requests_json:
+            placement = self._request(text)
+            if isinstance(placement, str):
+                answers.append(regional_pb2.Candidates(reason=placement))
+                continue
+            answers.append(
+                self._candidates(
+                    placement,
+                    snapshot,
+                    wanted=max(1, request.max_sites),
+                    k=max(1, request.paths_per_site),
+                )
+            )
+        return regional_pb2.GetCandidatesResponse(region_id=brain.region_id, answers=answers)
+
+    def _candidates(
+        self, placement: PlacementRequest, snapshot: Snapshot, *, wanted: int, k: int
+    ) -> regional_pb2.Candidates:
+        engine = self._brain.placement.engine
         ranked, reason = engine.rank_sites(placement, snapshot=snapshot, n=wanted * 2)
         cmap = engine.map
-        k = max(1, request.paths_per_site)
         blocked = _blocked(snapshot, placement)
         candidates = []
         for site, score in ranked:
@@ -85,33 +104,36 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
                 break
         if not candidates and not reason:
             reason = "no site outside the source province has a path with the bandwidth"
-        return regional_pb2.GetCandidatesResponse(
-            region_id=region, candidates=candidates, reason=reason
-        )
+        return regional_pb2.Candidates(candidates=candidates, reason=reason)
 
     @override
     async def GetSourceSegments(
         self, request: regional_pb2.GetSourceSegmentsRequest, context: Context
     ) -> regional_pb2.GetSourceSegmentsResponse:
-        placement = await self._request(request.request_json, context)
         brain = self._brain
-        cmap = brain.placement.map
-        province = cmap.provinces[placement.source_province]
-        if province.region != brain.region_id:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"province {placement.source_province!r} is not in region {brain.region_id!r}",
-            )
         snapshot, _ = await brain.snapshot()
+        answers = []
+        for text in request.requests_json:
+            placement = self._request(text)
+            if isinstance(placement, str):
+                answers.append(regional_pb2.SourceSegments(error=placement))
+                continue
+            answers.append(self._source(placement, snapshot, k=max(1, request.paths)))
+        return regional_pb2.GetSourceSegmentsResponse(region_id=brain.region_id, answers=answers)
+
+    def _source(
+        self, placement: PlacementRequest, snapshot: Snapshot, *, k: int
+    ) -> regional_pb2.SourceSegments:
+        brain = self._brain
         engine = brain.placement.engine
+        province = engine.map.provinces[placement.source_province]
+        if province.region != brain.region_id:
+            return regional_pb2.SourceSegments(
+                error=f"province {placement.source_province!r} is not in region {brain.region_id!r}"
+            )
         access_node = placement.access_node or province.access_nodes[0]
-        paths = engine.router.source_paths(
-            access_node,
-            k=max(1, request.paths),
-            blocked=_blocked(snapshot, placement),
-        )
-        return regional_pb2.GetSourceSegmentsResponse(
-            region_id=brain.region_id,
+        paths = engine.router.source_paths(access_node, k=k, blocked=_blocked(snapshot, placement))
+        return regional_pb2.SourceSegments(
             access_node=access_node,
             gateway=province.gateway,
             paths=[
@@ -120,12 +142,13 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             ],
         )
 
-    async def _request(self, text: str, context: Context) -> PlacementRequest:
+    def _request(self, text: str) -> PlacementRequest | str:
+        """The request in `text`, or why it is not valid here."""
         try:
             placement = request_of(text)
             check_request(placement, self._brain.placement.map)
         except (RequestError, WireError) as wrong:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+            return f"the request is not valid: {wrong}"
         return placement
 
 

@@ -14,21 +14,21 @@ from cnbrain.routing.router import NOTHING_BLOCKED, Route, SegmentRouter, combin
 
 
 class ComposedRouter:
-    """Routes from one access node: `source` paths (access node to its gateway) and, per site
-    index, `destinations` (the site's gateway to the site), joined by backbone paths of
-    `backbone`. Sites in the source province, or without destination paths, get no route."""
+    """Routes from the access nodes of `sources` (each with its source paths, access node to
+    its gateway) to the sites of `destinations` (per site index, the site's gateway to the
+    site), joined by backbone paths of `backbone`. Sites in the source province, or without
+    destination paths, get no route. Paths are offered to every request of a cycle; each
+    request keeps only those that avoid the links without its bandwidth."""
 
     def __init__(
         self,
         backbone: SegmentRouter,
         *,
-        access_node: str,
-        source: Sequence[GraphPath],
+        sources: Mapping[str, Sequence[GraphPath]],
         destinations: Mapping[int, Sequence[GraphPath]],
     ) -> None:
         self._backbone = backbone
-        self._access_node = access_node
-        self._source = tuple(source)
+        self._sources = {node: tuple(paths) for node, paths in sources.items()}
         self._destinations = destinations
 
     @property
@@ -44,11 +44,14 @@ class ComposedRouter:
         blocked: Blocked = NOTHING_BLOCKED,
         max_latency_ms: float = math.inf,
     ) -> list[list[Route]]:
-        if access_node != self._access_node:
-            raise ValueError(f"routes were composed for {self._access_node!r}, not {access_node!r}")
+        source = self._sources.get(access_node)
+        if source is None:
+            raise ValueError(
+                f"routes were composed for {sorted(self._sources)}, not {access_node!r}"
+            )
         cmap = self._backbone.map
         src = cmap.node_province[access_node]
-        first = [p for p in self._source if p.avoids(blocked)][:k]
+        first = [p for p in source if p.avoids(blocked)][:k]
         out: list[list[Route]] = []
         for site in sites:
             dst = cmap.sites[site].province

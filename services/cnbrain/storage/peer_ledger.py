@@ -11,9 +11,13 @@ Contract:
   part whose time has passed.
 - Every call is idempotent by reservation id: a repeated prepare or commit that succeeded
   succeeds again without taking anything twice; a repeated release answers False.
+- `prepare_many`, `commit_many` and `release_many` do the same for many parts in the caller's
+  one transaction, each part on its own: a part that cannot be prepared (each runs in a
+  savepoint) or committed leaves the others as they are.
 - Nothing here commits: the caller owns the transaction and rolls back after an exception.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage._sql import execute_counted, fetch_scalar
-from cnbrain.storage.errors import LedgerStoreError
+from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import (
     PeerReservation,
     PeerReservationLink,
@@ -102,6 +106,43 @@ async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: dateti
     return True
 
 
+async def prepare_many(
+    session: AsyncSession, *, claims: Sequence[PeerClaim], expires_at: datetime
+) -> list[bool | str]:
+    """`prepare` of every claim, in order, each in a savepoint of the caller's transaction;
+    for each: True (this call took it), False (prepared or held before under the same id), or
+    why it was refused (something short, the id released or used with other amounts). Other
+    errors (the database's) propagate and leave the caller to roll back everything."""
+    results: list[bool | str] = []
+    for claim in claims:
+        try:
+            async with session.begin_nested():
+                results.append(await prepare(session, claim=claim, expires_at=expires_at))
+        except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
+            results.append(str(refused))
+    return results
+
+
+async def commit_many(
+    session: AsyncSession,
+    *,
+    entries: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+    now: datetime | None = None,
+) -> list[str | None]:
+    """`commit` of every (reservation id, decision, request), in order; for each, None
+    (held) or why it cannot be committed."""
+    now = now or utcnow()
+    return [
+        await commit(session, reservation_id=rid, decision=decision, request=request, now=now)
+        for rid, decision, request in entries
+    ]
+
+
+async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str]) -> list[bool]:
+    """`release` of every reservation id, in order; for each, whether this call released it."""
+    return [await release(session, reservation_id=rid) for rid in reservation_ids]
+
+
 async def commit(
     session: AsyncSession,
     *,
@@ -174,6 +215,26 @@ async def parts_of_request(session: AsyncSession, *, request_id: str) -> list[Pe
         .order_by(PeerReservation.created_at, PeerReservation.id)
     )
     return list(rows)
+
+
+async def held_decisions(
+    session: AsyncSession, *, request_ids: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The recorded decision of every request of `request_ids` that has a held part with one
+    (one query for all of them)."""
+    if not request_ids:
+        return {}
+    p = PeerReservation
+    rows = await session.execute(
+        select(p.request_id, p.decision)
+        .where(p.request_id.in_(list(request_ids)), p.state == HELD)
+        .order_by(p.created_at, p.id)
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for request_id, decision in rows:
+        if decision is not None:
+            found.setdefault(request_id, decision)
+    return found
 
 
 async def part_links(session: AsyncSession, *, reservation_id: str) -> list[str]:

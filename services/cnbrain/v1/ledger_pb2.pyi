@@ -20,7 +20,9 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
-class PrepareRequest(_message.Message):
+class PartClaim(_message.Message):
+    """One brain's part of one reservation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESERVATION_ID_FIELD_NUMBER: _builtins.int
@@ -30,14 +32,12 @@ class PrepareRequest(_message.Message):
     LINK_IDS_FIELD_NUMBER: _builtins.int
     MBPS_FIELD_NUMBER: _builtins.int
     COUNT_QUOTA_FIELD_NUMBER: _builtins.int
-    TTL_MS_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     request_id: _builtins.str
     tenant_id: _builtins.str
     mbps: _builtins.int
     count_quota: _builtins.bool
     """True in the brain that holds the tenant: the request counts against its quota there."""
-    ttl_ms: _builtins.int
     @_builtins.property
     def compute(self) -> _common_pb2.Compute:
         """Compute on a site of this brain; unset when this brain's part is network only."""
@@ -56,41 +56,93 @@ class PrepareRequest(_message.Message):
         link_ids: _abc.Iterable[_builtins.str] | None = ...,
         mbps: _builtins.int = ...,
         count_quota: _builtins.bool = ...,
-        ttl_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "tenant_id", b"tenant_id", "ttl_ms", b"ttl_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "tenant_id", b"tenant_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartClaim: _TypeAlias = PartClaim  # noqa: Y015
+
+@_typing.final
+class PrepareRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTS_FIELD_NUMBER: _builtins.int
+    TTL_MS_FIELD_NUMBER: _builtins.int
+    ttl_ms: _builtins.int
+    """How long every part of this call stays prepared without a commit."""
+    @_builtins.property
+    def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartClaim]: ...
+    def __init__(
+        self,
+        *,
+        parts: _abc.Iterable[Global___PartClaim] | None = ...,
+        ttl_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["parts", b"parts", "ttl_ms", b"ttl_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PrepareRequest: _TypeAlias = PrepareRequest  # noqa: Y015
 
 @_typing.final
-class PrepareResponse(_message.Message):
+class PrepareResult(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    RESERVATION_ID_FIELD_NUMBER: _builtins.int
     PREPARED_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    reservation_id: _builtins.str
     prepared: _builtins.bool
     reason: _builtins.str
-    """Why not, when prepared is false: which site, pool, link or quota was short."""
+    """Why not, when prepared is false: which site, pool, link or quota was short, or what is
+    wrong with the part (a site or link of another owner, a missing id).
+    """
     def __init__(
         self,
         *,
+        reservation_id: _builtins.str = ...,
         prepared: _builtins.bool = ...,
         reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["prepared", b"prepared", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["prepared", b"prepared", "reason", b"reason", "reservation_id", b"reservation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareResult: _TypeAlias = PrepareResult  # noqa: Y015
+
+@_typing.final
+class PrepareResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrepareResult]:
+        """One per part of the request, in its order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___PrepareResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PrepareResponse: _TypeAlias = PrepareResponse  # noqa: Y015
 
 @_typing.final
-class CommitRequest(_message.Message):
+class CommitEntry(_message.Message):
+    """The decision to record with one committed part."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESERVATION_ID_FIELD_NUMBER: _builtins.int
@@ -114,25 +166,70 @@ class CommitRequest(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+Global___CommitEntry: _TypeAlias = CommitEntry  # noqa: Y015
+
+@_typing.final
+class CommitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommitEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___CommitEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
 Global___CommitRequest: _TypeAlias = CommitRequest  # noqa: Y015
 
 @_typing.final
-class CommitResponse(_message.Message):
+class CommitResult(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    RESERVATION_ID_FIELD_NUMBER: _builtins.int
     COMMITTED_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    reservation_id: _builtins.str
     committed: _builtins.bool
     reason: _builtins.str
     def __init__(
         self,
         *,
+        reservation_id: _builtins.str = ...,
         committed: _builtins.bool = ...,
         reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "reason", b"reason", "reservation_id", b"reservation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitResult: _TypeAlias = CommitResult  # noqa: Y015
+
+@_typing.final
+class CommitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommitResult]:
+        """One per entry of the request, in its order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___CommitResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -142,19 +239,20 @@ Global___CommitResponse: _TypeAlias = CommitResponse  # noqa: Y015
 class ReleaseRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    RESERVATION_ID_FIELD_NUMBER: _builtins.int
+    RESERVATION_IDS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
-    reservation_id: _builtins.str
     reason: _builtins.str
+    @_builtins.property
+    def reservation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
-        reservation_id: _builtins.str = ...,
+        reservation_ids: _abc.Iterable[_builtins.str] | None = ...,
         reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "reservation_id", b"reservation_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "reservation_ids", b"reservation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -165,11 +263,14 @@ class ReleaseResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RELEASED_FIELD_NUMBER: _builtins.int
-    released: _builtins.bool
+    @_builtins.property
+    def released(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bool]:
+        """One per reservation id of the request, in its order: true when this call released it."""
+
     def __init__(
         self,
         *,
-        released: _builtins.bool = ...,
+        released: _abc.Iterable[_builtins.bool] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

@@ -26,10 +26,12 @@ if _version_not_supported:
 
 
 class LedgerServiceStub:
-    """The part of a cross-brain reservation that one brain owns, taken in two phases.
+    """The parts of cross-brain reservations that one brain owns, taken in two phases.
 
     Every brain serves this for its own ledger: a regional brain for its sites and province
-    links, the national brain for the backbone. Every call is idempotent by reservation_id.
+    links, the national brain for the backbone. Every call carries any number of parts (one
+    database transaction for all of them) and answers for each part on its own, in the order
+    given. Every call is idempotent by reservation_id.
     """
 
     def __init__(self, channel):
@@ -56,23 +58,26 @@ class LedgerServiceStub:
 
 
 class LedgerServiceServicer:
-    """The part of a cross-brain reservation that one brain owns, taken in two phases.
+    """The parts of cross-brain reservations that one brain owns, taken in two phases.
 
     Every brain serves this for its own ledger: a regional brain for its sites and province
-    links, the national brain for the backbone. Every call is idempotent by reservation_id.
+    links, the national brain for the backbone. Every call carries any number of parts (one
+    database transaction for all of them) and answers for each part on its own, in the order
+    given. Every call is idempotent by reservation_id.
     """
 
     def Prepare(self, request, context):
-        """Take the amounts as a prepared reservation. A prepared reservation that is not committed
-        within ttl_ms is released by its owner. Repeating a prepare that succeeded answers as the
-        first did, with nothing taken twice.
+        """Take the amounts of each part as a prepared reservation. A prepared reservation that is
+        not committed within ttl_ms is released by its owner. Repeating a prepare that succeeded
+        answers as the first did, with nothing taken twice. A part that cannot be taken leaves
+        the others as they are.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Commit(self, request, context):
-        """Make a prepared reservation permanent and record the decision. Committing again is a
+        """Make each prepared reservation permanent and record its decision. Committing again is a
         no-op; committing an expired or released reservation answers committed = false.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -80,7 +85,7 @@ class LedgerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Release(self, request, context):
-        """Give back what the reservation holds, prepared or committed. Releasing an unknown or
+        """Give back what each reservation holds, prepared or committed. Releasing an unknown or
         already released reservation answers released = false and changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -114,10 +119,12 @@ def add_LedgerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class LedgerService:
-    """The part of a cross-brain reservation that one brain owns, taken in two phases.
+    """The parts of cross-brain reservations that one brain owns, taken in two phases.
 
     Every brain serves this for its own ledger: a regional brain for its sites and province
-    links, the national brain for the backbone. Every call is idempotent by reservation_id.
+    links, the national brain for the backbone. Every call carries any number of parts (one
+    database transaction for all of them) and answers for each part on its own, in the order
+    given. Every call is idempotent by reservation_id.
     """
 
     @staticmethod

@@ -27,10 +27,12 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class LedgerServiceStub:
-    """The part of a cross-brain reservation that one brain owns, taken in two phases.
+    """The parts of cross-brain reservations that one brain owns, taken in two phases.
 
     Every brain serves this for its own ledger: a regional brain for its sites and province
-    links, the national brain for the backbone. Every call is idempotent by reservation_id.
+    links, the national brain for the backbone. Every call carries any number of parts (one
+    database transaction for all of them) and answers for each part on its own, in the order
+    given. Every call is idempotent by reservation_id.
     """
 
     @_typing.overload
@@ -38,47 +40,53 @@ class LedgerServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> LedgerServiceAsyncStub: ...
     Prepare: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.PrepareRequest, _ledger_pb2.PrepareResponse]
-    """Take the amounts as a prepared reservation. A prepared reservation that is not committed
-    within ttl_ms is released by its owner. Repeating a prepare that succeeded answers as the
-    first did, with nothing taken twice.
+    """Take the amounts of each part as a prepared reservation. A prepared reservation that is
+    not committed within ttl_ms is released by its owner. Repeating a prepare that succeeded
+    answers as the first did, with nothing taken twice. A part that cannot be taken leaves
+    the others as they are.
     """
     Commit: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.CommitRequest, _ledger_pb2.CommitResponse]
-    """Make a prepared reservation permanent and record the decision. Committing again is a
+    """Make each prepared reservation permanent and record its decision. Committing again is a
     no-op; committing an expired or released reservation answers committed = false.
     """
     Release: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ReleaseRequest, _ledger_pb2.ReleaseResponse]
-    """Give back what the reservation holds, prepared or committed. Releasing an unknown or
+    """Give back what each reservation holds, prepared or committed. Releasing an unknown or
     already released reservation answers released = false and changes nothing.
     """
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
-    """The part of a cross-brain reservation that one brain owns, taken in two phases.
+    """The parts of cross-brain reservations that one brain owns, taken in two phases.
 
     Every brain serves this for its own ledger: a regional brain for its sites and province
-    links, the national brain for the backbone. Every call is idempotent by reservation_id.
+    links, the national brain for the backbone. Every call carries any number of parts (one
+    database transaction for all of them) and answers for each part on its own, in the order
+    given. Every call is idempotent by reservation_id.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Prepare: _aio.UnaryUnaryMultiCallable[_ledger_pb2.PrepareRequest, _ledger_pb2.PrepareResponse]  # type: ignore[assignment]
-    """Take the amounts as a prepared reservation. A prepared reservation that is not committed
-    within ttl_ms is released by its owner. Repeating a prepare that succeeded answers as the
-    first did, with nothing taken twice.
+    """Take the amounts of each part as a prepared reservation. A prepared reservation that is
+    not committed within ttl_ms is released by its owner. Repeating a prepare that succeeded
+    answers as the first did, with nothing taken twice. A part that cannot be taken leaves
+    the others as they are.
     """
     Commit: _aio.UnaryUnaryMultiCallable[_ledger_pb2.CommitRequest, _ledger_pb2.CommitResponse]  # type: ignore[assignment]
-    """Make a prepared reservation permanent and record the decision. Committing again is a
+    """Make each prepared reservation permanent and record its decision. Committing again is a
     no-op; committing an expired or released reservation answers committed = false.
     """
     Release: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ReleaseRequest, _ledger_pb2.ReleaseResponse]  # type: ignore[assignment]
-    """Give back what the reservation holds, prepared or committed. Releasing an unknown or
+    """Give back what each reservation holds, prepared or committed. Releasing an unknown or
     already released reservation answers released = false and changes nothing.
     """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
-    """The part of a cross-brain reservation that one brain owns, taken in two phases.
+    """The parts of cross-brain reservations that one brain owns, taken in two phases.
 
     Every brain serves this for its own ledger: a regional brain for its sites and province
-    links, the national brain for the backbone. Every call is idempotent by reservation_id.
+    links, the national brain for the backbone. Every call carries any number of parts (one
+    database transaction for all of them) and answers for each part on its own, in the order
+    given. Every call is idempotent by reservation_id.
     """
 
     @_abc_1.abstractmethod
@@ -87,9 +95,10 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.PrepareRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.PrepareResponse, _abc.Awaitable[_ledger_pb2.PrepareResponse]]:
-        """Take the amounts as a prepared reservation. A prepared reservation that is not committed
-        within ttl_ms is released by its owner. Repeating a prepare that succeeded answers as the
-        first did, with nothing taken twice.
+        """Take the amounts of each part as a prepared reservation. A prepared reservation that is
+        not committed within ttl_ms is released by its owner. Repeating a prepare that succeeded
+        answers as the first did, with nothing taken twice. A part that cannot be taken leaves
+        the others as they are.
         """
 
     @_abc_1.abstractmethod
@@ -98,7 +107,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.CommitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.CommitResponse, _abc.Awaitable[_ledger_pb2.CommitResponse]]:
-        """Make a prepared reservation permanent and record the decision. Committing again is a
+        """Make each prepared reservation permanent and record its decision. Committing again is a
         no-op; committing an expired or released reservation answers committed = false.
         """
 
@@ -108,7 +117,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.ReleaseRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.ReleaseResponse, _abc.Awaitable[_ledger_pb2.ReleaseResponse]]:
-        """Give back what the reservation holds, prepared or committed. Releasing an unknown or
+        """Give back what each reservation holds, prepared or committed. Releasing an unknown or
         already released reservation answers released = false and changes nothing.
         """
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cnbrain.v1 import common_pb2 as cnbrain_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/regional.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"W\n\x14GetCandidatesRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x11\n\tmax_sites\x18\x02 \x01(\x05\x12\x16\n\x0epaths_per_site\x18\x03 \x01(\x05\"s\n\rSiteCandidate\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12!\n\x04\x66ree\x18\x02 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05score\x18\x04 \x01(\x01\"i\n\x15GetCandidatesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12-\n\ncandidates\x18\x02 \x03(\x0b\x32\x19.cnbrain.v1.SiteCandidate\x12\x0e\n\x06reason\x18\x03 \x01(\t\"?\n\x18GetSourceSegmentsRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\r\n\x05paths\x18\x02 \x01(\x05\"u\n\x19GetSourceSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x02 \x01(\t\x12\x0f\n\x07gateway\x18\x03 \x01(\t\x12\x1f\n\x05paths\x18\x04 \x03(\x0b\x32\x10.cnbrain.v1.Path2\xce\x01\n\x14RegionalBrainService\x12T\n\rGetCandidates\x12 .cnbrain.v1.GetCandidatesRequest\x1a!.cnbrain.v1.GetCandidatesResponse\x12`\n\x11GetSourceSegments\x12$.cnbrain.v1.GetSourceSegmentsRequest\x1a%.cnbrain.v1.GetSourceSegmentsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/regional.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"X\n\x14GetCandidatesRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\x11\n\tmax_sites\x18\x02 \x01(\x05\x12\x16\n\x0epaths_per_site\x18\x03 \x01(\x05\"s\n\rSiteCandidate\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12!\n\x04\x66ree\x18\x02 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05score\x18\x04 \x01(\x01\"K\n\nCandidates\x12-\n\ncandidates\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.SiteCandidate\x12\x0e\n\x06reason\x18\x02 \x01(\t\"S\n\x15GetCandidatesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\'\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x16.cnbrain.v1.Candidates\"@\n\x18GetSourceSegmentsRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\r\n\x05paths\x18\x02 \x01(\x05\"f\n\x0eSourceSegments\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"[\n\x19GetSourceSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12+\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x1a.cnbrain.v1.SourceSegments2\xce\x01\n\x14RegionalBrainService\x12T\n\rGetCandidates\x12 .cnbrain.v1.GetCandidatesRequest\x1a!.cnbrain.v1.GetCandidatesResponse\x12`\n\x11GetSourceSegments\x12$.cnbrain.v1.GetSourceSegmentsRequest\x1a%.cnbrain.v1.GetSourceSegmentsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,15 +33,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cnbrain.v1.regional_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GETCANDIDATESREQUEST']._serialized_start=66
-  _globals['_GETCANDIDATESREQUEST']._serialized_end=153
-  _globals['_SITECANDIDATE']._serialized_start=155
-  _globals['_SITECANDIDATE']._serialized_end=270
-  _globals['_GETCANDIDATESRESPONSE']._serialized_start=272
-  _globals['_GETCANDIDATESRESPONSE']._serialized_end=377
-  _globals['_GETSOURCESEGMENTSREQUEST']._serialized_start=379
-  _globals['_GETSOURCESEGMENTSREQUEST']._serialized_end=442
-  _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_start=444
-  _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_end=561
-  _globals['_REGIONALBRAINSERVICE']._serialized_start=564
-  _globals['_REGIONALBRAINSERVICE']._serialized_end=770
+  _globals['_GETCANDIDATESREQUEST']._serialized_end=154
+  _globals['_SITECANDIDATE']._serialized_start=156
+  _globals['_SITECANDIDATE']._serialized_end=271
+  _globals['_CANDIDATES']._serialized_start=273
+  _globals['_CANDIDATES']._serialized_end=348
+  _globals['_GETCANDIDATESRESPONSE']._serialized_start=350
+  _globals['_GETCANDIDATESRESPONSE']._serialized_end=433
+  _globals['_GETSOURCESEGMENTSREQUEST']._serialized_start=435
+  _globals['_GETSOURCESEGMENTSREQUEST']._serialized_end=499
+  _globals['_SOURCESEGMENTS']._serialized_start=501
+  _globals['_SOURCESEGMENTS']._serialized_end=603
+  _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_start=605
+  _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_end=696
+  _globals['_REGIONALBRAINSERVICE']._serialized_start=699
+  _globals['_REGIONALBRAINSERVICE']._serialized_end=905
 # @@protoc_insertion_point(module_scope)

@@ -23,23 +23,25 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class GetCandidatesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_JSON_FIELD_NUMBER: _builtins.int
+    REQUESTS_JSON_FIELD_NUMBER: _builtins.int
     MAX_SITES_FIELD_NUMBER: _builtins.int
     PATHS_PER_SITE_FIELD_NUMBER: _builtins.int
-    request_json: _builtins.str
-    """The request (JSON of cnbrain.domain.request.PlacementRequest)."""
     max_sites: _builtins.int
     paths_per_site: _builtins.int
+    @_builtins.property
+    def requests_json(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The requests (each the JSON of cnbrain.domain.request.PlacementRequest)."""
+
     def __init__(
         self,
         *,
-        request_json: _builtins.str = ...,
+        requests_json: _abc.Iterable[_builtins.str] | None = ...,
         max_sites: _builtins.int = ...,
         paths_per_site: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_sites", b"max_sites", "paths_per_site", b"paths_per_site", "request_json", b"request_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_sites", b"max_sites", "paths_per_site", b"paths_per_site", "requests_json", b"requests_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -83,27 +85,51 @@ class SiteCandidate(_message.Message):
 Global___SiteCandidate: _TypeAlias = SiteCandidate  # noqa: Y015
 
 @_typing.final
-class GetCandidatesResponse(_message.Message):
+class Candidates(_message.Message):
+    """The candidates for one request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
-    REGION_ID_FIELD_NUMBER: _builtins.int
     CANDIDATES_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
-    region_id: _builtins.str
     reason: _builtins.str
-    """Why no site fits, when candidates is empty."""
+    """Why no site fits, when candidates is empty (also: why the request is not valid here)."""
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SiteCandidate]: ...
     def __init__(
         self,
         *,
-        region_id: _builtins.str = ...,
         candidates: _abc.Iterable[Global___SiteCandidate] | None = ...,
         reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "reason", b"reason", "region_id", b"region_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Candidates: _TypeAlias = Candidates  # noqa: Y015
+
+@_typing.final
+class GetCandidatesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    ANSWERS_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.str
+    @_builtins.property
+    def answers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Candidates]:
+        """One per request, in the order of requests_json."""
+
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.str = ...,
+        answers: _abc.Iterable[Global___Candidates] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers", "region_id", b"region_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -113,35 +139,41 @@ Global___GetCandidatesResponse: _TypeAlias = GetCandidatesResponse  # noqa: Y015
 class GetSourceSegmentsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_JSON_FIELD_NUMBER: _builtins.int
+    REQUESTS_JSON_FIELD_NUMBER: _builtins.int
     PATHS_FIELD_NUMBER: _builtins.int
-    request_json: _builtins.str
     paths: _builtins.int
+    @_builtins.property
+    def requests_json(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
-        request_json: _builtins.str = ...,
+        requests_json: _abc.Iterable[_builtins.str] | None = ...,
         paths: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["paths", b"paths", "request_json", b"request_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["paths", b"paths", "requests_json", b"requests_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSourceSegmentsRequest: _TypeAlias = GetSourceSegmentsRequest  # noqa: Y015
 
 @_typing.final
-class GetSourceSegmentsResponse(_message.Message):
+class SourceSegments(_message.Message):
+    """The source segments of one request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
-    REGION_ID_FIELD_NUMBER: _builtins.int
     ACCESS_NODE_FIELD_NUMBER: _builtins.int
     GATEWAY_FIELD_NUMBER: _builtins.int
     PATHS_FIELD_NUMBER: _builtins.int
-    region_id: _builtins.str
+    ERROR_FIELD_NUMBER: _builtins.int
     access_node: _builtins.str
     gateway: _builtins.str
+    error: _builtins.str
+    """Set when the request cannot be answered here (not valid, or its province is not in this
+    region); the other fields are then empty.
+    """
     @_builtins.property
     def paths(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Path]:
         """Best first; empty when no path has the bandwidth the request needs."""
@@ -149,14 +181,39 @@ class GetSourceSegmentsResponse(_message.Message):
     def __init__(
         self,
         *,
-        region_id: _builtins.str = ...,
         access_node: _builtins.str = ...,
         gateway: _builtins.str = ...,
         paths: _abc.Iterable[_common_pb2.Path] | None = ...,
+        error: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_node", b"access_node", "gateway", b"gateway", "paths", b"paths", "region_id", b"region_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_node", b"access_node", "error", b"error", "gateway", b"gateway", "paths", b"paths"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SourceSegments: _TypeAlias = SourceSegments  # noqa: Y015
+
+@_typing.final
+class GetSourceSegmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    ANSWERS_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.str
+    @_builtins.property
+    def answers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SourceSegments]:
+        """One per request, in the order of requests_json."""
+
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.str = ...,
+        answers: _abc.Iterable[Global___SourceSegments] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers", "region_id", b"region_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

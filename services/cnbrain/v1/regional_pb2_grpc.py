@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class RegionalBrainServiceStub:
-    """What a regional brain answers about its own provinces for the national brain.
+    """What a regional brain answers about its own provinces for the national brain. Every call
+    carries any number of requests, answered on one snapshot of the brain's ledger, each on its
+    own, in the order given.
     """
 
     def __init__(self, channel):
@@ -48,11 +50,13 @@ class RegionalBrainServiceStub:
 
 
 class RegionalBrainServiceServicer:
-    """What a regional brain answers about its own provinces for the national brain.
+    """What a regional brain answers about its own provinces for the national brain. Every call
+    carries any number of requests, answered on one snapshot of the brain's ledger, each on its
+    own, in the order given.
     """
 
     def GetCandidates(self, request, context):
-        """Sites of this region that can take the request, best first, each with its destination
+        """Sites of this region that can take each request, best first, each with its destination
         segments (province gateway to site) computed on this brain's links and ledger.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -60,7 +64,7 @@ class RegionalBrainServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSourceSegments(self, request, context):
-        """Source segments: from the request's access node to its province's backbone gateway.
+        """Source segments of each request: from its access node to its province's backbone gateway.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -88,7 +92,9 @@ def add_RegionalBrainServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RegionalBrainService:
-    """What a regional brain answers about its own provinces for the national brain.
+    """What a regional brain answers about its own provinces for the national brain. Every call
+    carries any number of requests, answered on one snapshot of the brain's ledger, each on its
+    own, in the order given.
     """
 
     @staticmethod

@@ -27,33 +27,42 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class RegionalBrainServiceStub:
-    """What a regional brain answers about its own provinces for the national brain."""
+    """What a regional brain answers about its own provinces for the national brain. Every call
+    carries any number of requests, answered on one snapshot of the brain's ledger, each on its
+    own, in the order given.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RegionalBrainServiceAsyncStub: ...
     GetCandidates: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetCandidatesRequest, _regional_pb2.GetCandidatesResponse]
-    """Sites of this region that can take the request, best first, each with its destination
+    """Sites of this region that can take each request, best first, each with its destination
     segments (province gateway to site) computed on this brain's links and ledger.
     """
     GetSourceSegments: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetSourceSegmentsRequest, _regional_pb2.GetSourceSegmentsResponse]
-    """Source segments: from the request's access node to its province's backbone gateway."""
+    """Source segments of each request: from its access node to its province's backbone gateway."""
 
 @_typing.type_check_only
 class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
-    """What a regional brain answers about its own provinces for the national brain."""
+    """What a regional brain answers about its own provinces for the national brain. Every call
+    carries any number of requests, answered on one snapshot of the brain's ledger, each on its
+    own, in the order given.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetCandidates: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetCandidatesRequest, _regional_pb2.GetCandidatesResponse]  # type: ignore[assignment]
-    """Sites of this region that can take the request, best first, each with its destination
+    """Sites of this region that can take each request, best first, each with its destination
     segments (province gateway to site) computed on this brain's links and ledger.
     """
     GetSourceSegments: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetSourceSegmentsRequest, _regional_pb2.GetSourceSegmentsResponse]  # type: ignore[assignment]
-    """Source segments: from the request's access node to its province's backbone gateway."""
+    """Source segments of each request: from its access node to its province's backbone gateway."""
 
 class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
-    """What a regional brain answers about its own provinces for the national brain."""
+    """What a regional brain answers about its own provinces for the national brain. Every call
+    carries any number of requests, answered on one snapshot of the brain's ledger, each on its
+    own, in the order given.
+    """
 
     @_abc_1.abstractmethod
     def GetCandidates(
@@ -61,7 +70,7 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _regional_pb2.GetCandidatesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_regional_pb2.GetCandidatesResponse, _abc.Awaitable[_regional_pb2.GetCandidatesResponse]]:
-        """Sites of this region that can take the request, best first, each with its destination
+        """Sites of this region that can take each request, best first, each with its destination
         segments (province gateway to site) computed on this brain's links and ledger.
         """
 
@@ -71,6 +80,6 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _regional_pb2.GetSourceSegmentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_regional_pb2.GetSourceSegmentsResponse, _abc.Awaitable[_regional_pb2.GetSourceSegmentsResponse]]:
-        """Source segments: from the request's access node to its province's backbone gateway."""
+        """Source segments of each request: from its access node to its province's backbone gateway."""
 
 def add_RegionalBrainServiceServicer_to_server(servicer: RegionalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
