@@ -73,54 +73,111 @@ async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: dateti
     if earlier is not None:
         _check_same(earlier, claim)
         return False
-    await ledger_store.take(
-        session,
-        claim=claim.as_claim(),
-        compute=claim.site_id is not None,
-        quota=claim.counts_quota,
-    )
-    links = sorted(claim.link_ids)
-    await session.execute(
-        insert(PeerReservation).values(
-            id=claim.reservation_id,
-            request_id=claim.request_id,
-            tenant_id=claim.tenant_id,
-            site_id=claim.site_id,
-            cpu_m=claim.cpu_m,
-            mem_mib=claim.mem_mib,
-            storage_gib=claim.storage_gib,
-            accelerator_model=claim.accelerator_model,
-            accelerator_count=claim.accelerator_count,
-            mbps=claim.mbps,
-            counts_quota=claim.counts_quota,
-            state=PREPARED,
-            expires_at=expires_at,
-            created_at=utcnow(),
-        )
-    )
-    if links:
-        await session.execute(
-            insert(PeerReservationLink),
-            [{"reservation_id": claim.reservation_id, "link_id": link} for link in links],
-        )
+    await _take(session, claim)
+    await _insert(session, [claim], expires_at)
     return True
 
 
 async def prepare_many(
     session: AsyncSession, *, claims: Sequence[PeerClaim], expires_at: datetime
 ) -> list[bool | str]:
-    """`prepare` of every claim, in order, each in a savepoint of the caller's transaction;
-    for each: True (this call took it), False (prepared or held before under the same id), or
-    why it was refused (something short, the id released or used with other amounts). Other
-    errors (the database's) propagate and leave the caller to roll back everything."""
-    results: list[bool | str] = []
-    for claim in claims:
+    """`prepare` of every claim, in order, each on its own within the caller's transaction;
+    for each: True (this call took it), False (prepared or held before under the same id, or
+    earlier in `claims` with the same amounts), or why it was refused (something short, the
+    id released or used with other amounts). Other errors (the database's) propagate and
+    leave the caller to roll back everything.
+
+    The amounts are first taken for all fresh claims in one savepoint; only when one of them
+    is refused is that undone and each claim taken in a savepoint of its own. The parts are
+    then stored with one insert per table."""
+    results: list[bool | str | None] = [None] * len(claims)
+    ids = sorted({claim.reservation_id for claim in claims})
+    earlier = {
+        row.id: row
+        for row in await session.scalars(
+            select(PeerReservation)
+            .where(PeerReservation.id.in_(ids))
+            .execution_options(populate_existing=True)
+        )
+    }
+    fresh: dict[str, int] = {}
+    for i, claim in enumerate(claims):
         try:
-            async with session.begin_nested():
-                results.append(await prepare(session, claim=claim, expires_at=expires_at))
-        except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
-            results.append(str(refused))
-    return results
+            if claim.reservation_id in earlier:
+                _check_same(earlier[claim.reservation_id], claim)
+                results[i] = False
+            elif claim.reservation_id in fresh:
+                if claims[fresh[claim.reservation_id]] != claim:
+                    raise LedgerStoreError(
+                        f"reservation {claim.reservation_id!r} was prepared with other amounts"
+                    )
+                results[i] = False
+            else:
+                fresh[claim.reservation_id] = i
+        except LedgerStoreError as refused:
+            results[i] = str(refused)
+    order = sorted(fresh.values())
+    try:
+        async with session.begin_nested():
+            for i in order:
+                await _take(session, claims[i])
+                results[i] = True
+    except (CapacityConflict, QuotaExceeded, LedgerStoreError):
+        for i in order:
+            try:
+                async with session.begin_nested():
+                    await _take(session, claims[i])
+                results[i] = True
+            except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
+                results[i] = str(refused)
+    await _insert(session, [claims[i] for i in order if results[i] is True], expires_at)
+    assert all(result is not None for result in results)
+    return [result for result in results if result is not None]
+
+
+async def _take(session: AsyncSession, claim: PeerClaim) -> None:
+    await ledger_store.take(
+        session,
+        claim=claim.as_claim(),
+        compute=claim.site_id is not None,
+        quota=claim.counts_quota,
+    )
+
+
+async def _insert(session: AsyncSession, claims: Sequence[PeerClaim], expires_at: datetime) -> None:
+    """Store `claims` as prepared parts lapsing at `expires_at`: one insert per table."""
+    if not claims:
+        return
+    now = utcnow()
+    await session.execute(
+        insert(PeerReservation),
+        [
+            {
+                "id": claim.reservation_id,
+                "request_id": claim.request_id,
+                "tenant_id": claim.tenant_id,
+                "site_id": claim.site_id,
+                "cpu_m": claim.cpu_m,
+                "mem_mib": claim.mem_mib,
+                "storage_gib": claim.storage_gib,
+                "accelerator_model": claim.accelerator_model,
+                "accelerator_count": claim.accelerator_count,
+                "mbps": claim.mbps,
+                "counts_quota": claim.counts_quota,
+                "state": PREPARED,
+                "expires_at": expires_at,
+                "created_at": now,
+            }
+            for claim in claims
+        ],
+    )
+    links = [
+        {"reservation_id": claim.reservation_id, "link_id": link}
+        for claim in claims
+        for link in sorted(claim.link_ids)
+    ]
+    if links:
+        await session.execute(insert(PeerReservationLink), links)
 
 
 async def commit_many(
