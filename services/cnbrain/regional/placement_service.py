@@ -340,6 +340,14 @@ class PlacementService:
         snapshot (it was rejected on a cached one; the cached one is dropped)."""
         brain = self.brain
         settled: dict[str, Outcome | BaseException | _Stored] = {}
+        if brain.national is not None:
+            # Only the national brain places these: no local decision to take first.
+            for item in stored:
+                if item.request.national_optimum:
+                    settled[item.request.id] = Outcome(
+                        request_id=item.request.id, created=True, escalate=True
+                    )
+            stored = [item for item in stored if item.request.id not in settled]
         if not stored:
             return settled
         one_by_one: list[_Stored] = []
