@@ -186,3 +186,88 @@ async def test_commit_of_an_unknown_part_says_so(sessions: Sessions, ledger: Map
             session, reservation_id="rsv-none", decision=None, request=None
         )
     assert reason is not None and "never prepared" in reason
+
+
+async def test_prepare_many_takes_each_part_on_its_own_in_one_transaction(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    before = await _snapshot(sessions, ledger)
+    assert await _prepare(sessions, _part(ledger, "rsv-old", cpu_m=1000)) is True
+    async with sessions.begin() as session:
+        assert await peer_ledger.release(session, reservation_id="rsv-old") is True
+    parts = [
+        _part(ledger, "rsv-a"),
+        _part(ledger, "rsv-b", accelerator_count=10_000),
+        _part(ledger, "rsv-c", cpu_m=2000),
+        _part(ledger, "rsv-a"),
+        _part(ledger, "rsv-a", cpu_m=1),
+        _part(ledger, "rsv-old", cpu_m=1000),
+    ]
+
+    async with sessions.begin() as session:
+        results = await peer_ledger.prepare_many(session, claims=parts, expires_at=utcnow() + LATER)
+
+    assert results[0] is True and results[2] is True and results[3] is False
+    assert isinstance(results[1], str) and "A100" in results[1]
+    assert isinstance(results[4], str) and "other amounts" in results[4]
+    assert isinstance(results[5], str) and "released already" in results[5]
+    taken = await _snapshot(sessions, ledger)
+    assert taken.free_cpu_m[0] == before.free_cpu_m[0] - 4000 - 2000
+    column = ledger.accelerator_column["A100"]
+    assert taken.free_acc[0, column] == before.free_acc[0, column] - 2 - 2
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
+        states = {p.id: p.state for p in await peer_ledger.active_parts(session)}
+        assert await peer_ledger.get(session, reservation_id="rsv-b") is None
+    assert states == {"rsv-a": peer_ledger.PREPARED, "rsv-c": peer_ledger.PREPARED}
+
+    async with sessions.begin() as session:
+        again = await peer_ledger.prepare_many(
+            session, claims=parts[:3], expires_at=utcnow() + LATER
+        )
+    assert again[0] is False and again[2] is False and isinstance(again[1], str)
+    async with sessions.begin() as session:
+        assert await peer_ledger.release_many(
+            session, reservation_ids=["rsv-a", "rsv-b", "rsv-c", "rsv-c"]
+        ) == [True, False, True, False]
+    after = await _snapshot(sessions, ledger)
+    assert (after.free_cpu_m == before.free_cpu_m).all()
+    assert (after.free_acc == before.free_acc).all()
+    assert (after.residual_mbps == before.residual_mbps).all()
+
+
+async def test_prepare_many_takes_parts_that_fit_together_and_sums_them_against_the_quota(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    async with sessions.begin() as session:
+        await set_quota(session, tenant_id=TENANT, limit_accelerators=4)
+    before = await _snapshot(sessions, ledger)
+    compute = _part(ledger, "rsv-d")
+    network = [
+        _part(ledger, f"rsv-n{i}", site_id=None, cpu_m=0, counts_quota=True) for i in range(3)
+    ]
+
+    async with sessions.begin() as session:
+        taken = await peer_ledger.prepare_many(
+            session, claims=[compute, *network[:2]], expires_at=utcnow() + LATER
+        )
+    async with sessions.begin() as session:
+        over = await peer_ledger.prepare_many(
+            session, claims=network[2:], expires_at=utcnow() + LATER
+        )
+
+    assert taken == [True, True, True]
+    assert isinstance(over[0], str) and "accelerators" in over[0]
+    after = await _snapshot(sessions, ledger)
+    assert after.free_cpu_m[0] == before.free_cpu_m[0] - 4000
+    link = ledger.map.links.index(
+        next(lk for lk in ledger.map.links if lk.id == compute.link_ids[0])
+    )
+    assert after.residual_mbps[link] == before.residual_mbps[link] - 3 * 200
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
+        assert {p.id for p in await peer_ledger.active_parts(session)} == {
+            "rsv-d",
+            "rsv-n0",
+            "rsv-n1",
+        }

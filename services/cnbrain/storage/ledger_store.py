@@ -7,11 +7,12 @@ Contract:
   conditional UPDATE (`used + external + amount <= cap`, `used + amount <= limit`), so
   concurrent transactions, in one process or several on one PostgreSQL database, never
   oversubscribe a site, an accelerator pool, a link or a quota.
-- `reserve_many` takes several claims at once, all or nothing: it adds up their amounts per
-  site, accelerator pool, link and tenant, locks and checks the rows of each table, then takes
-  each sum with a conditional UPDATE per table and inserts the reservations, so a batch costs
-  a fixed number of statements whatever its size (on PostgreSQL: six locking reads and one
-  statement for the updates and inserts, all plain SQL with arrays).
+- `reserve_many` (and `take_many`, the same without storing reservations, for the parts of
+  cross-brain reservations) takes several claims at once, all or nothing: it adds up their
+  amounts per site, accelerator pool, link and tenant, locks and checks the rows of each table,
+  then takes each sum with a conditional UPDATE per table and inserts the reservations, so a
+  batch costs a fixed number of statements whatever its size (on PostgreSQL: six locking
+  reads and one statement for the updates and inserts, all plain SQL with arrays).
 - Rows are locked in one global order (site rows by id, link rows by id, site capacity by site,
   accelerators by site and model, link capacity by link, quotas by tenant), so concurrent
   reserve/reserve_many/release/retire never deadlock. `reserve` locks one site; `reserve_many`
@@ -357,23 +358,45 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
     ids = [reservation_id for reservation_id, _ in claims]
     if len(set(ids)) != len(ids):
         raise LedgerStoreError("a reservation id appears more than once")
-    for _, claim in claims:
+    await _take_many(session, [(claim, True, True) for _, claim in claims], store=claims)
+
+
+async def take_many(session: AsyncSession, *, claims: Sequence[tuple[Claim, bool, bool]]) -> None:
+    """`take` of every (claim, compute, quota) of `claims` inside the caller's transaction,
+    as `reserve_many` takes its claims (the amounts summed per row, a fixed number of
+    statements) but without storing reservations: all of them, or raise as `reserve_many`
+    does and leave the caller to roll back. Nothing happens for an empty `claims`."""
+    if claims:
+        await _take_many(session, claims, store=())
+
+
+async def _take_many(
+    session: AsyncSession,
+    claims: Sequence[tuple[Claim, bool, bool]],
+    *,
+    store: Sequence[tuple[str, Claim]],
+) -> None:
+    """Lock, check and take the sums of `claims` (each with its compute and quota flags),
+    and insert `store` as held reservations."""
+    for claim, _, _ in claims:
         _validate(claim)
     sites: dict[str, list[int]] = {}
     pools: dict[tuple[str, str], int] = {}
     bandwidth: dict[str, int] = {}
     quotas: dict[str, list[int]] = {}
-    for _, claim in claims:
-        _add(sites, claim.site_id, (claim.cpu_m, claim.mem_mib, claim.storage_gib))
-        if claim.accelerator_count and claim.accelerator_model:
-            pool = (claim.site_id, claim.accelerator_model)
-            pools[pool] = pools.get(pool, 0) + claim.accelerator_count
+    for claim, compute, quota in claims:
+        if compute:
+            _add(sites, claim.site_id, (claim.cpu_m, claim.mem_mib, claim.storage_gib))
+            if claim.accelerator_count and claim.accelerator_model:
+                pool = (claim.site_id, claim.accelerator_model)
+                pools[pool] = pools.get(pool, 0) + claim.accelerator_count
         if claim.mbps:
             for link in claim.link_ids:
                 bandwidth[link] = bandwidth.get(link, 0) + claim.mbps
-        amounts = (claim.cpu_m, claim.mem_mib, claim.accelerator_count, claim.mbps, 1)
-        _add(quotas, claim.tenant_id, amounts)
-    links = sorted({link for _, claim in claims for link in claim.link_ids})
+        if quota:
+            amounts = (claim.cpu_m, claim.mem_mib, claim.accelerator_count, claim.mbps, 1)
+            _add(quotas, claim.tenant_id, amounts)
+    links = sorted({link for claim, _, _ in claims for link in claim.link_ids})
     tables: _Tables = (
         _DriverTables(session)
         if session.get_bind().dialect.name == "postgresql"
@@ -385,7 +408,7 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
             for item in ids:
                 if status.get(item) != ACTIVE:
                     raise CapacityConflict(f"{kind} {item!r}", "not registered, or retired")
-    free_sites = await tables.lock_sites(sorted(sites))
+    free_sites = await tables.lock_sites(sorted(sites)) if sites else {}
     for site in sorted(sites):
         if site not in free_sites:
             raise CapacityConflict(f"site {site!r}", "has no capacity row")
@@ -407,7 +430,7 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
                 raise CapacityConflict(
                     f"link {link!r} bandwidth", _short(bandwidth[link], free_links.get(link, 0))
                 )
-    found = await tables.lock_quotas(sorted(quotas))
+    found = await tables.lock_quotas(sorted(quotas)) if quotas else {}
     for tenant in sorted(quotas):
         if tenant not in found:
             raise LedgerStoreError(f"tenant {tenant!r} has no quota row")
@@ -421,7 +444,7 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
     try:
         changed = await tables.take(
             _Sums(sites=sites, pools=pools, bandwidth=bandwidth, quotas=quotas),
-            claims,
+            store,
             utcnow(),
         )
     except IntegrityError as exc:
@@ -939,12 +962,13 @@ class _CoreTables:
         self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
     ) -> tuple[int, int, int, int]:
         changed = (
-            await self.add_sites(sums.sites),
+            await self.add_sites(sums.sites) if sums.sites else 0,
             await self.add_pools(sums.pools) if sums.pools else 0,
             await self.add_links(sums.bandwidth) if sums.bandwidth else 0,
-            await self.add_quotas(sums.quotas),
+            await self.add_quotas(sums.quotas) if sums.quotas else 0,
         )
-        await self.insert_reservations(claims, at)
+        if claims:
+            await self.insert_reservations(claims, at)
         return changed
 
     async def _update(self, statement: Any) -> int:

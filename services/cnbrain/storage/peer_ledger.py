@@ -87,9 +87,10 @@ async def prepare_many(
     id released or used with other amounts). Other errors (the database's) propagate and
     leave the caller to roll back everything.
 
-    The amounts are first taken for all fresh claims in one savepoint; only when one of them
-    is refused is that undone and each claim taken in a savepoint of its own. The parts are
-    then stored with one insert per table."""
+    The amounts of all fresh claims are first taken together (`ledger_store.take_many`: the
+    sums per row, a fixed number of statements) in one savepoint; only when that is refused
+    is it undone and each claim taken in a savepoint of its own. The parts are then stored
+    with one insert per table."""
     results: list[bool | str | None] = [None] * len(claims)
     ids = sorted({claim.reservation_id for claim in claims})
     earlier = {
@@ -119,9 +120,15 @@ async def prepare_many(
     order = sorted(fresh.values())
     try:
         async with session.begin_nested():
-            for i in order:
-                await _take(session, claims[i])
-                results[i] = True
+            await ledger_store.take_many(
+                session,
+                claims=[
+                    (claims[i].as_claim(), claims[i].site_id is not None, claims[i].counts_quota)
+                    for i in order
+                ],
+            )
+        for i in order:
+            results[i] = True
     except (CapacityConflict, QuotaExceeded, LedgerStoreError):
         for i in order:
             try:
