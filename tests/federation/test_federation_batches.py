@@ -1,6 +1,7 @@
 """Cross-region requests placed together in one batch of the national brain, end to end on
 separate processes and PostgreSQL: requests competing for the last accelerators of the only
-hub that has them, and one owner refusing one part of a batch.
+hub that has them, and one owner refusing one part of a batch; and a request whose source and
+destination segments are owned by one region, which holds one part with both.
 
 The national brain waits COMMIT_DELAY_MS between prepare and commit, so requests submitted
 while a first one is being committed wait and go together as the next batch."""
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from federations import make_federation
-from ledgers import check_invariants, rows, site_used, unreleased
+from ledgers import check_invariants, part, rows, site_used, unreleased
 from test_federation_placement import cancel
 
 from federation_processes import LocalFederation
@@ -177,3 +178,40 @@ async def test_a_part_one_owner_refuses_fails_only_its_request_and_leaves_nothin
     for view in placed:
         assert cancel(federation, "west", view["id"])["state"] == "cancelled"
     await _settled(federation, [])
+
+
+async def test_a_region_that_owns_the_source_and_the_destination_holds_one_part_with_both(
+    batched: LocalFederation,
+) -> None:
+    federation = batched
+    databases: dict[str, str] = federation.databases  # type: ignore[attr-defined]
+    # More L40S than the regions other than east have free (their summaries leave them out);
+    # of east's sites only the Shanghai hub may serve another province.
+    with _admin(federation, "east") as east:
+        east.post("/v1/tenants", json={"id": "acme", "name": "Acme"})
+        answer = east.post(
+            "/v1/requests", json={**_job("acme", "L40S", 200), "source_province": "ZJ"}
+        )
+    assert answer.status_code == 201, answer.text
+    view = answer.json()
+
+    assert view["state"] == "placed", view
+    segments = view["decision"]["path"]["segments"]
+    assert [(s["kind"], s["owner"]) for s in segments] == [
+        ("source", "east"),
+        ("backbone", "national"),
+        ("destination", "east"),
+    ]
+    reservation = view["decision"]["reservation_id"]
+    own = await part(databases["east"], reservation)
+    assert own is not None and own["state"] == "held"
+    assert own["site_id"] == "SH-hub-qingpu" and own["counts_quota"] is True
+    assert own["links"] == sorted(
+        h["link"] for s in segments if s["owner"] == "east" for h in s["hops"]
+    )
+    assert (await site_used(databases["east"], "SH-hub-qingpu"))["L40S"] == 200
+    await _settled(federation, [view])
+
+    assert cancel(federation, "east", view["id"])["state"] == "cancelled"
+    await _settled(federation, [])
+    assert (await site_used(databases["east"], "SH-hub-qingpu"))["L40S"] == 0
