@@ -14,11 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from federations import make_federation
 from ledgers import check_invariants, part, rows, site_used, unreleased
 from test_federation_placement import cancel
 
-from federation_processes import LocalFederation
+from federation_processes import LocalFederation, local_federation
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -29,8 +28,9 @@ SOURCE = "SC"
 
 @pytest.fixture(scope="module")
 def batched(tmp_path_factory: Any) -> Iterator[LocalFederation]:
-    yield from make_federation(
+    yield from local_federation(
         tmp_path_factory.mktemp("batches"),
+        database_prefix="cnbrain_fed_batches",
         national_env={"CNBRAIN_COMMIT_DELAY_MS": str(COMMIT_DELAY_MS)},
     )
 
@@ -73,7 +73,7 @@ async def _together(
     """Submit a first request, wait until the national brain has prepared it (its batch is
     now in the commit delay), then submit `bodies` at once: they wait for that batch and go
     together as the next one. The first answer and the answers to `bodies`, in order."""
-    national = federation.databases["national"]  # type: ignore[attr-defined]
+    national = federation.databases["national"]
     with ThreadPoolExecutor(max_workers=len(bodies) + 1) as pool:
         first = pool.submit(_submit, federation, _job("acme", "A100", 1))
         deadline = time.monotonic() + 30
@@ -93,7 +93,7 @@ def _batch_of(view: dict[str, Any]) -> str:
 async def _settled(federation: LocalFederation, placed: list[dict[str, Any]]) -> None:
     """Every brain's ledger adds up, nothing is left prepared, and the held parts are those
     of the placed requests."""
-    databases: dict[str, str] = federation.databases  # type: ignore[attr-defined]
+    databases: dict[str, str] = federation.databases
     reservations = {view["decision"]["reservation_id"] for view in placed}
     for owner, url in databases.items():
         await check_invariants(url)
@@ -137,7 +137,7 @@ async def test_two_requests_of_one_batch_competing_for_the_last_accelerators_one
     assert winner["decision"]["site"] == "HE-hub-zhangjiakou"
     assert _batch_of(winner) == "placed in a batch of 2 cross-region requests"
     assert loser["reason"]
-    north_db = federation.databases["north"]  # type: ignore[attr-defined]
+    north_db = federation.databases["north"]
     assert (await site_used(north_db, "HE-hub-zhangjiakou"))["H100"] == 8
     await _settled(federation, [first, winner])
 
@@ -184,7 +184,7 @@ async def test_a_region_that_owns_the_source_and_the_destination_holds_one_part_
     batched: LocalFederation,
 ) -> None:
     federation = batched
-    databases: dict[str, str] = federation.databases  # type: ignore[attr-defined]
+    databases: dict[str, str] = federation.databases
     # More L40S than the regions other than east have free (their summaries leave them out);
     # of east's sites only the Shanghai hub may serve another province.
     with _admin(federation, "east") as east:
