@@ -345,7 +345,10 @@ class PlacementService:
             for item in stored:
                 if item.request.national_optimum:
                     settled[item.request.id] = Outcome(
-                        request_id=item.request.id, created=True, escalate=True
+                        request_id=item.request.id,
+                        created=True,
+                        escalate=True,
+                        created_at=item.created_at,
                     )
             stored = [item for item in stored if item.request.id not in settled]
         if not stored:
