@@ -517,15 +517,7 @@ class CrossRegionPlacer:
             *(self._prepare_in(owner, parts, ttl_ms) for owner, parts in by_owner.items()),
             return_exceptions=True,
         )
-        failures: dict[int, AttemptError] = {}
-        for (owner, parts), reply in zip(by_owner.items(), replies, strict=True):
-            for position, (item, part) in enumerate(parts):
-                reason = _reason_at(reply, position, len(parts))
-                if reason is not None and item not in failures:
-                    failures[item] = AttemptError(
-                        f"prepare in {owner!r}: {reason}",
-                        region=owner if part.region else None,
-                    )
+        failures = _failures("prepare", by_owner, replies)
         await self._release_plans(
             [plan for plan in plans if plan.item in failures], "a part could not be prepared"
         )
@@ -572,15 +564,7 @@ class CrossRegionPlacer:
             *(self._commit_in(owner, parts, documents) for owner, parts in by_owner.items()),
             return_exceptions=True,
         )
-        failures: dict[int, AttemptError] = {}
-        for (owner, parts), reply in zip(by_owner.items(), replies, strict=True):
-            for position, (item, part) in enumerate(parts):
-                reason = _reason_at(reply, position, len(parts))
-                if reason is not None and item not in failures:
-                    failures[item] = AttemptError(
-                        f"commit in {owner!r}: {reason}",
-                        region=owner if part.region else None,
-                    )
+        failures = _failures("commit", by_owner, replies)
         await self._release_plans(
             [plan for plan in plans if plan.item in failures], "a part could not be committed"
         )
@@ -702,6 +686,22 @@ def _by_owner(plans: Sequence[Plan]) -> dict[str, list[tuple[int, Part]]]:
         for part in plan.parts:
             owners.setdefault(part.owner, []).append((plan.item, part))
     return owners
+
+
+def _failures(
+    step: str, by_owner: Mapping[str, Sequence[tuple[int, Part]]], replies: Sequence[object]
+) -> dict[int, AttemptError]:
+    """The AttemptError of each item with a part that `step` failed in its owner, by item
+    (the first such part's); `replies` holds each owner's call result, in `by_owner` order."""
+    failures: dict[int, AttemptError] = {}
+    for (owner, parts), reply in zip(by_owner.items(), replies, strict=True):
+        for position, (item, part) in enumerate(parts):
+            reason = _reason_at(reply, position, len(parts))
+            if reason is not None and item not in failures:
+                failures[item] = AttemptError(
+                    f"{step} in {owner!r}: {reason}", region=owner if part.region else None
+                )
+    return failures
 
 
 def _reason_at(reply: object, position: int, count: int) -> str | None:
