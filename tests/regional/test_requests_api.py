@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from brain_api import Api
 
-from cnbrain.storage import ledger_store
+from cnbrain.storage import ledger_store, requests, tenants
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -82,6 +82,25 @@ async def test_cancel_releases_everything(api: Api) -> None:
     assert again.status_code == 409
     assert again.headers["content-type"].startswith("application/problem+json")
     await invariants(api)
+
+
+async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    async with api.brain.sessions.begin() as session:
+        user_id = (await tenants.list_users(session, tenant_id=tenant))[0].id
+        await requests.insert_request(
+            session,
+            request_id="req-being-decided",
+            tenant_id=tenant,
+            user_id=user_id,
+            body={**GPU_TRAINING, "id": "req-being-decided", "tenant": tenant},
+        )
+    refused = await api.call(user, "POST", "/v1/requests/req-being-decided/cancel")
+    assert refused.status_code == 409
+    assert "pending: it is being decided now" in refused.json()["detail"]
+    assert (await api.call(user, "GET", "/v1/requests/req-being-decided")).json()[
+        "state"
+    ] == "pending"
 
 
 async def test_quote_reserves_nothing(api: Api) -> None:

@@ -656,10 +656,15 @@ class PlacementService:
             )
             if record is None:
                 raise not_found("request", request_id)
-            if record.state not in (*ACTIVE_STATES, "pending"):
+            if record.state == "pending":
+                raise conflict(
+                    f"request {request_id!r} is pending: it is being decided now; "
+                    "cancel it once it is placed"
+                )
+            if record.state not in ACTIVE_STATES:
                 raise conflict(
                     f"request {request_id!r} is {record.state}; "
-                    "only pending requests and those whose job has not ended can be cancelled"
+                    "only requests placed and whose job has not ended can be cancelled"
                 )
             for reservation_id in await ledger_store.held_reservations(
                 session, request_id=request_id
