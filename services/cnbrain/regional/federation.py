@@ -59,34 +59,43 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         engine = brain.placement.engine
         if snapshot.arrays is not engine.arrays:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the map is being reloaded")
-        answers = []
-        for text in request.requests_json:
-            placement = self._request(text)
-            if isinstance(placement, str):
-                answers.append(regional_pb2.Candidates(reason=placement))
-                continue
-            answers.append(
-                self._candidates(
-                    placement,
-                    snapshot,
-                    wanted=max(1, request.max_sites),
-                    k=max(1, request.paths_per_site),
-                )
+        wanted = max(1, request.max_sites)
+        k = max(1, request.paths_per_site)
+        placements = [self._request(text) for text in request.requests_json]
+        valid = [p for p in placements if not isinstance(p, str)]
+        ranked = iter(engine.rank_sites_many(valid, snapshot=snapshot, n=wanted * 2))
+        blocked = _BlockedLinks(snapshot)
+        answers = [
+            regional_pb2.Candidates(reason=placement)
+            if isinstance(placement, str)
+            else self._candidates(
+                placement, snapshot, next(ranked), blocked=blocked, wanted=wanted, k=k
             )
+            for placement in placements
+        ]
         return regional_pb2.GetCandidatesResponse(region_id=brain.region_id, answers=answers)
 
     def _candidates(
-        self, placement: PlacementRequest, snapshot: Snapshot, *, wanted: int, k: int
+        self,
+        placement: PlacementRequest,
+        snapshot: Snapshot,
+        ranking: tuple[list[tuple[int, float]], str],
+        *,
+        blocked: "_BlockedLinks",
+        wanted: int,
+        k: int,
     ) -> regional_pb2.Candidates:
+        """Up to `wanted` sites of `ranking` (the engine's, best first) outside the source
+        province that have a destination path, each with up to `k` paths."""
         engine = self._brain.placement.engine
-        ranked, reason = engine.rank_sites(placement, snapshot=snapshot, n=wanted * 2)
+        ranked, reason = ranking
         cmap = engine.map
-        blocked = _blocked(snapshot, placement)
+        avoid = blocked.of(placement)
         candidates = []
         for site, score in ranked:
             if cmap.sites[site].province == placement.source_province:
                 continue
-            paths = engine.router.destination_paths(site, k=k, blocked=blocked)
+            paths = engine.router.destination_paths(site, k=k, blocked=avoid)
             if not paths:
                 continue
             candidates.append(
@@ -112,17 +121,25 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     ) -> regional_pb2.GetSourceSegmentsResponse:
         brain = self._brain
         snapshot, _ = await brain.snapshot()
+        blocked = _BlockedLinks(snapshot)
         answers = []
         for text in request.requests_json:
             placement = self._request(text)
             if isinstance(placement, str):
                 answers.append(regional_pb2.SourceSegments(error=placement))
                 continue
-            answers.append(self._source(placement, snapshot, k=max(1, request.paths)))
+            answers.append(
+                self._source(placement, snapshot, blocked=blocked, k=max(1, request.paths))
+            )
         return regional_pb2.GetSourceSegmentsResponse(region_id=brain.region_id, answers=answers)
 
     def _source(
-        self, placement: PlacementRequest, snapshot: Snapshot, *, k: int
+        self,
+        placement: PlacementRequest,
+        snapshot: Snapshot,
+        *,
+        blocked: "_BlockedLinks",
+        k: int,
     ) -> regional_pb2.SourceSegments:
         brain = self._brain
         engine = brain.placement.engine
@@ -132,7 +149,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
                 error=f"province {placement.source_province!r} is not in region {brain.region_id!r}"
             )
         access_node = placement.access_node or province.access_nodes[0]
-        paths = engine.router.source_paths(access_node, k=k, blocked=_blocked(snapshot, placement))
+        paths = engine.router.source_paths(access_node, k=k, blocked=blocked.of(placement))
         return regional_pb2.SourceSegments(
             access_node=access_node,
             gateway=province.gateway,
@@ -150,6 +167,21 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         except (RequestError, WireError) as wrong:
             return f"the request is not valid: {wrong}"
         return placement
+
+
+class _BlockedLinks:
+    """`_blocked` for the requests of one call on one snapshot, computed once per distinct
+    bandwidth need."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._by_need: dict[int, frozenset[int]] = {}
+
+    def of(self, request: PlacementRequest) -> frozenset[int]:
+        need = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
+        if need not in self._by_need:
+            self._by_need[need] = _blocked(self._snapshot, request)
+        return self._by_need[need]
 
 
 def _blocked(snapshot: Snapshot, request: PlacementRequest) -> frozenset[int]:
