@@ -43,6 +43,11 @@ SUMMARY_STREAM_S = 300.0
 """Deadline of one summary stream; a new one (registering again) follows at once."""
 
 
+_SiteAnswers = dict[tuple[int, int, str], tuple[common_pb2.Compute, list[common_pb2.Path]] | None]
+"""(site, bandwidth need in Mbps, accelerator model) -> the site's free capacity for that
+model and its destination path messages, or None when it has no path with that bandwidth."""
+
+
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     """Every call answers all its requests on one snapshot of this brain's ledger; a request
     that is not valid here gets its own reason (or error) and the others their answers."""
@@ -65,11 +70,12 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         valid = [p for p in placements if not isinstance(p, str)]
         ranked = iter(engine.rank_sites_many(valid, snapshot=snapshot, n=wanted * 2))
         blocked = _BlockedLinks(snapshot)
+        sites: _SiteAnswers = {}
         answers = [
             regional_pb2.Candidates(reason=placement)
             if isinstance(placement, str)
             else self._candidates(
-                placement, snapshot, next(ranked), blocked=blocked, wanted=wanted, k=k
+                placement, snapshot, next(ranked), blocked=blocked, sites=sites, wanted=wanted, k=k
             )
             for placement in placements
         ]
@@ -82,31 +88,47 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         ranking: tuple[list[tuple[int, float]], str],
         *,
         blocked: "_BlockedLinks",
+        sites: "_SiteAnswers",
         wanted: int,
         k: int,
     ) -> regional_pb2.Candidates:
         """Up to `wanted` sites of `ranking` (the engine's, best first) outside the source
-        province that have a destination path, each with up to `k` paths."""
+        province that have a destination path, each with up to `k` paths. `sites` keeps, for
+        the call, each (site, bandwidth need, accelerator model)'s free capacity and paths
+        (None: no path), which depend on nothing else of a request."""
         engine = self._brain.placement.engine
         ranked, reason = ranking
         cmap = engine.map
         avoid = blocked.of(placement)
+        need = gbps_to_mbps(placement.constraints.min_bandwidth_gbps)
+        model = placement.resources.accelerator.model if placement.resources.accelerator else ""
         candidates = []
         for site, score in ranked:
             if cmap.sites[site].province == placement.source_province:
                 continue
-            paths = engine.router.destination_paths(site, k=k, blocked=avoid)
-            if not paths:
+            key = (site, need, model)
+            if key not in sites:
+                paths = engine.router.destination_paths(site, k=k, blocked=avoid)
+                sites[key] = (
+                    (
+                        _free(snapshot, site, placement),
+                        [
+                            path_message(
+                                p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps
+                            )
+                            for p in paths
+                        ],
+                    )
+                    if paths
+                    else None
+                )
+            found = sites[key]
+            if found is None:
                 continue
+            free, messages = found
             candidates.append(
                 regional_pb2.SiteCandidate(
-                    site_id=cmap.sites[site].id,
-                    free=_free(snapshot, site, placement),
-                    paths=[
-                        path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
-                        for p in paths
-                    ],
-                    score=score,
+                    site_id=cmap.sites[site].id, free=free, paths=messages, score=score
                 )
             )
             if len(candidates) == wanted:
