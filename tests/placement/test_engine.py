@@ -8,6 +8,7 @@ import pytest
 from cnbrain.bench.workload import random_requests
 from cnbrain.domain.decision import DecisionStatus, SegmentKind
 from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.netmap.load import load_map
 from cnbrain.netmap.synthetic import synthetic_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
@@ -263,3 +264,46 @@ def test_decide_on_a_given_snapshot_then_reserve_elsewhere(tiny_map: ComputeNetw
     assert [tiny_map.links[i].id for i in reservation.links] == hops
     engine.ledger.reserve(reservation)
     engine.ledger.check_invariants()
+
+
+def test_ranking_many_requests_at_once_equals_ranking_each_alone() -> None:
+    """On the built-in map, with some capacity taken, `rank_sites_many` gives every request of
+    a mix (training, inference, service, batch jobs from every province; some that nothing
+    can take) exactly the ranking and reason `rank_sites` gives it alone."""
+    cmap = load_map("china")
+    engine = PlacementEngine(cmap)
+    taken = engine.place_batch(random_requests(cmap, count=150, seed=3))
+    assert any(d.status is DecisionStatus.PLACED for d in taken)
+    snapshot = engine.ledger.snapshot()
+    mix = [
+        *random_requests(cmap, count=120, seed=11),
+        request(
+            id="too-big",
+            source_province=cmap.province_codes[0],
+            resources={"cpu": 100_000, "memory_gib": 64},
+        ),
+        request(
+            id="no-such-model-count",
+            source_province=cmap.province_codes[1],
+            resources={"cpu": 4, "memory_gib": 8, "accelerator": {"model": "A100", "count": 4096}},
+            national_optimum=True,
+        ),
+        request(
+            id="near-only",
+            source_province=cmap.province_codes[2],
+            constraints={"max_latency_ms": 0.01},
+            national_optimum=True,
+        ),
+    ]
+    for n in (1, 6, 40):
+        together = engine.rank_sites_many(mix, snapshot=snapshot, n=n)
+        alone = [engine.rank_sites(r, snapshot=snapshot, n=n) for r in mix]
+        assert together == alone
+        assert len(together) == len(mix)
+        assert any(ranked for ranked, _ in together)
+        assert any(not ranked and reason for ranked, reason in together)
+        assert all(len(ranked) <= n for ranked, _ in together)
+    # A batch in another order gives each request the same answer.
+    reordered = engine.rank_sites_many(mix[::-1], snapshot=snapshot, n=6)
+    assert reordered[::-1] == engine.rank_sites_many(mix, snapshot=snapshot, n=6)
+    assert engine.rank_sites_many([], snapshot=snapshot, n=3) == []

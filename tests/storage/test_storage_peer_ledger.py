@@ -5,13 +5,14 @@ from datetime import timedelta
 
 import pytest
 import pytest_asyncio
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, peer_ledger
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
-from cnbrain.storage.models import utcnow
+from cnbrain.storage.models import Quota, utcnow
 from cnbrain.storage.peer_ledger import PeerClaim
 from cnbrain.storage.tenants import create_tenant, set_quota
 
@@ -271,3 +272,147 @@ async def test_prepare_many_takes_parts_that_fit_together_and_sums_them_against_
             "rsv-n0",
             "rsv-n1",
         }
+
+
+class _Statements:
+    """Counts the SQL statements the engine behind `sessions` runs while active, other than
+    the start of a transaction."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        bind = sessions.kw["bind"]
+        self._engine = bind.sync_engine
+        self.count = 0
+        self.seen: list[str] = []
+
+    def _seen(self, _connection: object, _cursor: object, statement: str, *_: object) -> None:
+        if not statement.startswith("BEGIN"):
+            self.seen.append(statement)
+            self.count += 1
+
+    def __enter__(self) -> "_Statements":
+        event.listen(self._engine, "before_cursor_execute", self._seen)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        event.remove(self._engine, "before_cursor_execute", self._seen)
+
+
+def _other_site_part(arrays: MapArrays, reservation_id: str) -> PeerClaim:
+    """2 cores on the second site and 100 Mbps on its links; no accelerators, no quota."""
+    site = arrays.map.sites[1]
+    links = tuple(sorted(link.id for link in arrays.map.links if site.id in (link.a, link.b)))
+    return _part(
+        arrays,
+        reservation_id,
+        site_id=site.id,
+        cpu_m=2000,
+        accelerator_model=None,
+        accelerator_count=0,
+        link_ids=links,
+        mbps=100,
+    )
+
+
+async def test_commit_many_answers_every_entry_of_a_mixed_batch_with_a_fixed_number_of_statements(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    for rid in ("rsv-p1", "rsv-p2", "rsv-h", "rsv-r"):
+        assert await _prepare(sessions, _part(ledger, rid, cpu_m=100)) is True
+    assert await _prepare(sessions, _part(ledger, "rsv-x", cpu_m=100), timedelta(seconds=1))
+    async with sessions.begin() as session:
+        held = await peer_ledger.commit(
+            session, reservation_id="rsv-h", decision={"site": "old"}, request={"id": "h"}
+        )
+        assert held is None
+        assert await peer_ledger.release(session, reservation_id="rsv-r") is True
+    entries: list[tuple[str, dict[str, object] | None, dict[str, object] | None]] = [
+        ("rsv-p1", {"site": "a"}, {"id": "r1"}),
+        ("rsv-h", {"site": "new"}, None),
+        ("rsv-none", None, None),
+        ("rsv-r", {"site": "b"}, None),
+        ("rsv-p1", {"site": "other"}, {"id": "other"}),
+        ("rsv-x", None, None),
+        ("rsv-p2", None, None),
+    ]
+
+    async with sessions.begin() as session:
+        with _Statements(sessions) as statements:
+            results = await peer_ledger.commit_many(
+                session, entries=entries, now=utcnow() + timedelta(seconds=3)
+            )
+
+    assert results[0] is None and results[1] is None and results[4] is None
+    assert results[6] is None
+    assert results[2] is not None and "never prepared" in results[2]
+    assert results[3] is not None and "released before" in results[3]
+    assert results[5] is not None and "expired" in results[5]
+    assert statements.count == 2, statements.seen
+    async with sessions() as session:
+        p1 = await peer_ledger.get(session, reservation_id="rsv-p1")
+        p2 = await peer_ledger.get(session, reservation_id="rsv-p2")
+        h = await peer_ledger.get(session, reservation_id="rsv-h")
+        x = await peer_ledger.get(session, reservation_id="rsv-x")
+        r = await peer_ledger.get(session, reservation_id="rsv-r")
+        assert await peer_ledger.get(session, reservation_id="rsv-none") is None
+    assert p1 is not None and p1.state == peer_ledger.HELD and p1.expires_at is None
+    assert p1.decision == {"site": "a"} and p1.request == {"id": "r1"}
+    assert p2 is not None and p2.state == peer_ledger.HELD and p2.decision is None
+    assert h is not None and h.decision == {"site": "old"} and h.request == {"id": "h"}
+    assert x is not None and x.state == peer_ledger.PREPARED
+    assert r is not None and r.state == peer_ledger.RELEASED and r.decision is None
+
+    async with sessions.begin() as session:
+        again = await peer_ledger.commit_many(session, entries=entries[:3])
+        assert await peer_ledger.commit_many(session, entries=[]) == []
+    assert again[:2] == [None, None] and again[2] is not None
+
+
+async def test_release_many_gives_each_part_of_a_mixed_batch_back_exactly_once(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    before = await _snapshot(sessions, ledger)
+    parts = [
+        _part(ledger, "rsv-1"),
+        _part(ledger, "rsv-2", cpu_m=1000, accelerator_count=1),
+        _other_site_part(ledger, "rsv-s"),
+        _part(ledger, "rsv-q", site_id=None, counts_quota=True),
+        _part(ledger, "rsv-old", cpu_m=500),
+    ]
+    async with sessions.begin() as session:
+        taken = await peer_ledger.prepare_many(session, claims=parts, expires_at=utcnow() + LATER)
+    assert taken == [True] * len(parts)
+    async with sessions.begin() as session:
+        assert (
+            await peer_ledger.commit(session, reservation_id="rsv-2", decision=None, request=None)
+            is None
+        )
+        assert await peer_ledger.release(session, reservation_id="rsv-old") is True
+    ids = ["rsv-2", "rsv-none", "rsv-old", "rsv-1", "rsv-2", "rsv-q", "rsv-s", "rsv-1"]
+
+    async with sessions.begin() as session:
+        with _Statements(sessions) as statements:
+            released = await peer_ledger.release_many(session, reservation_ids=ids)
+
+    assert released == [True, False, False, True, False, True, True, False]
+    # The parts' update, their links, then one update each of sites, pools, links, quotas.
+    assert statements.count == 6, statements.seen
+    after = await _snapshot(sessions, ledger)
+    assert (after.free_cpu_m == before.free_cpu_m).all()
+    assert (after.free_mem_mib == before.free_mem_mib).all()
+    assert (after.free_storage_gib == before.free_storage_gib).all()
+    assert (after.free_acc == before.free_acc).all()
+    assert (after.residual_mbps == before.residual_mbps).all()
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
+        assert await peer_ledger.active_parts(session) == []
+        quota = await session.get(Quota, TENANT, populate_existing=True)
+    assert quota is not None
+    assert (quota.used_cpu_m, quota.used_mem_mib, quota.used_accelerators) == (0, 0, 0)
+    assert (quota.used_mbps, quota.active_requests) == (0, 0)
+
+    async with sessions.begin() as session:
+        assert await peer_ledger.release_many(session, reservation_ids=ids) == [False] * len(ids)
+        assert await peer_ledger.release_many(session, reservation_ids=[]) == []
+    again = await _snapshot(sessions, ledger)
+    assert (again.free_cpu_m == before.free_cpu_m).all()
+    assert (again.residual_mbps == before.residual_mbps).all()

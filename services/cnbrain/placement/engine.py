@@ -133,25 +133,44 @@ class PlacementEngine:
         """The `n` sites that pass every filter for `request` and fit its free capacity in
         `snapshot`, as (site index, weighted score), lowest score first; and, when there are
         none, why (each filter with the sites it rejected)."""
+        return self.rank_sites_many([request], snapshot=snapshot, n=n)[0]
+
+    def rank_sites_many(
+        self, requests: Sequence[PlacementRequest], *, snapshot: Snapshot, n: int
+    ) -> list[tuple[list[tuple[int, float]], str]]:
+        """`rank_sites` of every request, in order, in one pass: one batch, each filter and
+        score run once over all (request, site) pairs. Filters, scores and the capacity check
+        look at one request's row only, so each answer is the one `rank_sites` gives for that
+        request alone on the same snapshot."""
         if snapshot.arrays is not self.arrays:
             raise ValueError("the snapshot belongs to another map")
-        batch = RequestBatch.build([request], self.arrays, self.config.weight_matrix)
+        if not requests:
+            return []
+        batch = RequestBatch.build(list(requests), self.arrays, self.config.weight_matrix)
         state = CycleState(
             batch=batch, snapshot=snapshot, router=self.router, k_paths=self.config.k_paths
         )
         feasible, rejected = self._filter(state)
-        sites, scores = self._score(state, feasible).row(0)
-        keep = state.fits(np.zeros(len(sites), dtype=np.int64), sites)
-        sites, scores = top_n(sites[keep], scores[keep], n)
-        ranked = list(zip(sites.tolist(), scores.tolist(), strict=True))
-        if ranked:
-            return ranked, ""
-        reasons = [
-            f"{plugin.name} rejected {int(rejected[i, 0])} sites"
-            for i, plugin in enumerate(self._filters)
-            if rejected[i, 0] > 0
-        ]
-        return [], "; ".join(reasons) or "no site has the free capacity"
+        scores = self._score(state, feasible)
+        starts = scores.row_start
+        rows = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(starts))
+        fits = state.fits(rows, scores.sites)
+        answers: list[tuple[list[tuple[int, float]], str]] = []
+        for row in range(len(batch)):
+            lo, hi = int(starts[row]), int(starts[row + 1])
+            keep = fits[lo:hi]
+            sites, values = top_n(scores.sites[lo:hi][keep], scores.values[lo:hi][keep], n)
+            ranked = list(zip(sites.tolist(), values.tolist(), strict=True))
+            if ranked:
+                answers.append((ranked, ""))
+                continue
+            reasons = [
+                f"{plugin.name} rejected {int(rejected[i, row])} sites"
+                for i, plugin in enumerate(self._filters)
+                if rejected[i, row] > 0
+            ]
+            answers.append(([], "; ".join(reasons) or "no site has the free capacity"))
+        return answers
 
     def release(self, reservation_id: str) -> None:
         """Give back everything the reservation holds; LedgerError if it is not held."""

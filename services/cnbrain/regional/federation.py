@@ -43,6 +43,11 @@ SUMMARY_STREAM_S = 300.0
 """Deadline of one summary stream; a new one (registering again) follows at once."""
 
 
+_SiteAnswers = dict[tuple[int, int, str], tuple[common_pb2.Compute, list[common_pb2.Path]] | None]
+"""(site, bandwidth need in Mbps, accelerator model) -> the site's free capacity for that
+model and its destination path messages, or None when it has no path with that bandwidth."""
+
+
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     """Every call answers all its requests on one snapshot of this brain's ledger; a request
     that is not valid here gets its own reason (or error) and the others their answers."""
@@ -59,45 +64,71 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         engine = brain.placement.engine
         if snapshot.arrays is not engine.arrays:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the map is being reloaded")
-        answers = []
-        for text in request.requests_json:
-            placement = self._request(text)
-            if isinstance(placement, str):
-                answers.append(regional_pb2.Candidates(reason=placement))
-                continue
-            answers.append(
-                self._candidates(
-                    placement,
-                    snapshot,
-                    wanted=max(1, request.max_sites),
-                    k=max(1, request.paths_per_site),
-                )
+        wanted = max(1, request.max_sites)
+        k = max(1, request.paths_per_site)
+        placements = [self._request(text) for text in request.requests_json]
+        valid = [p for p in placements if not isinstance(p, str)]
+        ranked = iter(engine.rank_sites_many(valid, snapshot=snapshot, n=wanted * 2))
+        blocked = _BlockedLinks(snapshot)
+        sites: _SiteAnswers = {}
+        answers = [
+            regional_pb2.Candidates(reason=placement)
+            if isinstance(placement, str)
+            else self._candidates(
+                placement, snapshot, next(ranked), blocked=blocked, sites=sites, wanted=wanted, k=k
             )
+            for placement in placements
+        ]
         return regional_pb2.GetCandidatesResponse(region_id=brain.region_id, answers=answers)
 
     def _candidates(
-        self, placement: PlacementRequest, snapshot: Snapshot, *, wanted: int, k: int
+        self,
+        placement: PlacementRequest,
+        snapshot: Snapshot,
+        ranking: tuple[list[tuple[int, float]], str],
+        *,
+        blocked: "_BlockedLinks",
+        sites: "_SiteAnswers",
+        wanted: int,
+        k: int,
     ) -> regional_pb2.Candidates:
+        """Up to `wanted` sites of `ranking` (the engine's, best first) outside the source
+        province that have a destination path, each with up to `k` paths. `sites` keeps, for
+        the call, each (site, bandwidth need, accelerator model)'s free capacity and paths
+        (None: no path), which depend on nothing else of a request."""
         engine = self._brain.placement.engine
-        ranked, reason = engine.rank_sites(placement, snapshot=snapshot, n=wanted * 2)
+        ranked, reason = ranking
         cmap = engine.map
-        blocked = _blocked(snapshot, placement)
+        avoid = blocked.of(placement)
+        need = gbps_to_mbps(placement.constraints.min_bandwidth_gbps)
+        model = placement.resources.accelerator.model if placement.resources.accelerator else ""
         candidates = []
         for site, score in ranked:
             if cmap.sites[site].province == placement.source_province:
                 continue
-            paths = engine.router.destination_paths(site, k=k, blocked=blocked)
-            if not paths:
+            key = (site, need, model)
+            if key not in sites:
+                paths = engine.router.destination_paths(site, k=k, blocked=avoid)
+                sites[key] = (
+                    (
+                        _free(snapshot, site, placement),
+                        [
+                            path_message(
+                                p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps
+                            )
+                            for p in paths
+                        ],
+                    )
+                    if paths
+                    else None
+                )
+            found = sites[key]
+            if found is None:
                 continue
+            free, messages = found
             candidates.append(
                 regional_pb2.SiteCandidate(
-                    site_id=cmap.sites[site].id,
-                    free=_free(snapshot, site, placement),
-                    paths=[
-                        path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
-                        for p in paths
-                    ],
-                    score=score,
+                    site_id=cmap.sites[site].id, free=free, paths=messages, score=score
                 )
             )
             if len(candidates) == wanted:
@@ -112,17 +143,25 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     ) -> regional_pb2.GetSourceSegmentsResponse:
         brain = self._brain
         snapshot, _ = await brain.snapshot()
+        blocked = _BlockedLinks(snapshot)
         answers = []
         for text in request.requests_json:
             placement = self._request(text)
             if isinstance(placement, str):
                 answers.append(regional_pb2.SourceSegments(error=placement))
                 continue
-            answers.append(self._source(placement, snapshot, k=max(1, request.paths)))
+            answers.append(
+                self._source(placement, snapshot, blocked=blocked, k=max(1, request.paths))
+            )
         return regional_pb2.GetSourceSegmentsResponse(region_id=brain.region_id, answers=answers)
 
     def _source(
-        self, placement: PlacementRequest, snapshot: Snapshot, *, k: int
+        self,
+        placement: PlacementRequest,
+        snapshot: Snapshot,
+        *,
+        blocked: "_BlockedLinks",
+        k: int,
     ) -> regional_pb2.SourceSegments:
         brain = self._brain
         engine = brain.placement.engine
@@ -132,7 +171,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
                 error=f"province {placement.source_province!r} is not in region {brain.region_id!r}"
             )
         access_node = placement.access_node or province.access_nodes[0]
-        paths = engine.router.source_paths(access_node, k=k, blocked=_blocked(snapshot, placement))
+        paths = engine.router.source_paths(access_node, k=k, blocked=blocked.of(placement))
         return regional_pb2.SourceSegments(
             access_node=access_node,
             gateway=province.gateway,
@@ -150,6 +189,21 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         except (RequestError, WireError) as wrong:
             return f"the request is not valid: {wrong}"
         return placement
+
+
+class _BlockedLinks:
+    """`_blocked` for the requests of one call on one snapshot, computed once per distinct
+    bandwidth need."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._by_need: dict[int, frozenset[int]] = {}
+
+    def of(self, request: PlacementRequest) -> frozenset[int]:
+        need = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
+        if need not in self._by_need:
+            self._by_need[need] = _blocked(self._snapshot, request)
+        return self._by_need[need]
 
 
 def _blocked(snapshot: Snapshot, request: PlacementRequest) -> frozenset[int]:

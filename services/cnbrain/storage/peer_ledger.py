@@ -13,7 +13,8 @@ Contract:
   succeeds again without taking anything twice; a repeated release answers False.
 - `prepare_many`, `commit_many` and `release_many` do the same for many parts in the caller's
   one transaction, each part on its own: a part that cannot be prepared (each runs in a
-  savepoint) or committed leaves the others as they are.
+  savepoint) or committed leaves the others as they are. Each runs a fixed number of
+  statements whatever the number of parts (`commit` and `release` are these for one part).
 - Nothing here commits: the caller owns the transaction and rolls back after an exception.
 """
 
@@ -22,11 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage import ledger_store
-from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import (
     PeerReservation,
@@ -194,17 +194,131 @@ async def commit_many(
     now: datetime | None = None,
 ) -> list[str | None]:
     """`commit` of every (reservation id, decision, request), in order; for each, None
-    (held) or why it cannot be committed."""
+    (held: by this call, before, or earlier in `entries`, whose decision and request are the
+    ones recorded) or why it cannot be committed. One UPDATE for all of them (the rows locked
+    in id order), and one SELECT of the states of those it did not make held."""
     now = now or utcnow()
+    if not entries:
+        return []
+    first: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
+    for rid, decision, request in entries:
+        first.setdefault(rid, (decision, request))
+    p = PeerReservation
+    ids = sorted(first)
+    decision_type, request_type = p.__table__.c.decision.type, p.__table__.c.request.type
+    committed = set(
+        await session.scalars(
+            update(p)
+            .where(
+                p.id.in_(_locked_ids(ids)),
+                p.state == PREPARED,
+                p.expires_at > now,
+            )
+            .values(
+                state=HELD,
+                expires_at=None,
+                decision=case(
+                    {rid: literal(d, decision_type) for rid, (d, _) in first.items()}, value=p.id
+                ),
+                request=case(
+                    {rid: literal(r, request_type) for rid, (_, r) in first.items()}, value=p.id
+                ),
+            )
+            .returning(p.id)
+            .execution_options(synchronize_session=False)
+        )
+    )
+    rest = [rid for rid in ids if rid not in committed]
+    states: dict[str, str] = {}
+    if rest:
+        rows = await session.execute(select(p.id, p.state).where(p.id.in_(rest)))
+        states = {row.id: row.state for row in rows}
     return [
-        await commit(session, reservation_id=rid, decision=decision, request=request, now=now)
-        for rid, decision, request in entries
+        None if rid in committed else _not_committed(rid, states.get(rid)) for rid, _, _ in entries
     ]
 
 
+def _not_committed(reservation_id: str, state: str | None) -> str | None:
+    """Why a part in `state` (None: no such part) was not made held; None when it is held."""
+    if state == HELD:
+        return None
+    if state is None:
+        return f"reservation {reservation_id!r} was never prepared here"
+    if state == PREPARED:
+        return f"reservation {reservation_id!r} expired before its commit"
+    return f"reservation {reservation_id!r} was released before its commit"
+
+
 async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str]) -> list[bool]:
-    """`release` of every reservation id, in order; for each, whether this call released it."""
-    return [await release(session, reservation_id=rid) for rid in reservation_ids]
+    """`release` of every reservation id, in order; for each, whether this call released it
+    (an id repeated in `reservation_ids` is released by its first entry only). One UPDATE
+    marks every prepared or held part released (the rows locked in id order) and returns its
+    amounts, one SELECT reads their links, and `ledger_store.give_back_many` gives the sums
+    back with one UPDATE per capacity table."""
+    ids = sorted(set(reservation_ids))
+    if not ids:
+        return []
+    p = PeerReservation
+    live = (PREPARED, HELD)
+    rows = (
+        await session.execute(
+            update(p)
+            .where(p.id.in_(_locked_ids(ids, live)), p.state.in_(live))
+            .values(state=RELEASED, released_at=utcnow(), expires_at=None)
+            .returning(
+                p.id,
+                p.request_id,
+                p.tenant_id,
+                p.site_id,
+                p.cpu_m,
+                p.mem_mib,
+                p.storage_gib,
+                p.accelerator_model,
+                p.accelerator_count,
+                p.mbps,
+                p.counts_quota,
+            )
+            .execution_options(synchronize_session=False)
+        )
+    ).all()
+    released = {row.id: row for row in rows}
+    links: dict[str, list[str]] = {rid: [] for rid in released}
+    if released:
+        found = await session.execute(
+            select(PeerReservationLink.reservation_id, PeerReservationLink.link_id)
+            .where(PeerReservationLink.reservation_id.in_(sorted(released)))
+            .order_by(PeerReservationLink.reservation_id, PeerReservationLink.link_id)
+        )
+        for rid, link in found:
+            links[rid].append(link)
+    await ledger_store.give_back_many(
+        session,
+        claims=[
+            (
+                ledger_store.claim_of_row(row, link_ids=links[rid]),
+                row.site_id is not None,
+                row.counts_quota,
+            )
+            for rid, row in sorted(released.items())
+        ],
+    )
+    seen: set[str] = set()
+    answers = []
+    for rid in reservation_ids:
+        answers.append(rid in released and rid not in seen)
+        seen.add(rid)
+    return answers
+
+
+def _locked_ids(ids: Sequence[str], states: Sequence[str] | None = None) -> Select[str]:
+    """The ids of the parts of `ids` (in `states`, when given), locked in id order: the rows
+    an UPDATE over many parts changes, so that two such updates never wait on each other in
+    opposite orders."""
+    p = PeerReservation
+    where = [p.id.in_(list(ids))]
+    if states is not None:
+        where.append(p.state.in_(list(states)))
+    return select(p.id).where(*where).order_by(p.id).with_for_update()
 
 
 async def commit(
@@ -217,42 +331,14 @@ async def commit(
 ) -> str | None:
     """Make a prepared, unexpired part held and record `decision` and `request`. Returns
     None when the part is (now, or already) held; otherwise why it cannot be committed."""
-    now = now or utcnow()
-    p = PeerReservation
-    done = await execute_counted(
-        session,
-        update(p)
-        .where(p.id == reservation_id, p.state == PREPARED, p.expires_at > now)
-        .values(state=HELD, expires_at=None, decision=decision, request=request),
-    )
-    if done:
-        return None
-    state = await fetch_scalar(session, select(p.state).where(p.id == reservation_id))
-    if state == HELD:
-        return None
-    if state is None:
-        return f"reservation {reservation_id!r} was never prepared here"
-    if state == PREPARED:
-        return f"reservation {reservation_id!r} expired before its commit"
-    return f"reservation {reservation_id!r} was released before its commit"
+    entries = [(reservation_id, decision, request)]
+    return (await commit_many(session, entries=entries, now=now))[0]
 
 
 async def release(session: AsyncSession, *, reservation_id: str) -> bool:
     """Give back what the part took and mark it released; False when there was nothing
     (unknown, or released already)."""
-    p = PeerReservation
-    taken = await execute_counted(
-        session,
-        update(p)
-        .where(p.id == reservation_id, p.state.in_((PREPARED, HELD)))
-        .values(state=RELEASED, released_at=utcnow(), expires_at=None),
-    )
-    if not taken:
-        return False
-    record = await session.get(PeerReservation, reservation_id, populate_existing=True)
-    assert record is not None
-    await _give_back(session, record)
-    return True
+    return (await release_many(session, reservation_ids=[reservation_id]))[0]
 
 
 async def expire(session: AsyncSession, *, now: datetime | None = None) -> list[str]:
@@ -264,7 +350,8 @@ async def expire(session: AsyncSession, *, now: datetime | None = None) -> list[
             select(p.id).where(p.state == PREPARED, p.expires_at <= now).order_by(p.id)
         )
     )
-    return [rid for rid in lapsed if await release(session, reservation_id=rid)]
+    released = await release_many(session, reservation_ids=lapsed)
+    return [rid for rid, done in zip(lapsed, released, strict=True) if done]
 
 
 async def get(session: AsyncSession, *, reservation_id: str) -> PeerReservation | None:
@@ -337,13 +424,3 @@ def _check_same(earlier: PeerReservation, claim: PeerClaim) -> None:
         raise LedgerStoreError(
             f"reservation {claim.reservation_id!r} was prepared with other amounts"
         )
-
-
-async def _give_back(session: AsyncSession, record: PeerReservation) -> None:
-    links = await part_links(session, reservation_id=record.id)
-    await ledger_store.give_back(
-        session,
-        claim=ledger_store.claim_of_row(record, link_ids=links),
-        compute=record.site_id is not None,
-        quota=record.counts_quota,
-    )
