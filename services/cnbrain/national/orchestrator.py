@@ -33,10 +33,10 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, graph_path, part_message, request_json
 from cnbrain.federation.ledger_service import commit_parts, prepare_parts, release_parts
 from cnbrain.federation.ownership import link_index
+from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.national.regions import Region
-from cnbrain.regional.batcher import GroupCommit
 from cnbrain.routing.composed import ComposedRouter
 from cnbrain.routing.paths import GraphPath
 from cnbrain.storage import peer_ledger

@@ -2,7 +2,7 @@
 
 A submission passes the gate (the tenant's rate limit and the claim of its idempotency key,
 one round trip to the cache) and is checked against the map; then it joins the brain's
-group commit (`cnbrain.regional.batcher`), which settles the submissions waiting together:
+group commit (`cnbrain.group_commit`), which settles the submissions waiting together:
 
 1. One transaction stores all of them as `pending` (with their audit entries), so an accepted
    request is never lost: a brain that stops before step 3 commits leaves them pending, and
@@ -41,10 +41,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.cache import PENDING
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.group_commit import Again, GroupCommit
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.request_check import check_request, parse_request
-from cnbrain.regional.batcher import Again, GroupCommit
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.dispatcher import wake_dispatcher
 from cnbrain.regional.problems import (

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from cnbrain.regional.batcher import Again, BatchAbortedError, GroupCommit
+from cnbrain.group_commit import Again, BatchAbortedError, GroupCommit
 
 pytestmark = pytest.mark.asyncio
 

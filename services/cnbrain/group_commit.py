@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-log = logging.getLogger("cnbrain.regional")
+log = logging.getLogger("cnbrain.group_commit")
 
 T = TypeVar("T")
 R = TypeVar("R")
