@@ -14,7 +14,6 @@ taken from the brain being measured. Set-up calls use httpx.
 import json
 import random
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ import httpx
 import numpy as np
 
 from cnbrain.bench.http import connections_to, in_flight
+from cnbrain.bench.tenants import bench_tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,29 +67,10 @@ async def bench_api(
     *, url: str, staff_token: str, requests: int, concurrency: int, seed: int
 ) -> ApiFigures:
     staff = {"Authorization": f"Bearer {staff_token}"}
-    tenant = f"bench-{uuid.uuid4().hex[:8]}"
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         sites = (await client.get("/v1/sites", headers=staff)).raise_for_status().json()
-        (
-            await client.post("/v1/tenants", json={"id": tenant, "name": tenant}, headers=staff)
-        ).raise_for_status()
-        user = (
-            (
-                await client.post(
-                    "/v1/users",
-                    json={"name": "bench", "role": "tenant-user", "tenant": tenant},
-                    headers=staff,
-                )
-            )
-            .raise_for_status()
-            .json()
-        )
-        key = (
-            (await client.post(f"/v1/users/{user['id']}/api-keys", headers=staff))
-            .raise_for_status()
-            .json()
-        )
-    auth = {"Authorization": f"Bearer {key['token']}"}
+        _, token = await bench_tenant(client, staff)
+    auth = {"Authorization": f"Bearer {token}"}
     connections, prefix = connections_to(url, auth, concurrency)
     try:
         bodies = [json.dumps(b).encode() for b in _bodies(sites, requests, seed)]

@@ -1,13 +1,14 @@
 """`cnbrain bench federation`: cross-region decisions per second and their end-to-end latency.
 
-Against a running local federation (`cnbrain up`): makes a tenant in the source brain, then
-sends `requests` submissions with `concurrency` in flight, each asking for the national
-optimum, so every one goes source brain -> national brain -> candidate and segment calls ->
-joint choice -> prepare and commit in three owners -> answer. Small single-accelerator jobs
-from the source brain's provinces, each for a model that national hub sites of other regions
-have (outside its own province only hubs may serve a request), so each can be placed across
-regions while capacity lasts. It counts what was placed across regions,
-what was rejected and what failed (no 201 answer), and afterwards cancels what it placed.
+Against a running local federation (`cnbrain up`): makes a tenant with its own API key in
+the source brain (`cnbrain.bench.tenants`), then sends `requests` submissions as that tenant
+with `concurrency` in flight, each asking for the national optimum, so every one goes source
+brain -> national brain -> candidate and segment calls -> joint choice -> prepare and commit
+in the owners -> answer. Small single-accelerator jobs from the source brain's provinces, each
+for a model that national hub sites of other regions have (outside its own province only hubs
+may serve a request), so each can be placed across regions while capacity lasts. It counts
+what was placed across regions, what was rejected and what failed (no 201 answer), and
+afterwards cancels what it placed.
 
 Timed submissions go through the bare client of `cnbrain.bench.http` (see there why).
 """
@@ -15,7 +16,6 @@ Timed submissions go through the bare client of `cnbrain.bench.http` (see there 
 import json
 import random
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 
 from cnbrain.bench.http import connections_to, in_flight
+from cnbrain.bench.tenants import bench_tenant
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 
 
@@ -99,20 +100,18 @@ async def bench_federation(
     from cnbrain.netmap.load import load_map
 
     staff = {"Authorization": f"Bearer {staff_token}"}
-    tenant = f"bench-{uuid.uuid4().hex[:8]}"
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         health = (await client.get("/readyz")).raise_for_status().json()
         region = health.get("region")
         if not region:
             raise SystemExit(f"{url} is not a regional brain of a federation")
         sites = (await client.get("/v1/sites", headers=staff)).raise_for_status().json()
-        (
-            await client.post("/v1/tenants", json={"id": tenant, "name": tenant}, headers=staff)
-        ).raise_for_status()
+        tenant, token = await bench_tenant(client, staff)
     bodies = cross_region_bodies(
         load_map(map_spec), sites, region=region, tenant=tenant, count=requests, seed=seed
     )
-    connections, prefix = connections_to(url, staff, concurrency)
+    auth = {"Authorization": f"Bearer {token}"}
+    connections, prefix = connections_to(url, auth, concurrency)
     try:
         calls = [("POST", f"{prefix}/v1/requests", json.dumps(b).encode()) for b in bodies]
         start = time.perf_counter()
