@@ -103,6 +103,21 @@ async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Ap
     ] == "pending"
 
 
+async def test_staff_submit_for_a_tenant_that_exists_only(api: Api) -> None:
+    tenant, _, _ = await api.tenant()
+    body = {k: v for k, v in GPU_TRAINING.items() if k != "id"}
+    for _ in range(2):  # the second time the brain knows the tenant already
+        made = await api.as_admin("POST", "/v1/requests", json={**body, "tenant": tenant})
+        assert made.status_code == 201, made.text
+        assert made.json()["tenant"] == tenant
+    for unknown in ("no-such-tenant", "no-such-tenant"):
+        refused = await api.as_admin("POST", "/v1/requests", json={**body, "tenant": unknown})
+        assert refused.status_code == 422
+        assert "unknown tenant 'no-such-tenant'" in refused.json()["detail"]
+    missing = await api.as_admin("POST", "/v1/requests", json=body)
+    assert missing.status_code == 422 and "staff must name the tenant" in missing.text
+
+
 async def test_quote_reserves_nothing(api: Api) -> None:
     _, _, user = await api.tenant()
     before, _ = await api.brain.snapshot()

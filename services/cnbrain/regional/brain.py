@@ -70,6 +70,8 @@ class Brain:
         self.plan_lock = asyncio.Semaphore(1)
         self.verified_keys: dict[str, tuple[Principal, float]] = {}
         """SHA-256 of a bearer token -> (its principal, monotonic expiry); see deps.AUTH_CACHE_S."""
+        self.known_tenants: set[str] = set()
+        """Tenant ids found in the database (tenants are never deleted, so this stays true)."""
         self.region_id: str = settings.region or ""
         self.security = settings.security(settings.region or "regional")
         self.server: RunningServer | None = None

@@ -806,9 +806,11 @@ class PlacementService:
         if principal.is_staff:
             if not isinstance(asked, str) or not asked:
                 raise invalid("tenant", "staff must name the tenant a request is for")
-            async with self.brain.sessions() as session:
-                if await tenants.get_tenant(session, tenant_id=asked) is None:
-                    raise invalid("tenant", f"unknown tenant {asked!r}")
+            if asked not in self.brain.known_tenants:
+                async with self.brain.sessions() as session:
+                    if await tenants.get_tenant(session, tenant_id=asked) is None:
+                        raise invalid("tenant", f"unknown tenant {asked!r}")
+                self.brain.known_tenants.add(asked)
             return asked
         assert principal.tenant_id is not None
         if asked is not None and asked != principal.tenant_id:
