@@ -4,7 +4,7 @@ each brain's view limited to what it owns."""
 import numpy as np
 import pytest
 
-from cnbrain.federation.codec import WireError, graph_path, path_message
+from cnbrain.federation.codec import PathReader, WireError, graph_path, path_message
 from cnbrain.federation.ownership import Ownership, link_index
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -94,6 +94,36 @@ def test_paths_cross_the_wire_unchanged_and_bad_ones_are_named(
     del short.free_mbps[0]
     with pytest.raises(WireError, match="free bandwidth"):
         graph_path(short, arrays=arrays, links=links)
+
+
+def test_a_path_reader_checks_each_path_and_its_owner_once(
+    arrays: MapArrays, router: SegmentRouter
+) -> None:
+    hub = _site(arrays, "NX")
+    path = router.destination_paths(hub, k=1, blocked=frozenset())[0]
+    residual = np.full(len(arrays.map.links), 500, dtype=np.int64)
+    message = path_message(path, arrays=arrays, residual_mbps=residual)
+    owner = arrays.map.links[path.links[0]].owner
+    assert all(arrays.map.links[j].owner == owner for j in path.links)
+    reader = PathReader(arrays)
+
+    first = reader.read(message, owner=owner)
+    again = reader.read(message, owner=owner)
+
+    assert first.links == path.links and first.nodes == path.nodes
+    assert again is first  # the second request's copy of the path is not checked again
+    with pytest.raises(WireError, match="is not owned by 'national'"):
+        reader.read(message, owner="national")
+    short = type(message)()
+    short.CopyFrom(message)
+    del short.free_mbps[0]
+    with pytest.raises(WireError, match="free bandwidth"):
+        reader.read(short, owner=owner)
+    unknown = type(message)()
+    unknown.CopyFrom(message)
+    unknown.link_ids[0] = "nowhere--nothing"
+    with pytest.raises(WireError, match="unknown link 'nowhere--nothing'"):
+        reader.read(unknown, owner=owner)
 
 
 def test_a_region_sees_only_its_own_sites_and_links(arrays: MapArrays) -> None:

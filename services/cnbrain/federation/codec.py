@@ -6,6 +6,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.ownership import link_index
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
@@ -54,6 +55,34 @@ def graph_path(
         link_array=array,
         latency_ms=float(arrays.link_latency_ms[array].sum()) if indices else 0.0,
     )
+
+
+class PathReader:
+    """Paths as peers sent them, checked against this brain's map (`graph_path`) and against
+    their owner; a path met again (the same region, nodes and links: many requests of a batch
+    share their candidates' paths) is checked once."""
+
+    def __init__(self, arrays: MapArrays) -> None:
+        self._arrays = arrays
+        self._links = link_index(arrays)
+        self._read: dict[tuple[str, tuple[str, ...], tuple[str, ...]], GraphPath] = {}
+
+    def read(self, message: common_pb2.Path, *, owner: str) -> GraphPath:
+        """The path of `message`; WireError when it is malformed, names an unknown link, or
+        uses a link that `owner` does not own."""
+        key = (owner, tuple(message.nodes), tuple(message.link_ids))
+        known = self._read.get(key)
+        if known is not None:
+            if len(message.free_mbps) != len(message.link_ids):
+                raise WireError("a path gives free bandwidth for some of its links only")
+            return known
+        path = graph_path(message, arrays=self._arrays, links=self._links)
+        map_links = self._arrays.map.links
+        for link_id, j in zip(message.link_ids, path.links, strict=True):
+            if map_links[j].owner != owner:
+                raise WireError(f"link {link_id!r} is not owned by {owner!r}")
+        self._read[key] = path
+        return path
 
 
 def request_json(request: PlacementRequest) -> str:

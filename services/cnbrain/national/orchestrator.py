@@ -30,9 +30,8 @@ import numpy as np
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.federation.codec import WireError, graph_path, part_message, request_json
+from cnbrain.federation.codec import PathReader, WireError, part_message, request_json
 from cnbrain.federation.ledger_service import commit_parts, prepare_parts, release_parts
-from cnbrain.federation.ownership import link_index
 from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
@@ -298,11 +297,12 @@ class CrossRegionPlacer:
         source_replies = dict(zip(sources, replies[: len(sources)], strict=True))
         candidate_replies = dict(zip(asked, replies[len(sources) :], strict=True))
         found: dict[int, Answers | AttemptError] = {}
+        reader = PathReader(self._brain.engine.arrays)
         for region_id, (region, indices) in sources.items():
             reply = source_replies[region_id]
             for position, i in enumerate(indices):
                 try:
-                    found[i] = self._source_answer(region, reply, position, len(indices))
+                    found[i] = self._source_answer(region, reply, position, len(indices), reader)
                 except AttemptError as failure:
                     found[i] = failure
         for region_id, (region, indices) in asked.items():
@@ -312,12 +312,14 @@ class CrossRegionPlacer:
                 if isinstance(answer, AttemptError):
                     continue
                 answer.regions.append(region_id)
-                note = self._take_candidates(region, reply, position, len(indices), answer)
+                note = self._take_candidates(region, reply, position, len(indices), answer, reader)
                 if note:
                     items[i].notes.append(f"region {region_id!r}: {note}")
         return found
 
-    def _source_answer(self, source: Region, reply: object, position: int, count: int) -> Answers:
+    def _source_answer(
+        self, source: Region, reply: object, position: int, count: int, reader: PathReader
+    ) -> Answers:
         """One item's source segments from `reply` (the source region's answer, or the
         exception of its call); AttemptError naming the source region when there are none."""
         if isinstance(reply, BaseException):
@@ -331,8 +333,6 @@ class CrossRegionPlacer:
         entry = reply.answers[position]
         if entry.error:
             raise AttemptError(f"source region {source.id!r}: {entry.error}", region=source.id)
-        arrays = self._brain.engine.arrays
-        links = link_index(arrays)
         answers = Answers(
             access_node=entry.access_node,
             source=[],
@@ -343,11 +343,9 @@ class CrossRegionPlacer:
         )
         try:
             for path in entry.paths:
-                self._check_owned(path.link_ids, source.id)
-                answers.source.append(graph_path(path, arrays=arrays, links=links))
-                answers.residual.update(
-                    zip(_indices(path.link_ids, links), path.free_mbps, strict=True)
-                )
+                read = reader.read(path, owner=source.id)
+                answers.source.append(read)
+                answers.residual.update(zip(read.links, path.free_mbps, strict=True))
         except WireError as wrong:
             raise AttemptError(f"source region {source.id!r}: {wrong}", region=source.id) from None
         if not answers.source:
@@ -357,7 +355,13 @@ class CrossRegionPlacer:
         return answers
 
     def _take_candidates(
-        self, region: Region, reply: object, position: int, count: int, answers: Answers
+        self,
+        region: Region,
+        reply: object,
+        position: int,
+        count: int,
+        answers: Answers,
+        reader: PathReader,
     ) -> str | None:
         """Add one item's candidates from `reply` (the region's answer, or the exception of
         its call) to `answers`; a note when the region offered none or answered wrongly."""
@@ -368,7 +372,6 @@ class CrossRegionPlacer:
             return f"{len(reply.answers)} answers for {count} requests"
         entry = reply.answers[position]
         arrays = self._brain.engine.arrays
-        links = link_index(arrays)
         destinations: dict[int, list[GraphPath]] = {}
         free: dict[int, regional_pb2.SiteCandidate] = {}
         residual: dict[int, int] = {}
@@ -379,13 +382,11 @@ class CrossRegionPlacer:
                     raise WireError(f"site {candidate.site_id!r} is not one of the region's")
                 paths = []
                 for path in candidate.paths:
-                    self._check_owned(path.link_ids, region.id)
                     if not path.nodes or path.nodes[-1] != candidate.site_id:
                         raise WireError(f"a destination path does not end at {candidate.site_id!r}")
-                    paths.append(graph_path(path, arrays=arrays, links=links))
-                    residual.update(
-                        zip(_indices(path.link_ids, links), path.free_mbps, strict=True)
-                    )
+                    read = reader.read(path, owner=region.id)
+                    paths.append(read)
+                    residual.update(zip(read.links, path.free_mbps, strict=True))
                 if paths:
                     destinations[site] = paths
                     free[site] = candidate
@@ -397,16 +398,6 @@ class CrossRegionPlacer:
         if not entry.candidates:
             return entry.reason or "no candidate"
         return None
-
-    def _check_owned(self, link_ids: Sequence[str], owner: str) -> None:
-        cmap = self._brain.engine.map
-        links = link_index(self._brain.engine.arrays)
-        for link_id in link_ids:
-            j = links.get(link_id)
-            if j is None:
-                raise WireError(f"unknown link {link_id!r}")
-            if cmap.links[j].owner != owner:
-                raise WireError(f"link {link_id!r} is not owned by {owner!r}")
 
     async def _decide(
         self, requests: Sequence[PlacementRequest], answers: Sequence[Answers]
@@ -749,10 +740,6 @@ def _owners(decision: dict[str, object] | None) -> list[str]:
     if parsed.path is None:
         return [NATIONAL_OWNER]
     return list(dict.fromkeys(s.owner for s in parsed.path.segments))
-
-
-def _indices(link_ids: Sequence[str], links: Mapping[str, int]) -> list[int]:
-    return [links[link_id] for link_id in link_ids]
 
 
 def _failure(error: BaseException) -> str:
