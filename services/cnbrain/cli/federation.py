@@ -53,6 +53,7 @@ def grpc_overrides(args: argparse.Namespace) -> dict[str, object]:
 def brain_national(args: argparse.Namespace) -> int:
     import logging
 
+    from cnbrain.heap import freeze_heap
     from cnbrain.national.brain import NationalBrain
     from cnbrain.national.settings import NationalSettings
 
@@ -67,6 +68,7 @@ def brain_national(args: argparse.Namespace) -> int:
     async def serve() -> None:
         brain = NationalBrain(settings)
         await brain.start()
+        freeze_heap()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

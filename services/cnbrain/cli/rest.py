@@ -143,7 +143,6 @@ def brain_regional(args: argparse.Namespace) -> int:
     if args.workers > 1:
         return _brain_workers(settings, overrides, args)
     app = create_app(settings)
-    _freeze_heap()
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     return 0
 
@@ -153,19 +152,7 @@ def worker_app() -> Any:
     environment."""
     from cnbrain.regional.app import create_app
 
-    app = create_app()
-    _freeze_heap()
-    return app
-
-
-def _freeze_heap() -> None:
-    """Leave what is allocated so far (modules, the app) out of the garbage collector's scans
-    from now on. A full collection of a brain's heap otherwise stops it for about 0.2 s: under
-    load, that was the latency of the slowest answers."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
+    return create_app()
 
 
 def _brain_workers(settings: Any, overrides: dict[str, Any], args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from cnbrain import __version__
+from cnbrain.heap import freeze_heap
 from cnbrain.regional import problems
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.dispatcher import Dispatcher
@@ -41,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dispatcher = Dispatcher(brain)
         app.state.dispatcher = dispatcher
         await dispatcher.start()
+        freeze_heap()
         try:
             yield
         finally:
