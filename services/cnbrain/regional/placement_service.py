@@ -95,6 +95,11 @@ class Outcome:
     escalate: bool = False
     created_at: datetime | None = None
 
+    @classmethod
+    def escalating(cls, item: "_Stored") -> "Outcome":
+        """The outcome of a stored request that only the national brain can place."""
+        return cls(item.request.id, created=True, escalate=True, created_at=item.created_at)
+
 
 @dataclass(frozen=True, slots=True)
 class _Stored:
@@ -344,12 +349,7 @@ class PlacementService:
             # Only the national brain places these: no local decision to take first.
             for item in stored:
                 if item.request.national_optimum:
-                    settled[item.request.id] = Outcome(
-                        request_id=item.request.id,
-                        created=True,
-                        escalate=True,
-                        created_at=item.created_at,
-                    )
+                    settled[item.request.id] = Outcome.escalating(item)
             stored = [item for item in stored if item.request.id not in settled]
         if not stored:
             return settled
@@ -367,12 +367,7 @@ class PlacementService:
         stale: list[_Stored] = []
         for item, decision, reservation in zip(stored, decisions, reservations, strict=False):
             if brain.national is not None and _needs_national(item.request, decision, fresh):
-                settled[item.request.id] = Outcome(
-                    request_id=item.request.id,
-                    created=True,
-                    escalate=True,
-                    created_at=item.created_at,
-                )
+                settled[item.request.id] = Outcome.escalating(item)
             elif reservation is not None:
                 placed.append((item, decision, reservation))
             elif fresh:
@@ -446,22 +441,28 @@ class PlacementService:
             (r.id, ledger_store.claim_from(r, arrays=arrays, tenant_id=item.request.tenant))
             for item, _, r in placed
         ]
-        final: list[tuple[_Stored, Decision, str, str | None]] = [
-            (item, d.model_copy(update={"reservation_id": r.id}), "placed", None)
+        final = [
+            (
+                item,
+                _Written(
+                    item.request,
+                    d.model_copy(update={"reservation_id": r.id}),
+                    "placed",
+                    None,
+                    item.actor,
+                ),
+            )
             for item, d, r in placed
-        ] + [(item, d, "rejected", d.reason or "rejected") for item, d in rejected]
+        ] + [
+            (item, _Written(item.request, d, "rejected", d.reason or "rejected", item.actor))
+            for item, d in rejected
+        ]
         if placed:
             brain.begin_local_change()
         try:
             async with session.begin():
                 await ledger_store.reserve_many(session, claims=claims)
-                at = await _write(
-                    session,
-                    [
-                        _Written(item.request, d, state, reason, item.actor)
-                        for item, d, state, reason in final
-                    ],
-                )
+                at = await _write(session, [written for _, written in final])
         except BaseException:
             if placed:
                 brain.end_local_change(None)
@@ -475,19 +476,9 @@ class PlacementService:
             item.request.id: Outcome(
                 request_id=item.request.id,
                 created=True,
-                view=RequestView(
-                    id=item.request.id,
-                    tenant=item.request.tenant,
-                    state=state,
-                    reason=reason,
-                    site=d.site if state == "placed" else None,
-                    created_at=item.created_at,
-                    updated_at=at,
-                    request=item.request,
-                    decision=d,
-                ),
+                view=replace(written, at=at).as_of(item.created_at),
             )
-            for item, d, state, reason in final
+            for item, written in final
         }
 
     async def _give_up(
