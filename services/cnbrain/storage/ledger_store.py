@@ -163,6 +163,21 @@ def claim_of_row(row: Amounts, *, link_ids: Sequence[str]) -> Claim:
     )
 
 
+def amount_columns(row: Amounts) -> dict[str, object]:
+    """What `row` takes, as the columns that reservations and peer parts store it in."""
+    return {
+        "request_id": row.request_id,
+        "tenant_id": row.tenant_id,
+        "site_id": row.site_id,
+        "cpu_m": row.cpu_m,
+        "mem_mib": row.mem_mib,
+        "storage_gib": row.storage_gib,
+        "accelerator_model": row.accelerator_model,
+        "accelerator_count": row.accelerator_count,
+        "mbps": row.mbps,
+    }
+
+
 def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
     """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`."""
     compute = reservation.compute
@@ -1006,15 +1021,7 @@ class _CoreTables:
             [
                 {
                     "id": reservation_id,
-                    "request_id": claim.request_id,
-                    "tenant_id": claim.tenant_id,
-                    "site_id": claim.site_id,
-                    "cpu_m": claim.cpu_m,
-                    "mem_mib": claim.mem_mib,
-                    "storage_gib": claim.storage_gib,
-                    "accelerator_model": claim.accelerator_model,
-                    "accelerator_count": claim.accelerator_count,
-                    "mbps": claim.mbps,
+                    **amount_columns(claim),
                     "state": HELD,
                     "created_at": at,
                     "released_at": None,

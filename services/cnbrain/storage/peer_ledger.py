@@ -161,15 +161,7 @@ async def _insert(session: AsyncSession, claims: Sequence[PeerClaim], expires_at
         [
             {
                 "id": claim.reservation_id,
-                "request_id": claim.request_id,
-                "tenant_id": claim.tenant_id,
-                "site_id": claim.site_id,
-                "cpu_m": claim.cpu_m,
-                "mem_mib": claim.mem_mib,
-                "storage_gib": claim.storage_gib,
-                "accelerator_model": claim.accelerator_model,
-                "accelerator_count": claim.accelerator_count,
-                "mbps": claim.mbps,
+                **ledger_store.amount_columns(claim),
                 "counts_quota": claim.counts_quota,
                 "state": PREPARED,
                 "expires_at": expires_at,
