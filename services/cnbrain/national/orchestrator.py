@@ -466,8 +466,7 @@ class CrossRegionPlacer:
         assert decision.path is not None and decision.site is not None
         arrays = self._brain.engine.arrays
         compute = reservation.compute
-        models = {column: model for model, column in arrays.accelerator_column.items()}
-        model = models.get(compute.acc_column) if compute.acc_count else None
+        model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
         owners: dict[str, tuple[bool, bool, list[str]]] = {}
         for segment in decision.path.segments:
             destination, source, links = owners.get(segment.owner, (False, False, []))

@@ -181,8 +181,7 @@ def amount_columns(row: Amounts) -> dict[str, object]:
 def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
     """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`."""
     compute = reservation.compute
-    models = {column: model for model, column in arrays.accelerator_column.items()}
-    model = models[compute.acc_column] if compute.acc_count else None
+    model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
     return Claim(
         request_id=reservation.request_id,
         tenant_id=tenant_id,
