@@ -71,16 +71,19 @@ __all__ = [
     "Claim",
     "LedgerStoreError",
     "QuotaExceeded",
+    "amount_columns",
     "check_invariants",
     "claim_from",
     "claim_of_row",
-    "give_back",
+    "give_back_many",
     "held_reservations",
     "load_snapshot",
     "release",
     "reservation_links",
     "reserve",
     "reserve_many",
+    "take",
+    "take_many",
 ]
 
 HELD = "held"
@@ -269,60 +272,6 @@ async def take(
         await _take_quota(session, claim)
 
 
-async def give_back(
-    session: AsyncSession,
-    *,
-    claim: Claim,
-    compute: bool = True,
-    quota: bool = True,
-) -> None:
-    """Subtract from the `used` columns what `take` added for `claim` (same flags). The
-    caller has marked the reservation released in the same transaction, so this runs once."""
-    links = sorted(claim.link_ids)
-    if compute:
-        await execute_counted(
-            session,
-            update(SiteCapacity)
-            .where(SiteCapacity.site_id == claim.site_id)
-            .values(
-                cpu_m_used=SiteCapacity.cpu_m_used - claim.cpu_m,
-                mem_mib_used=SiteCapacity.mem_mib_used - claim.mem_mib,
-                storage_gib_used=SiteCapacity.storage_gib_used - claim.storage_gib,
-            ),
-        )
-        if claim.accelerator_model and claim.accelerator_count:
-            await execute_counted(
-                session,
-                update(SiteAccelerators)
-                .where(
-                    SiteAccelerators.site_id == claim.site_id,
-                    SiteAccelerators.model == claim.accelerator_model,
-                )
-                .values(used=SiteAccelerators.used - claim.accelerator_count),
-            )
-    if links and claim.mbps:
-        await _lock_link_capacity(session, links)
-        await execute_counted(
-            session,
-            update(LinkCapacity)
-            .where(LinkCapacity.link_id.in_(links))
-            .values(mbps_used=LinkCapacity.mbps_used - claim.mbps),
-        )
-    if quota:
-        await execute_counted(
-            session,
-            update(Quota)
-            .where(Quota.tenant_id == claim.tenant_id)
-            .values(
-                used_cpu_m=Quota.used_cpu_m - claim.cpu_m,
-                used_mem_mib=Quota.used_mem_mib - claim.mem_mib,
-                used_accelerators=Quota.used_accelerators - claim.accelerator_count,
-                used_mbps=Quota.used_mbps - claim.mbps,
-                active_requests=Quota.active_requests - 1,
-            ),
-        )
-
-
 async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -> None:
     """Take `claim` as reservation `reservation_id` inside the caller's transaction.
 
@@ -483,11 +432,11 @@ def _sums_of(claims: Sequence[tuple[Claim, bool, bool]]) -> "_Sums":
 async def give_back_many(
     session: AsyncSession, *, claims: Sequence[tuple[Claim, bool, bool]]
 ) -> None:
-    """`give_back` of every (claim, compute, quota) of `claims`: the sums per row subtracted
-    with one UPDATE per table (site capacity, accelerator pools, links, quotas), each locking
-    its rows in key order first (the global lock order of `take_many`). The caller has marked
-    every claim's reservation released in the same transaction, so each is given back once.
-    Nothing happens for an empty `claims`."""
+    """Subtract from the `used` columns what `take` added for every (claim, compute, quota) of
+    `claims` (same flags): the sums per row, with one UPDATE per table (site capacity,
+    accelerator pools, links, quotas), each locking its rows in key order first (the global
+    lock order of `take_many`). The caller has marked every claim's reservation released in
+    the same transaction, so each is given back once. Nothing happens for an empty `claims`."""
     if not claims:
         return
     sums = _sums_of(claims)
@@ -569,7 +518,7 @@ async def release(session: AsyncSession, *, reservation_id: str) -> ReservationR
     if not taken:
         raise LedgerStoreError(f"reservation {reservation_id!r} is not held ({record.state})")
     links = await reservation_links(session, reservation_id=reservation_id)
-    await give_back(session, claim=claim_of_row(record, link_ids=links))
+    await give_back_many(session, claims=[(claim_of_row(record, link_ids=links), True, True)])
     return record
 
 
