@@ -15,14 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy.exc
 import uvicorn
 from brain_api import ADMIN_TOKEN, brain_settings
 from fastapi import FastAPI
+from redis.exceptions import ConnectionError as RedisConnectionError
 from test_requests_api import GPU_TRAINING, LOCAL_CPU
 
-from cnbrain.cache import channel_name
+from cnbrain.cache import CacheUnavailable, channel_name
 from cnbrain.cache.follow import MAX_DELAY_S
 from cnbrain.regional.app import create_app
+from cnbrain.regional.problems import outage_of
 from cnbrain.regional.settings import Settings
 from databases import create_postgres_database, drop_postgres_database
 from outages import TcpProxy, private_redis, target_of, through_proxy
@@ -226,3 +229,20 @@ async def test_a_500_says_connection_close_and_closes_it(tmp_path: Path) -> None
             assert headers["content-type"].startswith("application/problem+json")
             assert headers["connection"] == "close"
             assert await connection.closed_by_server()
+
+
+async def test_only_outages_are_503_not_bugs() -> None:
+    refused = ConnectionRefusedError(111, "Connect call failed")
+    lost = sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("closed"))
+    lost.__cause__ = refused
+    assert outage_of(refused) == "database"
+    assert outage_of(lost) == "database"
+    assert outage_of(sqlalchemy.exc.TimeoutError("QueuePool limit reached")) == "database"
+    assert outage_of(RedisConnectionError("Connection closed by server.")) == "cache"
+    assert outage_of(CacheUnavailable("Redis at redis://x is unreachable")) == "cache"
+    duplicate = sqlalchemy.exc.IntegrityError("INSERT", {}, Exception("duplicate key"))
+    duplicate.__cause__ = refused
+    assert outage_of(duplicate) is None
+    assert outage_of(sqlalchemy.exc.OperationalError("SELECT", {}, Exception("deadlock"))) is None
+    assert outage_of(FileNotFoundError(2, "No such file")) is None
+    assert outage_of(RuntimeError("a bug")) is None
