@@ -1,6 +1,8 @@
 """One behavioural suite for both cache backends: in memory and on the real Redis server."""
 
 import asyncio
+import signal
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -9,13 +11,18 @@ from redis.asyncio import Redis
 
 from cnbrain.cache import (
     PENDING,
+    Backoff,
     Caches,
     CacheUnavailable,
     CapacityEvent,
     Subscription,
+    build_cache,
     channel_name,
+    follow,
 )
+from cnbrain.cache.follow import MAX_DELAY_S
 from cnbrain.cache.redis import connect, redact
+from outages import private_redis
 
 pytestmark = pytest.mark.asyncio
 
@@ -283,6 +290,142 @@ async def test_redis_bus_skips_malformed_messages(
             assert await asyncio.wait_for(anext(events), WAIT_S) == sent
     finally:
         await raw.aclose()
+
+
+async def test_follow_hands_over_events_and_resyncs_only_after_a_failure(caches: Caches) -> None:
+    heard: list[CapacityEvent] = []
+    resyncs: list[float] = []
+
+    async def on_event(e: CapacityEvent) -> None:
+        heard.append(e)
+
+    async def resync() -> None:
+        resyncs.append(1.0)
+
+    follower = asyncio.create_task(follow(caches.bus, on_event=on_event, resync=resync))
+    try:
+        sent = event()
+        for _ in range(100):  # the follower's subscription becomes active in its own task
+            await caches.bus.publish(sent)
+            await asyncio.sleep(0.02)
+            if heard:
+                break
+        assert heard[0] == sent
+        assert resyncs == []
+    finally:
+        follower.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await follower
+
+
+async def test_follow_resubscribes_after_a_handler_fails_and_resyncs_first(
+    caches: Caches,
+) -> None:
+    heard: list[CapacityEvent] = []
+    resyncs: list[int] = []
+
+    async def on_event(e: CapacityEvent) -> None:
+        heard.append(e)
+        if len(heard) == 1:
+            raise RuntimeError("the handler failed")
+
+    async def resync() -> None:
+        resyncs.append(len(heard))
+
+    backoff = Backoff(first_s=0.01, max_s=0.05)
+    follower = asyncio.create_task(
+        follow(caches.bus, on_event=on_event, resync=resync, backoff=backoff)
+    )
+    try:
+        for _ in range(200):
+            await caches.bus.publish(event())
+            await asyncio.sleep(0.02)
+            if len(heard) >= 2:
+                break
+        assert len(heard) >= 2
+        assert resyncs[0] == 1  # after the failed event, before the next one
+    finally:
+        follower.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await follower
+
+
+async def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
+    backoff = Backoff(first_s=0.1, max_s=1.0)
+    for ceiling in (0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0):
+        assert ceiling / 2 <= backoff.next_delay() <= ceiling
+    backoff.reset()
+    assert 0.05 <= backoff.next_delay() <= 0.1
+    with pytest.raises(ValueError):
+        Backoff(first_s=2.0, max_s=1.0)
+
+
+async def test_a_redis_subscription_ends_when_its_server_stops() -> None:
+    with private_redis() as server:
+        caches = build_cache(server.url, namespace=new_namespace())
+        try:
+            async with caches.bus.subscribe() as events:
+                waiting = asyncio.create_task(anext(events))
+                await asyncio.sleep(0.1)
+                server.stop(signal.SIGKILL)
+                with pytest.raises(CacheUnavailable):
+                    await asyncio.wait_for(waiting, WAIT_S)
+            with pytest.raises(CacheUnavailable):
+                await caches.bus.publish(event())
+            with pytest.raises(CacheUnavailable):
+                async with caches.bus.subscribe():
+                    pass
+        finally:
+            await caches.aclose()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+async def test_follow_resubscribes_and_resyncs_after_a_redis_restart(sig: signal.Signals) -> None:
+    namespace = new_namespace()
+    with private_redis() as server:
+        follower_caches = build_cache(server.url, namespace=namespace)
+        publisher = build_cache(server.url, namespace=namespace)
+        heard: list[CapacityEvent] = []
+        resyncs: list[float] = []
+
+        async def on_event(e: CapacityEvent) -> None:
+            heard.append(e)
+
+        async def resync() -> None:
+            resyncs.append(time.monotonic())
+
+        follower = asyncio.create_task(
+            follow(follower_caches.bus, on_event=on_event, resync=resync)
+        )
+        channel = channel_name(namespace)
+        try:
+            await wait_until(lambda: server.subscribers(channel) == 1, WAIT_S)
+            await publisher.bus.publish(event(origin="before"))
+            await wait_until(lambda: bool(heard), WAIT_S)
+            server.stop(sig)
+            await asyncio.sleep(0.5)  # down for a while: the follower's attempts fail
+            server.start()
+            back = time.monotonic()
+            await wait_until(lambda: server.subscribers(channel) == 1, MAX_DELAY_S + WAIT_S)
+            assert resyncs and resyncs[0] >= back - 0.1
+            assert time.monotonic() - back <= MAX_DELAY_S + WAIT_S
+            # The publisher's pooled connection died with the server: the first publish after
+            # the restart goes out on a new one.
+            await publisher.bus.publish(event(origin="after"))
+            await wait_until(lambda: heard[-1].origin == "after", WAIT_S)
+        finally:
+            follower.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await follower
+            await follower_caches.aclose()
+            await publisher.aclose()
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s"
+        await asyncio.sleep(0.05)
 
 
 # --- connecting --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from cnbrain.cache.base import (
     Subscription,
     channel_name,
 )
+from cnbrain.cache.follow import Backoff, follow
 from cnbrain.cache.memory import (
     MemoryCapacityBus,
     MemoryGate,
@@ -34,6 +35,7 @@ from cnbrain.cache.memory import (
 __all__ = [
     "PENDING",
     "Admission",
+    "Backoff",
     "CacheUnavailable",
     "Caches",
     "CapacityBus",
@@ -46,6 +48,7 @@ __all__ = [
     "Subscription",
     "build_cache",
     "channel_name",
+    "follow",
 ]
 
 
@@ -102,14 +105,20 @@ def build_cache(url: str | None, *, namespace: str, rate_window_s: float = 60.0)
     async def ping() -> None:
         await backend.ping(client, url)
 
+    subscriber = backend.client_from_url(url, retry_lost_connection=False)
+
+    async def close() -> None:
+        await client.aclose()
+        await subscriber.aclose()
+
     redis_store = backend.RedisIdempotencyStore(client, namespace=namespace)
     redis_limiter = backend.RedisRateLimiter(client, namespace=namespace, window_s=rate_window_s)
     return Caches(
         idempotency=redis_store,
         rate_limiter=redis_limiter,
-        bus=backend.RedisCapacityBus(client, namespace=namespace),
+        bus=backend.RedisCapacityBus(client, namespace=namespace, subscriber=subscriber),
         gate=backend.RedisGate(client, limiter=redis_limiter, store=redis_store),
         url=safe_url,
         _ping=ping,
-        _close=client.aclose,
+        _close=close,
     )

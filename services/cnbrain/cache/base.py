@@ -188,6 +188,14 @@ class Subscription(Protocol):
     Use it as `async with bus.subscribe() as events: async for event in events: ...` (active
     when the body starts; closed on leaving), or iterate `bus.subscribe()` directly and call
     `aclose()` when done. Iteration ends (StopAsyncIteration) once the subscription is closed.
+
+    Across an outage of the server: when the subscription is lost (the server stopped or
+    restarted, or dropped a subscriber that fell behind), `__anext__` raises `CacheUnavailable`
+    and the subscription is closed; activating one while the server is down raises it too.
+    Nothing reconnects silently, and events published until a new subscription is active are
+    never delivered to this subscriber, so a subscriber that derives state from events
+    subscribes again and then refreshes all of it (`cnbrain.cache.follow` does both). The
+    in-process bus has no server and never raises.
     """
 
     def __aiter__(self) -> Self: ...
@@ -224,7 +232,8 @@ class CapacityBus(Protocol):
     """
 
     async def publish(self, event: CapacityEvent) -> None:
-        """Send `event` to every active subscription of this namespace."""
+        """Send `event` to every active subscription of this namespace; `CacheUnavailable`
+        when the server cannot be reached (the event is then lost)."""
         ...
 
     def subscribe(self) -> Subscription:

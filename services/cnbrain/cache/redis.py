@@ -18,6 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from cnbrain.cache.base import (
@@ -116,10 +119,22 @@ def _key_prefix(namespace: str) -> str:
     return f"cnbrain:{validate_namespace(namespace)}:"
 
 
-def client_from_url(url: str) -> "Redis":
-    """A lazily connecting client for `url` (nothing is sent yet). `ValueError` if malformed."""
+def client_from_url(url: str, *, retry_lost_connection: bool = True) -> "Redis":
+    """A lazily connecting client for `url` (nothing is sent yet). `ValueError` if malformed.
+
+    With `retry_lost_connection`, a command whose pooled connection turns out to be lost (the
+    server restarted since it was last used) is sent once more on a new connection, so the
+    first commands after a restart do not fail; a server that is down still fails at once.
+    Without it, every lost connection raises (a subscription must learn of each one).
+    """
+    retry = Retry(NoBackoff(), 1 if retry_lost_connection else 0)
     try:
-        return Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_S)
+        return Redis.from_url(
+            url,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            retry=retry,
+            retry_on_error=[RedisConnectionError],
+        )
     except ValueError as exc:
         raise ValueError(f"bad Redis URL {redact(url)}: {exc}") from exc
 
@@ -280,7 +295,10 @@ class RedisSubscription:
 
     It becomes active on `async with` entry or, when iterated bare, on the first `__anext__`;
     activation waits for the server's confirmation, so an event published afterwards from any
-    connection is received.
+    connection is received. When the connection is lost, it closes itself and `__anext__`
+    raises `CacheUnavailable`; so does activation when the server cannot be reached. `client`
+    must not retry lost connections (`client_from_url(..., retry_lost_connection=False)`):
+    a silent reconnection would hide the events missed meanwhile.
     """
 
     def __init__(self, client: "Redis", channel: str) -> None:
@@ -298,7 +316,8 @@ class RedisSubscription:
                 await self._pubsub.subscribe(self._channel)
                 _raise_if_cancelled()
                 await self._confirmed()
-            except (RedisError, OSError) as exc:
+            except (RedisError, OSError, CacheUnavailable) as exc:
+                await self.aclose()
                 raise CacheUnavailable(f"cannot subscribe to {self._channel}: {exc}") from exc
             self._active = True
 
@@ -325,6 +344,7 @@ class RedisSubscription:
             except (RedisError, OSError) as exc:
                 if self.closed:
                     break
+                await self.aclose()
                 raise CacheUnavailable(f"lost the subscription to {self._channel}: {exc}") from exc
             if message is None or message.get("type") != "message":
                 continue
@@ -356,19 +376,27 @@ class RedisSubscription:
 class RedisCapacityBus:
     """`CapacityBus` over Redis pub/sub on `cnbrain:capacity:<namespace>`.
 
-    Each subscription holds its own connection. Redis buffers a slow subscriber's events on the
-    server up to its `client-output-buffer-limit pubsub` and then disconnects it; redis-py then
-    reconnects and resubscribes, and events sent meanwhile are lost (at most once).
+    `client` publishes; each subscription holds its own connection of `subscriber` (default:
+    `client`), a client that does not retry lost connections (see `RedisSubscription`). Redis
+    buffers a slow subscriber's events on the server up to its `client-output-buffer-limit
+    pubsub` and then disconnects it: that subscription then ends with `CacheUnavailable`, like
+    one whose server restarted (events sent meanwhile are lost, at most once).
     """
 
-    def __init__(self, client: "Redis", *, namespace: str) -> None:
+    def __init__(
+        self, client: "Redis", *, namespace: str, subscriber: "Redis | None" = None
+    ) -> None:
         self._client = client
+        self._subscriber = subscriber or client
         self.channel = channel_name(namespace)
 
     async def publish(self, event: CapacityEvent) -> None:
-        """See `CapacityBus.publish`."""
-        await self._client.publish(self.channel, event.to_json())
+        """See `CapacityBus.publish`; `CacheUnavailable` when the server does not answer."""
+        try:
+            await self._client.publish(self.channel, event.to_json())
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailable(f"cannot publish on {self.channel}: {exc}") from exc
 
     def subscribe(self) -> RedisSubscription:
         """See `CapacityBus.subscribe`."""
-        return RedisSubscription(self._client, self.channel)
+        return RedisSubscription(self._subscriber, self.channel)

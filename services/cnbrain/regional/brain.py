@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from cnbrain.cache import Caches, build_cache
+from cnbrain.cache import Caches, build_cache, follow
 from cnbrain.cache.base import CapacityEvent, CapacityKind
 from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
 from cnbrain.federation.ownership import Ownership
@@ -204,17 +204,26 @@ class Brain:
         self._snapshots.end_change(reservation)
 
     async def announce(self, kind: CapacityKind) -> None:
-        """Tell the other replicas that capacity (or the map) changed here."""
-        await self.caches.bus.publish(CapacityEvent(kind=kind, origin=self.settings.instance_id))
+        """Tell the other replicas that capacity (or the map) changed here. Never raises:
+        it comes after a commit, which a bus outage must not turn into an error; a lost
+        announcement is logged, and the replicas resync when their subscriptions come back."""
+        event = CapacityEvent(kind=kind, origin=self.settings.instance_id)
+        try:
+            await self.caches.bus.publish(event)
+        except Exception as exc:  # whatever failed, the change is committed
+            log.warning("could not announce a %s change to the replicas: %s", kind, exc)
 
     async def _listen(self) -> None:
-        async for event in self.caches.bus.subscribe():
-            if event.origin == self.settings.instance_id:
-                continue
-            if event.kind == "map":
-                await self.reload_map()
-            else:
-                self.capacity_changed()
+        """Follow the other replicas' events until cancelled, resubscribing after outages."""
+        await follow(self.caches.bus, on_event=self._heard, resync=self.reload_map)
+
+    async def _heard(self, event: CapacityEvent) -> None:
+        if event.origin == self.settings.instance_id:
+            return
+        if event.kind == "map":
+            await self.reload_map()
+        else:
+            self.capacity_changed()
 
     async def _bootstrap_admin(self) -> None:
         async with self.sessions.begin() as session:

@@ -1,19 +1,37 @@
-"""Errors as problem details (RFC 9457): every error names what was wrong and where."""
+"""Errors as problem details (RFC 9457): every error names what was wrong and where.
 
+Exceptions that no handler takes reach `ErrorEdge`, the outermost layer of the application:
+an outage of the database or the cache (see `outage_of`) answers 503 with `Retry-After` and
+keeps the connection open; anything else is a bug, answered 500 with `Connection: close`.
+"""
+
+import errno
 import logging
-from typing import Any
+import socket
+from typing import Any, Literal
 
+import asyncpg  # type: ignore[import-untyped]
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cnbrain.cache.base import CacheUnavailable
 from cnbrain.placement.errors import RequestError
 from cnbrain.storage import errors
 
 PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_S = 5
+"""What a 503 tells the caller to wait before trying again."""
 log = logging.getLogger("cnbrain.regional")
+
+Dependency = Literal["database", "cache"]
+"""A server the brain needs to answer: its database, or its cache (Redis)."""
 
 
 class FieldProblem(BaseModel):
@@ -27,6 +45,8 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[FieldProblem] | None = None
+    unavailable: list[Dependency] | None = None
+    """With a 503: which servers the brain needs do not answer."""
 
 
 class ApiError(Exception):
@@ -40,9 +60,12 @@ class ApiError(Exception):
         *,
         errors: list[FieldProblem] | None = None,
         headers: dict[str, str] | None = None,
+        unavailable: list[Dependency] | None = None,
     ) -> None:
         super().__init__(detail)
-        self.problem = Problem(title=title, status=status, detail=detail, errors=errors)
+        self.problem = Problem(
+            title=title, status=status, detail=detail, errors=errors, unavailable=unavailable
+        )
         self.headers = headers
 
 
@@ -63,8 +86,116 @@ def conflict(detail: str) -> ApiError:
     return ApiError(409, "Conflict", detail)
 
 
-def unavailable(detail: str) -> ApiError:
-    return ApiError(503, "Service Unavailable", detail, headers={"Retry-After": "5"})
+def unavailable(detail: str, *, down: list[Dependency] | None = None) -> ApiError:
+    """503 with `Retry-After`; `down` names the servers that do not answer, if that is why."""
+    return ApiError(
+        503,
+        "Service Unavailable",
+        detail,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+        unavailable=down,
+    )
+
+
+_CONNECTION_FAILURES: tuple[type[BaseException], ...] = (
+    ConnectionError,  # refused, reset, aborted, broken pipe
+    TimeoutError,  # a connect timeout
+    socket.gaierror,  # the host name does not resolve
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+)
+_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    if isinstance(exc, _CONNECTION_FAILURES):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _UNREACHABLE
+
+
+def _caused_by_connection_failure(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if _is_connection_failure(cause):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def outage_of(exc: BaseException) -> Dependency | None:
+    """Which server `exc` says is unreachable, or None when it is no outage (a bug).
+
+    The cache: Redis' connection and timeout errors, `CacheUnavailable`. The database: the
+    pool's timeout, a database error that invalidated its connection or was caused by a
+    connection failure, the driver's connection errors, and a bare connection error of a
+    socket (the Redis client wraps its own, so a bare one comes from connecting to the
+    database). Integrity and programming errors, and other OS errors (files), are bugs.
+    """
+    if isinstance(exc, CacheUnavailable | RedisConnectionError | RedisTimeoutError):
+        return "cache"
+    if isinstance(exc, sqlalchemy.exc.TimeoutError):
+        return "database"
+    if isinstance(exc, sqlalchemy.exc.DBAPIError):
+        if isinstance(exc, sqlalchemy.exc.IntegrityError | sqlalchemy.exc.ProgrammingError):
+            return None
+        if exc.connection_invalidated or _caused_by_connection_failure(exc):
+            return "database"
+        return None
+    if _is_connection_failure(exc):
+        return "database"
+    return None
+
+
+def _down(which: Dependency) -> Problem:
+    name = "database" if which == "database" else "cache (Redis)"
+    return unavailable(f"the brain's {name} does not answer; try again later", down=[which]).problem
+
+
+def _server_error() -> Problem:
+    return Problem(
+        title="Internal Server Error", status=500, detail="unexpected error; see the brain's log"
+    )
+
+
+class ErrorEdge:
+    """The outermost handling of an exception no handler took, before the response began:
+    503 problem with `Retry-After` for an outage (`outage_of`; the connection stays open),
+    else 500 problem with `Connection: close`, after which the server closes the connection.
+    The exception goes no further (it is logged here). One that comes after the response
+    began is raised on: the server then drops the connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:
+                raise
+            which = outage_of(exc)
+            if which is not None:
+                log.warning("answered 503, the %s is unavailable: %r", which, exc)
+                response = _respond(_down(which), {"Retry-After": str(RETRY_AFTER_S)})
+            else:
+                log.exception("unexpected error", exc_info=exc)
+                response = _respond(_server_error(), {"Connection": "close"})
+            await response(scope, receive, send)
 
 
 def invalid(field: str, message: str) -> ApiError:
@@ -132,13 +263,4 @@ def install(app: FastAPI) -> None:
             dict(exc.headers) if exc.headers else None,
         )
 
-    @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error", exc_info=exc)
-        return _respond(
-            Problem(
-                title="Internal Server Error",
-                status=500,
-                detail="unexpected error; see the brain's log",
-            )
-        )
+    app.add_middleware(ErrorEdge)

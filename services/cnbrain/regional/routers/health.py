@@ -1,13 +1,21 @@
 """Liveness and readiness."""
 
+import asyncio
+import logging
+
 from fastapi import APIRouter
 from sqlalchemy import text
 
+from cnbrain.regional.brain import Brain
 from cnbrain.regional.deps import BrainDep
-from cnbrain.regional.problems import ApiError
+from cnbrain.regional.problems import Dependency, responses, unavailable
 from cnbrain.regional.schemas import Health
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("cnbrain.regional")
+
+CHECK_TIMEOUT_S = 3.0
+"""A server that has not answered a readiness check within this time counts as down."""
 
 
 @router.get("/healthz", response_model=Health, summary="The process is alive")
@@ -16,16 +24,29 @@ async def healthz(brain: BrainDep) -> Health:
 
 
 @router.get(
-    "/readyz", response_model=Health, summary="The database and cache answer and the map is loaded"
+    "/readyz",
+    response_model=Health,
+    responses=responses({503: "The database or the cache does not answer (`unavailable`)."}),
+    summary="The database and cache answer and the map is loaded",
 )
 async def readyz(brain: BrainDep) -> Health:
+    """200 when ready; else 503 with `Retry-After`, naming in `unavailable` and in the detail
+    each server that does not answer (`database`, `cache`)."""
+    database, cache = await asyncio.gather(_database_answers(brain), _cache_answers(brain))
+    down: list[Dependency] = []
+    if not database:
+        down.append("database")
+    if not cache:
+        down.append("cache")
+    if down:
+        names = " and the ".join(down)
+        raise unavailable(
+            f"not ready: the {names} {'does' if len(down) == 1 else 'do'} not answer", down=down
+        )
     try:
-        async with brain.sessions() as session:
-            await session.execute(text("SELECT 1"))
-        await brain.caches.ping()
         placement = brain.placement
-    except Exception as exc:
-        raise ApiError(503, "Service Unavailable", f"not ready: {exc}") from None
+    except RuntimeError as exc:
+        raise unavailable(f"not ready: {exc}") from None
     return Health(
         status="ready",
         instance=brain.settings.instance_id,
@@ -34,3 +55,23 @@ async def readyz(brain: BrainDep) -> Health:
         region=brain.settings.region,
         national_registered=brain.national.registered.is_set() if brain.national else None,
     )
+
+
+async def _database_answers(brain: Brain) -> bool:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S), brain.sessions() as session:
+            await session.execute(text("SELECT 1"))
+    except Exception as exc:
+        log.warning("readiness: the database does not answer: %r", exc)
+        return False
+    return True
+
+
+async def _cache_answers(brain: Brain) -> bool:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            await brain.caches.ping()
+    except Exception as exc:
+        log.warning("readiness: the cache does not answer: %r", exc)
+        return False
+    return True
