@@ -383,7 +383,7 @@ async def test_the_openapi_document_describes_the_execution_routes(brain: Brain)
     ):
         operation = paths[path][method]
         assert operation["summary"], path
-        problem = operation["responses"][error]["content"]["application/json"]["schema"]
+        problem = operation["responses"][error]["content"]["application/problem+json"]["schema"]
         assert problem == {"$ref": "#/components/schemas/Problem"}, (path, error)
     report = paths["/v1/usage/report"]["get"]["responses"]["200"]["content"]
     assert {"application/json", "text/csv"} <= set(report)

@@ -225,3 +225,31 @@ async def test_openapi_documents_every_endpoint(api: Api) -> None:
         assert path in paths, path
     submit = paths["/v1/requests"]["post"]
     assert submit["requestBody"]["content"]["application/json"]["examples"]
+
+
+async def test_openapi_types_the_request_body_and_declares_problems(api: Api) -> None:
+    spec = (await api.client.get("/openapi.json")).json()
+    schemas = spec["components"]["schemas"]
+    for path in ("/v1/requests", "/v1/quotes"):
+        body = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        assert body["schema"] == {"$ref": "#/components/schemas/SubmittedRequest"}, path
+    submitted = schemas["SubmittedRequest"]
+    assert {"source_province", "resources", "duration_hours"} <= set(submitted["required"])
+    assert "id" not in submitted["properties"]
+    assert "HTTPValidationError" not in schemas
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            for status, response in responses.items():
+                if status[0] in "45":
+                    assert set(response["content"]) == {"application/problem+json"}, (
+                        path,
+                        method,
+                        status,
+                    )
+            if path != "/healthz":
+                assert "503" in responses, (path, method)
+            if operation.get("security"):
+                assert "401" in responses, (path, method)
+            if "requestBody" in operation:
+                assert {"400", "413", "422"} <= set(responses), (path, method)

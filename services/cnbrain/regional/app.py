@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from cnbrain import __version__
 from cnbrain.heap import freeze_heap
-from cnbrain.regional import problems
+from cnbrain.regional import openapi, problems
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.placement_service import PlacementService
@@ -61,4 +61,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     for module in (health, requests, jobs, usage, tenants, operator, audit):
         app.include_router(module.router)
+    openapi.install(app)
     return app

@@ -8,6 +8,7 @@ keeps the connection open; anything else is a bug, answered 500 with `Connection
 import errno
 import logging
 import socket
+from http import HTTPStatus
 from typing import Any, Literal
 
 import asyncpg  # type: ignore[import-untyped]
@@ -223,6 +224,13 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts) or "(request)"
 
 
+def _title(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
 def install(app: FastAPI) -> None:
     """Answer every error of `app` with a problem document."""
 
@@ -255,9 +263,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        title = {404: "Not Found", 405: "Method Not Allowed", 401: "Unauthorized"}.get(
-            exc.status_code, "Error"
-        )
+        title = _title(exc.status_code)
         return _respond(
             Problem(title=title, status=exc.status_code, detail=str(exc.detail)),
             dict(exc.headers) if exc.headers else None,

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from cnbrain.regional.deps import BrainDep, PrincipalDep
-from cnbrain.regional.problems import forbidden, invalid
+from cnbrain.regional.problems import forbidden, invalid, responses
 from cnbrain.regional.schemas import AuditPage, AuditView
 from cnbrain.regional.security import Role
 from cnbrain.storage import audit
@@ -16,6 +16,7 @@ router = APIRouter(prefix="/v1", tags=["audit"])
 @router.get(
     "/audit",
     response_model=AuditPage,
+    responses=responses({403: "Tenant users may not read the audit log."}),
     summary="Read the audit log (staff: all; tenant admins: their tenant)",
 )
 async def read_audit(

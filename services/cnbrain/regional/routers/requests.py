@@ -5,6 +5,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
+from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.placement_service import too_many
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
@@ -21,6 +22,7 @@ router = APIRouter(prefix="/v1", tags=["requests"])
 ERRORS = responses(
     {
         401: "No valid API key.",
+        403: "A tenant role naming another tenant.",
         404: "No such request for this tenant.",
         422: "The request is malformed; `errors` names the fields.",
         429: "The tenant's rate limit is reached; see Retry-After.",
@@ -60,6 +62,7 @@ async def _rate_limit(brain: BrainDep, principal: Principal) -> None:
         },
     },
     summary="Submit a request: it is decided and reserved at once",
+    openapi_extra={BODY_MODEL: "SubmittedRequest"},
 )
 async def submit(
     body: RequestBody,
@@ -120,6 +123,7 @@ async def cancel(request_id: str, principal: PrincipalDep, service: ServiceDep) 
     response_model=Quote,
     responses=ERRORS,
     summary="What the brain would decide now, with alternatives; nothing is reserved",
+    openapi_extra={BODY_MODEL: "SubmittedRequest"},
 )
 async def quote(
     body: RequestBody, principal: PrincipalDep, service: ServiceDep, brain: BrainDep
