@@ -199,7 +199,7 @@ async def _audit_actions(api: Api) -> list[str]:
     return [e["action"] + ":" + e["object_id"] for e in page.json()["items"]]
 
 
-async def test_usage_reports_and_links_beyond_the_bounds_are_refused(api: Api) -> None:
+async def test_usage_reports_links_and_weights_beyond_the_bounds_are_refused(api: Api) -> None:
     site = api.brain.placement.map.sites[0]
     link = api.brain.placement.map.links[0]
     before = await _audit_actions(api)
@@ -221,6 +221,10 @@ async def test_usage_reports_and_links_beyond_the_bounds_are_refused(api: Api) -
         changed = {**link.model_dump(mode="json"), "bandwidth_gbps": value}
         answer = await api.call(ADMIN_TOKEN, "PUT", f"/v1/links/{link.id}", **_raw(changed))
         _problem(answer, 422, "bandwidth_gbps")
+    for weight in (1e308, float("inf")):
+        matrix = {"rows": {"training": {"cost": weight}}}
+        answer = await api.call(ADMIN_TOKEN, "PUT", "/v1/weight-matrix", **_raw(matrix))
+        _problem(answer, 422, "rows.training.cost")
     assert await _audit_actions(api) == before
     assert api.brain.placement.map.links[0] == link
 
