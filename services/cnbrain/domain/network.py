@@ -2,6 +2,8 @@
 
 from pydantic import Field
 
+from cnbrain.domain import bounds
+from cnbrain.domain.bounds import Name
 from cnbrain.domain.enums import LinkLayer, NodeRole
 from cnbrain.domain.model import DomainModel
 
@@ -30,16 +32,16 @@ class Province(DomainModel):
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
     demand_weight: float = Field(
-        default=1.0, ge=0, description="Relative share of demand from here."
+        default=1.0, ge=0, le=bounds.MAX_WEIGHT, description="Relative share of demand from here."
     )
 
 
 class Node(DomainModel):
     """A network node that is not a site: gateway, backbone PoP, aggregation or access router."""
 
-    id: str = Field(min_length=1)
+    id: Name = Field(min_length=1)
     role: NodeRole
-    province: str
+    province: Name
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
 
@@ -47,13 +49,19 @@ class Node(DomainModel):
 class Link(DomainModel):
     """An undirected link with one bandwidth pool shared by both directions."""
 
-    a: str
-    b: str
+    a: Name = Field(min_length=1)
+    b: Name = Field(min_length=1)
     layer: LinkLayer
-    bandwidth_gbps: float = Field(gt=0)
-    latency_ms: float = Field(ge=0)
-    cost_per_gbps_hour: float = Field(default=0.0, ge=0, description="CNY per reserved Gbps-hour.")
-    owner: str = Field(
+    bandwidth_gbps: float = Field(gt=0, le=bounds.MAX_BANDWIDTH_GBPS, allow_inf_nan=False)
+    latency_ms: float = Field(ge=0, le=bounds.MAX_LATENCY_MS, allow_inf_nan=False)
+    cost_per_gbps_hour: float = Field(
+        default=0.0,
+        ge=0,
+        le=bounds.MAX_PRICE_CNY,
+        allow_inf_nan=False,
+        description="CNY per reserved Gbps-hour.",
+    )
+    owner: Name = Field(
         default="", description="Region id, or 'national' for the backbone; derived when empty."
     )
 

@@ -5,45 +5,70 @@ import uuid
 
 from pydantic import Field, field_validator
 
+from cnbrain.domain import bounds
+from cnbrain.domain.bounds import Name, Text
 from cnbrain.domain.enums import CpuArch, Interconnect, Objective, WorkloadClass
 from cnbrain.domain.model import DomainModel
 
 
 class AcceleratorDemand(DomainModel):
-    model: str = Field(min_length=1, description="Accelerator model from the catalog, e.g. A100.")
-    count: int = Field(strict=True, ge=1)
+    model: Name = Field(min_length=1, description="Accelerator model from the catalog, e.g. A100.")
+    count: int = Field(strict=True, ge=1, le=bounds.MAX_ACCELERATORS)
 
 
 class ResourceDemand(DomainModel):
-    cpu: float = Field(strict=True, ge=0, description="CPU cores (fractions allowed).")
-    memory_gib: float = Field(strict=True, ge=0)
+    cpu: float = Field(
+        ge=0,
+        le=bounds.MAX_CPU_CORES,
+        description="CPU cores (fractions allowed).",
+        strict=True,
+        allow_inf_nan=False,
+    )
+    memory_gib: float = Field(ge=0, le=bounds.MAX_MEMORY_GIB, strict=True, allow_inf_nan=False)
     accelerator: AcceleratorDemand | None = None
-    storage_gib: float = Field(default=0.0, strict=True, ge=0)
+    storage_gib: float = Field(
+        default=0.0, ge=0, le=bounds.MAX_STORAGE_GIB, strict=True, allow_inf_nan=False
+    )
 
 
 class Constraints(DomainModel):
     """Hard constraints. Region lists name provinces by code or regions by id."""
 
-    max_latency_ms: float | None = Field(default=None, strict=True, gt=0)
-    min_bandwidth_gbps: float = Field(
-        default=0.0, strict=True, ge=0, description="Bandwidth reserved on every link of the path."
+    max_latency_ms: float | None = Field(
+        default=None, gt=0, le=bounds.MAX_LATENCY_MS, strict=True, allow_inf_nan=False
     )
-    regions_allowed: tuple[str, ...] = ()
-    regions_denied: tuple[str, ...] = ()
+    min_bandwidth_gbps: float = Field(
+        default=0.0,
+        ge=0,
+        le=bounds.MAX_BANDWIDTH_GBPS,
+        description="Bandwidth reserved on every link of the path.",
+        strict=True,
+        allow_inf_nan=False,
+    )
+    regions_allowed: tuple[Name, ...] = Field(default=(), max_length=bounds.MAX_REGIONS)
+    regions_denied: tuple[Name, ...] = Field(default=(), max_length=bounds.MAX_REGIONS)
     cpu_arch: CpuArch | None = None
     interconnect: Interconnect | None = Field(
         default=None, description="Weakest acceptable interconnect: ethernet < roce < ib."
     )
-    labels: dict[str, str] = Field(default_factory=dict, description="Labels the site must carry.")
+    labels: dict[Name, Name] = Field(
+        default_factory=dict,
+        max_length=bounds.MAX_LABELS,
+        description="Labels the site must carry.",
+    )
 
 
 class ObjectiveWeights(DomainModel):
     """Non-negative weights of the objective terms; they need not sum to one."""
 
-    cost: float = Field(default=1.0, strict=True, ge=0)
-    latency: float = Field(default=1.0, strict=True, ge=0)
-    energy: float = Field(default=1.0, strict=True, ge=0)
-    balance: float = Field(default=1.0, strict=True, ge=0)
+    cost: float = Field(default=1.0, ge=0, le=bounds.MAX_WEIGHT, strict=True, allow_inf_nan=False)
+    latency: float = Field(
+        default=1.0, ge=0, le=bounds.MAX_WEIGHT, strict=True, allow_inf_nan=False
+    )
+    energy: float = Field(default=1.0, ge=0, le=bounds.MAX_WEIGHT, strict=True, allow_inf_nan=False)
+    balance: float = Field(
+        default=1.0, ge=0, le=bounds.MAX_WEIGHT, strict=True, allow_inf_nan=False
+    )
 
     def of(self, objective: Objective) -> float:
         return float(getattr(self, objective.value))
@@ -77,9 +102,18 @@ class JobPart(DomainModel):
     max_attempts: int = Field(
         default=3, strict=True, ge=1, le=10, description="Attempts before the request fails."
     )
-    environment: dict[str, str] = Field(
-        default_factory=dict, description="Environment variables of the job."
+    environment: dict[Name, Text] = Field(
+        default_factory=dict,
+        max_length=bounds.MAX_ENVIRONMENT,
+        description="Environment variables of the job.",
     )
+
+    @field_validator("command")
+    @classmethod
+    def _no_nul(cls, command: str | None) -> str | None:
+        if command is not None and "\x00" in command:
+            raise ValueError("must not contain NUL characters")
+        return command
 
     @field_validator("environment")
     @classmethod
@@ -95,13 +129,15 @@ def _new_request_id() -> str:
 
 
 class PlacementRequest(DomainModel):
-    id: str = Field(default_factory=_new_request_id, min_length=1)
-    tenant: str = "default"
-    source_province: str = Field(min_length=1)
-    access_node: str | None = Field(default=None, description="Defaults to the province's first.")
+    id: Name = Field(default_factory=_new_request_id, min_length=1)
+    tenant: Name = "default"
+    source_province: Name = Field(min_length=1)
+    access_node: Name | None = Field(default=None, description="Defaults to the province's first.")
     resources: ResourceDemand
     constraints: Constraints = Field(default_factory=Constraints)
-    duration_hours: float = Field(strict=True, gt=0)
+    duration_hours: float = Field(
+        gt=0, le=bounds.MAX_DURATION_HOURS, strict=True, allow_inf_nan=False
+    )
     priority: int = Field(default=0, strict=True, ge=0, le=9, description="0 lowest, 9 highest.")
     workload_class: WorkloadClass = WorkloadClass.BATCH
     objective: ObjectiveWeights = Field(default_factory=ObjectiveWeights)

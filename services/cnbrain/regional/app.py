@@ -4,13 +4,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from cnbrain import __version__
 from cnbrain.heap import freeze_heap
 from cnbrain.regional import openapi, problems
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.dispatcher import Dispatcher
+from cnbrain.regional.limits import BodyLimit, refuse_control_characters
 from cnbrain.regional.placement_service import PlacementService
 from cnbrain.regional.routers import audit, health, jobs, operator, requests, tenants, usage
 from cnbrain.regional.settings import Settings
@@ -57,7 +58,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # FastAPI's automatic OpenTelemetry asks the environment on every request whether a
         # provider is configured (about 5% of a submission's CPU time); this brain sets none.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        dependencies=[Depends(refuse_control_characters)],
     )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     problems.install(app)
     for module in (health, requests, jobs, usage, tenants, operator, audit):
         app.include_router(module.router)

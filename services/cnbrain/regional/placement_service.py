@@ -36,9 +36,12 @@ from typing import Any
 
 import anyio
 import grpc
+from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.cache import PENDING
+from cnbrain.domain.bounds import has_control_characters
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.group_commit import Again, GroupCommit
@@ -394,8 +397,23 @@ class PlacementService:
                 await self.place(item.request, actor=item.actor)
                 settled[item.request.id] = Outcome(request_id=item.request.id, created=True)
             except Exception as exc:
-                settled[item.request.id] = exc
+                settled[item.request.id] = await self._fail(item, exc)
         return settled
+
+    async def _fail(self, item: _Stored, error: Exception) -> Outcome | BaseException:
+        """What becomes of a stored request whose decision raised `error`: after an outage
+        (see `_leaves_pending`) it stays pending and `error` is returned; otherwise it ends
+        failed, with the reason, in one transaction with its audit entry, and its outcome is
+        returned (or the error of that transaction, if it fails too)."""
+        if _leaves_pending(error):
+            return error
+        log.error("the decision of request %s failed", item.request.id, exc_info=error)
+        reason = f"the brain could not decide this request ({type(error).__name__}); see its log"
+        try:
+            await self._finish(item.request, None, state="failed", reason=reason, actor=item.actor)
+        except Exception as exc:
+            return exc
+        return Outcome(request_id=item.request.id, created=True)
 
     async def _decide_batch(
         self, batch: Sequence[PlacementRequest]
@@ -704,18 +722,18 @@ class PlacementService:
     async def recover_pending(self) -> int:
         """Decide every request left pending by a stop, in batches like submissions; returns
         how many. A request that another replica (recovering too) or a cancellation settled
-        meanwhile is left as it is; raises the first other error that left a request
-        pending."""
+        meanwhile is left as it is; one whose stored form is no longer a valid request (stored
+        by an earlier version) ends failed, with the reason; one whose decision fails ends
+        failed too (`_fail`). Raises the first outage that left a request pending."""
         async with self.brain.sessions() as session:
             pending = await requests.pending_requests(session)
-        stored = [
-            _Stored(
-                request=PlacementRequest.model_validate(record.body),
-                actor="system",
-                created_at=record.created_at,
-            )
-            for record in pending
-        ]
+        stored: list[_Stored] = []
+        for record in pending:
+            request, problem = stored_request(record.body)
+            if request is None:
+                await self._fail_unreadable(record, problem)
+            else:
+                stored.append(_Stored(request, actor="system", created_at=record.created_at))
         by_id = {item.request.id: item for item in stored}
         for start in range(0, len(stored), RECOVERY_BATCH):
             chunk = stored[start : start + RECOVERY_BATCH]
@@ -731,6 +749,28 @@ class PlacementService:
                         await self._escalate(by_id[request_id].request, actor="system")
                 chunk = [again for again in settled.values() if isinstance(again, _Stored)]
         return len(pending)
+
+    async def _fail_unreadable(self, record: PlacementRequestRecord, problem: str) -> None:
+        """End a pending request whose stored form is not a valid request: failed, with the
+        reason, in one transaction with its audit entry (unless it was settled meanwhile)."""
+        log.error("request %s cannot be read back (%s); it fails", record.id, problem)
+        reason = f"its stored form is no longer a valid request: {problem}"
+        try:
+            async with self.brain.sessions.begin() as session:
+                await requests.set_state(
+                    session, request_id=record.id, state="failed", reason=reason
+                )
+                await audit.record(
+                    session,
+                    actor="system",
+                    tenant_id=record.tenant_id,
+                    action="request.failed",
+                    object_type="request",
+                    object_id=record.id,
+                    detail={"reason": reason},
+                )
+        except requests.InvalidTransition:
+            log.info("request %s was settled elsewhere meanwhile", record.id)
 
     async def _decide(self, request: PlacementRequest) -> tuple[Decision, bool]:
         """A decision (nothing reserved) on the current snapshot, and whether that snapshot
@@ -797,6 +837,8 @@ class PlacementService:
         if principal.is_staff:
             if not isinstance(asked, str) or not asked:
                 raise invalid("tenant", "staff must name the tenant a request is for")
+            if has_control_characters(asked):
+                raise invalid("tenant", "must not contain control characters")
             if asked not in self.brain.known_tenants:
                 async with self.brain.sessions() as session:
                     if await tenants.get_tenant(session, tenant_id=asked) is None:
@@ -909,15 +951,53 @@ def _needs_national(request: PlacementRequest, decision: Decision, fresh: bool) 
     )
 
 
+def _leaves_pending(error: Exception) -> bool:
+    """Whether a decision that raised `error` leaves its request pending, to be decided again
+    (with the next batch, or at the next start): an outage of the database or of the national
+    brain, a change another replica made meanwhile, or an answer meant for the caller."""
+    if isinstance(error, DBAPIError):
+        return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
+    return isinstance(
+        error,
+        OSError | TimeoutError | grpc.aio.AioRpcError | requests.InvalidTransition | ApiError,
+    )
+
+
+def stored_request(body: Any) -> tuple[PlacementRequest | None, str]:
+    """The request a stored body holds, or None and why it is not a valid request (rows
+    stored by an earlier version may hold numbers outside today's bounds)."""
+    try:
+        return PlacementRequest.model_validate(body), ""
+    except ValidationError as exc:
+        return None, _first_problem(exc)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    field = ".".join(str(p) for p in error["loc"]) or "(request)"
+    return f"{field}: {error['msg']}"
+
+
 def _view(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> RequestView:
+    """The view of a stored request. One stored by an earlier version that no longer
+    validates is shown without its request (and without a decision that no longer
+    validates); left pending, it is shown failed, as the next start leaves it."""
+    request, problem = stored_request(record.body)
+    state, reason = record.state, record.reason
+    if request is None and state == "pending":
+        state, reason = "failed", f"its stored form is no longer a valid request: {problem}"
+    try:
+        document = Decision.model_validate(decision) if decision is not None else None
+    except ValidationError:
+        document = None
     return RequestView(
         id=record.id,
         tenant=record.tenant_id,
-        state=record.state,
-        reason=record.reason,
+        state=state,
+        reason=reason,
         site=record.site_id,
         created_at=record.created_at,
         updated_at=record.updated_at,
-        request=PlacementRequest.model_validate(record.body),
-        decision=Decision.model_validate(decision) if decision is not None else None,
+        request=request,
+        decision=document,
     )

@@ -1,10 +1,12 @@
 """The REST API's own documents (the request and decision documents are the engine's)."""
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from cnbrain.domain import bounds
+from cnbrain.domain.bounds import Name, control_free
 from cnbrain.domain.decision import Candidate, Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.regional.security import Role
@@ -44,8 +46,16 @@ EXAMPLE_REQUEST: dict[str, Any] = {
 }
 
 
+DisplayName = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), AfterValidator(control_free)
+]
+"""A tenant's or user's name: 1 to 200 characters, no control characters."""
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A body: unknown fields are refused, every number is finite."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class RequestView(BaseModel):
@@ -60,7 +70,10 @@ class RequestView(BaseModel):
     site: str | None
     created_at: datetime
     updated_at: datetime
-    request: PlacementRequest
+    request: PlacementRequest | None = Field(
+        description="The request as submitted; null when its stored form is no longer a valid "
+        "request (stored by an earlier version, outside today's bounds)."
+    )
     decision: Decision | None
 
 
@@ -80,7 +93,7 @@ class Quote(BaseModel):
 
 class TenantCreate(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,62}$", examples=["acme-ai"])
-    name: str = Field(min_length=1, max_length=200, examples=["ACME AI Lab"])
+    name: DisplayName = Field(examples=["ACME AI Lab"])
 
 
 class TenantView(BaseModel):
@@ -90,9 +103,9 @@ class TenantView(BaseModel):
 
 
 class UserCreate(Strict):
-    name: str = Field(min_length=1, max_length=200, examples=["alice"])
+    name: DisplayName = Field(examples=["alice"])
     role: Role = Field(examples=[Role.TENANT_USER])
-    tenant: str | None = Field(
+    tenant: Name | None = Field(
         default=None, description="Required for tenant roles; none for staff."
     )
 
@@ -111,13 +124,24 @@ class ApiKeyView(BaseModel):
 
 
 class QuotaBody(Strict):
-    """Limits of a tenant's held reservations; null means unlimited."""
+    """Limits of a tenant's held reservations; null means unlimited. At most what a whole map
+    holds (`cnbrain.domain.bounds`)."""
 
-    cpu_cores: float | None = Field(default=None, ge=0, examples=[2048])
-    memory_gib: float | None = Field(default=None, ge=0, examples=[16384])
-    accelerators: int | None = Field(default=None, ge=0, examples=[256])
-    bandwidth_gbps: float | None = Field(default=None, ge=0, examples=[400])
-    active_requests: int | None = Field(default=None, ge=0, examples=[1000])
+    cpu_cores: float | None = Field(
+        default=None, ge=0, le=bounds.MAX_QUOTA_CPU_CORES, examples=[2048]
+    )
+    memory_gib: float | None = Field(
+        default=None, ge=0, le=bounds.MAX_QUOTA_MEMORY_GIB, examples=[16384]
+    )
+    accelerators: int | None = Field(
+        default=None, ge=0, le=bounds.MAX_QUOTA_ACCELERATORS, examples=[256]
+    )
+    bandwidth_gbps: float | None = Field(
+        default=None, ge=0, le=bounds.MAX_QUOTA_BANDWIDTH_GBPS, examples=[400]
+    )
+    active_requests: int | None = Field(
+        default=None, ge=0, le=bounds.MAX_QUOTA_ACTIVE_REQUESTS, examples=[1000]
+    )
 
 
 class QuotaView(QuotaBody):
@@ -129,16 +153,21 @@ class QuotaView(QuotaBody):
 
 
 class SiteUsageReport(Strict):
-    """Capacity of a site in use outside this brain, as the site reports it (算力感知)."""
+    """Capacity of a site in use outside this brain, as the site reports it (算力感知); at most
+    one site's bounds (`cnbrain.domain.bounds`)."""
 
-    cpu_cores: float = Field(ge=0)
-    memory_gib: float = Field(ge=0)
-    storage_gib: float = Field(default=0.0, ge=0)
-    accelerators: dict[str, int] = Field(default_factory=dict)
+    cpu_cores: float = Field(ge=0, le=bounds.MAX_CPU_CORES)
+    memory_gib: float = Field(ge=0, le=bounds.MAX_MEMORY_GIB)
+    storage_gib: float = Field(default=0.0, ge=0, le=bounds.MAX_STORAGE_GIB)
+    accelerators: dict[Name, Annotated[int, Field(ge=0, le=bounds.MAX_ACCELERATORS)]] = Field(
+        default_factory=dict
+    )
 
 
 class LinkUsageReport(Strict):
-    bandwidth_gbps: float = Field(ge=0)
+    """Bandwidth of a link in use outside this brain; at most one link's bound."""
+
+    bandwidth_gbps: float = Field(ge=0, le=bounds.MAX_BANDWIDTH_GBPS)
 
 
 class AuditView(BaseModel):

@@ -31,6 +31,12 @@ class Settings(BrainSettings):
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=1 << 30,
+        description="Largest request body accepted; a larger one is answered 413.",
+    )
     rate_limit_per_minute: int = Field(default=6000, ge=1)
     idempotency_ttl_s: int = Field(default=86_400, ge=60)
     placement_attempts: int = Field(

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import Delete, Update
 
+from cnbrain.domain.bounds import has_control_characters
 from cnbrain.storage.errors import BadCursor
 
 MAX_PAGE = 1000
@@ -40,9 +41,23 @@ def decode_cursor(cursor: str, *, arity: int) -> list[Any]:
         values = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise BadCursor(f"cursor {cursor!r} is not valid") from None
-    if not isinstance(values, list) or len(values) != arity:
+    if not isinstance(values, list) or len(values) != arity or not all(map(_plain, values)):
         raise BadCursor(f"cursor {cursor!r} is not valid")
     return values
+
+
+_ID_RANGE = range(-(2**31), 2**31)
+"""The ids of the tables paged by cursors (32-bit columns)."""
+
+
+def _plain(value: Any) -> bool:
+    """Whether a cursor's value can be a stored one: a string without control characters,
+    an id within the columns' range, or any other JSON value than those."""
+    if isinstance(value, str):
+        return not has_control_characters(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value in _ID_RANGE
+    return True
 
 
 def check_limit(limit: int) -> None:

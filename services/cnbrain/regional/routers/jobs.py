@@ -9,10 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from cnbrain.domain.request import PlacementRequest
 from cnbrain.regional import job_control
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
 from cnbrain.regional.dispatcher import Dispatcher
+from cnbrain.regional.placement_service import stored_request
 from cnbrain.regional.problems import Problem, not_found, responses
 from cnbrain.regional.schemas import AttemptList, AttemptView, RequestView
 from cnbrain.storage import jobs, requests
@@ -51,7 +51,8 @@ async def list_attempts(request_id: str, principal: PrincipalDep, brain: BrainDe
         if record is None:
             raise not_found("request", request_id)
         attempts = await jobs.attempts_of(session, request_id=request_id)
-    job = PlacementRequest.model_validate(record.body).job
+    stored, _ = stored_request(record.body)
+    job = stored.job if stored is not None else None
     return AttemptList(
         request=record.id,
         state=record.state,

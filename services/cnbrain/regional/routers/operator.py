@@ -32,9 +32,16 @@ ERRORS = responses(
 )
 
 
+MAX_SITE_LINKS = 64
+"""Links one registration may attach to a site."""
+
+
 class SiteRegistration(BaseModel):
     site: Site
-    links: list[Link] = Field(description="The links that attach the site to its province's nodes.")
+    links: list[Link] = Field(
+        max_length=MAX_SITE_LINKS,
+        description="The links that attach the site to its province's nodes.",
+    )
 
 
 async def _change(
