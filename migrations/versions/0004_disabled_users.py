@@ -21,8 +21,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("users", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("disabled_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("users", sa.Column("disabled_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
@@ -32,5 +31,5 @@ def downgrade() -> None:
         " WHERE revoked_at IS NULL AND user_id IN"
         " (SELECT id FROM users WHERE disabled_at IS NOT NULL)"
     )
-    with op.batch_alter_table("users", schema=None) as batch_op:
-        batch_op.drop_column("disabled_at")
+    # In place, not by copying the table: other tables refer to users (SQLite 3.35+).
+    op.drop_column("users", "disabled_at")
