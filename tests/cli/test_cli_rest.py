@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from databases import create_postgres_database, drop_postgres_database, require_redis
@@ -77,6 +78,33 @@ def test_tenant_key_submit_list_show_cancel(brain: str) -> None:
     assert shown["decision"]["site"] == submitted["site"]
     cancelled = cnbrain(brain, token, "requests", "cancel", submitted["id"])
     assert cancelled["state"] == "cancelled"
+
+
+def test_list_and_revoke_keys_and_disable_a_user(brain: str) -> None:
+    cnbrain(brain, ADMIN, "tenant", "create", "cli-revoke")
+    first = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-revoke", "--name", "bo")
+    user = first["user"]
+    second = cnbrain(brain, ADMIN, "apikey", "create", "--user", user)
+    assert requests_answer(brain, first["token"]) == 200
+    revoked = cnbrain(brain, ADMIN, "apikey", "revoke", first["id"], "--user", user)
+    assert revoked["id"] == first["id"] and revoked["revoked_at"]
+    assert requests_answer(brain, first["token"]) == 401
+    assert requests_answer(brain, second["token"]) == 200
+    listed = cnbrain(brain, ADMIN, "apikey", "list", "--user", user)
+    assert [(k["id"], k["revoked_at"] is None) for k in listed] == [
+        (first["id"], False),
+        (second["id"], True),
+    ]
+    disabled = cnbrain(brain, ADMIN, "user", "disable", user)
+    assert disabled["id"] == user and disabled["disabled_at"]
+    assert requests_answer(brain, second["token"]) == 401
+
+
+def requests_answer(url: str, token: str) -> int:
+    """The status of listing requests with `token`."""
+    return httpx.get(
+        f"{url}/v1/requests", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ).status_code
 
 
 def test_errors_are_clear(brain: str) -> None:

@@ -143,6 +143,10 @@ def test_up_prints_every_endpoint_places_the_readme_example_and_stops_on_ctrl_c(
         assert all(_listening(p) for p in up.ports)
 
         token = (up.data_dir / "admin.token").read_text().strip()
+        assert up.data_dir.stat().st_mode & 0o777 == 0o700
+        files = {p.name: p.stat().st_mode & 0o777 for p in up.data_dir.iterdir() if p.is_file()}
+        assert {"admin.token", "peer.token", "national.db", "east.db"} <= set(files)
+        assert {name: mode for name, mode in files.items() if mode != 0o600} == {}
         east = httpx.Client(
             base_url=f"http://127.0.0.1:{up.rest_port}",
             headers={"Authorization": f"Bearer {token}"},

@@ -7,7 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.storage import tenants
-from cnbrain.storage.errors import NotFoundError, TenantError
+from cnbrain.storage.errors import LastAdmin, NotFoundError, TenantError
 from cnbrain.storage.models import ApiKey, Quota
 
 pytestmark = pytest.mark.asyncio
@@ -117,6 +117,52 @@ async def test_revoked_keys_fail(sessions: Sessions) -> None:
         assert await tenants.authenticate(session, token=token) is None
         (key,) = await tenants.list_api_keys(session, user_id="alice")
     assert key.revoked_at is not None
+
+
+async def test_a_key_is_revoked_only_through_its_own_user(sessions: Sessions) -> None:
+    token = await _acme(sessions)
+    key_id = tenants.api_key_id(token)
+    assert key_id is not None
+    async with sessions.begin() as session:
+        await tenants.create_user(
+            session, user_id="bob", name="Bob", role="tenant-user", tenant_id="acme"
+        )
+        with pytest.raises(NotFoundError):
+            await tenants.revoke_api_key(session, key_id=key_id, user_id="bob")
+    async with sessions() as session:
+        assert await tenants.authenticate(session, token=token) is not None
+    async with sessions.begin() as session:
+        revoked = await tenants.revoke_api_key(session, key_id=key_id, user_id="alice")
+    assert revoked.revoked_at is not None
+
+
+async def test_a_disabled_users_keys_all_fail(sessions: Sessions) -> None:
+    token = await _acme(sessions)
+    async with sessions.begin() as session:
+        second = await tenants.create_api_key(session, user_id="alice")
+        disabled = await tenants.disable_user(session, user_id="alice")
+        first_time = disabled.disabled_at
+        assert (await tenants.disable_user(session, user_id="alice")).disabled_at == first_time
+        with pytest.raises(NotFoundError):
+            await tenants.disable_user(session, user_id="nobody")
+    assert first_time is not None
+    async with sessions() as session:
+        assert await tenants.authenticate(session, token=token) is None
+        assert await tenants.authenticate(session, token=second) is None
+
+
+async def test_the_last_active_admin_cannot_be_disabled(sessions: Sessions) -> None:
+    async with sessions.begin() as session:
+        for user_id in ("root", "second"):
+            await tenants.create_user(session, user_id=user_id, name=user_id, role="admin")
+        token = await tenants.create_api_key(session, user_id="root")
+    async with sessions.begin() as session:
+        await tenants.disable_user(session, user_id="second")
+    async with sessions.begin() as session:
+        with pytest.raises(LastAdmin, match="'root' is the last active admin"):
+            await tenants.disable_user(session, user_id="root")
+    async with sessions() as session:
+        assert await tenants.authenticate(session, token=token) is not None
 
 
 async def test_a_chosen_token_can_be_installed(sessions: Sessions) -> None:

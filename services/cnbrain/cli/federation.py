@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from cnbrain.private_files import make_private_folder, write_private
+
 NATIONAL_GRPC_PORT = 50051
 FIRST_REGION_REST_PORT = 8081
 REGION_GRPC_OFFSET = 10
@@ -183,18 +185,16 @@ def run_up(args: argparse.Namespace) -> int:
     from cnbrain.netmap.load import load_map
 
     data_dir = Path(args.data_dir).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_folder(data_dir)
     cmap = load_map(args.map)
     token_file = data_dir / "admin.token"
     if not token_file.exists():
         token = f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}"
-        token_file.write_text(token + "\n", encoding="utf-8")
-        token_file.chmod(0o600)
+        write_private(token_file, token + "\n")
     admin_token = token_file.read_text(encoding="utf-8").strip()
     peer_file = data_dir / "peer.token"
     if not peer_file.exists():
-        peer_file.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
-        peer_file.chmod(0o600)
+        write_private(peer_file, secrets.token_urlsafe(32) + "\n")
     shared = {
         "CNBRAIN_ADMIN_TOKEN": admin_token,
         "CNBRAIN_PEER_TOKEN": peer_file.read_text(encoding="utf-8").strip(),

@@ -158,6 +158,23 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     )
     rest.add_connection_options(key)
     key.set_defaults(run=rest.apikey_create)
+    keys = apikey.add_parser("list", help="list a user's API keys (never their secrets)")
+    keys.add_argument("--user", required=True, help="the user's id")
+    rest.add_connection_options(keys)
+    keys.set_defaults(run=rest.apikey_list)
+    revoke = apikey.add_parser("revoke", help="revoke an API key")
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (ck_...)")
+    revoke.add_argument("--user", required=True, help="the id of the key's user")
+    rest.add_connection_options(revoke)
+    revoke.set_defaults(run=rest.apikey_revoke)
+
+    user = sub.add_parser("user", help="manage users").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    disable = user.add_parser("disable", help="disable a user: none of its keys works any more")
+    disable.add_argument("user_id", metavar="USER_ID")
+    rest.add_connection_options(disable)
+    disable.set_defaults(run=rest.user_disable)
 
     submit = sub.add_parser("submit", help="submit a request to a running brain")
     submit.add_argument("file", type=Path, help="request JSON ('-' for stdin)")

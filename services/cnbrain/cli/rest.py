@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -84,6 +85,19 @@ def apikey_create(args: argparse.Namespace) -> int:
         )
         user_id = user["id"]
     return _print(_call(args, "POST", f"/v1/users/{user_id}/api-keys"))
+
+
+def apikey_list(args: argparse.Namespace) -> int:
+    return _print(_call(args, "GET", f"/v1/users/{quote(args.user, safe='')}/api-keys"))
+
+
+def apikey_revoke(args: argparse.Namespace) -> int:
+    path = f"/v1/users/{quote(args.user, safe='')}/api-keys/{quote(args.key_id, safe='')}"
+    return _print(_call(args, "DELETE", path))
+
+
+def user_disable(args: argparse.Namespace) -> int:
+    return _print(_call(args, "POST", f"/v1/users/{quote(args.user_id, safe='')}/disable"))
 
 
 def submit(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import EngineConfig
+from cnbrain.private_files import write_private
 from cnbrain.regional.federation import (
     AnnouncingWatch,
     NationalLink,
@@ -236,7 +237,7 @@ class Brain:
                 self.settings.admin_token.get_secret_value() if self.settings.admin_token else None
             )
             token = await tenants.create_api_key(session, user_id=admin.id, token=secret)
-        path = self.settings.admin_token_file
-        path.write_text(token + "\n", encoding="utf-8")
-        path.chmod(0o600)
-        log.warning("first start: the admin API key is in %s", path)
+            # Written before the commit: if it cannot be, no admin is stored and the next
+            # start tries again.
+            write_private(self.settings.admin_token_file, token + "\n")
+        log.warning("first start: the admin API key is in %s", self.settings.admin_token_file)

@@ -48,8 +48,17 @@ SessionDep = Annotated[AsyncSession, Depends(get_session)]
 
 
 AUTH_CACHE_S = 10.0
-"""How long a verified key is trusted without asking the database; a revoked key stops
-working within this time."""
+"""How long a verified key is trusted without asking the database: a key revoked (or a user
+disabled) on one replica stops working there at once (`forget_verified`), and on the other
+replicas within this time."""
+
+
+def forget_verified(brain: Brain, user_id: str) -> None:
+    """Drop this replica's cached verifications of `user_id`'s keys: call after a transaction
+    that revoked one of them or disabled the user committed."""
+    stale = [d for d, (principal, _) in brain.verified_keys.items() if principal.user_id == user_id]
+    for digest in stale:
+        del brain.verified_keys[digest]
 
 
 async def get_principal(

@@ -167,8 +167,9 @@ class PlacementService:
         self, principal: Principal, body: dict[str, Any], *, idempotency_key: str | None
     ) -> tuple[RequestView, bool]:
         """Admit, check, store, decide and reserve. Returns the request and whether it is new
-        (False when the idempotency key names an earlier submission, which is returned as it
-        stands). Raises ApiError 429 (rate limit), 403 or 422 (nothing is stored then)."""
+        (False when the idempotency key names an earlier submission of the same request, which
+        is returned as it stands). Raises ApiError 429 (rate limit), 403 or 422 (nothing is
+        stored then; 422 too when the key names an earlier submission of another request)."""
         settings, caches = self.brain.settings, self.brain.caches
         ttl = settings.idempotency_ttl_s
         claim_tenant = None if principal.is_staff else principal.tenant_id
@@ -196,7 +197,7 @@ class PlacementService:
                 tenant_id=tenant, key=idempotency_key, ttl_s=ttl
             )
         if earlier is not None and earlier != PENDING:
-            return await self.view(principal, earlier), False
+            return _replay(await self.view(principal, earlier), request), False
         outcome = await self.group_commit.submit(
             Submission(
                 request=request,
@@ -209,9 +210,10 @@ class PlacementService:
             written = await self._escalate(request, actor=principal.user_id)
             assert outcome.created_at is not None
             return written.as_of(outcome.created_at), True
-        if outcome.view is None:
-            return await self.view(principal, outcome.request_id), outcome.created
-        return outcome.view, outcome.created
+        view = outcome.view
+        if view is None:
+            view = await self.view(principal, outcome.request_id)
+        return (view, True) if outcome.created else (_replay(view, request), False)
 
     async def _settle_submissions(
         self, batch: Sequence[_Item]
@@ -936,6 +938,18 @@ def too_many(limit_per_minute: int, retry_after_s: float) -> ApiError:
         f"rate limit of {limit_per_minute} per minute reached",
         headers={"Retry-After": str(max(1, round(retry_after_s)))},
     )
+
+
+def _replay(earlier: RequestView, request: PlacementRequest) -> RequestView:
+    """`earlier`, the request that holds an idempotency key, if it is `request` (the same
+    request as parsed, whatever its id); else ApiError 422 naming the header."""
+    if earlier.request.model_dump(exclude={"id"}) != request.model_dump(exclude={"id"}):
+        raise invalid(
+            "Idempotency-Key",
+            f"already used for request {earlier.id!r}, which differs from this one; "
+            "use a new key for a new request",
+        )
+    return earlier
 
 
 def _needs_national(request: PlacementRequest, decision: Decision, fresh: bool) -> bool:

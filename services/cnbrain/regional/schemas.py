@@ -115,12 +115,24 @@ class UserView(BaseModel):
     name: str
     role: Role
     tenant: str | None
+    disabled_at: datetime | None = Field(
+        default=None, description="When the user was disabled (none of its keys works since)."
+    )
 
 
 class ApiKeyView(BaseModel):
     id: str
     user: str
     token: str = Field(description="The bearer token; shown only in this answer.")
+
+
+class ApiKeyInfo(BaseModel):
+    """An API key without its secret."""
+
+    id: str = Field(description="The key's id: the token's part before the dot.")
+    user: str
+    created_at: datetime
+    revoked_at: datetime | None = Field(description="When it was revoked; null: it is valid.")
 
 
 class QuotaBody(Strict):

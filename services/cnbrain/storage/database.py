@@ -8,6 +8,10 @@ transaction starts with `BEGIN IMMEDIATE`: the write lock is taken up front, so 
 serialised and a read-then-write transaction never fails with "database is locked" halfway
 through; it also makes SAVEPOINTs and transactional DDL work as on PostgreSQL.
 
+A SQLite database file is private: `create_engine` creates it with mode 0600 (its missing
+folders 0700) before SQLite opens it, so its journal files, which take its mode, are private
+too; an existing one is set to 0600.
+
 `upgrade_schema` runs the Alembic migrations in `migrations/` to a revision on the caller's
 event loop (through `AsyncConnection.run_sync`, sharing one connection with Alembic).
 """
@@ -25,6 +29,8 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from cnbrain.private_files import create_private_file
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MIGRATION_LOCK = 0x636E_6272_0001
@@ -58,8 +64,9 @@ def async_url(url: str) -> URL:
 
 
 def create_engine(url: str, *, echo: bool = False, pool_size: int | None = None) -> AsyncEngine:
-    """An async engine for `url` (see `async_url`); SQLite gets the pragmas and BEGIN IMMEDIATE
-    described in the module docstring. The caller disposes of it (`await engine.dispose()`)."""
+    """An async engine for `url` (see `async_url`); SQLite gets the private file, pragmas and
+    BEGIN IMMEDIATE described in the module docstring. The caller disposes of it
+    (`await engine.dispose()`)."""
     target = async_url(url)
     options: dict[str, Any] = {"echo": echo}
     if pool_size is not None:
@@ -68,6 +75,8 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int | None = None)
         options["pool_pre_ping"] = True
     engine = _create_async_engine(target, **options)
     if target.get_backend_name() == "sqlite":
+        if target.database and target.database != ":memory:" and not target.query.get("uri"):
+            create_private_file(Path(target.database))
         _configure_sqlite(engine)
     return engine
 

@@ -1,7 +1,7 @@
 """Errors of the storage layer. Each message names the item at fault.
 
 The API maps them to problem+json responses: NotFoundError (and UnknownItem) -> 404;
-RegistryError, TenantError and BadCursor -> 422; CapacityConflict, QuotaExceeded,
+RegistryError, TenantError and BadCursor -> 422; LastAdmin, CapacityConflict, QuotaExceeded,
 InvalidTransition and DuplicateIdempotencyKey -> 409 (or a replay of the first answer).
 """
 
@@ -25,6 +25,10 @@ class UnknownItem(RegistryError, NotFoundError):  # noqa: N818 (the name the API
 
 class TenantError(StorageError, ValueError):
     """A tenant, user, role or quota value is not acceptable."""
+
+
+class LastAdmin(StorageError):  # noqa: N818 (the name the API uses)
+    """The user is the last active admin: disabling it would leave nobody to administer."""
 
 
 class BadCursor(StorageError, ValueError):  # noqa: N818

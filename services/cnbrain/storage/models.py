@@ -59,7 +59,8 @@ class Tenant(Base):
 
 
 class User(Base):
-    """A person or robot. Operators and admins belong to no tenant."""
+    """A person or robot. Operators and admins belong to no tenant. A disabled user
+    (`disabled_at` set) keeps its rows, but none of its keys authenticates."""
 
     __tablename__ = "users"
 
@@ -68,6 +69,7 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(200))
     role: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    disabled_at: Mapped[datetime | None]
 
 
 class ApiKey(Base):

@@ -4,6 +4,9 @@ API keys are bearer tokens `ck_<id>.<secret>`: `<id>` finds the row, only the SH
 `<secret>` is stored, and the secret is compared in constant time. A full token is returned
 once, by `create_api_key`, and can never be read back.
 
+A disabled user keeps its rows and keys, but none of its keys authenticates any more; the
+last active admin cannot be disabled (`LastAdmin`), so a brain always has one.
+
 Every tenant has one quota row (created with it, all limits None: unlimited); the ledger
 (`cnbrain.storage.ledger_store`) counts held reservations into it.
 """
@@ -17,13 +20,14 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import fetch_scalar
-from cnbrain.storage.errors import NotFoundError, TenantError
+from cnbrain.storage.errors import LastAdmin, NotFoundError, TenantError
 from cnbrain.storage.models import ApiKey, Quota, Tenant, User, utcnow
 
 __all__ = [
     "PLATFORM_ROLES",
     "ROLES",
     "TENANT_ROLES",
+    "LastAdmin",
     "NotFoundError",
     "TenantError",
     "api_key_id",
@@ -31,6 +35,7 @@ __all__ = [
     "create_api_key",
     "create_tenant",
     "create_user",
+    "disable_user",
     "get_quota",
     "get_tenant",
     "get_user",
@@ -165,7 +170,8 @@ def api_key_id(token: str) -> str | None:
 
 
 async def authenticate(session: AsyncSession, *, token: str) -> tuple[User, ApiKey] | None:
-    """The user and key of a valid, unrevoked token; None for anything else."""
+    """The user and key of a valid, unrevoked token of an active user; None for anything
+    else."""
     parsed = _parse(token)
     if parsed is None:
         return None
@@ -179,17 +185,55 @@ async def authenticate(session: AsyncSession, *, token: str) -> tuple[User, ApiK
     matches = hmac.compare_digest(_digest(secret), stored)
     if row is None or not matches or row[0].revoked_at is not None:
         return None
+    if row[1].disabled_at is not None:
+        return None
     return row[1], row[0]
 
 
-async def revoke_api_key(session: AsyncSession, *, key_id: str) -> None:
-    """Revoke a key (idempotent); NotFoundError if it does not exist."""
+async def revoke_api_key(
+    session: AsyncSession, *, key_id: str, user_id: str | None = None
+) -> ApiKey:
+    """Revoke a key (idempotent: a revoked key keeps its first `revoked_at`) and return it.
+
+    NotFoundError if it does not exist, or (with `user_id`) is not that user's key.
+    """
     key = await session.get(ApiKey, key_id)
-    if key is None:
+    if key is None or (user_id is not None and key.user_id != user_id):
         raise NotFoundError(f"API key {key_id!r} does not exist")
     if key.revoked_at is None:
         key.revoked_at = utcnow()
         await session.flush()
+    return key
+
+
+async def disable_user(session: AsyncSession, *, user_id: str) -> User:
+    """Disable a user (idempotent: a disabled user keeps its first `disabled_at`) and return it.
+
+    NotFoundError if it does not exist; LastAdmin if it is the last active admin. The active
+    admins are locked while counted, so two admins disabling each other at once cannot both
+    succeed.
+    """
+    user = await session.get(User, user_id)
+    if user is None:
+        raise NotFoundError(f"user {user_id!r} does not exist")
+    if user.disabled_at is not None:
+        return user
+    if user.role == "admin":
+        active = await session.scalars(
+            select(User)
+            .where(User.role == "admin", User.disabled_at.is_(None))
+            .order_by(User.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        admins = {admin.id for admin in active}
+        if user_id not in admins:  # disabled meanwhile
+            return user
+        if admins == {user_id}:
+            raise LastAdmin(f"user {user_id!r} is the last active admin")
+    user.disabled_at = utcnow()
+    await session.flush()
+    return user
 
 
 async def list_api_keys(session: AsyncSession, *, user_id: str) -> list[ApiKey]:

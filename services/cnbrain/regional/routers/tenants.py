@@ -1,11 +1,19 @@
-"""Tenants, their users and API keys, and quotas."""
+"""Tenants, their users and API keys, and quotas.
+
+Who may manage a user (list and revoke its keys, disable it): admins any user; operators the
+users of tenants, and themselves; a tenant's admins the users of their tenant. Users of other
+tenants (and staff, for tenant roles) answer 404, as if they did not exist; tenant users may
+manage nobody (403).
+"""
 
 from fastapi import APIRouter
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib
-from cnbrain.regional.deps import BrainDep, PrincipalDep, StaffDep
+from cnbrain.regional.deps import BrainDep, PrincipalDep, StaffDep, forget_verified
 from cnbrain.regional.problems import conflict, forbidden, invalid, not_found, responses
 from cnbrain.regional.schemas import (
+    ApiKeyInfo,
     ApiKeyView,
     QuotaBody,
     QuotaView,
@@ -16,6 +24,7 @@ from cnbrain.regional.schemas import (
 )
 from cnbrain.regional.security import STAFF_ROLES, TENANT_ROLES, Principal, Role
 from cnbrain.storage import audit, tenants
+from cnbrain.storage.models import ApiKey, User
 
 router = APIRouter(prefix="/v1", tags=["tenants"])
 
@@ -24,7 +33,7 @@ ERRORS = responses(
         401: "No valid API key.",
         403: "The caller's role may not do this.",
         404: "No such tenant or user (for this caller).",
-        409: "It exists already.",
+        409: "It exists already, or (disabling) the user is the last active admin.",
         422: "Malformed; `errors` names the fields.",
     }
 )
@@ -168,7 +177,7 @@ async def create_user(body: UserCreate, brain: BrainDep, principal: PrincipalDep
             object_id=user.id,
             detail={"role": body.role},
         )
-    return UserView(id=user.id, name=user.name, role=Role(user.role), tenant=user.tenant_id)
+    return _user_view(user)
 
 
 @router.post(
@@ -192,6 +201,8 @@ async def create_api_key(user_id: str, brain: BrainDep, principal: PrincipalDep)
         )
         if not allowed:
             raise forbidden("your role may not create keys for this user")
+        if user.disabled_at is not None:
+            raise conflict(f"user {user.id!r} is disabled")
         token = await tenants.create_api_key(session, user_id=user.id)
         key_id = token.split(".", 1)[0]
         await audit.record(
@@ -204,3 +215,105 @@ async def create_api_key(user_id: str, brain: BrainDep, principal: PrincipalDep)
             detail={"user": user.id},
         )
     return ApiKeyView(id=key_id, user=user.id, token=token)
+
+
+@router.get(
+    "/users/{user_id}/api-keys",
+    response_model=list[ApiKeyInfo],
+    responses=ERRORS,
+    summary="List a user's API keys (revoked ones included, never their secrets)",
+)
+async def list_api_keys(user_id: str, brain: BrainDep, principal: PrincipalDep) -> list[ApiKeyInfo]:
+    async with brain.sessions() as session:
+        user = await _managed_user(session, principal, user_id)
+        keys = await tenants.list_api_keys(session, user_id=user.id)
+    return [_key_info(key) for key in keys]
+
+
+@router.delete(
+    "/users/{user_id}/api-keys/{key_id}",
+    response_model=ApiKeyInfo,
+    responses=ERRORS,
+    summary="Revoke a user's API key (at once on this brain, within 10 s on its replicas)",
+)
+async def revoke_api_key(
+    user_id: str, key_id: str, brain: BrainDep, principal: PrincipalDep
+) -> ApiKeyInfo:
+    stored_id = key_id.removeprefix(tenants.TOKEN_PREFIX)
+    async with brain.sessions.begin() as session:
+        user = await _managed_user(session, principal, user_id)
+        if stored_id == key_id:  # the API names keys as the token does: ck_<id>
+            raise not_found("API key", key_id)
+        key = await tenants.revoke_api_key(session, key_id=stored_id, user_id=user.id)
+        await audit.record(
+            session,
+            actor=principal.user_id,
+            tenant_id=user.tenant_id,
+            action="api_key.revoked",
+            object_type="api_key",
+            object_id=key_id,
+            detail={"user": user.id},
+        )
+    forget_verified(brain, user.id)
+    return _key_info(key)
+
+
+@router.post(
+    "/users/{user_id}/disable",
+    response_model=UserView,
+    responses=ERRORS,
+    summary="Disable a user: none of its keys works any more",
+)
+async def disable_user(user_id: str, brain: BrainDep, principal: PrincipalDep) -> UserView:
+    async with brain.sessions.begin() as session:
+        user = await _managed_user(session, principal, user_id)
+        user = await tenants.disable_user(session, user_id=user.id)
+        await audit.record(
+            session,
+            actor=principal.user_id,
+            tenant_id=user.tenant_id,
+            action="user.disabled",
+            object_type="user",
+            object_id=user.id,
+        )
+    forget_verified(brain, user.id)
+    return _user_view(user)
+
+
+async def _managed_user(session: AsyncSession, principal: Principal, user_id: str) -> User:
+    """The user `principal` may manage (see the module docstring); ApiError 404 when it is
+    not visible to the caller, 403 when visible but not the caller's to manage."""
+    user = await tenants.get_user(session, user_id=user_id)
+    if user is None or not (principal.is_staff or principal.tenant_id == user.tenant_id):
+        raise not_found("user", user_id)
+    role = Role(user.role)
+    allowed = (
+        principal.role is Role.ADMIN
+        or (
+            principal.role is Role.OPERATOR
+            and (role in TENANT_ROLES or principal.user_id == user.id)
+        )
+        or (principal.role is Role.TENANT_ADMIN and role in TENANT_ROLES)
+    )
+    if not allowed:
+        raise forbidden("your role may not manage this user's keys or disable it")
+    return user
+
+
+def _user_view(user: User) -> UserView:
+    return UserView(
+        id=user.id,
+        name=user.name,
+        role=Role(user.role),
+        tenant=user.tenant_id,
+        disabled_at=user.disabled_at,
+    )
+
+
+def _key_info(key: ApiKey) -> ApiKeyInfo:
+    return ApiKeyInfo(
+        id=f"{tenants.TOKEN_PREFIX}{key.id}",
+        user=key.user_id,
+        created_at=key.created_at,
+        revoked_at=key.revoked_at,
+    )
