@@ -942,8 +942,10 @@ def too_many(limit_per_minute: int, retry_after_s: float) -> ApiError:
 
 def _replay(earlier: RequestView, request: PlacementRequest) -> RequestView:
     """`earlier`, the request that holds an idempotency key, if it is `request` (the same
-    request as parsed, whatever its id); else ApiError 422 naming the header."""
-    if earlier.request.model_dump(exclude={"id"}) != request.model_dump(exclude={"id"}):
+    request as parsed, whatever its id); else ApiError 422 naming the header. An earlier
+    request whose stored body no longer validates (`request` None) is never the same."""
+    stored = earlier.request
+    if stored is None or stored.model_dump(exclude={"id"}) != request.model_dump(exclude={"id"}):
         raise invalid(
             "Idempotency-Key",
             f"already used for request {earlier.id!r}, which differs from this one; "
