@@ -60,6 +60,7 @@ from cnbrain.regional.problems import (
 )
 from cnbrain.regional.schemas import Quote, RequestPage, RequestView
 from cnbrain.regional.security import Principal
+from cnbrain.regional.stored_requests import stored_request
 from cnbrain.storage import audit, ledger_store, peer_ledger, requests, tenants
 from cnbrain.storage.models import PlacementRequestRecord
 
@@ -977,21 +978,6 @@ def _leaves_pending(error: Exception) -> bool:
         error,
         OSError | TimeoutError | grpc.aio.AioRpcError | requests.InvalidTransition | ApiError,
     )
-
-
-def stored_request(body: Any) -> tuple[PlacementRequest | None, str]:
-    """The request a stored body holds, or None and why it is not a valid request (rows
-    stored by an earlier version may hold numbers outside today's bounds)."""
-    try:
-        return PlacementRequest.model_validate(body), ""
-    except ValidationError as exc:
-        return None, _first_problem(exc)
-
-
-def _first_problem(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    field = ".".join(str(p) for p in error["loc"]) or "(request)"
-    return f"{field}: {error['msg']}"
 
 
 def _view(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> RequestView:

@@ -12,9 +12,9 @@ from fastapi import APIRouter, Depends, Request
 from cnbrain.regional import job_control
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
 from cnbrain.regional.dispatcher import Dispatcher
-from cnbrain.regional.placement_service import stored_request
 from cnbrain.regional.problems import Problem, not_found, responses
 from cnbrain.regional.schemas import AttemptList, AttemptView, RequestView
+from cnbrain.regional.stored_requests import stored_request
 from cnbrain.storage import jobs, requests
 
 router = APIRouter(prefix="/v1", tags=["requests"])
