@@ -14,9 +14,12 @@ import grpc
 import httpx
 import pytest
 from ledgers import check_invariants, rows, unreleased
+from sqlalchemy import text
 from test_federation_placement import GPU_REQUEST, cancel, submit
 
 from cnbrain.rpc.certs import write_certificates
+from cnbrain.storage import requests
+from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 from databases import create_postgres_database, drop_postgres_database
 from federation_processes import LocalFederation, local_federation
@@ -174,3 +177,40 @@ async def _register_code(port: int, trusted: Path, identity: Path | None) -> grp
         except grpc.aio.AioRpcError as error:
             return error.code()
     return grpc.StatusCode.OK
+
+
+async def test_a_request_left_pending_is_decided_at_start_while_the_national_brain_is_down(
+    slow_commits: LocalFederation,
+) -> None:
+    federation = slow_commits
+    submit(federation, "east", {**GPU_REQUEST, "resources": {"cpu": 1.0, "memory_gib": 1.0}})
+    federation.kill("east")
+    federation.kill("national")
+    request_id = f"req-left-{os.getpid()}"
+    engine = create_engine(federation.databases["east"])
+    try:
+        async with session_factory(engine).begin() as session:
+            admin = (await session.execute(text("SELECT id FROM users LIMIT 1"))).scalar_one()
+            await requests.insert_request(
+                session,
+                request_id=request_id,
+                tenant_id="acme",
+                user_id=admin,
+                body={**GPU_REQUEST, "id": request_id, "tenant": "acme"},
+            )
+    finally:
+        await engine.dispose()
+
+    federation.start_member("east")  # waits until ready: recovery never stops a start
+    view = _view(federation, request_id)
+    assert view["state"] == "rejected"
+    assert "national brain is unavailable" in view["reason"]
+    federation.start_member("national")
+    federation.wait_registered()
+
+
+def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+    url = f"{federation.members['east'].url}/v1/requests/{request_id}"
+    view: dict[str, Any] = httpx.get(url, headers=headers, timeout=30).json()
+    return view

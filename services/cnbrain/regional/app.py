@@ -1,8 +1,12 @@
 """The regional brain's FastAPI application."""
 
+import asyncio
+import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from fastapi import Depends, FastAPI
 
@@ -37,9 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         brain = Brain(settings)
         await brain.start()
         app.state.brain = brain
-        recovered = await PlacementService(brain).recover_pending()
-        if recovered:
-            log.warning("decided %d requests left pending by an earlier stop", recovered)
+        recovery = await start_recovery(PlacementService(brain))
         dispatcher = Dispatcher(brain)
         app.state.dispatcher = dispatcher
         await dispatcher.start()
@@ -47,6 +49,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if recovery is not None:
+                recovery.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await recovery
             await dispatcher.stop()
             await brain.stop()
 
@@ -66,3 +72,37 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     openapi.install(app)
     return app
+
+
+RECOVERY_BACKOFF_S = (1.0, 60.0)
+"""The first and the longest wait between passes over requests left pending by an outage."""
+
+
+async def start_recovery(service: PlacementService) -> "asyncio.Task[None] | None":
+    """Decide the requests an earlier stop left pending, before the brain serves. Those an
+    outage keeps pending (the database, the national brain) are tried again in the background
+    until none is left; the task is returned (None: nothing left). Never raises: no stored
+    request stops a brain from starting."""
+    started = datetime.now(UTC)
+    try:
+        left = await service.recover_pending(created_before=started)
+    except Exception:
+        log.exception("could not recover the requests left pending; trying again later")
+        left = 1
+    if not left:
+        return None
+    log.warning("requests left pending by an earlier stop are decided in the background")
+    return asyncio.create_task(_recover_later(service, started), name="cnbrain-recovery")
+
+
+async def _recover_later(service: PlacementService, started: datetime) -> None:
+    wait, longest = RECOVERY_BACKOFF_S
+    while True:
+        await asyncio.sleep(wait * random.uniform(0.5, 1.0))
+        try:
+            if not await service.recover_pending(created_before=started):
+                log.info("every request left pending by an earlier stop is decided")
+                return
+        except Exception:
+            log.warning("recovery of pending requests failed; trying again", exc_info=True)
+        wait = min(wait * 2, longest)

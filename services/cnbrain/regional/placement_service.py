@@ -722,14 +722,15 @@ class PlacementService:
             items=[_view(r, decisions.get(r.id)) for r in items], next_cursor=next_cursor
         )
 
-    async def recover_pending(self) -> int:
-        """Decide every request left pending by a stop, in batches like submissions; returns
-        how many. A request that another replica (recovering too) or a cancellation settled
-        meanwhile is left as it is; one whose stored form is no longer a valid request (stored
-        by an earlier version) ends failed, with the reason; one whose decision fails ends
-        failed too (`_fail`). Raises the first outage that left a request pending."""
+    async def recover_pending(self, *, created_before: datetime) -> int:
+        """Decide every request created before `created_before` and left pending by a stop,
+        in batches like submissions; returns how many are still pending because of an outage
+        (the database, the national brain): the caller tries again later. A request that
+        another replica (recovering too) or a cancellation settled meanwhile is left as it is;
+        one whose stored form is no longer a valid request (stored by an earlier version) ends
+        failed, with the reason; one whose decision fails ends failed too (`_fail`)."""
         async with self.brain.sessions() as session:
-            pending = await requests.pending_requests(session)
+            pending = await requests.pending_requests(session, created_before=created_before)
         stored: list[_Stored] = []
         for record in pending:
             request, problem = stored_request(record.body)
@@ -737,21 +738,35 @@ class PlacementService:
                 await self._fail_unreadable(record, problem)
             else:
                 stored.append(_Stored(request, actor="system", created_at=record.created_at))
-        by_id = {item.request.id: item for item in stored}
+        left = 0
         for start in range(0, len(stored), RECOVERY_BATCH):
             chunk = stored[start : start + RECOVERY_BATCH]
             while chunk:
                 async with self.brain.sessions() as session:
                     settled = await self._place_stored(chunk, session)
-                for request_id, outcome in settled.items():
-                    if isinstance(outcome, requests.InvalidTransition):
-                        log.info("request %s was settled elsewhere meanwhile", request_id)
-                    elif isinstance(outcome, BaseException):
-                        raise outcome
-                    if isinstance(outcome, Outcome) and outcome.escalate:
-                        await self._escalate(by_id[request_id].request, actor="system")
+                for item in chunk:
+                    left += not await self._recovered(item, settled.get(item.request.id))
                 chunk = [again for again in settled.values() if isinstance(again, _Stored)]
-        return len(pending)
+        return left
+
+    async def _recovered(
+        self, item: _Stored, outcome: "Outcome | BaseException | _Stored | None"
+    ) -> bool:
+        """Whether recovery is done with `item` given its outcome (False: it stays pending
+        after an outage, to try again)."""
+        request_id = item.request.id
+        if isinstance(outcome, requests.InvalidTransition):
+            log.info("request %s was settled elsewhere meanwhile", request_id)
+        elif isinstance(outcome, BaseException):
+            log.warning("request %s stays pending: %s", request_id, outcome)
+            return False
+        elif isinstance(outcome, Outcome) and outcome.escalate:
+            try:
+                await self._escalate(item.request, actor="system")
+            except Exception as exc:
+                log.warning("request %s stays pending: the national brain: %s", request_id, exc)
+                return False
+        return True
 
     async def _fail_unreadable(self, record: PlacementRequestRecord, problem: str) -> None:
         """End a pending request whose stored form is not a valid request: failed, with the

@@ -291,13 +291,20 @@ async def get_request(
 
 
 async def pending_requests(
-    session: AsyncSession, *, tenant_id: str | None = None, limit: int | None = None
+    session: AsyncSession,
+    *,
+    tenant_id: str | None = None,
+    limit: int | None = None,
+    created_before: datetime | None = None,
 ) -> list[PlacementRequestRecord]:
-    """Requests still pending (say, left so by a stop), oldest first."""
-    query = _scoped(
-        select(PlacementRequestRecord).where(PlacementRequestRecord.state == "pending"),
-        tenant_id,
-    ).order_by(PlacementRequestRecord.created_at, PlacementRequestRecord.id)
+    """Requests still pending (say, left so by a stop), oldest first; with `created_before`,
+    only those created before it."""
+    query = select(PlacementRequestRecord).where(PlacementRequestRecord.state == "pending")
+    if created_before is not None:
+        query = query.where(PlacementRequestRecord.created_at < created_before)
+    query = _scoped(query, tenant_id).order_by(
+        PlacementRequestRecord.created_at, PlacementRequestRecord.id
+    )
     if limit is not None:
         query = query.limit(limit)
     return list(await session.scalars(query))
