@@ -334,12 +334,15 @@ class PlacementService:
         except Exception as exc:
             return exc
         if submission.idempotency_key:
-            await self.brain.caches.idempotency.complete(
-                tenant_id=request.tenant,
-                key=submission.idempotency_key,
-                request_id=request.id,
-                ttl_s=self.brain.settings.idempotency_ttl_s,
-            )
+            try:
+                await self.brain.caches.idempotency.complete(
+                    tenant_id=request.tenant,
+                    key=submission.idempotency_key,
+                    request_id=request.id,
+                    ttl_s=self.brain.settings.idempotency_ttl_s,
+                )
+            except Exception:  # the database's unique key keeps the promise without the cache
+                log.warning("could not remember idempotency key of %s", request.id, exc_info=True)
         return Outcome(request_id=request.id, created=True)
 
     async def _place_stored(
