@@ -17,7 +17,7 @@ Contract:
 - Functions work inside the caller's transaction and never commit.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -152,7 +152,11 @@ async def site_execution(session: AsyncSession, *, site_id: str) -> BackendRef:
     ).first()
     if row is None:
         raise UnknownItem(f"site {site_id!r} is not registered")
-    return SIMULATOR if row[0] is None else BackendRef.model_validate(row[0])
+    return SIMULATOR if row[0] is None else _stored_ref(row[0])
+
+
+def _stored_ref(execution: dict[str, Any]) -> BackendRef:
+    return BackendRef.model_validate(execution)
 
 
 async def get_site(session: AsyncSession, *, site_id: str) -> Site | None:
@@ -207,12 +211,20 @@ async def register_site(session: AsyncSession, *, site: Site, links: Sequence[Li
     await session.flush()
 
 
-async def update_site(session: AsyncSession, *, site: Site) -> None:
+async def update_site(
+    session: AsyncSession,
+    *,
+    site: Site,
+    check_execution: Callable[[BackendRef], None] | None = None,
+) -> None:
     """Replace the registered site `site.id` by `site` (same place in the order); caps follow
     its capacity, `used` and `external` stay (caps may drop below them: no new reservation fits
-    until they go down)."""
+    until they go down). `check_execution` is called with the site's stored `execution` once
+    the registry is locked, before anything is written; what it raises aborts the update."""
     frame = await _lock_frame(session)
     record = await _active_site(session, site.id)
+    if check_execution is not None:
+        check_execution(SIMULATOR if record.execution is None else _stored_ref(record.execution))
     document = await load_document(session)
     sites = tuple(site if s.id == site.id else s for s in document.sites)
     _check(document.model_copy(update={"sites": sites}))
