@@ -152,11 +152,7 @@ async def site_execution(session: AsyncSession, *, site_id: str) -> BackendRef:
     ).first()
     if row is None:
         raise UnknownItem(f"site {site_id!r} is not registered")
-    return SIMULATOR if row[0] is None else _stored_ref(row[0])
-
-
-def _stored_ref(execution: dict[str, Any]) -> BackendRef:
-    return BackendRef.model_validate(execution)
+    return SIMULATOR if row[0] is None else BackendRef.model_validate(row[0])
 
 
 async def get_site(session: AsyncSession, *, site_id: str) -> Site | None:
@@ -224,7 +220,8 @@ async def update_site(
     frame = await _lock_frame(session)
     record = await _active_site(session, site.id)
     if check_execution is not None:
-        check_execution(SIMULATOR if record.execution is None else _stored_ref(record.execution))
+        stored = record.execution
+        check_execution(SIMULATOR if stored is None else BackendRef.model_validate(stored))
     document = await load_document(session)
     sites = tuple(site if s.id == site.id else s for s in document.sites)
     _check(document.model_copy(update={"sites": sites}))

@@ -69,11 +69,11 @@ async def _change(
 
 
 def check_execution(
-    brain: BrainDep, principal: Principal, site: Site, *, current: BackendRef, field: str
+    principal: Principal, site: Site, *, current: BackendRef, store: CredentialStore, field: str
 ) -> None:
     """Refuse a change of a site's backend (`site.execution` differs from `current`) unless
-    an admin makes it (403), and a Slurm backend whose credential the brain's store lacks or
-    is for another URL (422 naming `field` + `.credential` or `.url`). An unchanged backend
+    an admin makes it (403), and a Slurm backend whose credential `store` lacks or is for
+    another URL (422 naming `field` + `.credential` or `.url`). An unchanged backend
     passes: operators update sites without seeing or choosing where their jobs go."""
     ref = site.execution
     if ref == current:
@@ -86,7 +86,7 @@ def check_execution(
     if ref.kind == "slurm":
         assert ref.credential is not None and ref.url is not None  # BackendRef guarantees them
         try:
-            CredentialStore(brain.settings.credentials).check(ref.credential, str(ref.url))
+            store.check(ref.credential, str(ref.url))
         except CredentialRefusedError as refused:
             raise invalid(f"{field}.{refused.field}", refused.message) from None
 
@@ -100,7 +100,8 @@ async def list_sites(brain: BrainDep, _: StaffDep) -> list[Site]:
     "/sites", response_model=Site, status_code=201, responses=ERRORS, summary="Register a site"
 )
 async def register_site(body: SiteRegistration, brain: BrainDep, principal: StaffDep) -> Site:
-    check_execution(brain, principal, body.site, current=SIMULATOR, field="site.execution")
+    store = CredentialStore(brain.settings.credentials)
+    check_execution(principal, body.site, current=SIMULATOR, store=store, field="site.execution")
 
     async def write(session: AsyncSession) -> None:
         await registry.register_site(session, site=body.site, links=tuple(body.links))
@@ -121,8 +122,10 @@ async def update_site(site_id: str, site: Site, brain: BrainDep, principal: Staf
     if site.id != site_id:
         raise invalid("id", f"the body's site {site.id!r} is not the path's {site_id!r}")
 
+    store = CredentialStore(brain.settings.credentials)
+
     def check(current: BackendRef) -> None:
-        check_execution(brain, principal, site, current=current, field="execution")
+        check_execution(principal, site, current=current, store=store, field="execution")
 
     async def write(session: AsyncSession) -> None:
         await registry.update_site(session, site=site, check_execution=check)
