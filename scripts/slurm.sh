@@ -23,8 +23,10 @@
 #     by every `start`) to /run/cnbrain-slurm/token (mode 0600, owner root), and waits until
 #     the REST ping answers with it.
 # The REST user cnbrain-slurm is an Operator in Slurm's accounting, so that resuming a job it
-# stopped may give the stopped time back to the job's time limit (docs/execution.md). Prints one line per daemon and the REST URL; exits non-zero
-# with the reason when something cannot be had. SLURM_SH_WAIT_S (default 60) bounds each wait.
+# stopped may give the stopped time back to the job's time limit (docs/execution.md). Prints one
+# line per daemon, the REST URL and where its token is (as a credential of a brain's store:
+# `credentials` in the brain's settings); exits non-zero with the reason when something cannot
+# be had. SLURM_SH_WAIT_S (default 60) bounds each wait.
 set -uo pipefail
 
 WAIT_S="${SLURM_SH_WAIT_S:-60}"
@@ -485,6 +487,7 @@ $(sinfo -h -N -n localhost -o 'cpus=%c memory=%mMiB gres=%G' 2>/dev/null)" ;;
     done
     if [[ -r "$TOKEN_FILE" ]] && rest_ping; then
         say "rest: $REST_URL (OpenAPI $API; user $REST_USER; token in $TOKEN_FILE)"
+        say "credential for a brain's store: {local-slurm: {url: \"$REST_URL\", token_file: $TOKEN_FILE}}"
     else
         say "rest: $REST_URL does not answer"
         bad=1

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from cnbrain.execution import Credential, CredentialStore
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store
@@ -33,13 +34,26 @@ FAST_SIMULATOR = {"kind": "simulator", "time_scale": 3600}
 """A simulated hour per second."""
 POLL_S = 0.1
 SLURM_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
+SLURM_URL = "http://127.0.0.1:6820"
+SLURM_TOKEN_FILE = "/run/cnbrain-slurm/token"
+CREDENTIALS: dict[str, dict[str, str]] = {
+    "local-slurm": {"url": SLURM_URL, "token_file": SLURM_TOKEN_FILE}
+}
+"""The test brains' credential store: the local Slurm's token (scripts/slurm.sh)."""
 SLURM = {
     "kind": "slurm",
-    "url": "http://127.0.0.1:6820",
+    "url": SLURM_URL,
     "user": "cnbrain-slurm",
-    "token_file": "/run/cnbrain-slurm/token",
+    "credential": "local-slurm",
     "gpu_types": {"A100": "fake"},
 }
+
+
+def credential_store(credentials: dict[str, dict[str, str]] | None = None) -> CredentialStore:
+    """A store of `credentials` (by default the test brains' `CREDENTIALS`)."""
+    chosen = CREDENTIALS if credentials is None else credentials
+    return CredentialStore({n: Credential.model_validate(c) for n, c in chosen.items()})
+
 
 T = TypeVar("T")
 
@@ -216,7 +230,9 @@ async def running_brain(
     workdir: Path, *, embedded: bool = False, **settings: Any
 ) -> AsyncIterator[Brain]:
     """A brain on a new PostgreSQL database (dropped afterwards) and the test Redis; with
-    `embedded`, on a SQLite file in `workdir` and the in-process cache instead."""
+    `embedded`, on a SQLite file in `workdir` and the in-process cache instead. Its
+    credential store is `CREDENTIALS` unless `settings` names `credentials`."""
+    settings.setdefault("credentials", CREDENTIALS)
     if embedded:
         database, redis = f"sqlite+aiosqlite:///{workdir / 'brain.db'}", None
     else:

@@ -1,10 +1,14 @@
 """Job specs, backend references and their factory, token sources, and Slurm's JSON mapping."""
 
 import base64
+import http.server
 import json
 import os
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from pydantic import ValidationError
@@ -13,6 +17,9 @@ from cnbrain.execution import (
     BackendRef,
     BackendUnavailable,
     ClusterBackend,
+    Credential,
+    CredentialRefusedError,
+    CredentialStore,
     JobSpec,
     JobState,
     SlurmBackend,
@@ -64,18 +71,28 @@ def test_a_job_spec_checks_its_fields() -> None:
 # --- BackendRef and backend_for -----------------------------------------------------------------
 
 
-def test_a_slurm_ref_needs_url_user_and_exactly_one_credential_reference() -> None:
+def test_a_slurm_ref_needs_url_user_and_a_credential_name() -> None:
     base = {"kind": "slurm", "url": "http://127.0.0.1:6820", "user": "cnbrain-slurm"}
-    with pytest.raises(ValidationError, match="exactly one of token_file and token_env"):
+    with pytest.raises(ValidationError, match="a slurm backend needs credential"):
         BackendRef.model_validate(base)
-    with pytest.raises(ValidationError, match="exactly one of token_file and token_env"):
-        BackendRef.model_validate({**base, "token_file": "/run/t", "token_env": "T"})
     with pytest.raises(ValidationError, match="needs url"):
-        BackendRef.model_validate({"kind": "slurm", "user": "u", "token_env": "T"})
+        BackendRef.model_validate({"kind": "slurm", "user": "u", "credential": "c"})
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
-        BackendRef.model_validate({**base, "token": "eyJ..."})
-    ref = BackendRef.model_validate({**base, "token_env": "SLURM_JWT"})
-    assert ref.token_env == "SLURM_JWT"
+        BackendRef.model_validate({**base, "credential": "c", "token": "eyJ..."})
+    with pytest.raises(ValidationError, match="should match pattern"):
+        BackendRef.model_validate({**base, "credential": "../etc/passwd"})
+    ref = BackendRef.model_validate({**base, "credential": "local-slurm"})
+    assert ref.credential == "local-slurm"
+
+
+@pytest.mark.parametrize(
+    "where", [{"token_file": "/run/cnbrain-slurm/token"}, {"token_env": "CNBRAIN_PEER_TOKEN"}]
+)
+def test_a_ref_naming_where_a_token_is_is_refused(where: dict[str, str]) -> None:
+    ref = {"kind": "slurm", "url": "http://127.0.0.1:6820", "user": "u", "credential": "c"}
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted") as refused:
+        BackendRef.model_validate({**ref, **where})
+    assert [e["loc"] for e in refused.value.errors()] == [(next(iter(where)),)]
 
 
 def test_a_simulator_ref_takes_no_slurm_fields() -> None:
@@ -88,21 +105,128 @@ def test_a_simulator_ref_takes_no_slurm_fields() -> None:
 
 
 @pytest.mark.asyncio
-async def test_backend_for_a_slurm_ref_builds_a_slurm_backend() -> None:
+async def test_backend_for_a_slurm_ref_builds_a_slurm_backend(tmp_path: Path) -> None:
     ref = BackendRef(
         kind="slurm",
         url="http://127.0.0.1:6820/",
         user="cnbrain-slurm",
-        token_env="CNBRAIN_TEST_NO_SUCH_VARIABLE",
+        credential="local-slurm",
         gpu_types={"H800": "h800"},
     )
-    backend = backend_for(ref)
+    missing = tmp_path / "no-such-token"
+    store = CredentialStore({"local-slurm": Credential(url=URL, token_file=missing)})
+    backend = backend_for(ref, credentials=store)
     assert isinstance(backend, SlurmBackend)
     assert isinstance(backend, ClusterBackend)
     assert backend.url == "http://127.0.0.1:6820"
-    with pytest.raises(BackendUnavailable, match="CNBRAIN_TEST_NO_SUCH_VARIABLE"):
-        await backend.status("1")  # the token is read at the call: unset here
+    with pytest.raises(BackendUnavailable, match="no-such-token"):
+        await backend.status("1")  # the token is read at the call: no file here
     await backend.aclose()
+    async with backend_for(ref) as without_store:  # an empty store: nothing to send
+        with pytest.raises(BackendUnavailable, match="no credential 'local-slurm'"):
+            await without_store.status("1")
+
+
+# --- the credential store ------------------------------------------------------------------------
+
+URL = "http://127.0.0.1:6820"
+
+
+def store_of(url: str, token_file: Path) -> CredentialStore:
+    return CredentialStore({"slurm": Credential(url=url, token_file=token_file)})
+
+
+def test_a_credential_is_only_for_its_url_and_below(tmp_path: Path) -> None:
+    store = store_of("http://slurm.example:6820/east", tmp_path / "t")
+    for url in (
+        "http://slurm.example:6820/east",
+        "http://slurm.example:6820/east/",
+        "http://SLURM.example:6820/east/v1",
+    ):
+        store.check("slurm", url)
+    for url in (
+        "https://slurm.example:6820/east",  # another scheme
+        "http://evil.example:6820/east",  # another host
+        "http://slurm.example:6821/east",  # another port
+        "http://slurm.example/east",  # the scheme's default port
+        "http://slurm.example:6820/eastern",  # not under the path
+        "http://slurm.example:6820/",
+        "http://slurm.example:6820/east/../west",
+        "http://me:pw@slurm.example:6820/east",
+        "http://slurm.example:6820/east?x=1",
+    ):
+        with pytest.raises(CredentialRefusedError) as refused:
+            store.check("slurm", url)
+        assert refused.value.field == "url", url
+    with pytest.raises(CredentialRefusedError, match="no credential 'other'") as unknown:
+        store.check("other", "http://slurm.example:6820/east")
+    assert unknown.value.field == "credential"
+    store_of(URL, tmp_path / "t").check("slurm", URL + "/")  # no path: the whole server
+
+
+def test_a_credential_needs_an_absolute_token_file_and_a_plain_url() -> None:
+    with pytest.raises(ValidationError, match="absolute"):
+        Credential.model_validate({"url": URL, "token_file": "token"})
+    with pytest.raises(ValidationError, match="no user, password, query"):
+        Credential.model_validate({"url": "http://u:p@h:1", "token_file": "/t"})
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        Credential.model_validate({"url": URL, "token_file": "/t", "token": "s3cret"})
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every GET as slurmrestd's ping does, and records its headers."""
+
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(dict(self.headers))
+        body = b'{"errors": [], "pings": []}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[str]:
+    """The URL of a real HTTP server that records what it is sent (`_Recorder.seen`)."""
+    _Recorder.seen.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.asyncio
+async def test_a_stored_ref_to_another_url_never_gets_the_token(
+    tmp_path: Path, recorder: str
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("the-slurm-jwt\n")
+    store = CredentialStore(
+        {
+            "local-slurm": Credential(url=URL, token_file=token),
+            "recorder": Credential(url=recorder, token_file=token),
+        }
+    )
+    # as if the map had been written before the store changed: the ref was never checked
+    stolen = BackendRef(kind="slurm", url=recorder, user="u", credential="local-slurm")
+    async with backend_for(stolen, credentials=store) as backend:
+        with pytest.raises(BackendUnavailable, match=r"only for http://127\.0\.0\.1:6820/"):
+            await backend.ping()
+    assert _Recorder.seen == []
+    allowed = stolen.model_copy(update={"credential": "recorder"})
+    async with backend_for(allowed, credentials=store) as backend:
+        await backend.ping()
+    assert [seen["X-SLURM-USER-TOKEN"] for seen in _Recorder.seen] == ["the-slurm-jwt"]
 
 
 # --- token sources ------------------------------------------------------------------------------

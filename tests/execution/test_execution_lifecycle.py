@@ -36,12 +36,16 @@ def closed_port() -> int:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
-    async with running_brain(tmp_path_factory.mktemp("lifecycle")) as running:
+    dead_url = f"http://127.0.0.1:{closed_port()}"
+    credentials = {"slurm-dead": {"url": dead_url, "token_file": "/run/cnbrain-slurm/token"}}
+    async with running_brain(
+        tmp_path_factory.mktemp("lifecycle"), credentials=credentials
+    ) as running:
         dead = {
             "kind": "slurm",
-            "url": f"http://127.0.0.1:{closed_port()}",
+            "url": dead_url,
             "user": "cnbrain-slurm",
-            "token_file": "/run/cnbrain-slurm/token",
+            "credential": "slurm-dead",
             "timeout_s": 2,
         }
         await running.register_site(

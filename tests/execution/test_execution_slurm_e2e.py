@@ -13,7 +13,17 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import SLURM, Brain, job_request, running_brain, site_registration, until
+from execution_brain import (
+    CREDENTIALS,
+    SLURM,
+    SLURM_TOKEN_FILE,
+    Brain,
+    credential_store,
+    job_request,
+    running_brain,
+    site_registration,
+    until,
+)
 from sqlalchemy import update
 
 from cnbrain.execution import BackendRef, JobAccounting, JobState, SlurmBackend, backend_for
@@ -24,6 +34,8 @@ from cnbrain.storage.models import JobRecord
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SITE = "AA-slurm"
+UNREACHABLE = "http://127.0.0.1:9"
+"""A Slurm site that cannot be reached (nothing listens there)."""
 GPU_JOB = {"cpu": 1, "memory_gib": 0.25, "accelerator": {"model": "A100", "count": 1}}
 
 
@@ -32,7 +44,9 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
     from execution_brain import start_slurm
 
     start_slurm()
-    async with running_brain(tmp_path_factory.mktemp("slurm")) as running:
+    down = {"url": UNREACHABLE, "token_file": SLURM_TOKEN_FILE}
+    credentials = {**CREDENTIALS, "slurm-down": down}
+    async with running_brain(tmp_path_factory.mktemp("slurm"), credentials=credentials) as running:
         await running.register_site(site_registration(SITE, execution=SLURM))
         try:
             yield running
@@ -42,7 +56,7 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slurm() -> AsyncIterator[SlurmBackend]:
-    backend = backend_for(BackendRef.model_validate(SLURM))
+    backend = backend_for(BackendRef.model_validate(SLURM), credentials=credential_store())
     assert isinstance(backend, SlurmBackend)
     try:
         yield backend
@@ -59,7 +73,9 @@ async def _cancel_every_job(brain: Brain) -> None:
                 .where(JobRecord.backend == "slurm", JobRecord.backend_job_id.is_not(None))
             )
         )
-    async with backend_for(BackendRef.model_validate(SLURM)) as backend:
+    async with backend_for(
+        BackendRef.model_validate(SLURM), credentials=credential_store()
+    ) as backend:
         for job_id in ids:
             await backend.cancel(job_id)
 
@@ -205,7 +221,7 @@ async def test_a_failed_slurm_job_is_retried_and_every_attempt_shows(
 async def test_slurm_unreachable_fails_with_the_reason_and_leaves_nothing_reserved(
     brain: Brain,
 ) -> None:
-    unreachable = {**SLURM, "url": "http://127.0.0.1:9", "timeout_s": 2}
+    unreachable = {**SLURM, "url": UNREACHABLE, "credential": "slurm-down", "timeout_s": 2}
     await brain.register_site(site_registration("AA-slurm-down", execution=unreachable))
     tenant, user = await brain.tenant("down")
     made = await brain.submit(user, job_request("AA-slurm-down", job={"max_attempts": 2}))

@@ -1,6 +1,6 @@
 """The storage of execution on PostgreSQL: sites' schedulers in the registry, attempts (queue,
-claim, leases, take-over), usage records (pages, totals, reports), and migration 0003 both
-ways with data in the tables.
+claim, leases, take-over), usage records (pages, totals, reports), and migrations 0003 and 0005
+both ways with data in the tables.
 """
 
 from collections.abc import AsyncIterator
@@ -22,13 +22,13 @@ from cnbrain.storage.database import (
     session_factory,
     upgrade_schema,
 )
-from cnbrain.storage.models import JobRecord, utcnow
+from cnbrain.storage.models import JobRecord, SiteRecord, utcnow
 from databases import create_postgres_database, drop_postgres_database
 from tiny_map import tiny_map_raw
 
 pytestmark = pytest.mark.asyncio
 
-SLURM = {"kind": "slurm", "url": "http://127.0.0.1:6820/", "user": "u", "token_env": "T"}
+SLURM = {"kind": "slurm", "url": "http://127.0.0.1:6820/", "user": "u", "credential": "c"}
 
 
 @pytest_asyncio.fixture
@@ -269,3 +269,37 @@ async def test_migration_0003_downgrades_with_data_the_previous_release_can_read
     assert state == "placed" and "job" not in body
     assert "jobs" not in tables and "execution" not in columns
     await upgrade_schema(database)
+
+
+async def test_migration_0005_names_a_credential_where_a_site_named_a_token_file(
+    database: str, sessions: Store
+) -> None:
+    async def stored() -> dict[str, Any]:
+        async with sessions() as session:
+            query = text("SELECT execution FROM sites WHERE id = 'AA-dc'")
+            execution: dict[str, Any] = (await session.execute(query)).scalar_one()
+            return execution
+
+    await downgrade_schema(database, revision="0003")
+    assert await stored() == {
+        "kind": "slurm",
+        "url": "http://127.0.0.1:6820/",
+        "user": "u",
+        "token_env": "CNBRAIN_CREDENTIAL_C",
+    }
+    older = {"kind": "slurm", "url": "http://127.0.0.1:6820/", "user": "u", "token_file": "/t"}
+    async with sessions.begin() as session:
+        await session.execute(
+            update(SiteRecord).where(SiteRecord.id == "AA-dc").values(execution=older)
+        )
+    await upgrade_schema(database)
+    assert await stored() == {
+        "kind": "slurm",
+        "url": "http://127.0.0.1:6820/",
+        "user": "u",
+        "credential": "migrated",
+    }
+    async with sessions() as session:
+        document = await registry.load_document(session)  # the brain starts on it
+    assert document.sites[0].execution.credential == "migrated"
+    assert document.sites[1].execution.kind == "simulator"

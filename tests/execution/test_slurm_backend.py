@@ -22,6 +22,8 @@ from cnbrain.execution import (
     BackendRef,
     BackendRejected,
     BackendUnavailable,
+    Credential,
+    CredentialStore,
     JobAccounting,
     JobSpec,
     JobState,
@@ -29,7 +31,6 @@ from cnbrain.execution import (
     SlurmBackend,
     UnknownJob,
     backend_for,
-    token_from_file,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -38,6 +39,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
 URL = "http://127.0.0.1:6820"
 USER = "cnbrain-slurm"
 TOKEN_FILE = "/run/cnbrain-slurm/token"
+CREDENTIAL = "local-slurm"
+STORE = CredentialStore({CREDENTIAL: Credential(url=URL, token_file=TOKEN_FILE)})
+"""The local Slurm's token, as a brain's credential store holds it."""
 POLL_S = 0.25
 
 T = TypeVar("T")
@@ -58,7 +62,7 @@ def slurm_ref() -> BackendRef:
             f"{result.returncode}\n{result.stdout}{result.stderr}",
             pytrace=False,
         )
-    return BackendRef(kind="slurm", url=URL, user=USER, token_file=TOKEN_FILE)
+    return BackendRef(kind="slurm", url=URL, user=USER, credential=CREDENTIAL)
 
 
 class TrackingSlurm(SlurmBackend):
@@ -77,7 +81,7 @@ class TrackingSlurm(SlurmBackend):
 @pytest_asyncio.fixture
 async def slurm(slurm_ref: BackendRef) -> AsyncIterator[SlurmBackend]:
     backend = TrackingSlurm(
-        url=URL, user=USER, token=token_from_file(TOKEN_FILE), gpu_types={"H800": "fake"}
+        url=URL, user=USER, token=STORE.token_source(CREDENTIAL, URL), gpu_types={"H800": "fake"}
     )
     try:
         yield backend
@@ -313,7 +317,7 @@ async def test_a_refused_token_makes_the_backend_unavailable(slurm_ref: BackendR
 
 
 async def test_backend_for_the_local_cluster_answers_a_ping(slurm_ref: BackendRef) -> None:
-    backend = backend_for(slurm_ref)
+    backend = backend_for(slurm_ref, credentials=STORE)
     assert isinstance(backend, SlurmBackend)
     async with backend:
         await backend.ping()

@@ -1,5 +1,6 @@
 """`cnbrain up` as a user runs it: the embedded default (SQLite files), the README's
-cross-region example, and a clean stop on Ctrl-C or SIGTERM with no brain left behind."""
+cross-region example with the admin key that no brain has in its environment, and a clean
+stop on Ctrl-C or SIGTERM with no brain left behind."""
 
 import contextlib
 import json
@@ -122,6 +123,23 @@ def _up(tmp_path: Path) -> Iterator[Up]:
         process.wait()
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # the command name (in parentheses) may hold spaces: the parent follows the last ")"
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                children.append(int(stat.parent.name))
+    return children
+
+
+def _environment(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
 def _assert_all_stopped(up: Up) -> None:
     assert up.process.wait(timeout=STOP_S) == 0
     with contextlib.suppress(ProcessLookupError):
@@ -147,6 +165,14 @@ def test_up_prints_every_endpoint_places_the_readme_example_and_stops_on_ctrl_c(
         files = {p.name: p.stat().st_mode & 0o777 for p in up.data_dir.iterdir() if p.is_file()}
         assert {"admin.token", "peer.token", "national.db", "east.db"} <= set(files)
         assert {name: mode for name, mode in files.items() if mode != 0o600} == {}
+        brains = _children(up.process.pid)
+        assert len(brains) == 1 + len(REGIONS)
+        for pid in brains:
+            environment = _environment(pid)
+            assert environment["CNBRAIN_PEER_TOKEN"]  # every brain needs that one
+            assert "CNBRAIN_ADMIN_TOKEN" not in environment
+            assert all(token not in value for value in environment.values())
+        assert (up.data_dir / "regional.yaml").stat().st_mode & 0o777 == 0o600
         east = httpx.Client(
             base_url=f"http://127.0.0.1:{up.rest_port}",
             headers={"Authorization": f"Bearer {token}"},

@@ -131,9 +131,11 @@ def federation_members(
     *,
     national_grpc_port: int = NATIONAL_GRPC_PORT,
     first_rest_port: int = FIRST_REGION_REST_PORT,
+    regional_config: Path | None = None,
 ) -> list[Member]:
     """The national brain and one regional brain per region, on loopback ports; each brain
-    on `databases[name]`, or a SQLite file in `data_dir`."""
+    on `databases[name]`, or a SQLite file in `data_dir`. The regional brains read their
+    settings file `regional_config` (CNBRAIN_CONFIG_FILE), when given."""
     national_endpoint = f"127.0.0.1:{national_grpc_port}"
 
     def database(name: str) -> str:
@@ -170,12 +172,28 @@ def federation_members(
                     "CNBRAIN_NATIONAL_ENDPOINT": national_endpoint,
                     "CNBRAIN_PORT": str(rest_port),
                     "CNBRAIN_ADMIN_TOKEN_FILE": str(data_dir / f"{region}-admin.token"),
+                    **(
+                        {"CNBRAIN_CONFIG_FILE": str(regional_config)}
+                        if regional_config is not None
+                        else {}
+                    ),
                 },
                 rest_port=rest_port,
                 grpc_port=grpc_port,
             )
         )
     return members
+
+
+def write_regional_config(data_dir: Path, *, admin_token: str) -> Path:
+    """Write the regional brains' settings file, `data_dir/regional.yaml` (mode 0600): the
+    admin key each installs on its first start. A file, so that the key is in no brain's
+    environment (which every process the brain starts would inherit)."""
+    import yaml
+
+    path = data_dir / "regional.yaml"
+    write_private(path, yaml.safe_dump({"admin_token": admin_token}))
+    return path
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -191,14 +209,13 @@ def run_up(args: argparse.Namespace) -> int:
     if not token_file.exists():
         token = f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}"
         write_private(token_file, token + "\n")
-    admin_token = token_file.read_text(encoding="utf-8").strip()
+    regional_config = write_regional_config(
+        data_dir, admin_token=token_file.read_text(encoding="utf-8").strip()
+    )
     peer_file = data_dir / "peer.token"
     if not peer_file.exists():
         write_private(peer_file, secrets.token_urlsafe(32) + "\n")
-    shared = {
-        "CNBRAIN_ADMIN_TOKEN": admin_token,
-        "CNBRAIN_PEER_TOKEN": peer_file.read_text(encoding="utf-8").strip(),
-    }
+    shared = {"CNBRAIN_PEER_TOKEN": peer_file.read_text(encoding="utf-8").strip()}
     if args.tls:
         from cnbrain.rpc.certs import write_certificates
 
@@ -221,6 +238,7 @@ def run_up(args: argparse.Namespace) -> int:
         databases,
         national_grpc_port=args.grpc_port,
         first_rest_port=args.rest_port,
+        regional_config=regional_config,
     )
     _stop_on_signals()
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []

@@ -1,14 +1,22 @@
 """Execution: handing placed jobs to a site's cluster scheduler and following them there.
 
 The contract is `ClusterBackend` (`cnbrain.execution.backend`); a site names its backend with
-a `BackendRef` and `backend_for(ref)` builds it: `SlurmBackend` (slurmrestd, JWT) or
-`SimulatedBackend` (a simulator, for sites without a real scheduler). See docs/execution.md.
+a `BackendRef` and `backend_for(ref, credentials=store)` builds it: `SlurmBackend` (slurmrestd,
+JWT, its token from the brain's `CredentialStore`) or `SimulatedBackend` (a simulator, for
+sites without a real scheduler). See docs/execution.md.
 """
 
 from cnbrain.execution.backend import ClusterBackend
 from cnbrain.execution.clock import Clock, ManualClock, SystemClock
 from cnbrain.execution.config import BackendRef, backend_for
-from cnbrain.execution.credentials import TokenSource, token_from_env, token_from_file
+from cnbrain.execution.credentials import (
+    Credential,
+    CredentialRefusedError,
+    CredentialStore,
+    TokenSource,
+    token_from_env,
+    token_from_file,
+)
 from cnbrain.execution.errors import BackendError, BackendRejected, BackendUnavailable, UnknownJob
 from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus
 from cnbrain.execution.simulator import SimulatedBackend
@@ -21,6 +29,9 @@ __all__ = [
     "BackendUnavailable",
     "Clock",
     "ClusterBackend",
+    "Credential",
+    "CredentialRefusedError",
+    "CredentialStore",
     "JobAccounting",
     "JobSpec",
     "JobState",

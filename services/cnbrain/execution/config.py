@@ -1,10 +1,11 @@
 """How a site names its scheduler (`BackendRef`), and the factory that builds it (`backend_for`).
 
-A `BackendRef` holds no secret: a Slurm site names where its token is (`token_file`, or the
-environment variable `token_env`), read by the backend when it needs it.
+A `BackendRef` holds no secret, nor where one is: a Slurm site names a credential of the
+brain's `CredentialStore`, which the deployment configures and which sends its token only to
+the URL it is for.
 
     {"kind": "slurm", "url": "http://127.0.0.1:6820", "user": "cnbrain-slurm",
-     "token_file": "/run/cnbrain-slurm/token"}
+     "credential": "local-slurm"}
     {"kind": "simulator", "time_scale": 60}
 """
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from cnbrain.execution.backend import ClusterBackend
 from cnbrain.execution.clock import Clock
-from cnbrain.execution.credentials import token_from_env, token_from_file
+from cnbrain.execution.credentials import CREDENTIAL_NAME, CredentialStore
 from cnbrain.execution.simulator import SimulatedBackend
 from cnbrain.execution.slurm import SlurmBackend
 
@@ -22,13 +23,15 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 class BackendRef(BaseModel):
-    """A site's cluster scheduler: what kind, where, as whom, and where its credential is.
+    """A site's cluster scheduler: what kind, where, as whom, and which credential.
 
-    kind "slurm": `url` of slurmrestd, `user` (the Slurm user jobs run as), and exactly one of
-    `token_file` / `token_env` (a JWT for that user); optional `partition`, `account`,
+    kind "slurm": `url` of slurmrestd, `user` (the Slurm user jobs run as), and `credential`,
+    the name of the store's credential for that URL (a JWT for that user); optional
+    `partition`, `account`,
     `gpu_types` (accelerator model name -> the site's GRES type name) and `timeout_s`.
     kind "simulator": only `time_scale` and `queue_delay_s` apply; the Slurm fields must be
-    absent. Unknown fields are refused, so a secret cannot be given inline by mistake.
+    absent. Unknown fields are refused, so neither a secret nor where one is (a path, an
+    environment variable) can be given.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -36,8 +39,7 @@ class BackendRef(BaseModel):
     kind: Literal["slurm", "simulator"]
     url: HttpUrl | None = None
     user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]{0,31}$")
-    token_file: str | None = Field(default=None, pattern=r"^/")
-    token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    credential: str | None = Field(default=None, pattern=CREDENTIAL_NAME)
     partition: str | None = Field(default=None, pattern=_NAME)
     account: str | None = Field(default=None, pattern=_NAME)
     gpu_types: dict[str, str] = Field(default_factory=dict)
@@ -47,13 +49,12 @@ class BackendRef(BaseModel):
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> Self:
-        slurm_only = ("url", "user", "token_file", "token_env", "partition", "account")
+        slurm_only = ("url", "user", "credential", "partition", "account")
         if self.kind == "slurm":
-            missing = [name for name in ("url", "user") if getattr(self, name) is None]
+            needed = ("url", "user", "credential")
+            missing = [name for name in needed if getattr(self, name) is None]
             if missing:
-                raise ValueError(f"a slurm backend needs {' and '.join(missing)}")
-            if (self.token_file is None) == (self.token_env is None):
-                raise ValueError("a slurm backend needs exactly one of token_file and token_env")
+                raise ValueError(f"a slurm backend needs {', '.join(missing)}")
         else:
             given = [name for name in slurm_only if getattr(self, name) is not None]
             if given or self.gpu_types:
@@ -61,24 +62,31 @@ class BackendRef(BaseModel):
         return self
 
 
-def backend_for(ref: BackendRef, *, clock: Clock | None = None) -> ClusterBackend:
+def backend_for(
+    ref: BackendRef,
+    *,
+    clock: Clock | None = None,
+    credentials: CredentialStore | None = None,
+) -> ClusterBackend:
     """The backend `ref` names, ready to use (nothing is contacted until the first call).
 
     `clock` is the simulator's clock (the system's by default); a Slurm backend ignores it.
+    A Slurm backend reads its token from `credentials` (none: an empty store) at each call,
+    and each call raises `BackendUnavailable` without sending anything when the store lacks
+    `ref.credential` or that credential is not for `ref.url`.
     The caller owns the backend and closes it with `aclose()`.
     """
     if ref.kind == "simulator":
         return SimulatedBackend(
             clock=clock, time_scale=ref.time_scale, queue_delay_s=ref.queue_delay_s
         )
-    assert ref.url is not None and ref.user is not None  # the validator guarantees them
-    token = (
-        token_from_file(ref.token_file) if ref.token_file else token_from_env(str(ref.token_env))
-    )
+    # the validator guarantees them
+    assert ref.url is not None and ref.user is not None and ref.credential is not None
+    store = credentials or CredentialStore()
     return SlurmBackend(
         url=str(ref.url),
         user=ref.user,
-        token=token,
+        token=store.token_source(ref.credential, str(ref.url)),
         timeout_s=ref.timeout_s,
         partition=ref.partition,
         account=ref.account,

@@ -1,8 +1,8 @@
 """`SlurmBackend`: a site's Slurm, through slurmrestd's REST API (OpenAPI plugin v0.0.38).
 
 Authentication is slurmrestd's JWT mode: every request carries `X-SLURM-USER-NAME` and
-`X-SLURM-USER-TOKEN`; jobs run as that user. The token comes from a `TokenSource` (a file or
-an environment variable) at each request, so a renewed token is picked up without a restart.
+`X-SLURM-USER-TOKEN`; jobs run as that user. The token comes from a `TokenSource` (the brain's
+credential store) at each request, so a renewed token is picked up without a restart.
 
 Endpoints used:
   POST   /slurm/v0.0.38/job/submit                  submit

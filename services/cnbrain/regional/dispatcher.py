@@ -43,6 +43,7 @@ from cnbrain.execution import (
     BackendUnavailable,
     Clock,
     ClusterBackend,
+    CredentialStore,
     JobState,
     JobStatus,
     SystemClock,
@@ -104,7 +105,9 @@ class Dispatcher:
         self.brain = brain
         self.owner = brain.settings.instance_id
         clock = clock or SystemClock()
-        self.backends = SiteBackends(clock=clock)
+        self.backends = SiteBackends(
+            clock=clock, credentials=CredentialStore(brain.settings.credentials)
+        )
         self.real_time = RealTime(clock)
         self._backend_kind = BackendKind(brain)
         self._task: asyncio.Task[None] | None = None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr
 
+from cnbrain.execution.credentials import Credential, CredentialName
 from cnbrain.federation.settings import BrainSettings
 
 
@@ -60,6 +61,11 @@ class Settings(BrainSettings):
         gt=0,
         description="How long a brain instance keeps the jobs it follows without renewing; "
         "another instance takes them over after that.",
+    )
+    credentials: dict[CredentialName, Credential] = Field(
+        default_factory=dict,
+        description="The credential store: name -> {url, token_file}. A Slurm site names one "
+        "of these; its token is read from token_file and sent only to url and below.",
     )
     metering_wait_s: float = Field(
         default=600.0,

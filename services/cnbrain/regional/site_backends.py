@@ -8,17 +8,21 @@ simulator stay reachable through it) until `aclose`.
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.execution import BackendRef, Clock, ClusterBackend, backend_for
+from cnbrain.execution import BackendRef, Clock, ClusterBackend, CredentialStore, backend_for
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.storage import registry
 
 
 class SiteBackends:
     """Backends by (site id, reference). `clock` is the simulators' clock (the system's by
-    default). The owner calls `aclose` once, when it stops."""
+    default); `credentials` the store Slurm backends take their tokens from (none: empty).
+    The owner calls `aclose` once, when it stops."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, *, clock: Clock | None = None, credentials: CredentialStore | None = None
+    ) -> None:
         self._clock = clock
+        self._credentials = credentials or CredentialStore()
         self._backends: dict[tuple[str, str], ClusterBackend] = {}
 
     def get(self, site_id: str, ref: BackendRef) -> ClusterBackend:
@@ -26,7 +30,7 @@ class SiteBackends:
         key = (site_id, ref.model_dump_json())
         backend = self._backends.get(key)
         if backend is None:
-            backend = backend_for(ref, clock=self._clock)
+            backend = backend_for(ref, clock=self._clock, credentials=self._credentials)
             self._backends[key] = backend
         return backend
 

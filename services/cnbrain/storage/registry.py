@@ -17,7 +17,7 @@ Contract:
 - Functions work inside the caller's transaction and never commit.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -207,12 +207,21 @@ async def register_site(session: AsyncSession, *, site: Site, links: Sequence[Li
     await session.flush()
 
 
-async def update_site(session: AsyncSession, *, site: Site) -> None:
+async def update_site(
+    session: AsyncSession,
+    *,
+    site: Site,
+    check_execution: Callable[[BackendRef], None] | None = None,
+) -> None:
     """Replace the registered site `site.id` by `site` (same place in the order); caps follow
     its capacity, `used` and `external` stay (caps may drop below them: no new reservation fits
-    until they go down)."""
+    until they go down). `check_execution` is called with the site's stored `execution` once
+    the registry is locked, before anything is written; what it raises aborts the update."""
     frame = await _lock_frame(session)
     record = await _active_site(session, site.id)
+    if check_execution is not None:
+        stored = record.execution
+        check_execution(SIMULATOR if stored is None else BackendRef.model_validate(stored))
     document = await load_document(session)
     sites = tuple(site if s.id == site.id else s for s in document.sites)
     _check(document.model_copy(update={"sites": sites}))

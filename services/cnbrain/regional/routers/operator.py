@@ -10,13 +10,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.cache.base import CapacityKind
 from cnbrain.domain.network import Link
-from cnbrain.domain.site import Site
+from cnbrain.domain.site import SIMULATOR, Site
+from cnbrain.execution import BackendRef, CredentialRefusedError, CredentialStore
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.deps import BrainDep, StaffDep
-from cnbrain.regional.problems import invalid, responses
+from cnbrain.regional.problems import forbidden, invalid, responses
 from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
-from cnbrain.regional.security import Principal
+from cnbrain.regional.security import Principal, Role
 from cnbrain.storage import audit, registry
 from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
 
@@ -25,7 +26,7 @@ router = APIRouter(prefix="/v1", tags=["operator"])
 ERRORS = responses(
     {
         401: "No valid API key.",
-        403: "Operators and admins only.",
+        403: "Operators and admins only; only admins set a site's execution backend.",
         404: "No such site or link.",
         422: "Malformed, or it would leave the map invalid.",
     }
@@ -74,6 +75,29 @@ async def _change(
     await brain.announce(kind)
 
 
+def check_execution(
+    principal: Principal, site: Site, *, current: BackendRef, store: CredentialStore, field: str
+) -> None:
+    """Refuse a change of a site's backend (`site.execution` differs from `current`) unless
+    an admin makes it (403), and a Slurm backend whose credential `store` lacks or is for
+    another URL (422 naming `field` + `.credential` or `.url`). An unchanged backend
+    passes: operators update sites without seeing or choosing where their jobs go."""
+    ref = site.execution
+    if ref == current:
+        return
+    if principal.role != Role.ADMIN:
+        raise forbidden(
+            f"only an admin sets a site's execution backend; {field} differs from the "
+            f"site's current one"
+        )
+    if ref.kind == "slurm":
+        assert ref.credential is not None and ref.url is not None  # BackendRef guarantees them
+        try:
+            store.check(ref.credential, str(ref.url))
+        except CredentialRefusedError as refused:
+            raise invalid(f"{field}.{refused.field}", refused.message) from None
+
+
 @router.get("/sites", response_model=list[Site], responses=ERRORS, summary="Active sites")
 async def list_sites(brain: BrainDep, _: StaffDep) -> list[Site]:
     return list(brain.placement.map.sites)
@@ -83,6 +107,9 @@ async def list_sites(brain: BrainDep, _: StaffDep) -> list[Site]:
     "/sites", response_model=Site, status_code=201, responses=ERRORS, summary="Register a site"
 )
 async def register_site(body: SiteRegistration, brain: BrainDep, principal: StaffDep) -> Site:
+    store = CredentialStore(brain.settings.credentials)
+    check_execution(principal, body.site, current=SIMULATOR, store=store, field="site.execution")
+
     async def write(session: AsyncSession) -> None:
         await registry.register_site(session, site=body.site, links=tuple(body.links))
 
@@ -102,8 +129,13 @@ async def update_site(site_id: str, site: Site, brain: BrainDep, principal: Staf
     if site.id != site_id:
         raise invalid("id", f"the body's site {site.id!r} is not the path's {site_id!r}")
 
+    store = CredentialStore(brain.settings.credentials)
+
+    def check(current: BackendRef) -> None:
+        check_execution(principal, site, current=current, store=store, field="execution")
+
     async def write(session: AsyncSession) -> None:
-        await registry.update_site(session, site=site)
+        await registry.update_site(session, site=site, check_execution=check)
 
     await _change(
         brain, principal, action="site.updated", object_type="site", object_id=site_id, write=write
