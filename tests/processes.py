@@ -1,5 +1,6 @@
 """Regional brains as separate OS processes on loopback, for tests that need real replicas."""
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+
+from databases import create_postgres_database, drop_postgres_database, require_redis
 
 
 def free_port() -> int:
@@ -73,6 +76,28 @@ def brain_processes(
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+@contextlib.contextmanager
+def brains_on_a_new_database(
+    count: int, *, prefix: str, map_spec: str, admin_token: str, workdir: Path
+) -> Iterator[tuple[list[str], str]]:
+    """`brain_processes` on a new PostgreSQL database (named `prefix_...`) and the test Redis;
+    yields the brains' base URLs and the database URL, and drops the database afterwards."""
+    database = asyncio.run(create_postgres_database(prefix))
+    redis = asyncio.run(require_redis())
+    try:
+        with brain_processes(
+            count,
+            database_url=database,
+            redis_url=redis,
+            map_spec=map_spec,
+            admin_token=admin_token,
+            workdir=workdir,
+        ) as urls:
+            yield urls, database
+    finally:
+        asyncio.run(drop_postgres_database(database))
 
 
 def _wait_ready(

@@ -1,6 +1,5 @@
 """The REST commands of the CLI against a running brain process on PostgreSQL and Redis."""
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -11,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import brain_processes
+from processes import brains_on_a_new_database
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "ck_cliadmin.0123456789abcdefghijklmnopqrstuvwxyzABCD"
@@ -20,21 +18,14 @@ ADMIN = "ck_cliadmin.0123456789abcdefghijklmnopqrstuvwxyzABCD"
 
 @pytest.fixture(scope="module")
 def brain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    workdir = tmp_path_factory.mktemp("cli")
-    database = asyncio.run(create_postgres_database("cnbrain_cli"))
-    redis = asyncio.run(require_redis())
-    try:
-        with brain_processes(
-            1,
-            database_url=database,
-            redis_url=redis,
-            map_spec="china",
-            admin_token=ADMIN,
-            workdir=workdir,
-        ) as urls:
-            yield urls[0]
-    finally:
-        asyncio.run(drop_postgres_database(database))
+    with brains_on_a_new_database(
+        1,
+        prefix="cnbrain_cli",
+        map_spec="china",
+        admin_token=ADMIN,
+        workdir=tmp_path_factory.mktemp("cli"),
+    ) as (urls, _):
+        yield urls[0]
 
 
 def cnbrain(url: str, token: str, *args: str) -> Any:

@@ -11,27 +11,20 @@ from brain_api import ADMIN_TOKEN
 from test_replicas import fifty_gpu_map
 
 from cnbrain.bench.api import bench_api
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import brain_processes
+from processes import brains_on_a_new_database
 
 
 @pytest.fixture(scope="module")
 def brain_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir: Path = tmp_path_factory.mktemp("bench")
-    database = asyncio.run(create_postgres_database("cnbrain_bench_api"))
-    redis = asyncio.run(require_redis())
-    try:
-        with brain_processes(
-            1,
-            database_url=database,
-            redis_url=redis,
-            map_spec=fifty_gpu_map(workdir / "map.json"),
-            admin_token=ADMIN_TOKEN,
-            workdir=workdir,
-        ) as urls:
-            yield urls[0]
-    finally:
-        asyncio.run(drop_postgres_database(database))
+    with brains_on_a_new_database(
+        1,
+        prefix="cnbrain_bench_api",
+        map_spec=fifty_gpu_map(workdir / "map.json"),
+        admin_token=ADMIN_TOKEN,
+        workdir=workdir,
+    ) as (urls, _):
+        yield urls[0]
 
 
 def test_bench_api_counts_every_submission_and_cancels_what_it_placed(brain_url: str) -> None:

@@ -7,7 +7,6 @@ Seeded and bounded (`FUZZ_EXAMPLES` cases per operation and phase), so the run i
 and takes a minute or two; `docs/regional-brain.md` gives the command of the long run.
 """
 
-import asyncio
 import shutil
 import subprocess
 import sys
@@ -18,8 +17,7 @@ import httpx
 import pytest
 from brain_api import ADMIN_TOKEN
 
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import brain_processes
+from processes import brains_on_a_new_database
 
 FUZZ_EXAMPLES = 12
 SEED = 20261201
@@ -40,21 +38,14 @@ def _schemathesis() -> str:
 
 @pytest.fixture(scope="module")
 def brain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    workdir = tmp_path_factory.mktemp("fuzzing")
-    database = asyncio.run(create_postgres_database("cnbrain_fuzz"))
-    redis = asyncio.run(require_redis())
-    try:
-        with brain_processes(
-            1,
-            database_url=database,
-            redis_url=redis,
-            map_spec="china",
-            admin_token=ADMIN_TOKEN,
-            workdir=workdir,
-        ) as urls:
-            yield urls[0]
-    finally:
-        asyncio.run(drop_postgres_database(database))
+    with brains_on_a_new_database(
+        1,
+        prefix="cnbrain_fuzz",
+        map_spec="china",
+        admin_token=ADMIN_TOKEN,
+        workdir=tmp_path_factory.mktemp("fuzzing"),
+    ) as (urls, _):
+        yield urls[0]
 
 
 def _tenant_user_key(url: str) -> str:

@@ -15,8 +15,7 @@ from brain_api import ADMIN_TOKEN
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import brain_processes
+from processes import brains_on_a_new_database
 from tiny_map import tiny_map_raw
 
 ONE_GPU = {
@@ -42,20 +41,14 @@ def fifty_gpu_map(path: Path) -> str:
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], str]]:
     workdir = tmp_path_factory.mktemp("replicas")
-    database = asyncio.run(create_postgres_database("cnbrain_replicas"))
-    redis = asyncio.run(require_redis())
-    try:
-        with brain_processes(
-            2,
-            database_url=database,
-            redis_url=redis,
-            map_spec=fifty_gpu_map(workdir / "map.json"),
-            admin_token=ADMIN_TOKEN,
-            workdir=workdir,
-        ) as urls:
-            yield urls, database
-    finally:
-        asyncio.run(drop_postgres_database(database))
+    with brains_on_a_new_database(
+        2,
+        prefix="cnbrain_replicas",
+        map_spec=fifty_gpu_map(workdir / "map.json"),
+        admin_token=ADMIN_TOKEN,
+        workdir=workdir,
+    ) as (urls, database):
+        yield urls, database
 
 
 def admin(url: str) -> httpx.Client:
