@@ -28,6 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check services tests
 	$(BIN)/ruff format --check services tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	npx --yes @bufbuild/buf@1.75.0 lint
 
 test: lint

@@ -13,8 +13,8 @@ from typing import ClassVar
 import pytest
 from pydantic import ValidationError
 
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import (
-    BackendRef,
     BackendUnavailable,
     ClusterBackend,
     Credential,

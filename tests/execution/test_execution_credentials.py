@@ -14,8 +14,8 @@ import pytest
 import pytest_asyncio
 from execution_brain import SLURM, Brain, job_request, running_brain, site_registration
 
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.site import Site
-from cnbrain.execution import BackendRef
 from cnbrain.storage import registry
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

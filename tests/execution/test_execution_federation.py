@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from cnbrain.execution import BackendRef
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.netmap.china import china_document
 from cnbrain.netmap.files import write_map_document
 from cnbrain.storage import ledger_store

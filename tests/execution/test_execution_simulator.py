@@ -2,8 +2,8 @@
 
 import pytest
 
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import (
-    BackendRef,
     BackendRejected,
     ClusterBackend,
     JobSpec,

@@ -26,7 +26,8 @@ from execution_brain import (
 )
 from sqlalchemy import update
 
-from cnbrain.execution import BackendRef, JobAccounting, JobState, SlurmBackend, backend_for
+from cnbrain.domain.backend_ref import BackendRef
+from cnbrain.execution import JobAccounting, JobState, SlurmBackend, backend_for
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.storage import jobs
 from cnbrain.storage.models import JobRecord

@@ -13,7 +13,7 @@ import pytest_asyncio
 from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.execution import BackendRef
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.netmap.files import parse_map_document
 from cnbrain.storage import jobs, registry, requests, tenants, usage
 from cnbrain.storage.database import (

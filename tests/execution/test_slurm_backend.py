@@ -18,8 +18,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import (
-    BackendRef,
     BackendRejected,
     BackendUnavailable,
     Credential,

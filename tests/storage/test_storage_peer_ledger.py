@@ -8,12 +8,12 @@ import pytest_asyncio
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, peer_ledger
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import Quota, utcnow
-from cnbrain.storage.peer_ledger import PeerClaim
 from cnbrain.storage.tenants import create_tenant, set_quota
 
 pytestmark = pytest.mark.asyncio

@@ -5,14 +5,10 @@ from typing import Annotated
 from pydantic import Field
 
 from cnbrain.domain import bounds
+from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
 from cnbrain.domain.bounds import Name
 from cnbrain.domain.enums import CpuArch, Interconnect, SiteKind
 from cnbrain.domain.model import DomainModel
-from cnbrain.execution.config import BackendRef
-
-SIMULATOR = BackendRef(kind="simulator")
-"""The backend of a site that names none: a simulator (see docs/execution.md)."""
-
 
 AcceleratorCount = Annotated[int, Field(le=bounds.MAX_ACCELERATORS)]
 """Accelerators of one model at a site (a negative count is refused by the map's checks)."""

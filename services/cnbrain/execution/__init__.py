@@ -1,14 +1,15 @@
 """Execution: handing placed jobs to a site's cluster scheduler and following them there.
 
 The contract is `ClusterBackend` (`cnbrain.execution.backend`); a site names its backend with
-a `BackendRef` and `backend_for(ref, credentials=store)` builds it: `SlurmBackend` (slurmrestd,
-JWT, its token from the brain's `CredentialStore`) or `SimulatedBackend` (a simulator, for
-sites without a real scheduler). See docs/execution.md.
+a `BackendRef` (a value of the map, `cnbrain.domain.backend_ref`) and
+`backend_for(ref, credentials=store)` builds it: `SlurmBackend` (slurmrestd, JWT, its token
+from the brain's `CredentialStore`) or `SimulatedBackend` (a simulator, for sites without a
+real scheduler). See docs/execution.md.
 """
 
 from cnbrain.execution.backend import ClusterBackend
 from cnbrain.execution.clock import Clock, ManualClock, SystemClock
-from cnbrain.execution.config import BackendRef, backend_for
+from cnbrain.execution.config import backend_for
 from cnbrain.execution.credentials import (
     Credential,
     CredentialRefusedError,
@@ -24,7 +25,6 @@ from cnbrain.execution.slurm import SlurmBackend
 
 __all__ = [
     "BackendError",
-    "BackendRef",
     "BackendRejected",
     "BackendUnavailable",
     "Clock",

@@ -21,11 +21,11 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, StringConstraints, model_validator
 
+from cnbrain.domain.backend_ref import CREDENTIAL_NAME
 from cnbrain.execution.errors import BackendUnavailable
 
 TokenSource = Callable[[], str]
 
-CREDENTIAL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 CredentialName = Annotated[str, StringConstraints(pattern=CREDENTIAL_NAME)]
 """The name of a credential in a brain's store (1 to 64 letters, digits, `.`, `_`, `-`)."""
 

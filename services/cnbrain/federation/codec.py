@@ -7,11 +7,11 @@ import numpy as np
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.ownership import link_index
+from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
-from cnbrain.storage.peer_ledger import PeerClaim
 from cnbrain.v1 import common_pb2, ledger_pb2
 
 

@@ -20,11 +20,11 @@ from typing_extensions import override
 
 from cnbrain.federation.codec import claim_of, reservation_of
 from cnbrain.federation.ownership import Ownership, link_index
+from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import peer_ledger
 from cnbrain.storage.models import utcnow
-from cnbrain.storage.peer_ledger import PeerClaim
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc
 
 log = logging.getLogger("cnbrain.federation")

@@ -22,27 +22,33 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import PathReader, WireError, part_message, request_json
-from cnbrain.federation.ledger_service import commit_parts, prepare_parts, release_parts
+from cnbrain.federation.ledger_service import (
+    CapacityWatch,
+    commit_parts,
+    prepare_parts,
+    release_parts,
+)
 from cnbrain.group_commit import GroupCommit
+from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.national.regions import Region
+from cnbrain.national.regions import Region, RegionDirectory
+from cnbrain.national.settings import NationalSettings
+from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.composed import ComposedRouter
 from cnbrain.routing.paths import GraphPath
 from cnbrain.storage import peer_ledger
 from cnbrain.v1 import ledger_pb2, regional_pb2
-
-if TYPE_CHECKING:
-    from cnbrain.national.brain import NationalBrain
 
 log = logging.getLogger("cnbrain.national")
 
@@ -53,13 +59,36 @@ BATCH_CAP = 64
 """Requests placed together at most."""
 
 
+class National(CapacityWatch, Protocol):
+    """What the placer uses of the national brain (`national.brain.NationalBrain`): its
+    settings, database sessions, engine (the backbone's paths), the regions' directory, its
+    backbone snapshots and plan lock, and the watch of its own ledger changes."""
+
+    @property
+    def settings(self) -> NationalSettings: ...
+
+    @property
+    def sessions(self) -> async_sessionmaker[AsyncSession]: ...
+
+    @property
+    def engine(self) -> PlacementEngine: ...
+
+    @property
+    def directory(self) -> RegionDirectory: ...
+
+    @property
+    def plan_lock(self) -> asyncio.Lock: ...
+
+    async def backbone_snapshot(self) -> Snapshot: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Part:
     """One owner's part of a reservation; `region` None: the national brain's own."""
 
     owner: str
     region: Region | None
-    claim: peer_ledger.PeerClaim
+    claim: PeerClaim
 
 
 @dataclass(slots=True)
@@ -108,7 +137,7 @@ Outcome = Decision | AttemptError
 
 
 class CrossRegionPlacer:
-    def __init__(self, brain: "NationalBrain") -> None:
+    def __init__(self, brain: National) -> None:
         self._brain = brain
         self._inflight: dict[str, asyncio.Future[Decision]] = {}
         self._unreleased: set[tuple[str, str, str]] = set()
@@ -481,7 +510,7 @@ class CrossRegionPlacer:
             if owner != NATIONAL_OWNER and region is None:
                 raise AttemptError(f"region {owner!r} is not registered", region=owner)
             amounts = destination or source
-            claim = peer_ledger.PeerClaim(
+            claim = PeerClaim(
                 reservation_id=reservation.id,
                 request_id=request.id,
                 tenant_id=request.tenant,

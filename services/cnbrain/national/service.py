@@ -1,24 +1,29 @@
 """NationalBrainService: region registration and summaries, cross-region placement."""
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from typing_extensions import override
 
 from cnbrain.federation.codec import WireError, request_of
+from cnbrain.national.orchestrator import CrossRegionPlacer, National
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 
-if TYPE_CHECKING:
-    from cnbrain.national.brain import NationalBrain
-
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
+class Served(National, Protocol):
+    """What the servicer uses of the national brain: what its placer uses, and the placer."""
+
+    @property
+    def placer(self) -> CrossRegionPlacer: ...
+
+
 class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
-    def __init__(self, brain: "NationalBrain") -> None:
+    def __init__(self, brain: Served) -> None:
         self._brain = brain
 
     @override

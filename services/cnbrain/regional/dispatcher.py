@@ -33,12 +33,12 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.site import Site
 from cnbrain.execution import (
     BackendError,
-    BackendRef,
     BackendRejected,
     BackendUnavailable,
     Clock,

@@ -10,7 +10,7 @@
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 import numpy as np
@@ -19,16 +19,18 @@ from typing_extensions import override
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
+from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
+from cnbrain.regional.settings import Settings
 from cnbrain.rpc.client import open_channel
+from cnbrain.rpc.security import PeerSecurity
 from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
-
-if TYPE_CHECKING:
-    from cnbrain.regional.brain import Brain
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -48,11 +50,55 @@ _SiteAnswers = dict[tuple[int, int, str], tuple[common_pb2.Compute, list[common_
 model and its destination path messages, or None when it has no path with that bandwidth."""
 
 
+class PlacementView(Protocol):
+    """The map and engine a brain places with now (`regional.brain.Placement`)."""
+
+    @property
+    def map(self) -> ComputeNetworkMap: ...
+
+    @property
+    def engine(self) -> PlacementEngine: ...
+
+
+class Member(Protocol):
+    """What this module uses of the regional brain it serves (`regional.brain.Brain`): its
+    settings and identity, its current placement and ownership, its snapshots, and the
+    bookkeeping that tells its replicas when capacity changed."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def security(self) -> PeerSecurity: ...
+
+    @property
+    def region_id(self) -> str: ...
+
+    @property
+    def placement(self) -> PlacementView: ...
+
+    @property
+    def ownership(self) -> Ownership: ...
+
+    @property
+    def advertised_endpoint(self) -> str: ...
+
+    async def snapshot(self) -> tuple[Snapshot, bool]: ...
+
+    def begin_local_change(self) -> None: ...
+
+    def end_local_change(self, reservation: Reservation | None) -> None: ...
+
+    def announce_soon(self) -> None: ...
+
+    def peer_changed(self) -> None: ...
+
+
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     """Every call answers all its requests on one snapshot of this brain's ledger; a request
     that is not valid here gets its own reason (or error) and the others their answers."""
 
-    def __init__(self, brain: "Brain") -> None:
+    def __init__(self, brain: Member) -> None:
         self._brain = brain
 
     @override
@@ -232,7 +278,7 @@ class AnnouncingWatch:
     """The brain's snapshot bookkeeping around a peer's ledger call, telling the replicas
     when capacity changed."""
 
-    def __init__(self, brain: "Brain") -> None:
+    def __init__(self, brain: Member) -> None:
         self._brain = brain
 
     def begin_local_change(self) -> None:
@@ -250,7 +296,7 @@ class AnnouncingWatch:
 class NationalLink:
     """This regional brain's connection to the national brain."""
 
-    def __init__(self, brain: "Brain", endpoint: str) -> None:
+    def __init__(self, brain: Member, endpoint: str) -> None:
         self._brain = brain
         settings = brain.settings
         self._channel = open_channel(endpoint, security=brain.security, server_name="national")
@@ -339,7 +385,7 @@ class NationalLink:
             await asyncio.sleep(interval)
 
 
-def summarise(brain: "Brain", snapshot: Snapshot, sequence: int) -> national_pb2.RegionSummary:
+def summarise(brain: Member, snapshot: Snapshot, sequence: int) -> national_pb2.RegionSummary:
     """Free capacity of this region's sites: by accelerator model and by site kind, the CPU
     price range, and the load of each province's gateway links."""
     arrays = snapshot.arrays

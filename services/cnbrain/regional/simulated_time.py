@@ -9,7 +9,8 @@ hours) stay simulated. A real scheduler's times are left as they are.
 
 from datetime import UTC, datetime
 
-from cnbrain.execution import BackendRef, Clock, ClusterBackend, JobAccounting, JobStatus
+from cnbrain.domain.backend_ref import BackendRef
+from cnbrain.execution import Clock, ClusterBackend, JobAccounting, JobStatus
 from cnbrain.execution.simulator import SimulatedBackend
 
 _TIMES = ("submitted_at", "started_at", "ended_at")

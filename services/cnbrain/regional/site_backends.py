@@ -8,7 +8,8 @@ simulator stay reachable through it) until `aclose`.
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.execution import BackendRef, Clock, ClusterBackend, CredentialStore, backend_for
+from cnbrain.domain.backend_ref import BackendRef
+from cnbrain.execution import Clock, ClusterBackend, CredentialStore, backend_for
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.storage import registry
 

@@ -8,7 +8,7 @@ Definitions (every figure in `SimulationSummary` and `timeseries` follows them):
 - **queueing delay**: start minus (scaled) arrival, over accepted jobs (0 for a job placed at
   arrival); mean and 95th percentile.
 - **site utilisation**: per site, the highest share of CPU, memory, storage or any accelerator
-  model in use (`cnbrain.bench.figures.site_utilisation`); **link utilisation**: reserved
+  model in use (`cnbrain.ledger.utilisation.site_utilisation`); **link utilisation**: reserved
   bandwidth / capacity. Per sample: the mean over sites (links), the max, and the spread as the
   coefficient of variation (std / mean across sites or links; 0 when the mean is 0). Totals:
   means over samples, and the max over samples.
@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from cnbrain.bench.figures import link_utilisation, site_utilisation
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.utilisation import link_utilisation, site_utilisation
 from cnbrain.netmap.arrays import FloatArray
 from cnbrain.simulate.eligibility import Eligibility
 from cnbrain.simulate.records import JobStatus, RejectReason, Sample, SimulationResult

@@ -19,13 +19,13 @@ Contract:
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.storage import ledger_store
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import (
@@ -39,28 +39,8 @@ HELD = "held"
 RELEASED = "released"
 
 
-@dataclass(frozen=True, slots=True)
-class PeerClaim:
-    """One brain's part of a cross-brain reservation, in integer units.
-
-    `site_id` None: no compute here (the compute amounts still count against the quota when
-    `counts_quota`)."""
-
-    reservation_id: str
-    request_id: str
-    tenant_id: str
-    site_id: str | None
-    cpu_m: int
-    mem_mib: int
-    storage_gib: int
-    accelerator_model: str | None
-    accelerator_count: int
-    link_ids: tuple[str, ...]
-    mbps: int
-    counts_quota: bool
-
-    def as_claim(self) -> ledger_store.Claim:
-        return ledger_store.claim_of_row(self, link_ids=self.link_ids)
+def _claim(part: PeerClaim) -> ledger_store.Claim:
+    return ledger_store.claim_of_row(part, link_ids=part.link_ids)
 
 
 async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> bool:
@@ -123,7 +103,7 @@ async def prepare_many(
             await ledger_store.take_many(
                 session,
                 claims=[
-                    (claims[i].as_claim(), claims[i].site_id is not None, claims[i].counts_quota)
+                    (_claim(claims[i]), claims[i].site_id is not None, claims[i].counts_quota)
                     for i in order
                 ],
             )
@@ -145,7 +125,7 @@ async def prepare_many(
 async def _take(session: AsyncSession, claim: PeerClaim) -> None:
     await ledger_store.take(
         session,
-        claim=claim.as_claim(),
+        claim=_claim(claim),
         compute=claim.site_id is not None,
         quota=claim.counts_quota,
     )

@@ -24,9 +24,9 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
 from cnbrain.domain.network import Link
-from cnbrain.domain.site import SIMULATOR, Site
-from cnbrain.execution.config import BackendRef
+from cnbrain.domain.site import Site
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument

@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.cache.base import CapacityKind
+from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
 from cnbrain.domain.network import Link
-from cnbrain.domain.site import SIMULATOR, Site
-from cnbrain.execution import BackendRef, CredentialRefusedError, CredentialStore
+from cnbrain.domain.site import Site
+from cnbrain.execution import CredentialRefusedError, CredentialStore
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.deps import BrainDep, StaffDep
