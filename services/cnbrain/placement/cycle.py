@@ -170,7 +170,7 @@ class CycleState:
             bandwidth_cost_cny=bw_cost,
             link_utilisation=link_util,
         )
-        terms, objective = weighted_terms(self.score_plugins, self, facts)
+        terms, objective = weighted_terms(self, facts)
         row_l, site_l, cost_l = o_rows.tolist(), o_sites.tolist(), facts.cost_cny.tolist()
         kwh_l, carbon_l = facts.energy_kwh.tolist(), facts.carbon_kg.tolist()
         site_util_l, link_util_l = facts.site_utilisation.tolist(), link_util.tolist()

@@ -7,7 +7,6 @@ objective times the plugin's term. Disabling a plugin removes its term from what
 strategy optimises.
 """
 
-from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from cnbrain.netmap.arrays import FloatArray, IntArray
 from cnbrain.placement.cache import CacheKey
-from cnbrain.placement.framework import FloatMatrix, ScorePlugin
+from cnbrain.placement.framework import FloatMatrix
 from cnbrain.placement.objective import compute_cost, energy, site_utilisation_after
 from cnbrain.placement.weights import OBJECTIVE_INDEX
 
@@ -119,15 +118,33 @@ class OptionFacts:
         )
 
 
-def weighted_terms(
-    plugins: Sequence[ScorePlugin], state: "CycleState", facts: OptionFacts
-) -> tuple[FloatMatrix, FloatArray]:
-    """(each option's terms, one column per plugin in `plugins` order; each option's
-    objective: the weighted sum of those terms with the request's weights)."""
+def weighted_terms(state: "CycleState", facts: OptionFacts) -> tuple[FloatMatrix, FloatArray]:
+    """(each option's terms, one column per enabled score plugin in the cycle's
+    `score_plugins` order; each option's objective: the weighted sum of those terms with
+    the request's weights)."""
+    plugins = state.score_plugins
     n = len(facts.rows)
     if not plugins:
         return np.zeros((n, 0)), np.zeros(n)
     terms = np.stack([plugin.term(state, facts) for plugin in plugins], axis=1)
-    columns = [OBJECTIVE_INDEX[plugin.objective] for plugin in plugins]
-    weights = state.batch.weights[facts.rows][:, columns]
-    return terms, np.einsum("ij,ij->i", terms, weights)
+    return terms, np.einsum("ij,ij->i", terms, plugin_weights(state)[facts.rows])
+
+
+PLUGIN_WEIGHTS: CacheKey[FloatMatrix] = CacheKey("plugin_weights")
+
+
+def plugin_weights(state: "CycleState") -> FloatMatrix:
+    """(requests x enabled score plugins): each request's weight for each plugin's
+    objective. Computed once per cycle."""
+
+    def compute() -> FloatMatrix:
+        columns = [OBJECTIVE_INDEX[plugin.objective] for plugin in state.score_plugins]
+        return np.ascontiguousarray(state.batch.weights[:, columns])
+
+    return state.cache.get(PLUGIN_WEIGHTS, compute)
+
+
+def capped(values: FloatArray) -> FloatArray:
+    """`values` with infinity (an unreachable site's latency, say) replaced by 1e9, so a
+    weighted sum stays finite and a zero weight cancels it."""
+    return np.where(values == np.inf, 1e9, values)

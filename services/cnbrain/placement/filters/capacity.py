@@ -65,6 +65,8 @@ class CapacityFilter:
     ) -> None:
         """Appends, to `parts` of `rows[i]` for every i whose `short[i]` has a site, the
         request's `want[i]` and the most `free` among those sites, both over `scale`."""
+        if not short.any():
+            return
         sites = state.arrays.map.sites
         found, best, count = closest(short, free.astype(np.float64)[None, :])
         for i, site, n in zip(found.tolist(), best.tolist(), count.tolist(), strict=True):

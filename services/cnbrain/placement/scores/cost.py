@@ -1,12 +1,10 @@
 """Cost: compute price x duration plus the path's bandwidth cost, over the request's
 reference cost. Before routes exist, the bandwidth cost is taken as none."""
 
-import numpy as np
-
 from cnbrain.domain.enums import Objective
 from cnbrain.netmap.arrays import FloatArray, IntArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.terms import OptionFacts
+from cnbrain.placement.terms import OptionFacts, capped
 
 
 class CostScore:
@@ -14,7 +12,7 @@ class CostScore:
     objective = Objective.COST
 
     def term(self, state: CycleState, facts: OptionFacts) -> FloatArray:
-        return np.nan_to_num(facts.cost_cny / state.refs.cost[facts.rows], posinf=1e9)
+        return capped(facts.cost_cny / state.refs.cost[facts.rows])
 
     def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
         return self.term(state, OptionFacts.best_case(state, rows, sites))
