@@ -36,10 +36,8 @@ COMMIT_DELAY_MS = 3_000
 def slow_commits(tmp_path_factory: Any) -> Iterator[LocalFederation]:
     yield from local_federation(
         tmp_path_factory.mktemp("faults"),
-        national_env={
-            "CNBRAIN_COMMIT_DELAY_MS": str(COMMIT_DELAY_MS),
-            "CNBRAIN_PREPARE_TTL_MS": str(TTL_MS),
-        },
+        national_env={"CNBRAIN_PREPARE_TTL_MS": str(TTL_MS)},
+        commit_delay_ms=COMMIT_DELAY_MS,
     )
 
 

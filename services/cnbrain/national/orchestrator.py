@@ -252,8 +252,6 @@ class CrossRegionPlacer:
                     "federation_prepare": (prepared - decided) * 1000,
                 },
             )
-        if brain.settings.commit_delay_ms and plans:
-            await asyncio.sleep(brain.settings.commit_delay_ms / 1000)
         failed = await self._commit(items, plans)
         for plan in plans:
             outcomes[plan.item] = failed.get(plan.item, plan.decision)
