@@ -18,6 +18,7 @@ import httpx
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 from databases import create_postgres_database, drop_postgres_database, require_redis
 from processes import free_port
+from slow_commits import DELAY_VARIABLE as SLOW_COMMITS_MS
 
 READY_S = 90.0
 REGIONS = ["east", "north", "south", "west"]
@@ -32,6 +33,8 @@ class Member:
     log: Path
     grpc_port: int
     rest_port: int | None = None
+    main: str = "cnbrain.cli.main"
+    """The module run with `python -m`: the brain's command line, or a test's wrapper of it."""
     process: "subprocess.Popen[bytes] | None" = field(default=None, repr=False)
 
     @property
@@ -53,6 +56,7 @@ class LocalFederation:
         regions: list[str],
         national_env: dict[str, str] | None = None,
         shared_env: dict[str, str] | None = None,
+        commit_delay_ms: int = 0,
     ) -> None:
         self.admin_token = admin_token
         self.databases = databases
@@ -81,6 +85,8 @@ class LocalFederation:
                 grpc_port=self.national_port,
             )
         }
+        if commit_delay_ms:
+            _slow_commits(self.members["national"], commit_delay_ms)
         for region in regions:
             grpc_port, rest_port = port(), port()
             self.members[region] = Member(
@@ -115,7 +121,7 @@ class LocalFederation:
         member = self.members[name]
         log = member.log.open("ab")
         member.process = subprocess.Popen(
-            [sys.executable, "-m", "cnbrain.cli.main", *member.args],
+            [sys.executable, "-m", member.main, *member.args],
             env=member.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -195,6 +201,15 @@ def _grpc_serving(port: int, token: str | None) -> bool:
         return True
 
 
+def _slow_commits(member: Member, delay_ms: int) -> None:
+    """Run `member` (the national brain) through `slow_commits`, found on the tests' path."""
+    tests = str(Path(__file__).resolve().parent)
+    path = member.env.get("PYTHONPATH")
+    member.main = "slow_commits"
+    member.env["PYTHONPATH"] = f"{tests}{os.pathsep}{path}" if path else tests
+    member.env[SLOW_COMMITS_MS] = str(delay_ms)
+
+
 def local_federation(
     workdir: Path,
     *,
@@ -202,10 +217,13 @@ def local_federation(
     database_prefix: str = "cnbrain_fed",
     national_env: dict[str, str] | None = None,
     shared_env: dict[str, str] | None = None,
+    commit_delay_ms: int = 0,
 ) -> Iterator[LocalFederation]:
     """A started federation (every region registered) on fresh PostgreSQL databases
     `{database_prefix}_{member}` and the test Redis, for a fixture to `yield from`; stopped
-    and its databases dropped afterwards. `shared_env` goes to every member."""
+    and its databases dropped afterwards. `shared_env` goes to every member. With
+    `commit_delay_ms`, the national brain waits that long between preparing and committing
+    the parts of each batch (see `slow_commits`)."""
 
     async def create() -> dict[str, str]:
         return {
@@ -221,6 +239,7 @@ def local_federation(
         admin_token=f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}",
         regions=regions,
         national_env=national_env,
+        commit_delay_ms=commit_delay_ms,
         shared_env={"CNBRAIN_PEER_TOKEN": secrets.token_urlsafe(24), **(shared_env or {})},
     )
     try:

@@ -31,7 +31,7 @@ def batched(tmp_path_factory: Any) -> Iterator[LocalFederation]:
     yield from local_federation(
         tmp_path_factory.mktemp("batches"),
         database_prefix="cnbrain_fed_batches",
-        national_env={"CNBRAIN_COMMIT_DELAY_MS": str(COMMIT_DELAY_MS)},
+        commit_delay_ms=COMMIT_DELAY_MS,
     )
 
 

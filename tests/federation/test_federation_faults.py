@@ -3,6 +3,7 @@ national brain down, and brains refusing a peer without a valid certificate."""
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -35,10 +36,8 @@ COMMIT_DELAY_MS = 3_000
 def slow_commits(tmp_path_factory: Any) -> Iterator[LocalFederation]:
     yield from local_federation(
         tmp_path_factory.mktemp("faults"),
-        national_env={
-            "CNBRAIN_COMMIT_DELAY_MS": str(COMMIT_DELAY_MS),
-            "CNBRAIN_PREPARE_TTL_MS": str(TTL_MS),
-        },
+        national_env={"CNBRAIN_PREPARE_TTL_MS": str(TTL_MS)},
+        commit_delay_ms=COMMIT_DELAY_MS,
     )
 
 
@@ -124,6 +123,43 @@ async def test_national_brain_down_local_still_placed_cross_region_fails_fast(
     cancel(federation, "east", placed_locally["id"])
 
 
+async def test_cancel_while_the_national_brain_is_down_answers_503_and_changes_nothing(
+    slow_commits: LocalFederation,
+) -> None:
+    federation = slow_commits
+    placed = submit(federation, "east", GPU_REQUEST)
+    assert placed["state"] == "placed", placed["reason"]
+    reservation_id = placed["decision"]["reservation_id"]
+    before = {owner: await _holding(url) for owner, url in federation.databases.items()}
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+    url = f"{federation.members['east'].url}/v1/requests/{placed['id']}/cancel"
+    federation.kill("national")
+    try:
+        refused = httpx.post(url, headers=headers, timeout=30)
+    finally:
+        federation.start_member("national")
+        federation.wait_registered()
+
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert refused.headers["retry-after"]
+    assert re.fullmatch(
+        f"the national brain could not release reservation {reservation_id!r} "
+        r"\((unavailable|deadline_exceeded)\); try again",
+        refused.json()["detail"],
+    ), refused.json()
+    assert _view(federation, placed["id"])["state"] == "placed"
+    after = {owner: await _holding(url) for owner, url in federation.databases.items()}
+    assert after == before
+    assert cancel(federation, "east", placed["id"])["state"] == "cancelled"
+    for owner in ("east", "national", "west"):
+        assert reservation_id not in [
+            r["id"] for r in await unreleased(federation.databases[owner])
+        ]
+    for database in federation.databases.values():
+        await check_invariants(database)
+
+
 async def test_brains_refuse_a_peer_without_a_valid_certificate(tmp_path: Path) -> None:
     tls, stranger = tmp_path / "tls", tmp_path / "stranger"
     write_certificates(tls, ["national", "east"])
@@ -207,6 +243,10 @@ async def test_a_request_left_pending_is_decided_at_start_while_the_national_bra
     assert "national brain is unavailable" in view["reason"]
     federation.start_member("national")
     federation.wait_registered()
+
+
+async def _holding(url: str) -> list[tuple[str, str]]:
+    return sorted((r["id"], r["state"]) for r in await unreleased(url))
 
 
 def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:

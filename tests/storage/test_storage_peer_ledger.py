@@ -8,6 +8,7 @@ import pytest_asyncio
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.domain.states import ReservationState
 from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -220,7 +221,7 @@ async def test_prepare_many_takes_each_part_on_its_own_in_one_transaction(
         await ledger_store.check_invariants(session)
         states = {p.id: p.state for p in await peer_ledger.active_parts(session)}
         assert await peer_ledger.get(session, reservation_id="rsv-b") is None
-    assert states == {"rsv-a": peer_ledger.PREPARED, "rsv-c": peer_ledger.PREPARED}
+    assert states == {"rsv-a": ReservationState.PREPARED, "rsv-c": ReservationState.PREPARED}
 
     async with sessions.begin() as session:
         again = await peer_ledger.prepare_many(
@@ -354,12 +355,12 @@ async def test_commit_many_answers_every_entry_of_a_mixed_batch_with_a_fixed_num
         x = await peer_ledger.get(session, reservation_id="rsv-x")
         r = await peer_ledger.get(session, reservation_id="rsv-r")
         assert await peer_ledger.get(session, reservation_id="rsv-none") is None
-    assert p1 is not None and p1.state == peer_ledger.HELD and p1.expires_at is None
+    assert p1 is not None and p1.state == ReservationState.HELD and p1.expires_at is None
     assert p1.decision == {"site": "a"} and p1.request == {"id": "r1"}
-    assert p2 is not None and p2.state == peer_ledger.HELD and p2.decision is None
+    assert p2 is not None and p2.state == ReservationState.HELD and p2.decision is None
     assert h is not None and h.decision == {"site": "old"} and h.request == {"id": "h"}
-    assert x is not None and x.state == peer_ledger.PREPARED
-    assert r is not None and r.state == peer_ledger.RELEASED and r.decision is None
+    assert x is not None and x.state == ReservationState.PREPARED
+    assert r is not None and r.state == ReservationState.RELEASED and r.decision is None
 
     async with sessions.begin() as session:
         again = await peer_ledger.commit_many(session, entries=entries[:3])

@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.domain.states import ENDED_REQUEST
 from cnbrain.storage import requests
 from cnbrain.storage.errors import (
     BadCursor,
@@ -114,7 +115,7 @@ async def test_allowed_transitions(sessions: Sessions, path: list[str]) -> None:
         with pytest.raises(InvalidTransition) as raised:
             await requests.set_state(session, request_id="r1", state="placed")
     assert (raised.value.current, raised.value.target) == (path[-1], "placed")
-    assert path[-1] in requests.FINAL_STATES
+    assert path[-1] in ENDED_REQUEST
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import ReservationState
 from cnbrain.federation.codec import PathReader, WireError, part_message, request_json
 from cnbrain.federation.ledger_service import (
     CapacityWatch,
@@ -133,7 +134,7 @@ class AttemptError(Exception):
         self.region = region
 
 
-Outcome = Decision | AttemptError
+AttemptResult = Decision | AttemptError
 
 
 class CrossRegionPlacer:
@@ -174,7 +175,7 @@ class CrossRegionPlacer:
         national brain holds no such reservation."""
         async with self._brain.sessions() as session:
             record = await peer_ledger.get(session, reservation_id=reservation_id)
-        if record is None or record.state == peer_ledger.RELEASED:
+        if record is None or record.state == ReservationState.RELEASED:
             return False
         owners = _owners(record.decision)
         await asyncio.gather(
@@ -218,11 +219,11 @@ class CrossRegionPlacer:
             for item in items
         ]
 
-    async def _attempt(self, items: Sequence[Pending]) -> list[Outcome]:
+    async def _attempt(self, items: Sequence[Pending]) -> list[AttemptResult]:
         """One attempt for every item: its placed decision, committed in every owner; its
         rejection; or the AttemptError that ended it (all its parts released)."""
         brain = self._brain
-        outcomes: list[Outcome | None] = [None] * len(items)
+        outcomes: list[AttemptResult | None] = [None] * len(items)
         chosen: dict[int, tuple[Region, list[Region]]] = {}
         for i, item in enumerate(items):
             source = brain.directory.get(item.source_region)
@@ -280,8 +281,6 @@ class CrossRegionPlacer:
                     "federation_prepare": (prepared - decided) * 1000,
                 },
             )
-        if brain.settings.commit_delay_ms and plans:
-            await asyncio.sleep(brain.settings.commit_delay_ms / 1000)
         failed = await self._commit(items, plans)
         for plan in plans:
             outcomes[plan.item] = failed.get(plan.item, plan.decision)

@@ -22,8 +22,3 @@ class NationalSettings(BrainSettings):
     )
     placement_attempts: int = Field(default=3, ge=1)
     summary_interval_ms: int = Field(default=2_000, ge=100)
-    commit_delay_ms: int = Field(
-        default=0,
-        ge=0,
-        description="Pause between prepare and commit; for fault-injection tests only.",
-    )

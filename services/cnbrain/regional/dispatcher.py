@@ -37,6 +37,7 @@ from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.site import Site
+from cnbrain.domain.states import ENDED_ATTEMPT, RUNNABLE, AttemptState, RequestState
 from cnbrain.execution import (
     BackendError,
     BackendRejected,
@@ -206,7 +207,7 @@ class Dispatcher:
         key = JobKey.of(job)
         async with self.brain.sessions() as session:
             record = await requests.get_request(session, tenant_id=None, request_id=job.request_id)
-        if record is None or record.state not in job_outcomes.RUNNABLE:
+        if record is None or record.state not in RUNNABLE:
             state = record.state if record is not None else "gone"
             async with self.brain.sessions.begin() as session:
                 await jobs.mark_not_submitted(
@@ -288,14 +289,14 @@ class Dispatcher:
         assert job.backend_job_id is not None  # live attempts were submitted
         try:
             ref, backend = await self.backend_of(job.site_id)
-            if request_state not in job_outcomes.RUNNABLE:
+            if request_state not in RUNNABLE:
                 await backend.cancel(job.backend_job_id)
             status = self.real_time.status(ref, backend, await backend.status(job.backend_job_id))
         except UnknownJob as exc:
             await self.apply(
                 job,
                 jobs.StatusUpdate(
-                    state=jobs.LOST,
+                    state=AttemptState.LOST,
                     backend_state="UNKNOWN",
                     message=f"the scheduler no longer knows it: {exc}",
                 ),
@@ -331,7 +332,7 @@ class Dispatcher:
                     session, request_id=job.request_id, state=update.state
                 )
                 if before is not None:
-                    action = "resumed" if before == "suspended" else update.state
+                    action = "resumed" if before == RequestState.SUSPENDED else update.state
                     await audit.record(
                         session,
                         actor=actor,
@@ -346,10 +347,10 @@ class Dispatcher:
                     session,
                     request_id=job.request_id,
                     tenant_id=job.tenant_id,
-                    state="completed",
+                    state=RequestState.COMPLETED,
                     reason=None,
                 )
-            elif update.state in jobs.FINAL:
+            elif update.state in ENDED_ATTEMPT:
                 await audit.record(
                     session,
                     actor=actor,
@@ -391,7 +392,7 @@ class Dispatcher:
         request = PlacementRequest.model_validate(item.request.body)
         assert request.job is not None  # stalled requests have jobs
         last, max_attempts = item.last, request.job.max_attempts
-        if last.attempt < max_attempts and last.state == jobs.NOT_SUBMITTED:
+        if last.attempt < max_attempts and last.state == AttemptState.NOT_SUBMITTED:
             await place_elsewhere(self.brain, request, last=last, backend_of=self._backend_kind)
             self.wake()
             return
@@ -403,9 +404,9 @@ class Dispatcher:
             latest = await jobs.attempts_of(session, request_id=request.id)
             if (
                 record is None
-                or record.state not in job_outcomes.RUNNABLE
+                or record.state not in RUNNABLE
                 or latest[-1].attempt != last.attempt
-                or latest[-1].state not in jobs.FINAL
+                or latest[-1].state not in ENDED_ATTEMPT
             ):
                 return  # settled meanwhile
             if last.attempt < max_attempts:
@@ -417,7 +418,7 @@ class Dispatcher:
                     session,
                     request_id=request.id,
                     tenant_id=request.tenant,
-                    state="failed",
+                    state=RequestState.FAILED,
                     reason=job_outcomes.failure_reason(latest[-1], max_attempts),
                 )
         if released:

@@ -19,6 +19,7 @@ from typing_extensions import override
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
@@ -40,6 +41,8 @@ ESCALATION_DEADLINE_S = 15.0
 """Deadline of one cross-region placement: candidates, segments, solve, two phases."""
 
 UNAVAILABLE_POLICY = "federation"
+
+NATIONAL_PEER = "the national brain"
 
 SUMMARY_STREAM_S = 300.0
 """Deadline of one summary stream; a new one (registering again) follows at once."""
@@ -353,12 +356,20 @@ class NationalLink:
         return Decision.model_validate_json(answer.decision_json)
 
     async def release(self, reservation_id: str, reason: str) -> bool:
-        """Release a cross-region reservation in every owner; raises AioRpcError when the
-        national brain cannot be reached."""
-        answer = await self._stub.ReleaseCrossRegion(
-            national_pb2.ReleaseCrossRegionRequest(reservation_id=reservation_id, reason=reason),
-            timeout=self._deadline_s * 3,
-        )
+        """Release a cross-region reservation in every owner; True when the national brain
+        held it. Raises PeerUnavailable when the national brain cannot be reached or does not
+        answer in time (then nothing is known to have been released)."""
+        try:
+            answer = await self._stub.ReleaseCrossRegion(
+                national_pb2.ReleaseCrossRegionRequest(
+                    reservation_id=reservation_id, reason=reason
+                ),
+                timeout=self._deadline_s * 3,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise PeerUnavailable(
+                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
+            ) from error
         return answer.released
 
     async def _register(self) -> None:

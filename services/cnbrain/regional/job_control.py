@@ -8,6 +8,7 @@ moves between `running` and `suspended` only then.
 
 from dataclasses import dataclass
 
+from cnbrain.domain.states import LIVE_ATTEMPT, RequestState
 from cnbrain.execution import BackendRejected, BackendUnavailable, UnknownJob
 from cnbrain.regional.dispatcher import Dispatcher, describe, update_of
 from cnbrain.regional.problems import ApiError, conflict, not_found, unavailable
@@ -23,8 +24,8 @@ class _Action:
     to_state: str
 
 
-SUSPEND = _Action(verb="suspend", from_state="running", to_state="suspended")
-RESUME = _Action(verb="resume", from_state="suspended", to_state="running")
+SUSPEND = _Action(verb="suspend", from_state=RequestState.RUNNING, to_state=RequestState.SUSPENDED)
+RESUME = _Action(verb="resume", from_state=RequestState.SUSPENDED, to_state=RequestState.RUNNING)
 
 
 async def suspend(dispatcher: Dispatcher, principal: Principal, request_id: str) -> None:
@@ -65,7 +66,7 @@ async def _act(
     except UnknownJob as exc:
         raise conflict(f"{where} does not know job {job.backend_job_id}: {exc}") from None
     update = update_of(status)
-    if update.state in jobs.LIVE:  # the scheduler did it: record that, whatever word it uses
+    if update.state in LIVE_ATTEMPT:  # the scheduler did it: record that, whatever word it uses
         update = jobs.StatusUpdate(
             state=action.to_state,
             backend_state=update.backend_state,

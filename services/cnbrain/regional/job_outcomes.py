@@ -13,17 +13,24 @@ caller releases those through the national brain after committing (`release_else
 import logging
 from dataclasses import dataclass
 
-import grpc
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.states import (
+    OPEN_ATTEMPT,
+    RELEASED_AFTER_PLACED,
+    RUNNABLE,
+    AttemptState,
+    RequestState,
+    ReservationState,
+)
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.brain import Brain
 from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
 from cnbrain.storage.models import JobRecord, PeerReservation, PlacementRequestRecord
 
 log = logging.getLogger("cnbrain.regional")
 
-RUNNABLE = jobs.RUNNABLE
 SYSTEM = "system"
 
 
@@ -68,7 +75,7 @@ async def retry_on_same_site(session: AsyncSession, *, last: JobRecord, max_atte
         message=f"retry of attempt {last.attempt}",
     )
     await jobs.advance_request(
-        session, request_id=last.request_id, state="submitted", reason=reason
+        session, request_id=last.request_id, state=RequestState.SUBMITTED, reason=reason
     )
     await audit.record(
         session,
@@ -115,14 +122,16 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
         if session.get_bind().dialect.name == "postgresql"
         else text("json_type(placement_requests.body, '$.job') = 'object'")
     )
-    open_attempt = select(j.request_id).where(j.request_id == r.id, j.state.in_(jobs.OPEN))
-    completed = select(j.request_id).where(j.request_id == r.id, j.state == "completed")
+    open_attempt = select(j.request_id).where(
+        j.request_id == r.id, j.state.in_(sorted(OPEN_ATTEMPT))
+    )
+    completed = select(j.request_id).where(j.request_id == r.id, j.state == AttemptState.COMPLETED)
     any_attempt = select(j.request_id).where(j.request_id == r.id)
     found = list(
         await session.scalars(
             select(r)
             .where(
-                r.state.in_(RUNNABLE),
+                r.state.in_(sorted(RUNNABLE)),
                 has_job,
                 any_attempt.exists(),
                 ~open_attempt.exists(),
@@ -143,7 +152,7 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
 async def held_parts(session: AsyncSession, *, request_id: str) -> list[PeerReservation]:
     """The request's cross-region parts still held or prepared."""
     parts = await peer_ledger.parts_of_request(session, request_id=request_id)
-    return [p for p in parts if p.state != peer_ledger.RELEASED]
+    return [p for p in parts if p.state != ReservationState.RELEASED]
 
 
 async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = None) -> int:
@@ -159,9 +168,7 @@ async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = Non
         query = (
             select(p.id)
             .join(r, r.id == p.request_id)
-            .where(
-                p.state != peer_ledger.RELEASED, r.state.in_(("completed", "failed", "cancelled"))
-            )
+            .where(p.state != ReservationState.RELEASED, r.state.in_(sorted(RELEASED_AFTER_PLACED)))
         )
         if request_ids is not None:
             query = query.where(p.request_id.in_(request_ids))
@@ -170,11 +177,11 @@ async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = Non
     for part_id in part_ids:
         try:
             await national.release(part_id, "the request's job ended")
-        except grpc.aio.AioRpcError as error:
+        except PeerUnavailable as error:
             log.warning(
                 "could not release cross-region part %s (%s); trying again later",
                 part_id,
-                error.code().name,
+                error.cause.upper(),
             )
             break
         released += 1

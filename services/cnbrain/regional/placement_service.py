@@ -35,7 +35,6 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-import grpc
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -44,6 +43,8 @@ from cnbrain.cache import PENDING
 from cnbrain.domain.bounds import has_control_characters
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import RUNNABLE, RequestState, ReservationState
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.group_commit import Again, GroupCommit
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
@@ -66,8 +67,6 @@ from cnbrain.storage.models import PlacementRequestRecord
 
 log = logging.getLogger("cnbrain.regional")
 
-ACTIVE_STATES = ("placed", "submitted", "running", "suspended")
-
 
 def new_request_id() -> str:
     return f"req-{uuid.uuid4().hex[:16]}"
@@ -84,7 +83,7 @@ class Submission:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class SubmissionOutcome:
     """What became of a submission: `request_id` is its request, or (`created` False) the
     earlier request that holds its idempotency key. `view` is the request as settled, or None
     when the caller must read it (an earlier request, or one settled the one-request way).
@@ -100,7 +99,7 @@ class Outcome:
     created_at: datetime | None = None
 
     @classmethod
-    def escalating(cls, item: "_Stored") -> "Outcome":
+    def escalating(cls, item: "_Stored") -> "SubmissionOutcome":
         """The outcome of a stored request that only the national brain can place."""
         return cls(item.request.id, created=True, escalate=True, created_at=item.created_at)
 
@@ -131,7 +130,7 @@ class EscalatedAnswer:
     actor: str
 
 
-_group_commits: "weakref.WeakKeyDictionary[Brain, GroupCommit[_Item, Outcome]]" = (
+_group_commits: "weakref.WeakKeyDictionary[Brain, GroupCommit[_Item, SubmissionOutcome]]" = (
     weakref.WeakKeyDictionary()
 )
 _escalation_records: "weakref.WeakKeyDictionary[Brain, GroupCommit[EscalatedAnswer, _Written]]" = (
@@ -147,7 +146,7 @@ class PlacementService:
         self.brain = brain
 
     @property
-    def group_commit(self) -> GroupCommit[_Item, Outcome]:
+    def group_commit(self) -> GroupCommit[_Item, SubmissionOutcome]:
         """The brain's group commit of submissions (made on first use)."""
         group = _group_commits.get(self.brain)
         if group is None:
@@ -218,7 +217,7 @@ class PlacementService:
 
     async def _settle_submissions(
         self, batch: Sequence[_Item]
-    ) -> list[Outcome | BaseException | Again[_Item]]:
+    ) -> list[SubmissionOutcome | BaseException | Again[_Item]]:
         """The group commit's work: store the new submissions of `batch` as pending in one
         transaction, then decide and reserve them with the stored requests of `batch` (see the
         module docstring). One outcome, exception or `Again` (decide once more, with the next
@@ -233,7 +232,7 @@ class PlacementService:
         answers = [
             (item.request.tenant, item.idempotency_key, item.request.id)
             for item in (*stored, *(s for s in batch if isinstance(s, _Stored)))
-            if item.idempotency_key and isinstance(settled[item.request.id], Outcome)
+            if item.idempotency_key and isinstance(settled[item.request.id], SubmissionOutcome)
         ]
         if answers:
             try:
@@ -242,7 +241,7 @@ class PlacementService:
                 )
             except Exception:  # the database's unique key keeps the promise without the cache
                 log.warning("could not remember %d idempotency keys", len(answers), exc_info=True)
-        results: list[Outcome | BaseException | Again[_Item]] = []
+        results: list[SubmissionOutcome | BaseException | Again[_Item]] = []
         for item in batch:
             result = early.get(item.request.id) or settled[item.request.id]
             results.append(Again(result) if isinstance(result, _Stored) else result)
@@ -250,7 +249,7 @@ class PlacementService:
 
     async def _store(
         self, session: AsyncSession, submissions: Sequence[Submission]
-    ) -> tuple[list[_Stored], dict[str, Outcome | BaseException]]:
+    ) -> tuple[list[_Stored], dict[str, SubmissionOutcome | BaseException]]:
         """Store `submissions` as pending in one transaction. Returns the stored ones, and the
         answers of the others by request id: the earlier request holding an idempotency key,
         or (when the batch cannot be stored together) each one's outcome the one-request way."""
@@ -297,14 +296,14 @@ class PlacementService:
             for s, n, e in zip(submissions, new, earlier, strict=True)
             if e is None
         ]
-        duplicates: dict[str, Outcome | BaseException] = {
-            s.request.id: Outcome(request_id=e, created=False)
+        duplicates: dict[str, SubmissionOutcome | BaseException] = {
+            s.request.id: SubmissionOutcome(request_id=e, created=False)
             for s, e in zip(submissions, earlier, strict=True)
             if e is not None
         }
         return stored, duplicates
 
-    async def _submit_alone(self, submission: Submission) -> Outcome | BaseException:
+    async def _submit_alone(self, submission: Submission) -> SubmissionOutcome | BaseException:
         """One submission the one-request way: store it (its own transaction), place it."""
         request = submission.request
         try:
@@ -326,7 +325,7 @@ class PlacementService:
                     object_id=request.id,
                 )
         except requests.DuplicateIdempotencyKey as duplicate:
-            return Outcome(request_id=duplicate.request_id, created=False)
+            return SubmissionOutcome(request_id=duplicate.request_id, created=False)
         except Exception as exc:
             return exc
         try:
@@ -343,22 +342,22 @@ class PlacementService:
                 )
             except Exception:  # the database's unique key keeps the promise without the cache
                 log.warning("could not remember idempotency key of %s", request.id, exc_info=True)
-        return Outcome(request_id=request.id, created=True)
+        return SubmissionOutcome(request_id=request.id, created=True)
 
     async def _place_stored(
         self, stored: Sequence[_Stored], session: AsyncSession
-    ) -> dict[str, Outcome | BaseException | _Stored]:
+    ) -> dict[str, SubmissionOutcome | BaseException | _Stored]:
         """Decide stored pending requests together and reserve (the batch's transaction in
         `session`). By request id: the outcome (with the view as settled, or without after
         the one-request way), the exception, or the request to decide again on a fresh
         snapshot (it was rejected on a cached one; the cached one is dropped)."""
         brain = self.brain
-        settled: dict[str, Outcome | BaseException | _Stored] = {}
+        settled: dict[str, SubmissionOutcome | BaseException | _Stored] = {}
         if brain.national is not None:
             # Only the national brain places these: no local decision to take first.
             for item in stored:
                 if item.request.national_optimum:
-                    settled[item.request.id] = Outcome.escalating(item)
+                    settled[item.request.id] = SubmissionOutcome.escalating(item)
             stored = [item for item in stored if item.request.id not in settled]
         if not stored:
             return settled
@@ -376,7 +375,7 @@ class PlacementService:
         stale: list[_Stored] = []
         for item, decision, reservation in zip(stored, decisions, reservations, strict=False):
             if brain.national is not None and _needs_national(item.request, decision, fresh):
-                settled[item.request.id] = Outcome.escalating(item)
+                settled[item.request.id] = SubmissionOutcome.escalating(item)
             elif reservation is not None:
                 placed.append((item, decision, reservation))
             elif fresh:
@@ -401,12 +400,14 @@ class PlacementService:
         for item in one_by_one:
             try:
                 await self.place(item.request, actor=item.actor)
-                settled[item.request.id] = Outcome(request_id=item.request.id, created=True)
+                settled[item.request.id] = SubmissionOutcome(
+                    request_id=item.request.id, created=True
+                )
             except Exception as exc:
                 settled[item.request.id] = await self._fail(item, exc)
         return settled
 
-    async def _fail(self, item: _Stored, error: Exception) -> Outcome | BaseException:
+    async def _fail(self, item: _Stored, error: Exception) -> SubmissionOutcome | BaseException:
         """What becomes of a stored request whose decision raised `error`: after an outage
         (see `_leaves_pending`) it stays pending and `error` is returned; otherwise it ends
         failed, with the reason, in one transaction with its audit entry, and its outcome is
@@ -416,10 +417,12 @@ class PlacementService:
         log.error("the decision of request %s failed", item.request.id, exc_info=error)
         reason = f"the brain could not decide this request ({type(error).__name__}); see its log"
         try:
-            await self._finish(item.request, None, state="failed", reason=reason, actor=item.actor)
+            await self._finish(
+                item.request, None, state=RequestState.FAILED, reason=reason, actor=item.actor
+            )
         except Exception as exc:
             return exc
-        return Outcome(request_id=item.request.id, created=True)
+        return SubmissionOutcome(request_id=item.request.id, created=True)
 
     async def _decide_batch(
         self, batch: Sequence[PlacementRequest]
@@ -455,7 +458,7 @@ class PlacementService:
         arrays: MapArrays,
         placed: Sequence[tuple[_Stored, Decision, Reservation]],
         rejected: Sequence[tuple[_Stored, Decision]],
-    ) -> dict[str, Outcome]:
+    ) -> dict[str, SubmissionOutcome]:
         """One transaction: take every reservation of `placed` (indices into `arrays`) with
         `reserve_many`, store every decision, move the requests to placed or rejected, audit.
         Raises (after rolling back) CapacityConflict or QuotaExceeded when the sums do not fit,
@@ -471,14 +474,19 @@ class PlacementService:
                 _Written(
                     item.request,
                     d.model_copy(update={"reservation_id": r.id}),
-                    "placed",
+                    RequestState.PLACED,
                     None,
                     item.actor,
                 ),
             )
             for item, d, r in placed
         ] + [
-            (item, _Written(item.request, d, "rejected", d.reason or "rejected", item.actor))
+            (
+                item,
+                _Written(
+                    item.request, d, RequestState.REJECTED, d.reason or "rejected", item.actor
+                ),
+            )
             for item, d in rejected
         ]
         if placed:
@@ -497,7 +505,7 @@ class PlacementService:
         if placed:
             await brain.announce("capacity")
         return {
-            item.request.id: Outcome(
+            item.request.id: SubmissionOutcome(
                 request_id=item.request.id,
                 created=True,
                 view=replace(written, at=at).as_of(item.created_at),
@@ -507,19 +515,21 @@ class PlacementService:
 
     async def _give_up(
         self, stale: Sequence[_Stored]
-    ) -> dict[str, Outcome | BaseException | _Stored]:
+    ) -> dict[str, SubmissionOutcome | BaseException | _Stored]:
         """Reject requests still rejected only on cached snapshots after every attempt."""
         reason = (
             f"capacity kept changing during {self.brain.settings.placement_attempts} attempts; "
             "submit again"
         )
-        settled: dict[str, Outcome | BaseException | _Stored] = {}
+        settled: dict[str, SubmissionOutcome | BaseException | _Stored] = {}
         for item in stale:
             try:
                 await self._finish(
-                    item.request, None, state="rejected", reason=reason, actor=item.actor
+                    item.request, None, state=RequestState.REJECTED, reason=reason, actor=item.actor
                 )
-                settled[item.request.id] = Outcome(request_id=item.request.id, created=True)
+                settled[item.request.id] = SubmissionOutcome(
+                    request_id=item.request.id, created=True
+                )
             except Exception as exc:
                 settled[item.request.id] = exc
         return settled
@@ -540,7 +550,9 @@ class PlacementService:
                     self.brain.capacity_changed()
                     continue
                 reason = decision.reason or "rejected"
-                await self._finish(request, decision, state="rejected", reason=reason, actor=actor)
+                await self._finish(
+                    request, decision, state=RequestState.REJECTED, reason=reason, actor=actor
+                )
                 return
             engine = self.brain.placement.engine
             reservation = engine.reservation_for(request, decision)
@@ -552,7 +564,7 @@ class PlacementService:
             try:
                 async with self.brain.sessions.begin() as session:
                     await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
-                    await self._record(session, request, decision, "placed", None, actor)
+                    await self._record(session, request, decision, RequestState.PLACED, None, actor)
             except ledger_store.CapacityConflict:
                 self.brain.end_local_change(None)
                 self.brain.capacity_changed()
@@ -567,7 +579,9 @@ class PlacementService:
                         "reason": reason,
                     }
                 )
-                await self._finish(request, rejected, state="rejected", reason=reason, actor=actor)
+                await self._finish(
+                    request, rejected, state=RequestState.REJECTED, reason=reason, actor=actor
+                )
                 return
             except BaseException:
                 self.brain.end_local_change(None)
@@ -576,7 +590,7 @@ class PlacementService:
             self.brain.end_local_change(reservation)
             await self.brain.announce("capacity")
             return
-        await self._finish(request, None, state="rejected", reason=reason, actor=actor)
+        await self._finish(request, None, state=RequestState.REJECTED, reason=reason, actor=actor)
 
     async def _escalate(self, request: PlacementRequest, *, actor: str) -> "_Written":
         """Let the national brain place `request` across regions (it reserves in every owner,
@@ -644,18 +658,18 @@ class PlacementService:
             record = await requests.get_request(
                 session, tenant_id=principal.tenant_scope(), request_id=request_id
             )
-            if record is None or record.state not in ACTIVE_STATES:
+            if record is None or record.state not in RUNNABLE:
                 return
             parts = await peer_ledger.parts_of_request(session, request_id=request_id)
         for part in parts:
-            if part.state == peer_ledger.RELEASED:
+            if part.state == ReservationState.RELEASED:
                 continue
             try:
                 await national.release(part.id, "cancelled by the tenant")
-            except grpc.aio.AioRpcError as error:
+            except PeerUnavailable as error:
                 raise unavailable(
                     f"the national brain could not release reservation {part.id!r} "
-                    f"({error.code().name.lower()}); try again"
+                    f"({error.cause}); try again"
                 ) from None
             # The national brain has released this brain's part through its LedgerService,
             # unless it no longer knew the reservation; then the part is released here.
@@ -671,12 +685,12 @@ class PlacementService:
             )
             if record is None:
                 raise not_found("request", request_id)
-            if record.state == "pending":
+            if record.state == RequestState.PENDING:
                 raise conflict(
                     f"request {request_id!r} is pending: it is being decided now; "
                     "cancel it once it is placed"
                 )
-            if record.state not in ACTIVE_STATES:
+            if record.state not in RUNNABLE:
                 raise conflict(
                     f"request {request_id!r} is {record.state}; "
                     "only requests placed and whose job has not ended can be cancelled"
@@ -686,7 +700,10 @@ class PlacementService:
             ):
                 await ledger_store.release(session, reservation_id=reservation_id)
             await requests.set_state(
-                session, request_id=request_id, state="cancelled", reason="cancelled by the tenant"
+                session,
+                request_id=request_id,
+                state=RequestState.CANCELLED,
+                reason="cancelled by the tenant",
             )
             await audit.record(
                 session,
@@ -753,7 +770,7 @@ class PlacementService:
         return left
 
     async def _recovered(
-        self, item: _Stored, outcome: "Outcome | BaseException | _Stored | None"
+        self, item: _Stored, outcome: "SubmissionOutcome | BaseException | _Stored | None"
     ) -> bool:
         """Whether recovery is done with `item` given its outcome (False: it stays pending
         after an outage, to try again)."""
@@ -763,7 +780,7 @@ class PlacementService:
         elif isinstance(outcome, BaseException):
             log.warning("request %s stays pending: %s", request_id, outcome)
             return False
-        elif isinstance(outcome, Outcome) and outcome.escalate:
+        elif isinstance(outcome, SubmissionOutcome) and outcome.escalate:
             try:
                 await self._escalate(item.request, actor="system")
             except Exception as exc:
@@ -779,7 +796,7 @@ class PlacementService:
         try:
             async with self.brain.sessions.begin() as session:
                 await requests.set_state(
-                    session, request_id=record.id, state="failed", reason=reason
+                    session, request_id=record.id, state=RequestState.FAILED, reason=reason
                 )
                 await audit.record(
                     session,
@@ -838,7 +855,9 @@ class PlacementService:
             request_id=request.id,
             state=state,
             reason=reason,
-            site_id=decision.site if decision is not None and state == "placed" else None,
+            site_id=decision.site
+            if decision is not None and state == RequestState.PLACED
+            else None,
         )
         await audit.record(
             session,
@@ -891,8 +910,8 @@ class _Written:
     def of_answer(cls, request: PlacementRequest, decision: Decision, actor: str) -> "_Written":
         """The national brain's answer: placed, or rejected with its reason."""
         if decision.status is DecisionStatus.PLACED:
-            return cls(request, decision, "placed", None, actor)
-        return cls(request, decision, "rejected", decision.reason or "rejected", actor)
+            return cls(request, decision, RequestState.PLACED, None, actor)
+        return cls(request, decision, RequestState.REJECTED, decision.reason or "rejected", actor)
 
     def as_of(self, created_at: datetime) -> RequestView:
         """The request's view, built from what was written."""
@@ -900,9 +919,9 @@ class _Written:
         return RequestView(
             id=self.request.id,
             tenant=self.request.tenant,
-            state=self.state,
+            state=RequestState(self.state),
             reason=self.reason,
-            site=self.decision.site if self.state == "placed" else None,
+            site=self.decision.site if self.state == RequestState.PLACED else None,
             created_at=created_at,
             updated_at=self.at,
             request=self.request,
@@ -921,7 +940,7 @@ async def _write(session: AsyncSession, written: Sequence[_Written]) -> datetime
                 request_id=w.request.id,
                 state=w.state,
                 reason=w.reason,
-                site_id=w.decision.site if w.state == "placed" else None,
+                site_id=w.decision.site if w.state == RequestState.PLACED else None,
             )
             for w in written
         ],
@@ -994,7 +1013,7 @@ def _leaves_pending(error: Exception) -> bool:
         return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
     return isinstance(
         error,
-        OSError | TimeoutError | grpc.aio.AioRpcError | requests.InvalidTransition | ApiError,
+        OSError | TimeoutError | PeerUnavailable | requests.InvalidTransition | ApiError,
     )
 
 
@@ -1004,8 +1023,11 @@ def _view(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> Re
     validates); left pending, it is shown failed, as the next start leaves it."""
     request, problem = stored_request(record.body)
     state, reason = record.state, record.reason
-    if request is None and state == "pending":
-        state, reason = "failed", f"its stored form is no longer a valid request: {problem}"
+    if request is None and state == RequestState.PENDING:
+        state, reason = (
+            RequestState.FAILED,
+            f"its stored form is no longer a valid request: {problem}",
+        )
     try:
         document = Decision.model_validate(decision) if decision is not None else None
     except ValidationError:
@@ -1013,7 +1035,7 @@ def _view(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> Re
     return RequestView(
         id=record.id,
         tenant=record.tenant_id,
-        state=state,
+        state=RequestState(state),
         reason=reason,
         site=record.site_id,
         created_at=record.created_at,

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import ENDED_ATTEMPT, RUNNABLE, RequestState
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -254,10 +255,10 @@ async def _still_stalled(session: AsyncSession, request_id: str, last: int) -> b
     record = await requests.get_request(
         session, tenant_id=None, request_id=request_id, for_update=True
     )
-    if record is None or record.state not in jobs.RUNNABLE:
+    if record is None or record.state not in RUNNABLE:
         return False
     attempts = await jobs.attempts_of(session, request_id=request_id)
-    return bool(attempts) and attempts[-1].attempt == last and attempts[-1].state in jobs.FINAL
+    return bool(attempts) and attempts[-1].attempt == last and attempts[-1].state in ENDED_ATTEMPT
 
 
 async def _fail(brain: Brain, request: PlacementRequest, last: JobRecord, reason: str) -> Failover:
@@ -270,7 +271,11 @@ async def _fail(brain: Brain, request: PlacementRequest, last: JobRecord, reason
         if record is None or not attempts or attempts[-1].attempt != last.attempt:
             return Failover(site=None, reason="settled meanwhile")
         moved = await finish_request(
-            session, request_id=request.id, tenant_id=request.tenant, state="failed", reason=reason
+            session,
+            request_id=request.id,
+            tenant_id=request.tenant,
+            state=RequestState.FAILED,
+            reason=reason,
         )
     if moved:
         brain.capacity_changed()

@@ -9,32 +9,8 @@ from cnbrain.domain import bounds
 from cnbrain.domain.bounds import Name, control_free
 from cnbrain.domain.decision import Candidate, Decision
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import AttemptState, RequestState
 from cnbrain.regional.security import Role
-
-REQUEST_STATES = (
-    "pending",
-    "placed",
-    "submitted",
-    "running",
-    "suspended",
-    "completed",
-    "failed",
-    "cancelled",
-    "rejected",
-)
-ATTEMPT_STATES = (
-    "queued",
-    "submitting",
-    "pending",
-    "running",
-    "suspended",
-    "completed",
-    "failed",
-    "timeout",
-    "cancelled",
-    "lost",
-    "not_submitted",
-)
 
 EXAMPLE_REQUEST: dict[str, Any] = {
     "source_province": "ZJ",
@@ -63,7 +39,7 @@ class RequestView(BaseModel):
 
     id: str
     tenant: str
-    state: str = Field(description=f"One of: {', '.join(REQUEST_STATES)}.")
+    state: RequestState = Field(description=f"One of: {', '.join(RequestState)}.")
     reason: str | None = Field(
         description="Why it was rejected or failed, or what became of its job's last attempt."
     )
@@ -218,7 +194,9 @@ class AttemptView(BaseModel):
     backend_job_id: str | None = Field(
         description="The scheduler's id of the job; null until submitted.", examples=["4711"]
     )
-    state: str = Field(description=f"One of: {', '.join(ATTEMPT_STATES)}.", examples=["running"])
+    state: AttemptState = Field(
+        description=f"One of: {', '.join(AttemptState)}.", examples=["running"]
+    )
     backend_state: str | None = Field(
         description="The scheduler's own word for the state.", examples=["RUNNING"]
     )

@@ -7,7 +7,8 @@ An attempt is (request id, attempt number from 1). Its life:
                          -> not_submitted
 
 `queued`: waiting for a dispatcher; `submitting`: a dispatcher (its `owner`) is handing it to
-the scheduler; pending/running/suspended: the scheduler has it (`LIVE`); the rest are final.
+the scheduler; pending/running/suspended: the scheduler has it (`LIVE_ATTEMPT`); the rest
+are final. The states and which may follow which are the domain's (`cnbrain.domain.states`).
 The owner follows an attempt until `lease_until`; once that lapses another brain instance may
 take it over (`take_over`). An attempt a stopped instance was submitting is `lost`: whether the
 scheduler took it cannot be known.
@@ -25,14 +26,19 @@ from sqlalchemy import and_, func, or_, select, text, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.states import (
+    ENDED_ATTEMPT,
+    LIVE_ATTEMPT,
+    RUNNABLE,
+    AttemptState,
+    RequestState,
+    request_may_go,
+)
 from cnbrain.storage import requests
 from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.models import JobRecord, PlacementRequestRecord, SiteRecord, utcnow
 
 __all__ = [
-    "FINAL",
-    "LIVE",
-    "OPEN",
     "JobKey",
     "StatusUpdate",
     "advance_request",
@@ -54,22 +60,10 @@ __all__ = [
     "unmetered",
 ]
 
-QUEUED = "queued"
-SUBMITTING = "submitting"
-PENDING = "pending"
-RUNNING = "running"
-SUSPENDED = "suspended"
-LOST = "lost"
-NOT_SUBMITTED = "not_submitted"
-LIVE = (PENDING, RUNNING, SUSPENDED)
-"""The scheduler has the attempt."""
-OPEN = (QUEUED, SUBMITTING, *LIVE)
-"""Not final yet."""
-FINAL = ("completed", "failed", "timeout", "cancelled", LOST, NOT_SUBMITTED)
-
 SIMULATOR_KIND = "simulator"
-RUNNABLE = ("placed", "submitted", "running", "suspended")
-"""Request states in which its job may run: the request holds its reservation."""
+
+_LIVE = sorted(LIVE_ATTEMPT)
+_ENDED = sorted(ENDED_ATTEMPT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +81,8 @@ class JobKey:
 
 @dataclass(frozen=True, slots=True)
 class StatusUpdate:
-    """What the scheduler says about an attempt now (`state` is one of LIVE or FINAL)."""
+    """What the scheduler says about an attempt now (`state` is one of LIVE_ATTEMPT or
+    ENDED_ATTEMPT)."""
 
     state: str
     backend_state: str
@@ -124,7 +119,7 @@ async def live_attempt(session: AsyncSession, *, request_id: str) -> JobRecord |
     return await fetch_scalar(
         session,
         select(JobRecord)
-        .where(JobRecord.request_id == request_id, JobRecord.state.in_(LIVE))
+        .where(JobRecord.request_id == request_id, JobRecord.state.in_(_LIVE))
         .order_by(JobRecord.attempt.desc())
         .execution_options(populate_existing=True),
     )
@@ -153,7 +148,7 @@ async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> in
             select(r.id, r.tenant_id, r.site_id, s.execution)
             .join(s, s.id == r.site_id)
             .where(
-                r.state == "placed",
+                r.state == RequestState.PLACED,
                 _has_job(session),
                 ~select(JobRecord.request_id).where(JobRecord.request_id == r.id).exists(),
             )
@@ -187,7 +182,7 @@ def _queued_row(
         "tenant_id": tenant_id,
         "site_id": site_id,
         "backend": backend,
-        "state": QUEUED,
+        "state": AttemptState.QUEUED,
         "queued_at": now,
         "updated_at": now,
     }
@@ -215,15 +210,17 @@ async def claim_queued(
     `submitting`, owned until `lease_until`. Concurrent claims never take the same one."""
     oldest = (
         select(JobRecord.request_id, JobRecord.attempt)
-        .where(JobRecord.state == QUEUED)
+        .where(JobRecord.state == AttemptState.QUEUED)
         .order_by(JobRecord.queued_at, JobRecord.request_id)
         .limit(limit)
     )
     statement = (
         update(JobRecord)
         .where(tuple_(JobRecord.request_id, JobRecord.attempt).in_(oldest))
-        .where(JobRecord.state == QUEUED)
-        .values(state=SUBMITTING, owner=owner, lease_until=lease_until, updated_at=utcnow())
+        .where(JobRecord.state == AttemptState.QUEUED)
+        .values(
+            state=AttemptState.SUBMITTING, owner=owner, lease_until=lease_until, updated_at=utcnow()
+        )
         .returning(JobRecord)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
@@ -239,9 +236,9 @@ async def mark_submitted(
     changed = await execute_counted(
         session,
         update(JobRecord)
-        .where(_key(key), JobRecord.state == SUBMITTING)
+        .where(_key(key), JobRecord.state == AttemptState.SUBMITTING)
         .values(
-            state=PENDING,
+            state=AttemptState.PENDING,
             backend=backend,
             backend_job_id=backend_job_id,
             backend_state="SUBMITTED",
@@ -261,9 +258,9 @@ async def mark_not_submitted(
     changed = await execute_counted(
         session,
         update(JobRecord)
-        .where(_key(key), JobRecord.state == SUBMITTING)
+        .where(_key(key), JobRecord.state == AttemptState.SUBMITTING)
         .values(
-            state=NOT_SUBMITTED,
+            state=AttemptState.NOT_SUBMITTED,
             backend=backend,
             message=message,
             ended_at=now,
@@ -286,11 +283,11 @@ async def set_status(session: AsyncSession, key: JobKey, status: StatusUpdate) -
     for name in ("exit_code", "started_at", "ended_at"):
         if getattr(status, name) is not None:
             values[name] = getattr(status, name)
-    if status.state in FINAL and status.ended_at is None:
+    if status.state in ENDED_ATTEMPT and status.ended_at is None:
         values["ended_at"] = utcnow()
     changed = await execute_counted(
         session,
-        update(JobRecord).where(_key(key), JobRecord.state.in_(LIVE)).values(**values),
+        update(JobRecord).where(_key(key), JobRecord.state.in_(_LIVE)).values(**values),
     )
     return bool(changed)
 
@@ -299,7 +296,7 @@ async def followed(session: AsyncSession, *, owner: str) -> list[JobRecord]:
     """The live attempts `owner` follows."""
     rows = await session.scalars(
         select(JobRecord)
-        .where(JobRecord.owner == owner, JobRecord.state.in_(LIVE))
+        .where(JobRecord.owner == owner, JobRecord.state.in_(_LIVE))
         .order_by(JobRecord.queued_at, JobRecord.request_id)
         .execution_options(populate_existing=True)
     )
@@ -312,7 +309,7 @@ async def unmetered(session: AsyncSession, *, owner: str) -> list[JobRecord]:
         select(JobRecord)
         .where(
             JobRecord.owner == owner,
-            JobRecord.state.in_(FINAL),
+            JobRecord.state.in_(_ENDED),
             JobRecord.backend_job_id.is_not(None),
             JobRecord.metered_at.is_(None),
         )
@@ -342,9 +339,9 @@ async def renew_leases(session: AsyncSession, *, owner: str, until: datetime) ->
 
 def _unfinished_work() -> Any:
     return or_(
-        JobRecord.state.in_((SUBMITTING, *LIVE)),
+        JobRecord.state.in_([AttemptState.SUBMITTING, *_LIVE]),
         and_(
-            JobRecord.state.in_(FINAL),
+            JobRecord.state.in_(_ENDED),
             JobRecord.backend_job_id.is_not(None),
             JobRecord.metered_at.is_(None),
         ),
@@ -362,9 +359,9 @@ async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> li
         (
             await session.scalars(
                 update(JobRecord)
-                .where(JobRecord.state == SUBMITTING, lapsed, not_mine)
+                .where(JobRecord.state == AttemptState.SUBMITTING, lapsed, not_mine)
                 .values(
-                    state=LOST,
+                    state=AttemptState.LOST,
                     message="the brain instance that was submitting it stopped; whether the "
                     "scheduler took it is unknown",
                     ended_at=now,
@@ -379,7 +376,7 @@ async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> li
     await execute_counted(
         session,
         update(JobRecord)
-        .where(_unfinished_work(), JobRecord.state != SUBMITTING, lapsed, not_mine)
+        .where(_unfinished_work(), JobRecord.state != AttemptState.SUBMITTING, lapsed, not_mine)
         .values(owner=owner, lease_until=until),
     )
     return lost
@@ -396,7 +393,7 @@ async def next_attempt(session: AsyncSession, *, request_id: str) -> int:
 async def advance_request(
     session: AsyncSession, *, request_id: str, state: str, reason: str | None = None
 ) -> str | None:
-    """Move the request to `state` if `requests.TRANSITIONS` allow it from where it is (its
+    """Move the request to `state` if `REQUEST_TRANSITIONS` allow it from where it is (its
     row locked first); returns the state it left, or None when it did not move (already
     there: then only `reason` is set, when given; or the move is not allowed)."""
     record = await requests.get_request(
@@ -408,7 +405,7 @@ async def advance_request(
         if reason is not None:
             await set_request_reason(session, request_id=request_id, reason=reason)
         return None
-    if state not in requests.TRANSITIONS.get(record.state, frozenset()):
+    if not request_may_go(record.state, state):
         return None
     before = record.state
     await requests.set_state(session, request_id=request_id, state=state, reason=reason)
@@ -434,7 +431,7 @@ async def move_request_to_site(
     changed = await execute_counted(
         session,
         update(r)
-        .where(r.id == request_id, r.state.in_(RUNNABLE))
+        .where(r.id == request_id, r.state.in_(sorted(RUNNABLE)))
         .values(site_id=site_id, reason=reason, updated_at=utcnow()),
     )
     return bool(changed)

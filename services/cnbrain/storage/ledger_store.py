@@ -47,6 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.states import HOLDING, ReservationState
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -86,10 +87,8 @@ __all__ = [
     "take_many",
 ]
 
-HELD = "held"
-RELEASED = "released"
 ACTIVE = "active"
-PEER_ACTIVE = ("prepared", "held")
+_HOLDING = sorted(HOLDING)
 """States of a cross-brain reservation part that hold capacity (see peer_ledger)."""
 
 
@@ -296,7 +295,7 @@ async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -
             accelerator_model=claim.accelerator_model,
             accelerator_count=claim.accelerator_count,
             mbps=claim.mbps,
-            state=HELD,
+            state=ReservationState.HELD,
             created_at=utcnow(),
         )
     )
@@ -504,8 +503,10 @@ async def release(session: AsyncSession, *, reservation_id: str) -> ReservationR
     taken = await execute_counted(
         session,
         update(ReservationRecord)
-        .where(ReservationRecord.id == reservation_id, ReservationRecord.state == HELD)
-        .values(state=RELEASED, released_at=utcnow()),
+        .where(
+            ReservationRecord.id == reservation_id, ReservationRecord.state == ReservationState.HELD
+        )
+        .values(state=ReservationState.RELEASED, released_at=utcnow()),
     )
     record = await fetch_scalar(
         session,
@@ -537,7 +538,7 @@ async def held_reservations(
 ) -> list[str]:
     """Ids of the reservations still held, optionally of one request and/or tenant, oldest
     first (pass each to `release`)."""
-    query = select(ReservationRecord.id).where(ReservationRecord.state == HELD)
+    query = select(ReservationRecord.id).where(ReservationRecord.state == ReservationState.HELD)
     if request_id is not None:
         query = query.where(ReservationRecord.request_id == request_id)
     if tenant_id is not None:
@@ -970,7 +971,7 @@ class _CoreTables:
                 {
                     "id": reservation_id,
                     **amount_columns(claim),
-                    "state": HELD,
+                    "state": ReservationState.HELD,
                     "created_at": at,
                     "released_at": None,
                 }
@@ -1131,7 +1132,7 @@ class _DriverTables:
                 [x.accelerator_model for x in c],
                 [x.accelerator_count for x in c],
                 [x.mbps for x in c],
-                HELD,
+                ReservationState.HELD,
                 at,
                 [rid for rid, _ in held],
                 [link for _, link in held],
@@ -1169,14 +1170,14 @@ async def _check_sites(session: AsyncSession, require_fit: bool) -> None:
         site: (cpu, mem, storage)
         for site, cpu, mem, storage in await session.execute(
             select(r.site_id, func.sum(r.cpu_m), func.sum(r.mem_mib), func.sum(r.storage_gib))
-            .where(r.state == HELD)
+            .where(r.state == ReservationState.HELD)
             .group_by(r.site_id)
         )
     }
     p = PeerReservation
     for site, cpu, mem, storage in await session.execute(
         select(p.site_id, func.sum(p.cpu_m), func.sum(p.mem_mib), func.sum(p.storage_gib))
-        .where(p.state.in_(PEER_ACTIVE), p.site_id.is_not(None))
+        .where(p.state.in_(_HOLDING), p.site_id.is_not(None))
         .group_by(p.site_id)
     ):
         before = held.get(str(site), (0, 0, 0))
@@ -1205,14 +1206,14 @@ async def _check_accelerators(session: AsyncSession, require_fit: bool) -> None:
         (site, model): count
         for site, model, count in await session.execute(
             select(r.site_id, r.accelerator_model, func.sum(r.accelerator_count))
-            .where(r.state == HELD, r.accelerator_model.is_not(None))
+            .where(r.state == ReservationState.HELD, r.accelerator_model.is_not(None))
             .group_by(r.site_id, r.accelerator_model)
         )
     }
     p = PeerReservation
     for site, model, count in await session.execute(
         select(p.site_id, p.accelerator_model, func.sum(p.accelerator_count))
-        .where(p.state.in_(PEER_ACTIVE), p.site_id.is_not(None), p.accelerator_model.is_not(None))
+        .where(p.state.in_(_HOLDING), p.site_id.is_not(None), p.accelerator_model.is_not(None))
         .group_by(p.site_id, p.accelerator_model)
     ):
         key = (str(site), model)
@@ -1230,7 +1231,7 @@ async def _check_links(session: AsyncSession, require_fit: bool) -> None:
     rows = await session.execute(
         select(rl.link_id, func.sum(r.mbps))
         .join(r, r.id == rl.reservation_id)
-        .where(r.state == HELD)
+        .where(r.state == ReservationState.HELD)
         .group_by(rl.link_id)
     )
     held = dict(rows.all())
@@ -1238,7 +1239,7 @@ async def _check_links(session: AsyncSession, require_fit: bool) -> None:
     for link, mbps in await session.execute(
         select(pl.link_id, func.sum(p.mbps))
         .join(p, p.id == pl.reservation_id)
-        .where(p.state.in_(PEER_ACTIVE))
+        .where(p.state.in_(_HOLDING))
         .group_by(pl.link_id)
     ):
         held[link] = held.get(link, 0) + mbps
@@ -1263,7 +1264,7 @@ async def _check_quotas(session: AsyncSession, require_fit: bool) -> None:
                 func.sum(r.mbps),
                 func.count(),
             )
-            .where(r.state == HELD)
+            .where(r.state == ReservationState.HELD)
             .group_by(r.tenant_id)
         )
     }
@@ -1277,7 +1278,7 @@ async def _check_quotas(session: AsyncSession, require_fit: bool) -> None:
             func.sum(p.mbps),
             func.count(),
         )
-        .where(p.state.in_(PEER_ACTIVE), p.counts_quota.is_(True))
+        .where(p.state.in_(_HOLDING), p.counts_quota.is_(True))
         .group_by(p.tenant_id)
     ):
         b = held.get(tenant, (0, 0, 0, 0, 0))

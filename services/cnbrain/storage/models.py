@@ -29,6 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from cnbrain.domain.states import ReservationState
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -233,7 +235,7 @@ class ReservationRecord(Base):
     accelerator_model: Mapped[str | None] = mapped_column(String(32))
     accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
     mbps: Mapped[int] = mapped_column(BigInteger, default=0)
-    state: Mapped[str] = mapped_column(String(16), default="held", index=True)
+    state: Mapped[str] = mapped_column(String(16), default=ReservationState.HELD, index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     released_at: Mapped[datetime | None]
 

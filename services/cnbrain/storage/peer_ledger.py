@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.states import HOLDING, ReservationState
 from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.storage import ledger_store
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
@@ -33,10 +34,6 @@ from cnbrain.storage.models import (
     PeerReservationLink,
     utcnow,
 )
-
-PREPARED = "prepared"
-HELD = "held"
-RELEASED = "released"
 
 
 def _claim(part: PeerClaim) -> ledger_store.Claim:
@@ -143,7 +140,7 @@ async def _insert(session: AsyncSession, claims: Sequence[PeerClaim], expires_at
                 "id": claim.reservation_id,
                 **ledger_store.amount_columns(claim),
                 "counts_quota": claim.counts_quota,
-                "state": PREPARED,
+                "state": ReservationState.PREPARED,
                 "expires_at": expires_at,
                 "created_at": now,
             }
@@ -183,11 +180,11 @@ async def commit_many(
             update(p)
             .where(
                 p.id.in_(_locked_ids(ids)),
-                p.state == PREPARED,
+                p.state == ReservationState.PREPARED,
                 p.expires_at > now,
             )
             .values(
-                state=HELD,
+                state=ReservationState.HELD,
                 expires_at=None,
                 decision=case(
                     {rid: literal(d, decision_type) for rid, (d, _) in first.items()}, value=p.id
@@ -212,11 +209,11 @@ async def commit_many(
 
 def _not_committed(reservation_id: str, state: str | None) -> str | None:
     """Why a part in `state` (None: no such part) was not made held; None when it is held."""
-    if state == HELD:
+    if state == ReservationState.HELD:
         return None
     if state is None:
         return f"reservation {reservation_id!r} was never prepared here"
-    if state == PREPARED:
+    if state == ReservationState.PREPARED:
         return f"reservation {reservation_id!r} expired before its commit"
     return f"reservation {reservation_id!r} was released before its commit"
 
@@ -231,12 +228,12 @@ async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str])
     if not ids:
         return []
     p = PeerReservation
-    live = (PREPARED, HELD)
+    live = sorted(HOLDING)
     rows = (
         await session.execute(
             update(p)
             .where(p.id.in_(_locked_ids(ids, live)), p.state.in_(live))
-            .values(state=RELEASED, released_at=utcnow(), expires_at=None)
+            .values(state=ReservationState.RELEASED, released_at=utcnow(), expires_at=None)
             .returning(
                 p.id,
                 p.request_id,
@@ -319,7 +316,9 @@ async def expire(session: AsyncSession, *, now: datetime | None = None) -> list[
     p = PeerReservation
     lapsed = list(
         await session.scalars(
-            select(p.id).where(p.state == PREPARED, p.expires_at <= now).order_by(p.id)
+            select(p.id)
+            .where(p.state == ReservationState.PREPARED, p.expires_at <= now)
+            .order_by(p.id)
         )
     )
     released = await release_many(session, reservation_ids=lapsed)
@@ -350,7 +349,7 @@ async def held_decisions(
     p = PeerReservation
     rows = await session.execute(
         select(p.request_id, p.decision)
-        .where(p.request_id.in_(list(request_ids)), p.state == HELD)
+        .where(p.request_id.in_(list(request_ids)), p.state == ReservationState.HELD)
         .order_by(p.created_at, p.id)
     )
     found: dict[str, dict[str, Any]] = {}
@@ -374,14 +373,14 @@ async def active_parts(session: AsyncSession) -> list[PeerReservation]:
     """Parts that hold something (prepared or held), oldest first."""
     rows = await session.scalars(
         select(PeerReservation)
-        .where(PeerReservation.state.in_((PREPARED, HELD)))
+        .where(PeerReservation.state.in_(sorted(HOLDING)))
         .order_by(PeerReservation.created_at, PeerReservation.id)
     )
     return list(rows)
 
 
 def _check_same(earlier: PeerReservation, claim: PeerClaim) -> None:
-    if earlier.state == RELEASED:
+    if earlier.state == ReservationState.RELEASED:
         raise LedgerStoreError(f"reservation {claim.reservation_id!r} was released already")
     same = (
         earlier.site_id == claim.site_id

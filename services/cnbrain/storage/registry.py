@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
+from cnbrain.domain.states import ReservationState
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
@@ -69,7 +70,6 @@ __all__ = [
 
 ACTIVE = "active"
 RETIRED = "retired"
-HELD = "held"
 _FRAME_FIELDS = frozenset({"sites", "links"})
 
 
@@ -247,7 +247,9 @@ async def retire_site(session: AsyncSession, *, site_id: str) -> None:
         session,
         select(func.count())
         .select_from(ReservationRecord)
-        .where(ReservationRecord.site_id == site_id, ReservationRecord.state == HELD),
+        .where(
+            ReservationRecord.site_id == site_id, ReservationRecord.state == ReservationState.HELD
+        ),
     )
     if held:
         raise RegistryError(f"site {site_id!r} holds {held} reservation(s); release them first")
@@ -309,7 +311,9 @@ async def retire_link(session: AsyncSession, *, link_id: str) -> None:
         select(func.count())
         .select_from(ReservationLink)
         .join(ReservationRecord, ReservationRecord.id == ReservationLink.reservation_id)
-        .where(ReservationLink.link_id == link_id, ReservationRecord.state == HELD),
+        .where(
+            ReservationLink.link_id == link_id, ReservationRecord.state == ReservationState.HELD
+        ),
     )
     if held:
         raise RegistryError(f"link {link_id!r} holds {held} reservation(s); release them first")

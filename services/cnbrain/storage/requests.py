@@ -1,16 +1,9 @@
 """Tenants' placement requests: insert with idempotency keys, read, list, change state, and
 their decisions.
 
-States and the only transitions allowed (`TRANSITIONS`):
-
-    pending   -> placed | rejected | failed
-    placed    -> submitted | running | cancelled | failed
-    submitted -> running | suspended | completed | failed | cancelled
-    running   -> suspended | submitted | completed | failed | cancelled
-    suspended -> running | submitted | completed | failed | cancelled
-
-submitted, running and suspended follow the request's job on its site's cluster scheduler
-(`cnbrain.regional.dispatcher`); going back to submitted is the job's next attempt.
+States and the only transitions allowed are the domain's (`cnbrain.domain.states`:
+`RequestState`, `REQUEST_TRANSITIONS`); `set_state` and `set_states` refuse any other change
+with InvalidTransition.
 
 Tenant scoping: functions taking `tenant_id: str | None` see only that tenant's requests;
 None (operators) sees every tenant's. A request of another tenant is simply not found.
@@ -32,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
 
+from cnbrain.domain.states import REQUEST_TRANSITIONS, RequestState
 from cnbrain.storage._sql import (
     check_limit,
     decode_cursor,
@@ -49,9 +43,6 @@ from cnbrain.storage.errors import (
 from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord, utcnow
 
 __all__ = [
-    "FINAL_STATES",
-    "STATES",
-    "TRANSITIONS",
     "BadCursor",
     "Document",
     "DuplicateIdempotencyKey",
@@ -76,34 +67,23 @@ __all__ = [
     "set_states",
 ]
 
-STATES = (
-    "pending",
-    "placed",
-    "submitted",
-    "running",
-    "suspended",
-    "completed",
-    "failed",
-    "cancelled",
-    "rejected",
-)
-TRANSITIONS: Mapping[str, frozenset[str]] = {
-    "pending": frozenset({"placed", "rejected", "failed"}),
-    "placed": frozenset({"submitted", "running", "cancelled", "failed"}),
-    "submitted": frozenset({"running", "suspended", "completed", "failed", "cancelled"}),
-    "running": frozenset({"suspended", "submitted", "completed", "failed", "cancelled"}),
-    "suspended": frozenset({"running", "submitted", "completed", "failed", "cancelled"}),
-}
-"""Allowed next states per state; states not listed are final."""
-FINAL_STATES = frozenset(STATES) - frozenset(TRANSITIONS)
 
 _Query = TypeVar("_Query", bound=Select[Any])
 
-_PREDECESSORS = {
-    state: frozenset(s for s, after in TRANSITIONS.items() if state in after) for state in STATES
+_PREDECESSORS: dict[str, list[str]] = {
+    str(state): sorted(str(s) for s, after in REQUEST_TRANSITIONS.items() if state in after)
+    for state in RequestState
 }
+"""The states each state may follow, as plain strings for the database."""
+
 _REQUESTS = cast("Table", PlacementRequestRecord.__table__)
 _DECISIONS = cast("Table", DecisionRecord.__table__)
+
+
+def _check_state(state: str) -> None:
+    """Raise ValueError unless `state` is a request state."""
+    if state not in _PREDECESSORS:
+        raise ValueError(f"state {state!r} is not one of {', '.join(RequestState)}")
 
 
 class JsonText(str):
@@ -164,7 +144,7 @@ async def insert_request(
             user_id=user_id,
             idempotency_key=idempotency_key,
             body=body,
-            state="pending",
+            state=RequestState.PENDING,
             created_at=now,
             updated_at=now,
         )
@@ -231,7 +211,7 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
                     "user_id": n.user_id,
                     "idempotency_key": n.idempotency_key,
                     "body": _decoded(n.body),
-                    "state": "pending",
+                    "state": RequestState.PENDING,
                     "reason": None,
                     "site_id": None,
                     "created_at": n.created_at,
@@ -299,7 +279,9 @@ async def pending_requests(
 ) -> list[PlacementRequestRecord]:
     """Requests still pending (say, left so by a stop), oldest first; with `created_before`,
     only those created before it."""
-    query = select(PlacementRequestRecord).where(PlacementRequestRecord.state == "pending")
+    query = select(PlacementRequestRecord).where(
+        PlacementRequestRecord.state == RequestState.PENDING
+    )
     if created_before is not None:
         query = query.where(PlacementRequestRecord.created_at < created_before)
     query = _scoped(query, tenant_id).order_by(
@@ -330,8 +312,7 @@ async def list_requests(
     r = PlacementRequestRecord
     query = _scoped(select(r), tenant_id)
     if state is not None:
-        if state not in STATES:
-            raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+        _check_state(state)
         query = query.where(r.state == state)
     if created_after is not None:
         query = query.where(r.created_at >= _utc(created_after))
@@ -359,18 +340,17 @@ async def set_state(
     reason: str | None = None,
     site_id: str | None = None,
 ) -> PlacementRequestRecord:
-    """Move the request to `state` if `TRANSITIONS` allow it from its current state, setting
+    """Move the request to `state` if `REQUEST_TRANSITIONS` allow it from its current state, setting
     `reason` and `site_id` when given. The check and the change are one conditional UPDATE, so
     concurrent changes cannot both win. Raises NotFoundError or InvalidTransition."""
-    if state not in STATES:
-        raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+    _check_state(state)
     r = PlacementRequestRecord
     values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
     if reason is not None:
         values["reason"] = reason
     if site_id is not None:
         values["site_id"] = site_id
-    condition = [r.id == request_id, r.state.in_(sorted(_PREDECESSORS[state]))]
+    condition = [r.id == request_id, r.state.in_(_PREDECESSORS[state])]
     if tenant_id is not None:
         condition.append(r.tenant_id == tenant_id)
     changed = await execute_counted(session, update(r).where(*condition).values(**values))
@@ -394,8 +374,7 @@ async def set_states(
     at = at or utcnow()
     groups: dict[str, list[StateChange]] = {}
     for change in changes:
-        if change.state not in STATES:
-            raise ValueError(f"state {change.state!r} is not one of {', '.join(STATES)}")
+        _check_state(change.state)
         groups.setdefault(change.state, []).append(change)
     r = _REQUESTS.c
     for state, group in groups.items():
@@ -412,7 +391,7 @@ async def set_states(
                 ids,
                 [c.reason for c in group],
                 [c.site_id for c in group],
-                sorted(_PREDECESSORS[state]),
+                _PREDECESSORS[state],
             )
         else:
             values: dict[str, Any] = {"state": state, "updated_at": at}
@@ -424,7 +403,7 @@ async def set_states(
                 values["site_id"] = case(sites, value=r.id, else_=r.site_id)
             changed = await session.execute(
                 update(_REQUESTS)
-                .where(r.id.in_(ids), r.state.in_(sorted(_PREDECESSORS[state])))
+                .where(r.id.in_(ids), r.state.in_(_PREDECESSORS[state]))
                 .values(**values)
                 .returning(r.id)
             )

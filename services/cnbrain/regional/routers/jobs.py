@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from cnbrain.domain.states import AttemptState
 from cnbrain.regional import job_control
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
 from cnbrain.regional.dispatcher import Dispatcher
@@ -63,7 +64,7 @@ async def list_attempts(request_id: str, principal: PrincipalDep, brain: BrainDe
                 site=a.site_id,
                 backend=a.backend,
                 backend_job_id=a.backend_job_id,
-                state=a.state,
+                state=AttemptState(a.state),
                 backend_state=a.backend_state,
                 message=a.message,
                 exit_code=a.exit_code,

@@ -4,13 +4,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 
+from cnbrain.domain.states import RequestState
 from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
 from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.placement_service import too_many
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
     EXAMPLE_REQUEST,
-    REQUEST_STATES,
     Quote,
     RequestPage,
     RequestView,
@@ -18,6 +18,8 @@ from cnbrain.regional.schemas import (
 from cnbrain.regional.security import Principal
 
 router = APIRouter(prefix="/v1", tags=["requests"])
+
+_REQUEST_STATES = frozenset(RequestState)
 
 ERRORS = responses(
     {
@@ -88,15 +90,15 @@ async def submit(
 async def list_requests(
     principal: PrincipalDep,
     service: ServiceDep,
-    state: Annotated[str | None, Query(description=f"One of {', '.join(REQUEST_STATES)}.")] = None,
+    state: Annotated[str | None, Query(description=f"One of {', '.join(RequestState)}.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
         str | None, Query(description="From the previous page's next_cursor.")
     ] = None,
 ) -> RequestPage:
-    if state is not None and state not in REQUEST_STATES:
+    if state is not None and state not in _REQUEST_STATES:
         raise ApiError(
-            422, "Unprocessable Content", f"state: must be one of {', '.join(REQUEST_STATES)}"
+            422, "Unprocessable Content", f"state: must be one of {', '.join(RequestState)}"
         )
     return await service.list(principal, state=state, limit=limit, cursor=cursor)
 
