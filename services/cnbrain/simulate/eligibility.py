@@ -68,11 +68,7 @@ class Eligibility:
         batch = RequestBatch.build(requests, arrays, engine.config.weight_matrix)
         empty = Snapshot.empty(arrays)
         state = CycleState(
-            batch=batch,
-            snapshot=empty,
-            router=engine.router,
-            k_paths=engine.config.k_paths,
-            score_plugins=engine.score_plugins,
+            batch=batch, snapshot=empty, router=engine.router, k_paths=engine.config.k_paths
         )
         n = len(batch)
         alive = np.ones((n, arrays.n_sites), dtype=bool)
