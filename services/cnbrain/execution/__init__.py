@@ -15,7 +15,6 @@ from cnbrain.execution.credentials import (
     CredentialRefusedError,
     CredentialStore,
     TokenSource,
-    token_from_env,
     token_from_file,
 )
 from cnbrain.execution.errors import BackendError, BackendRejected, BackendUnavailable, UnknownJob
@@ -43,6 +42,5 @@ __all__ = [
     "TokenSource",
     "UnknownJob",
     "backend_for",
-    "token_from_env",
     "token_from_file",
 ]

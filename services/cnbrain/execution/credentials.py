@@ -1,8 +1,8 @@
 """Where a backend's secret comes from: the brain's credential store, and the token sources.
 
-A `TokenSource` is a plain callable returning the current token. Sources read the secret at
-each call (a file only when it changed), so a token renewed on disk or in the environment is
-used from the next request on, and never appears in configuration.
+A `TokenSource` is a plain callable returning the current token. A source reads its file again
+when the file changed, so a token renewed on disk is used from the next request on, and never
+appears in configuration.
 
 The `CredentialStore` is the only way a site's backend gets a token: the deployment names
 each credential in the brain's settings, with the URL it may be sent to and the file it is
@@ -12,7 +12,6 @@ in; a site names the credential (`BackendRef.credential`), never a path or a var
 import base64
 import binascii
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -71,7 +70,7 @@ class CredentialStore:
 
     def __init__(self, credentials: Mapping[str, Credential] | None = None) -> None:
         self._credentials = dict(credentials or {})
-        self._files = {name: _FileToken(c.token_file) for name, c in self._credentials.items()}
+        self._files = {name: token_from_file(c.token_file) for name, c in self._credentials.items()}
 
     def check(self, name: str, url: str) -> None:
         """Raise `CredentialRefusedError` unless the store has `name` and it is for `url`."""
@@ -144,19 +143,6 @@ class _FileToken:
         except OSError as exc:
             raise BackendUnavailable(f"cannot read the token file {self._file}: {exc}") from exc
         return _checked(self._token, f"the token file {self._file}")
-
-
-def token_from_env(name: str) -> TokenSource:
-    """A source reading the token from the environment variable `name` at each call.
-
-    Raises `BackendUnavailable` when it is unset, empty, or holds a JWT whose `exp` passed.
-    """
-
-    def read() -> str:
-        token = os.environ.get(name, "").strip()
-        return _checked(token, f"the environment variable {name}")
-
-    return read
 
 
 def _checked(token: str, where: str) -> str:

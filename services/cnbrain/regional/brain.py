@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cnbrain.cache import Caches, build_cache, follow
 from cnbrain.cache.base import CapacityEvent, CapacityKind
+from cnbrain.execution import CredentialStore
 from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
@@ -63,6 +64,8 @@ class Brain:
         self.db: AsyncEngine = create_engine(settings.database_url)
         self.sessions: async_sessionmaker[AsyncSession] = session_factory(self.db)
         self.caches: Caches = build_cache(settings.redis_url, namespace=settings.bus_namespace)
+        self.credentials = CredentialStore(settings.credentials)
+        """The deployment's credentials for sites' cluster schedulers (`docs/execution.md`)."""
         self._placement: Placement | None = None
         self._snapshots = SnapshotCache(
             self._load_snapshot, arrays=lambda: self.placement.engine.arrays

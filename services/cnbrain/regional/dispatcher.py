@@ -44,7 +44,6 @@ from cnbrain.execution import (
     BackendUnavailable,
     Clock,
     ClusterBackend,
-    CredentialStore,
     JobState,
     JobStatus,
     SystemClock,
@@ -106,9 +105,7 @@ class Dispatcher:
         self.brain = brain
         self.owner = brain.settings.instance_id
         clock = clock or SystemClock()
-        self.backends = SiteBackends(
-            clock=clock, credentials=CredentialStore(brain.settings.credentials)
-        )
+        self.backends = SiteBackends(clock=clock, credentials=brain.credentials)
         self.real_time = RealTime(clock)
         self._backend_kind = BackendKind(brain)
         self._task: asyncio.Task[None] | None = None

@@ -108,8 +108,9 @@ async def list_sites(brain: BrainDep, _: StaffDep) -> list[Site]:
     "/sites", response_model=Site, status_code=201, responses=ERRORS, summary="Register a site"
 )
 async def register_site(body: SiteRegistration, brain: BrainDep, principal: StaffDep) -> Site:
-    store = CredentialStore(brain.settings.credentials)
-    check_execution(principal, body.site, current=SIMULATOR, store=store, field="site.execution")
+    check_execution(
+        principal, body.site, current=SIMULATOR, store=brain.credentials, field="site.execution"
+    )
 
     async def write(session: AsyncSession) -> None:
         await registry.register_site(session, site=body.site, links=tuple(body.links))
@@ -130,10 +131,10 @@ async def update_site(site_id: str, site: Site, brain: BrainDep, principal: Staf
     if site.id != site_id:
         raise invalid("id", f"the body's site {site.id!r} is not the path's {site_id!r}")
 
-    store = CredentialStore(brain.settings.credentials)
-
     def check(current: BackendRef) -> None:
-        check_execution(principal, site, current=current, store=store, field="execution")
+        check_execution(
+            principal, site, current=current, store=brain.credentials, field="execution"
+        )
 
     async def write(session: AsyncSession) -> None:
         await registry.update_site(session, site=site, check_execution=check)
