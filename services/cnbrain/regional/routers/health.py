@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 
 from fastapi import APIRouter
 from sqlalchemy import text
@@ -58,20 +59,23 @@ async def readyz(brain: BrainDep) -> Health:
 
 
 async def _database_answers(brain: Brain) -> bool:
-    try:
-        async with asyncio.timeout(CHECK_TIMEOUT_S), brain.sessions() as session:
+    async def select_one() -> None:
+        async with brain.sessions() as session:
             await session.execute(text("SELECT 1"))
-    except Exception as exc:
-        log.warning("readiness: the database does not answer: %r", exc)
-        return False
-    return True
+
+    return await _answers("database", select_one())
 
 
 async def _cache_answers(brain: Brain) -> bool:
+    return await _answers("cache", brain.caches.ping())
+
+
+async def _answers(name: Dependency, check: Awaitable[None]) -> bool:
+    """Whether `check` of `name` completes within CHECK_TIMEOUT_S without an error."""
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S):
-            await brain.caches.ping()
+            await check
     except Exception as exc:
-        log.warning("readiness: the cache does not answer: %r", exc)
+        log.warning("readiness: the %s does not answer: %r", name, exc)
         return False
     return True
