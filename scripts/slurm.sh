@@ -442,22 +442,34 @@ rest_ping() {
 start_slurmrestd() {
     if running slurmrestd && ((${#CHANGED[@]} > 0)); then stop_daemon slurmrestd >/dev/null; fi
     if ! running slurmrestd; then
+        # A slurmrestd this script has lost track of (its pid file gone) still holds the port.
+        local stale
+        stale="$(ss -ltnpH "sport = :$REST_PORT" 2>/dev/null | sed -n 's/.*("slurmrestd",pid=\([0-9]*\).*/\1/p' | head -n 1)"
+        if [[ -n "$stale" ]]; then
+            kill "$stale" 2>/dev/null
+            wait_for 20 test ! -d "/proc/$stale" || kill -9 "$stale" 2>/dev/null
+        fi
         local log="$LOG_DIR/slurmrestd.log"
         touch "$log"
         chown "$REST_USER" "$log"
         # slurmrestd stays in the foreground: its own session, the user's ids, its pid in a file
-        # (setsid and setpriv exec, so $! is slurmrestd itself).
+        # (setsid and setpriv exec, so $! becomes slurmrestd itself once the shell's fork, then
+        # setsid, setpriv and env, have each exec'd the next).
         setsid setpriv --reuid="$REST_USER" --regid="$REST_USER" --init-groups \
             env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s "openapi/$API,openapi/db$API" \
             "$REST_HOST:$REST_PORT" >>"$log" 2>&1 </dev/null &
         local child=$! start=$SECONDS comm=""
-        while ((SECONDS - start < 10)); do
-            comm="$(cat "/proc/$child/comm" 2>/dev/null)"
-            [[ "$comm" == setsid || "$comm" == setpriv || "$comm" == env ]] || break
+        while ((SECONDS - start < WAIT_S)); do
+            comm="$(cat "/proc/$child/comm" 2>/dev/null)" || break
+            [[ "$comm" == slurmrestd ]] && break
             sleep 0.1
         done
-        [[ "$comm" == slurmrestd ]] || die "slurmrestd: did not start; see $log
+        if [[ "$comm" != slurmrestd ]]; then
+            local status="still '$comm' after ${WAIT_S}s"
+            [[ -d "/proc/$child" ]] || { wait "$child"; status="exited with status $?"; }
+            die "slurmrestd: did not start ($status); see $log
 $(log_tail "$log")"
+        fi
         echo "$child" >"$(pid_file slurmrestd)"
         mark_started slurmrestd
     fi
