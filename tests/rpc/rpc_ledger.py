@@ -46,6 +46,8 @@ class RecordingLedger(ledger_pb2_grpc.LedgerServiceServicer):
     fail_first: int = 0
     fail_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
     delay_s: float = 0.0
+    raises: Exception | None = None
+    """An error every call raises once entered, as a handler's own would."""
     forward_to: ledger_pb2_grpc.LedgerServiceAsyncStub | None = None
     calls: int = 0
     request_ids: list[str | None] = field(default_factory=list)
@@ -64,6 +66,8 @@ class RecordingLedger(ledger_pb2_grpc.LedgerServiceServicer):
             await context.abort(self.fail_code, f"failing call {self.calls}")
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.raises is not None:
+            raise self.raises
 
     async def Prepare(  # noqa: N802
         self, request: ledger_pb2.PrepareRequest, context: Context

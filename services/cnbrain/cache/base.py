@@ -13,6 +13,8 @@ from typing import Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cnbrain.domain.errors import Unavailable
+
 PENDING = "pending"
 """Value `IdempotencyStore.claim` returns while another caller holds a key and has not finished."""
 
@@ -20,7 +22,7 @@ CHANNEL_PREFIX = "cnbrain:capacity:"
 """A capacity bus in namespace `ns` publishes on the channel `cnbrain:capacity:<ns>`."""
 
 
-class CacheUnavailable(RuntimeError):  # noqa: N818 - the name the callers use
+class CacheUnavailable(Unavailable, RuntimeError):  # noqa: N818 - the name the callers use
     """The cache server cannot be reached; the message names the (password-redacted) URL."""
 
 

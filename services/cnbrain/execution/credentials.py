@@ -21,6 +21,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, StringConstraints, model_validator
 
 from cnbrain.domain.backend_ref import CREDENTIAL_NAME
+from cnbrain.domain.errors import Invalid
 from cnbrain.execution.errors import BackendUnavailable
 
 TokenSource = Callable[[], str]
@@ -50,7 +51,7 @@ class Credential(BaseModel):
         return self
 
 
-class CredentialRefusedError(ValueError):
+class CredentialRefusedError(Invalid):
     """A backend may not use a credential; `field` is the `BackendRef` field at fault
     (`credential` or `url`), `message` says why."""
 

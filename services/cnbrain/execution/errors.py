@@ -1,11 +1,13 @@
 """The errors every cluster backend raises, whatever scheduler is behind it."""
 
+from cnbrain.domain.errors import CnbrainError, Conflict, NotFound, Unavailable
 
-class BackendError(Exception):
+
+class BackendError(CnbrainError):
     """Base of the errors of `cnbrain.execution`; `str(error)` says what happened and where."""
 
 
-class BackendUnavailable(BackendError):  # noqa: N818 - the name the callers use
+class BackendUnavailable(BackendError, Unavailable):  # noqa: N818 - the name the callers use
     """The scheduler cannot be used now: unreachable, timed out, or its credentials refused.
 
     Retrying later may succeed; nothing was changed on the scheduler by the failed call, except
@@ -13,7 +15,7 @@ class BackendUnavailable(BackendError):  # noqa: N818 - the name the callers use
     """
 
 
-class BackendRejected(BackendError):  # noqa: N818 - the name the callers use
+class BackendRejected(BackendError, Conflict):  # noqa: N818 - the name the callers use
     """The scheduler answered and refused: a job it cannot run, or an operation on a job it
     does not allow in the job's state. `message` is the scheduler's own reason."""
 
@@ -22,7 +24,7 @@ class BackendRejected(BackendError):  # noqa: N818 - the name the callers use
         self.message = message
 
 
-class UnknownJob(BackendError):  # noqa: N818 - the name the callers use
+class UnknownJob(BackendError, NotFound):  # noqa: N818 - the name the callers use
     """The scheduler has no job with this id, neither running nor in its accounting."""
 
     def __init__(self, job_id: str, detail: str = "") -> None:

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.ownership import link_index
 from cnbrain.ledger.peer_claim import PeerClaim
@@ -15,7 +16,7 @@ from cnbrain.routing.paths import GraphPath
 from cnbrain.v1 import common_pb2, ledger_pb2
 
 
-class WireError(ValueError):
+class WireError(Invalid):
     """A message from a peer names something this brain's map does not have."""
 
 

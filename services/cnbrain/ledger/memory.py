@@ -6,12 +6,13 @@ from types import MappingProxyType
 
 import numpy as np
 
+from cnbrain.domain.errors import Conflict
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 
 
-class LedgerError(Exception):
+class LedgerError(Conflict):
     """A reservation cannot be taken or released; the message says which resource or id."""
 
 

@@ -12,6 +12,7 @@ same elapsed time, at each link's `cost_per_gbps_hour`. A simulator's records ar
 from collections.abc import Mapping
 
 from cnbrain.domain.decision import Decision
+from cnbrain.domain.errors import Conflict
 from cnbrain.domain.network import Link
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.site import Site
@@ -19,7 +20,7 @@ from cnbrain.execution import JobAccounting
 from cnbrain.storage.usage import NewUsage
 
 
-class NotMeterableError(ValueError):
+class NotMeterableError(Conflict, ValueError):
     """The accounting record cannot give a usage record (the job never started, or has not
     ended); the message says which."""
 

@@ -23,8 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cnbrain.cache.base import CacheUnavailable
-from cnbrain.placement.errors import RequestError
-from cnbrain.storage import errors
+from cnbrain.domain.errors import CnbrainError, ErrorKind, Invalid
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_S = 5
@@ -208,6 +207,37 @@ def invalid(field: str, message: str) -> ApiError:
     )
 
 
+_STATUS: dict[ErrorKind, int] = {
+    "invalid": 422,
+    "not_found": 404,
+    "conflict": 409,
+    "unavailable": 503,
+    "internal": 500,
+}
+"""The status that answers each kind of the error tree (`cnbrain.domain.errors`)."""
+
+
+def answer_of(exc: CnbrainError) -> JSONResponse:
+    """The answer to an error of the tree: the status of its kind and its message; an invalid
+    one names its field when it knows it; an unavailable one says retry after, and names the
+    database or the cache when one of them is down; an internal one is logged and closes the
+    connection, as `ErrorEdge` does for any bug."""
+    if isinstance(exc, Invalid) and exc.field is not None:
+        return _respond(invalid(exc.field, exc.message).problem)
+    if exc.kind == "unavailable":
+        which = outage_of(exc)
+        if which is not None:
+            log.warning("answered 503, the %s is unavailable: %r", which, exc)
+            return _respond(_down(which), {"Retry-After": str(RETRY_AFTER_S)})
+        down = unavailable(str(exc))
+        return _respond(down.problem, down.headers)
+    if exc.kind == "internal":
+        log.exception("unexpected error", exc_info=exc)
+        return _respond(_server_error(), {"Connection": "close"})
+    status = _STATUS[exc.kind]
+    return _respond(Problem(title=_title(status), status=status, detail=str(exc)))
+
+
 def _respond(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(
         problem.model_dump(exclude_none=True),
@@ -238,9 +268,9 @@ def install(app: FastAPI) -> None:
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return _respond(exc.problem, exc.headers)
 
-    @app.exception_handler(RequestError)
-    async def request_error(_: Request, exc: RequestError) -> JSONResponse:
-        return _respond(invalid(exc.field, exc.message).problem)
+    @app.exception_handler(CnbrainError)
+    async def cnbrain_error(_: Request, exc: CnbrainError) -> JSONResponse:
+        return answer_of(exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -250,16 +280,6 @@ def install(app: FastAPI) -> None:
         detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
         problem = Problem(title="Unprocessable Content", status=422, detail=detail, errors=errors)
         return _respond(problem)
-
-    @app.exception_handler(errors.NotFoundError)
-    async def storage_not_found(_: Request, exc: errors.NotFoundError) -> JSONResponse:
-        return _respond(Problem(title="Not Found", status=404, detail=str(exc)))
-
-    @app.exception_handler(errors.StorageError)
-    async def storage_error(_: Request, exc: errors.StorageError) -> JSONResponse:
-        if isinstance(exc, errors.RegistryError | errors.TenantError | errors.BadCursor):
-            return _respond(Problem(title="Unprocessable Content", status=422, detail=str(exc)))
-        return _respond(Problem(title="Conflict", status=409, detail=str(exc)))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -4,7 +4,9 @@ Server side (`server_interceptors`, in this order):
 
 - `RequestIdInterceptor`: each call runs with a request id (the caller's `x-request-id` when
   it is valid, else a new one) set in `cnbrain.rpc.context`, and is logged when it ends with
-  its method, id, status code and duration.
+  its method, id, status code and duration. It is also the gRPC edge of the error tree
+  (`cnbrain.domain.errors`): a handler's error of the tree ends the call with the status code
+  of its kind and the error's message.
 - `PeerTokenInterceptor` (only when a token is configured): every call must carry
   `authorization: Bearer <token>`, compared in constant time, else it ends UNAUTHENTICATED
   without reaching the servicer. Health and reflection are exempt, so probes need no token.
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from cnbrain.domain.errors import CnbrainError, ErrorKind
 from cnbrain.rpc._handlers import wrap_handler
 from cnbrain.rpc.context import (
     REQUEST_ID_HEADER,
@@ -75,8 +78,19 @@ def _metadata_value(metadata: Iterable[tuple[str, str | bytes]] | None, key: str
     return None
 
 
+STATUS_OF_KIND: dict[ErrorKind, grpc.StatusCode] = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "conflict": grpc.StatusCode.FAILED_PRECONDITION,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+    "internal": grpc.StatusCode.INTERNAL,
+}
+"""The status code that ends a call whose handler raised an error of the tree."""
+
+
 class RequestIdInterceptor(grpc.aio.ServerInterceptor):
-    """Runs every call inside `request_id_scope` and logs its outcome (see the module doc)."""
+    """Runs every call inside `request_id_scope`, ends one whose handler raised an error of the
+    tree with its kind's code (`STATUS_OF_KIND`) and logs its outcome (see the module doc)."""
 
     def __init__(self, *, quiet_services: Collection[str] = INFRASTRUCTURE_SERVICES) -> None:
         self._quiet = frozenset(quiet_services)
@@ -110,6 +124,12 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
                 except asyncio.CancelledError:
                     code = "CANCELLED"
                     raise
+                except CnbrainError as exc:
+                    status = STATUS_OF_KIND[exc.kind]
+                    code = status.name
+                    if exc.kind == "internal":
+                        log.exception("rpc %s failed", method, exc_info=exc)
+                    await context.abort(status, str(exc))
                 except Exception:
                     code = "UNKNOWN"
                     raise

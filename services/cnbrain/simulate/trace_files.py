@@ -25,6 +25,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from cnbrain.domain.accelerators import ACCELERATOR_MODELS
+from cnbrain.domain.errors import Invalid
 from cnbrain.simulate.trace import TraceJob
 
 TRACE_SUFFIXES: Final = (".jsonl", ".csv")
@@ -34,7 +35,7 @@ REQUIRED_FIELDS: Final[tuple[str, ...]] = tuple(
 )
 
 
-class TraceError(ValueError):
+class TraceError(Invalid):
     """A trace file is wrong. `line` and `field` are None when the fault is the whole file."""
 
     def __init__(self, path: Path, line: int | None, field: str | None, message: str) -> None:

@@ -1,20 +1,23 @@
-"""Errors of the storage layer. Each message names the item at fault.
-
-The API maps them to problem+json responses: NotFoundError (and UnknownItem) -> 404;
-RegistryError, TenantError and BadCursor -> 422; LastAdmin, CapacityConflict, QuotaExceeded,
-InvalidTransition and DuplicateIdempotencyKey -> 409 (or a replay of the first answer).
+"""Errors of the storage layer, in the tree of `cnbrain.domain.errors`; each message names
+the item at fault. Their kinds: NotFoundError (and UnknownItem) not found; RegistryError,
+TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded,
+InvalidTransition and DuplicateIdempotencyKey conflict (the API may replay the first answer).
 """
 
+from typing import ClassVar
 
-class StorageError(Exception):
+from cnbrain.domain.errors import CnbrainError, Conflict, ErrorKind, Invalid, NotFound
+
+
+class StorageError(CnbrainError):
     """Base class of every error raised on purpose by `cnbrain.storage`."""
 
 
-class NotFoundError(StorageError, LookupError):
+class NotFoundError(StorageError, NotFound):
     """The tenant, user, key, request or reservation does not exist (or is not visible)."""
 
 
-class RegistryError(StorageError, ValueError):
+class RegistryError(StorageError, Invalid):
     """A site or link is unknown, exists already, holds reservations, or the change would
     leave the map invalid (the MapError message is included)."""
 
@@ -22,20 +25,22 @@ class RegistryError(StorageError, ValueError):
 class UnknownItem(RegistryError, NotFoundError):  # noqa: N818 (the name the API uses)
     """The site or link is not registered (or is retired)."""
 
+    kind: ClassVar[ErrorKind] = "not_found"
 
-class TenantError(StorageError, ValueError):
+
+class TenantError(StorageError, Invalid):
     """A tenant, user, role or quota value is not acceptable."""
 
 
-class LastAdmin(StorageError):  # noqa: N818 (the name the API uses)
+class LastAdmin(StorageError, Conflict):  # noqa: N818 (the name the API uses)
     """The user is the last active admin: disabling it would leave nobody to administer."""
 
 
-class BadCursor(StorageError, ValueError):  # noqa: N818
+class BadCursor(StorageError, Invalid):  # noqa: N818
     """A pagination cursor was not produced by this store (or was altered)."""
 
 
-class LedgerStoreError(StorageError):
+class LedgerStoreError(StorageError, Conflict):
     """A reservation cannot be taken or released for a reason other than lack of room."""
 
 
@@ -57,7 +62,7 @@ class QuotaExceeded(LedgerStoreError):  # noqa: N818
         super().__init__(f"{resource}: {detail}" if detail else f"{resource}: quota exceeded")
 
 
-class RequestStoreError(StorageError):
+class RequestStoreError(StorageError, Conflict):
     """A request cannot be stored or changed."""
 
 

@@ -1,0 +1,63 @@
+"""The REST edge of the error tree: each kind answers its status as problem+json."""
+
+import json
+
+import pytest
+
+from cnbrain.cache.base import CacheUnavailable
+from cnbrain.domain.errors import CnbrainError
+from cnbrain.execution.errors import BackendRejected, UnknownJob
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.netmap.errors import MapError
+from cnbrain.placement.errors import PlacementError, RequestError
+from cnbrain.regional.problems import PROBLEM_JSON, RETRY_AFTER_S, answer_of
+from cnbrain.storage.errors import UnknownItem
+
+
+def _body(error: CnbrainError) -> tuple[int, dict[str, object], dict[str, str]]:
+    response = answer_of(error)
+    assert response.media_type == PROBLEM_JSON
+    return response.status_code, json.loads(response.body), dict(response.headers)
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (MapError("link 'a--b': capacity_gbps must be positive"), 422),
+        (UnknownItem("site 'XJ-hub' is not registered"), 404),
+        (UnknownJob("42"), 404),
+        (BackendRejected("job 42 cannot be suspended"), 409),
+    ],
+)
+def test_each_kind_answers_its_status_with_the_message(error: CnbrainError, status: int) -> None:
+    code, body, _ = _body(error)
+    assert code == status
+    assert body["status"] == status
+    assert body["detail"] == str(error)
+
+
+def test_an_invalid_error_with_a_field_names_it() -> None:
+    code, body, _ = _body(RequestError("resources.cpu", "must be finite"))
+    assert code == 422
+    assert body["errors"] == [{"field": "resources.cpu", "message": "must be finite"}]
+
+
+def test_an_unavailable_peer_answers_503_with_retry_after() -> None:
+    code, body, headers = _body(PeerUnavailable("the national brain", "unavailable"))
+    assert code == 503
+    assert headers["retry-after"] == str(RETRY_AFTER_S)
+    assert "the national brain" in str(body["detail"])
+
+
+def test_an_unavailable_cache_answers_503_naming_the_cache() -> None:
+    code, body, headers = _body(CacheUnavailable("redis://127.0.0.1:6379/0 does not answer"))
+    assert code == 503
+    assert body["unavailable"] == ["cache"]
+    assert headers["retry-after"] == str(RETRY_AFTER_S)
+
+
+def test_an_internal_error_answers_500_closes_and_says_nothing_of_it() -> None:
+    code, body, headers = _body(PlacementError("solve", RuntimeError("secret detail")))
+    assert code == 500
+    assert headers["connection"] == "close"
+    assert "secret detail" not in json.dumps(body)
