@@ -79,6 +79,7 @@ def _claim(arrays: MapArrays, request_id: str, site: int = 0, **changes: object)
     site_id = arrays.map.sites[site].id
     link = next(link.id for link in arrays.map.links if site_id in (link.a, link.b))
     claim = Claim(
+        reservation_id=f"rsv-{request_id}",
         request_id=request_id,
         tenant_id=TENANT,
         site_id=site_id,

@@ -52,6 +52,7 @@ def _claim(arrays: MapArrays, request_id: str, **changes: object) -> Claim:
     site = arrays.map.sites[0]
     links = tuple(link.id for link in arrays.map.links if site.id in (link.a, link.b))
     claim = Claim(
+        reservation_id=f"rsv-{request_id}",
         request_id=request_id,
         tenant_id=TENANT,
         site_id=site.id,

@@ -73,6 +73,7 @@ async def _prepare(url: str, document: MapDocument) -> list[list[Claim]]:
                 links = (*_attachments(document, site.id)[: 1 + i % 2], shared)
                 work[process].append(
                     Claim(
+                        reservation_id=f"rsv-{request_id}",
                         request_id=request_id,
                         tenant_id=tenant,
                         site_id=site.id,

@@ -210,6 +210,7 @@ async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
             session, request_id=f"req-{site.id}", tenant_id="acme", user_id="alice", body={}
         )
         claim = ledger_store.Claim(
+            reservation_id=f"rsv-{site.id}",
             request_id=f"req-{site.id}",
             tenant_id="acme",
             site_id=site.id,

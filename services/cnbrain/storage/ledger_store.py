@@ -23,7 +23,7 @@ Contract:
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, cast
 
@@ -31,6 +31,7 @@ import numpy as np
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Row,
     Select,
     Table,
     Update,
@@ -48,7 +49,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
-from cnbrain.ledger.reservation import Reservation
+from cnbrain.ledger.claim import Claim, claim_from
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage._sql import execute_counted, fetch_scalar
@@ -92,69 +93,16 @@ _HOLDING = sorted(HOLDING)
 """States of a cross-brain reservation part that hold capacity (see peer_ledger)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What one reservation takes, by id and in integer units: compute on `site_id`
-    (`accelerator_count` of `accelerator_model`, None when no accelerator) and `mbps` on every
-    link of `link_ids`; it counts against `tenant_id`'s quota as one active request."""
-
-    request_id: str
-    tenant_id: str
-    site_id: str
-    cpu_m: int
-    mem_mib: int
-    storage_gib: int
-    accelerator_model: str | None
-    accelerator_count: int
-    link_ids: tuple[str, ...]
-    mbps: int
-
-
-_LINK_INDEX: dict[int, tuple[MapArrays, dict[str, int]]] = {}
-
-
-def _link_index(arrays: MapArrays) -> dict[str, int]:
-    """Link id -> position in `arrays`, made once per arrays (the last few are kept)."""
-    cached = _LINK_INDEX.get(id(arrays))
-    if cached is not None and cached[0] is arrays:
-        return cached[1]
-    index = {link.id: j for j, link in enumerate(arrays.map.links)}
-    if len(_LINK_INDEX) >= 8:
-        _LINK_INDEX.clear()
-    _LINK_INDEX[id(arrays)] = (arrays, index)
-    return index
-
-
-class Amounts(Protocol):
-    """What a stored reservation, a cross-brain part or a peer claim says it takes."""
-
-    @property
-    def request_id(self) -> str: ...
-    @property
-    def tenant_id(self) -> str: ...
-    @property
-    def site_id(self) -> str | None: ...
-    @property
-    def cpu_m(self) -> int: ...
-    @property
-    def mem_mib(self) -> int: ...
-    @property
-    def storage_gib(self) -> int: ...
-    @property
-    def accelerator_model(self) -> str | None: ...
-    @property
-    def accelerator_count(self) -> int: ...
-    @property
-    def mbps(self) -> int: ...
-
-
-def claim_of_row(row: Amounts, *, link_ids: Sequence[str]) -> Claim:
-    """The claim of `row` (a stored reservation, a cross-brain part, a peer claim) on
-    `link_ids`; one without a site has site id ""."""
+def claim_of_row(
+    row: ReservationRecord | PeerReservation | Row[*tuple[Any, ...]], *, link_ids: Sequence[str]
+) -> Claim:
+    """The claim that a stored reservation or cross-brain part (or a row of their columns)
+    holds, on `link_ids`. A reservation counts against the quota; a part when it says so."""
     return Claim(
+        reservation_id=row.id,
         request_id=row.request_id,
         tenant_id=row.tenant_id,
-        site_id=row.site_id or "",
+        site_id=row.site_id,
         cpu_m=row.cpu_m,
         mem_mib=row.mem_mib,
         storage_gib=row.storage_gib,
@@ -162,40 +110,23 @@ def claim_of_row(row: Amounts, *, link_ids: Sequence[str]) -> Claim:
         accelerator_count=row.accelerator_count,
         link_ids=tuple(link_ids),
         mbps=row.mbps,
+        counts_quota=True if isinstance(row, ReservationRecord) else bool(row.counts_quota),
     )
 
 
-def amount_columns(row: Amounts) -> dict[str, object]:
-    """What `row` takes, as the columns that reservations and peer parts store it in."""
+def amount_columns(claim: Claim) -> dict[str, object]:
+    """What `claim` takes, as the columns that reservations and cross-brain parts store."""
     return {
-        "request_id": row.request_id,
-        "tenant_id": row.tenant_id,
-        "site_id": row.site_id,
-        "cpu_m": row.cpu_m,
-        "mem_mib": row.mem_mib,
-        "storage_gib": row.storage_gib,
-        "accelerator_model": row.accelerator_model,
-        "accelerator_count": row.accelerator_count,
-        "mbps": row.mbps,
+        "request_id": claim.request_id,
+        "tenant_id": claim.tenant_id,
+        "site_id": claim.site_id,
+        "cpu_m": claim.cpu_m,
+        "mem_mib": claim.mem_mib,
+        "storage_gib": claim.storage_gib,
+        "accelerator_model": claim.accelerator_model,
+        "accelerator_count": claim.accelerator_count,
+        "mbps": claim.mbps,
     }
-
-
-def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
-    """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`."""
-    compute = reservation.compute
-    model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
-    return Claim(
-        request_id=reservation.request_id,
-        tenant_id=tenant_id,
-        site_id=arrays.map.sites[compute.site].id,
-        cpu_m=compute.cpu_m,
-        mem_mib=compute.mem_mib,
-        storage_gib=compute.storage_gib,
-        accelerator_model=model,
-        accelerator_count=compute.acc_count if model else 0,
-        link_ids=tuple(arrays.map.links[i].id for i in reservation.links),
-        mbps=reservation.mbps,
-    )
 
 
 async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: int = 0) -> Snapshot:
@@ -205,7 +136,7 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     of `arrays` that the database does not know.
     """
     n, m = arrays.n_sites, len(arrays.accelerator_column)
-    site_index, link_index = arrays.map.site_index, _link_index(arrays)
+    site_index, link_index = arrays.map.site_index, arrays.link_index
     cpu, mem, storage = (np.zeros(n, dtype=np.int64) for _ in range(3))
     acc = np.zeros((n, m), dtype=np.int64)
     mbps = np.zeros(len(arrays.map.links), dtype=np.int64)
@@ -249,16 +180,14 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     )
 
 
-async def take(
-    session: AsyncSession, *, claim: Claim, compute: bool = True, quota: bool = True
-) -> None:
-    """Take the amounts of `claim` in the global lock order: compute on its site (unless
-    `compute` is False: then its site id is ignored), bandwidth on its links, and the
-    tenant's quota (unless `quota` is False). Raises as `reserve` does; the caller records
-    what was taken and rolls back after an exception."""
+async def take(session: AsyncSession, *, claim: Claim) -> None:
+    """Take the amounts of `claim` in the global lock order: compute on its site (none when
+    its site is None), bandwidth on its links, and the tenant's quota (when it counts it).
+    Raises as `reserve` does; the caller records what was taken and rolls back after an
+    exception."""
     _validate(claim)
     links = sorted(claim.link_ids)
-    if compute:
+    if claim.site_id is not None:
         await _lock_active(session, claim.site_id, links)
         await _take_site(session, claim)
         if claim.accelerator_count:
@@ -267,7 +196,7 @@ async def take(
         await _lock_links_active(session, links)
     if links and claim.mbps:
         await _take_links(session, links, claim.mbps)
-    if quota:
+    if claim.counts_quota:
         await _take_quota(session, claim)
 
 
@@ -279,6 +208,7 @@ async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -
     a tenant without quota row). After any of them the caller must roll back: earlier
     updates of the same call may have been applied.
     """
+    claim = _reservation(replace(claim, reservation_id=reservation_id))
     await take(session, claim=claim)
     links = sorted(claim.link_ids)
     if await session.get(ReservationRecord, reservation_id) is not None:
@@ -306,10 +236,13 @@ async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -
         )
 
 
-async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Claim]]) -> None:
-    """Take every (reservation id, claim) of `claims` inside the caller's transaction: all of
-    them, or raise and leave the caller to roll back (earlier updates of the call may have been
-    applied).
+async def reserve_many(
+    session: AsyncSession, *, claims: Sequence[Claim] | Sequence[tuple[str, Claim]]
+) -> None:
+    """Take every claim of `claims` (a pair: the claim under that reservation id) as a held
+    reservation inside the caller's transaction: all of them, or raise and leave the caller to
+    roll back (earlier updates of the call may have been applied). Each needs a site and
+    counts against its tenant's quota.
 
     The same checks as `reserve`, on the sums: the claims on one site, accelerator pool, link
     or tenant are added up and must fit together. Raises CapacityConflict (naming a site, pool
@@ -319,14 +252,28 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[tuple[str, Cla
     """
     if not claims:
         return
-    ids = [reservation_id for reservation_id, _ in claims]
+    held = [
+        _reservation(replace(c[1], reservation_id=c[0]) if isinstance(c, tuple) else c)
+        for c in claims
+    ]
+    ids = [claim.reservation_id for claim in held]
     if len(set(ids)) != len(ids):
         raise LedgerStoreError("a reservation id appears more than once")
-    await _take_many(session, [(claim, True, True) for _, claim in claims], store=claims)
+    await _take_many(session, held, store=held)
 
 
-async def take_many(session: AsyncSession, *, claims: Sequence[tuple[Claim, bool, bool]]) -> None:
-    """`take` of every (claim, compute, quota) of `claims` inside the caller's transaction,
+def _reservation(claim: Claim) -> Claim:
+    """`claim`, checked to be one a reservation can hold: on a site, counting the quota."""
+    if claim.site_id is None or not claim.counts_quota:
+        raise LedgerStoreError(
+            f"claim for request {claim.request_id!r}: a reservation needs a site and counts"
+            " against the quota"
+        )
+    return claim
+
+
+async def take_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+    """`take` of every claim of `claims` inside the caller's transaction,
     as `reserve_many` takes its claims (the amounts summed per row, a fixed number of
     statements) but without storing reservations: all of them, or raise as `reserve_many`
     does and leave the caller to roll back. Nothing happens for an empty `claims`."""
@@ -336,17 +283,16 @@ async def take_many(session: AsyncSession, *, claims: Sequence[tuple[Claim, bool
 
 async def _take_many(
     session: AsyncSession,
-    claims: Sequence[tuple[Claim, bool, bool]],
+    claims: Sequence[Claim],
     *,
-    store: Sequence[tuple[str, Claim]],
+    store: Sequence[Claim],
 ) -> None:
-    """Lock, check and take the sums of `claims` (each with its compute and quota flags),
-    and insert `store` as held reservations."""
-    for claim, _, _ in claims:
+    """Lock, check and take the sums of `claims` and insert `store` as held reservations."""
+    for claim in claims:
         _validate(claim)
     sums = _sums_of(claims)
     sites, pools, bandwidth, quotas = sums.sites, sums.pools, sums.bandwidth, sums.quotas
-    links = sorted({link for claim, _, _ in claims for link in claim.link_ids})
+    links = sorted({link for claim in claims for link in claim.link_ids})
     tables: _Tables = (
         _DriverTables(session)
         if session.get_bind().dialect.name == "postgresql"
@@ -407,14 +353,14 @@ async def _take_many(
         _expect_rows(count, keys, what)
 
 
-def _sums_of(claims: Sequence[tuple[Claim, bool, bool]]) -> "_Sums":
-    """What `claims` (each with its compute and quota flags, as `take`) take, summed per row."""
+def _sums_of(claims: Sequence[Claim]) -> "_Sums":
+    """What `claims` take (as `take`), summed per row."""
     sites: dict[str, list[int]] = {}
     pools: dict[tuple[str, str], int] = {}
     bandwidth: dict[str, int] = {}
     quotas: dict[str, list[int]] = {}
-    for claim, compute, quota in claims:
-        if compute:
+    for claim in claims:
+        if claim.site_id is not None:
             _add(sites, claim.site_id, (claim.cpu_m, claim.mem_mib, claim.storage_gib))
             if claim.accelerator_count and claim.accelerator_model:
                 pool = (claim.site_id, claim.accelerator_model)
@@ -422,17 +368,15 @@ def _sums_of(claims: Sequence[tuple[Claim, bool, bool]]) -> "_Sums":
         if claim.mbps:
             for link in claim.link_ids:
                 bandwidth[link] = bandwidth.get(link, 0) + claim.mbps
-        if quota:
+        if claim.counts_quota:
             amounts = (claim.cpu_m, claim.mem_mib, claim.accelerator_count, claim.mbps, 1)
             _add(quotas, claim.tenant_id, amounts)
     return _Sums(sites=sites, pools=pools, bandwidth=bandwidth, quotas=quotas)
 
 
-async def give_back_many(
-    session: AsyncSession, *, claims: Sequence[tuple[Claim, bool, bool]]
-) -> None:
-    """Subtract from the `used` columns what `take` added for every (claim, compute, quota) of
-    `claims` (same flags): the sums per row, with one UPDATE per table (site capacity,
+async def give_back_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+    """Subtract from the `used` columns what `take` added for every claim of `claims`: the
+    sums per row, with one UPDATE per table (site capacity,
     accelerator pools, links, quotas), each locking its rows in key order first (the global
     lock order of `take_many`). The caller has marked every claim's reservation released in
     the same transaction, so each is given back once. Nothing happens for an empty `claims`."""
@@ -519,7 +463,7 @@ async def release(session: AsyncSession, *, reservation_id: str) -> ReservationR
     if not taken:
         raise LedgerStoreError(f"reservation {reservation_id!r} is not held ({record.state})")
     links = await reservation_links(session, reservation_id=reservation_id)
-    await give_back_many(session, claims=[(claim_of_row(record, link_ids=links), True, True)])
+    await give_back_many(session, claims=[claim_of_row(record, link_ids=links)])
     return record
 
 
@@ -842,7 +786,7 @@ class _Tables(Protocol):
         ...
 
     async def take(
-        self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
+        self, sums: _Sums, claims: Sequence[Claim], at: datetime
     ) -> tuple[int, int, int, int]:
         """Add the sums to `used` where they fit (rows locked already) and insert the
         reservations; the rows changed in site capacity, pools, links and quotas."""
@@ -964,30 +908,30 @@ class _CoreTables:
             .values({used.key: used + a for (used, _), a in zip(pairs, per_row, strict=True)})
         )
 
-    async def insert_reservations(self, claims: Sequence[tuple[str, Claim]], at: datetime) -> None:
+    async def insert_reservations(self, claims: Sequence[Claim], at: datetime) -> None:
         await self._session.execute(
             insert(_RESERVATIONS),
             [
                 {
-                    "id": reservation_id,
+                    "id": claim.reservation_id,
                     **amount_columns(claim),
                     "state": ReservationState.HELD,
                     "created_at": at,
                     "released_at": None,
                 }
-                for reservation_id, claim in claims
+                for claim in claims
             ],
         )
         links = [
-            {"reservation_id": reservation_id, "link_id": link}
-            for reservation_id, claim in claims
+            {"reservation_id": claim.reservation_id, "link_id": link}
+            for claim in claims
             for link in sorted(claim.link_ids)
         ]
         if links:
             await self._session.execute(insert(_RESERVATION_LINKS), links)
 
     async def take(
-        self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
+        self, sums: _Sums, claims: Sequence[Claim], at: datetime
     ) -> tuple[int, int, int, int]:
         changed = (
             await self.add_sites(sums.sites) if sums.sites else 0,
@@ -1062,7 +1006,7 @@ class _DriverTables:
         return {row[0]: tuple(row[1:]) for row in rows}
 
     async def take(
-        self, sums: _Sums, claims: Sequence[tuple[str, Claim]], at: datetime
+        self, sums: _Sums, claims: Sequence[Claim], at: datetime
     ) -> tuple[int, int, int, int]:
         """One statement: an UPDATE per table and the INSERTs, as data-modifying CTEs (the
         rows are locked already, so their order does not matter any more)."""
@@ -1078,8 +1022,8 @@ class _DriverTables:
             f"(q.{limit.key} IS NULL OR q.{u.key} + v.a{i} <= q.{limit.key})"
             for i, (u, limit) in enumerate(pairs)
         )
-        held = [(rid, link) for rid, claim in claims for link in sorted(claim.link_ids)]
-        c = [claim for _, claim in claims]
+        held = [(x.reservation_id, link) for x in claims for link in sorted(x.link_ids)]
+        c = claims
         row = (
             await self._sql(
                 "WITH s AS (UPDATE site_capacity AS c SET cpu_m_used = c.cpu_m_used + v.cpu,"
@@ -1122,7 +1066,7 @@ class _DriverTables:
                 [sums.bandwidth[k] for k in links],
                 tenants,
                 *([sums.quotas[k][i] for k in tenants] for i in range(len(pairs))),
-                [rid for rid, _ in claims],
+                [x.reservation_id for x in c],
                 [x.request_id for x in c],
                 [x.tenant_id for x in c],
                 [x.site_id for x in c],

@@ -26,7 +26,7 @@ from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
-from cnbrain.ledger.peer_claim import PeerClaim
+from cnbrain.ledger.claim import Claim
 from cnbrain.storage import ledger_store
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import (
@@ -36,11 +36,7 @@ from cnbrain.storage.models import (
 )
 
 
-def _claim(part: PeerClaim) -> ledger_store.Claim:
-    return ledger_store.claim_of_row(part, link_ids=part.link_ids)
-
-
-async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> bool:
+async def prepare(session: AsyncSession, *, claim: Claim, expires_at: datetime) -> bool:
     """Take `claim` as a prepared part that lapses at `expires_at`; True when this call took
     it, False when a part prepared or held under the same id was left as it is. Raises
     CapacityConflict or QuotaExceeded (something is short), or LedgerStoreError (the id was
@@ -56,7 +52,7 @@ async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: dateti
 
 
 async def prepare_many(
-    session: AsyncSession, *, claims: Sequence[PeerClaim], expires_at: datetime
+    session: AsyncSession, *, claims: Sequence[Claim], expires_at: datetime
 ) -> list[bool | str]:
     """`prepare` of every claim, in order, each on its own within the caller's transaction;
     for each: True (this call took it), False (prepared or held before under the same id, or
@@ -97,13 +93,7 @@ async def prepare_many(
     order = sorted(fresh.values())
     try:
         async with session.begin_nested():
-            await ledger_store.take_many(
-                session,
-                claims=[
-                    (_claim(claims[i]), claims[i].site_id is not None, claims[i].counts_quota)
-                    for i in order
-                ],
-            )
+            await ledger_store.take_many(session, claims=[claims[i] for i in order])
         for i in order:
             results[i] = True
     except (CapacityConflict, QuotaExceeded, LedgerStoreError):
@@ -119,16 +109,11 @@ async def prepare_many(
     return [result for result in results if result is not None]
 
 
-async def _take(session: AsyncSession, claim: PeerClaim) -> None:
-    await ledger_store.take(
-        session,
-        claim=_claim(claim),
-        compute=claim.site_id is not None,
-        quota=claim.counts_quota,
-    )
+async def _take(session: AsyncSession, claim: Claim) -> None:
+    await ledger_store.take(session, claim=claim)
 
 
-async def _insert(session: AsyncSession, claims: Sequence[PeerClaim], expires_at: datetime) -> None:
+async def _insert(session: AsyncSession, claims: Sequence[Claim], expires_at: datetime) -> None:
     """Store `claims` as prepared parts lapsing at `expires_at`: one insert per table."""
     if not claims:
         return
@@ -263,11 +248,7 @@ async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str])
     await ledger_store.give_back_many(
         session,
         claims=[
-            (
-                ledger_store.claim_of_row(row, link_ids=links[rid]),
-                row.site_id is not None,
-                row.counts_quota,
-            )
+            ledger_store.claim_of_row(row, link_ids=links[rid])
             for rid, row in sorted(released.items())
         ],
     )
@@ -379,7 +360,7 @@ async def active_parts(session: AsyncSession) -> list[PeerReservation]:
     return list(rows)
 
 
-def _check_same(earlier: PeerReservation, claim: PeerClaim) -> None:
+def _check_same(earlier: PeerReservation, claim: Claim) -> None:
     if earlier.state == ReservationState.RELEASED:
         raise LedgerStoreError(f"reservation {claim.reservation_id!r} was released already")
     same = (
