@@ -3,8 +3,8 @@
 Contract:
 
 - `prepare` takes a part (compute on one of this brain's sites and/or bandwidth on its links,
-  and the tenant's quota when the part counts it) with the same conditional updates and lock
-  order as `ledger_store.reserve`, so prepared parts, local reservations and replicas never
+  and the tenant's quota when the part counts it) with `ledger_store.take_many`, the checks
+  and lock order of local reservations, so prepared parts, local reservations and replicas never
   oversubscribe anything. The part is `prepared` until `expires_at`.
 - `commit` makes a prepared, unexpired part `held` and records the decision. `release` gives
   back what a prepared or held part took, exactly once. `expire` releases every prepared
@@ -25,13 +25,15 @@ from typing import Any
 from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.domain.states import HOLDING, ReservationState
+from cnbrain.domain.states import HOLDING, RELEASED_AFTER_PLACED, ReservationState
 from cnbrain.ledger.claim import Claim
 from cnbrain.storage import ledger_store
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
+from cnbrain.storage.ledger_sql import amount_columns
 from cnbrain.storage.models import (
     PeerReservation,
     PeerReservationLink,
+    PlacementRequestRecord,
     utcnow,
 )
 
@@ -46,7 +48,7 @@ async def prepare(session: AsyncSession, *, claim: Claim, expires_at: datetime) 
     if earlier is not None:
         _check_same(earlier, claim)
         return False
-    await _take(session, claim)
+    await ledger_store.take_many(session, claims=[claim])
     await _insert(session, [claim], expires_at)
     return True
 
@@ -100,17 +102,13 @@ async def prepare_many(
         for i in order:
             try:
                 async with session.begin_nested():
-                    await _take(session, claims[i])
+                    await ledger_store.take_many(session, claims=[claims[i]])
                 results[i] = True
             except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
                 results[i] = str(refused)
     await _insert(session, [claims[i] for i in order if results[i] is True], expires_at)
     assert all(result is not None for result in results)
     return [result for result in results if result is not None]
-
-
-async def _take(session: AsyncSession, claim: Claim) -> None:
-    await ledger_store.take(session, claim=claim)
 
 
 async def _insert(session: AsyncSession, claims: Sequence[Claim], expires_at: datetime) -> None:
@@ -123,7 +121,7 @@ async def _insert(session: AsyncSession, claims: Sequence[Claim], expires_at: da
         [
             {
                 "id": claim.reservation_id,
-                **ledger_store.amount_columns(claim),
+                **amount_columns(claim),
                 "counts_quota": claim.counts_quota,
                 "state": ReservationState.PREPARED,
                 "expires_at": expires_at,
@@ -358,6 +356,22 @@ async def active_parts(session: AsyncSession) -> list[PeerReservation]:
         .order_by(PeerReservation.created_at, PeerReservation.id)
     )
     return list(rows)
+
+
+async def unreleased_parts_of_ended_requests(
+    session: AsyncSession, *, request_ids: Sequence[str] | None = None
+) -> list[str]:
+    """The ids of the parts not released yet of this brain's requests that have ended
+    (completed, failed or cancelled), or only of `request_ids`, oldest first."""
+    p, r = PeerReservation, PlacementRequestRecord
+    query = (
+        select(p.id)
+        .join(r, r.id == p.request_id)
+        .where(p.state != ReservationState.RELEASED, r.state.in_(sorted(RELEASED_AFTER_PLACED)))
+    )
+    if request_ids is not None:
+        query = query.where(p.request_id.in_(list(request_ids)))
+    return list(await session.scalars(query.order_by(p.created_at, p.id)))
 
 
 def _check_same(earlier: PeerReservation, claim: Claim) -> None:
