@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cnbrain.federation.codec import PathReader, WireError, graph_path, path_message
-from cnbrain.federation.ownership import Ownership, link_index
+from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.load import load_map
@@ -71,7 +71,7 @@ def test_paths_cross_the_wire_unchanged_and_bad_ones_are_named(
     hub = _site(arrays, "NX")
     path = router.destination_paths(hub, k=1, blocked=frozenset())[0]
     residual = np.full(len(arrays.map.links), 1234, dtype=np.int64)
-    links = link_index(arrays)
+    links = arrays.link_index
 
     message = path_message(path, arrays=arrays, residual_mbps=residual)
     back = graph_path(message, arrays=arrays, links=links)

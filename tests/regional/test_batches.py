@@ -128,6 +128,7 @@ async def replica_releases(api: Api, reservation_ids: list[str]) -> None:
 
 def gpu_claim(request_id: str, tenant: str, site: str) -> Claim:
     return Claim(
+        reservation_id=f"rsv-{request_id}",
         request_id=request_id,
         tenant_id=tenant,
         site_id=site,

@@ -11,12 +11,14 @@ from datetime import UTC
 import numpy as np
 import pytest
 import pytest_asyncio
-from sqlalchemy import delete
+from sqlalchemy import delete, event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import audit, ledger_store, registry, requests
+from cnbrain.storage.database import Dialect
 from cnbrain.storage.errors import (
     CapacityConflict,
     InvalidTransition,
@@ -25,7 +27,6 @@ from cnbrain.storage.errors import (
     QuotaExceeded,
     RequestStoreError,
 )
-from cnbrain.storage.ledger_store import Claim
 from cnbrain.storage.models import Quota, SiteCapacity
 from cnbrain.storage.requests import NewRequest, StateChange
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
@@ -79,6 +80,7 @@ def _claim(arrays: MapArrays, request_id: str, site: int = 0, **changes: object)
     site_id = arrays.map.sites[site].id
     link = next(link.id for link in arrays.map.links if site_id in (link.a, link.b))
     claim = Claim(
+        reservation_id=f"rsv-{request_id}",
         request_id=request_id,
         tenant_id=TENANT,
         site_id=site_id,
@@ -294,6 +296,42 @@ async def test_a_batch_over_the_quota_takes_nothing(sessions: Sessions, ledger: 
     async with sessions() as session:
         quota = await get_quota(session, tenant_id=TENANT)
     assert quota is not None and (quota.used_accelerators, quota.active_requests) == (3, 3)
+    await _check(sessions)
+
+
+async def _statements_of_reserve_many(sessions: Sessions, claims: list[Claim]) -> int:
+    """The SQL statements `reserve_many` of `claims` runs, other than the start of its
+    transaction."""
+    seen: list[str] = []
+
+    def count(_connection: object, _cursor: object, statement: str, *_: object) -> None:
+        if not statement.startswith("BEGIN"):
+            seen.append(statement)
+
+    engine = sessions.kw["bind"].sync_engine
+    async with sessions.begin() as session:
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            await ledger_store.reserve_many(session, claims=claims)
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+    return len(seen)
+
+
+async def test_reserve_many_costs_the_same_statements_for_one_claim_and_for_many(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    """A single claim is a batch of one; on PostgreSQL a batch is six locking reads and one
+    statement for the updates and inserts."""
+    ids = [f"r{i}" for i in range(6)]
+    await _pending(sessions, ids)
+    one = await _statements_of_reserve_many(sessions, [_claim(ledger, ids[0])])
+    many = await _statements_of_reserve_many(
+        sessions, [_claim(ledger, i, site=n % 3) for n, i in enumerate(ids[1:])]
+    )
+    assert one == many
+    if Dialect(sessions.kw["bind"].dialect.name) is Dialect.POSTGRESQL:
+        assert one == 7
     await _check(sessions)
 
 

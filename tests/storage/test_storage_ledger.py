@@ -11,12 +11,12 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.claim import Claim, claim_from
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
-from cnbrain.storage.ledger_store import Claim
 from cnbrain.storage.models import SiteCapacity
 from cnbrain.storage.requests import insert_request
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
@@ -52,6 +52,7 @@ def _claim(arrays: MapArrays, request_id: str, **changes: object) -> Claim:
     site = arrays.map.sites[0]
     links = tuple(link.id for link in arrays.map.links if site.id in (link.a, link.b))
     claim = Claim(
+        reservation_id=f"rsv-{request_id}",
         request_id=request_id,
         tenant_id=TENANT,
         site_id=site.id,
@@ -266,7 +267,7 @@ async def test_engine_reservations_convert_to_claims(sessions: Sessions, ledger:
     decision = engine.place(request, reserve=False, snapshot=snapshot)
     assert decision.site is not None
     reservation = engine.reservation_for(request, decision)
-    claim = ledger_store.claim_from(reservation, arrays=engine_arrays, tenant_id=TENANT)
+    claim = claim_from(reservation, arrays=engine_arrays, tenant_id=TENANT)
     assert claim.site_id == decision.site
     assert (claim.cpu_m, claim.mem_mib, claim.accelerator_model, claim.accelerator_count) == (
         8000,

@@ -9,7 +9,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.states import ReservationState
-from cnbrain.ledger.peer_claim import PeerClaim
+from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, peer_ledger
@@ -31,7 +31,7 @@ async def ledger(sessions: Sessions, seeded: MapArrays) -> MapArrays:
     return seeded
 
 
-def _part(arrays: MapArrays, reservation_id: str, **changes: object) -> PeerClaim:
+def _part(arrays: MapArrays, reservation_id: str, **changes: object) -> Claim:
     """4 cores, 2 x A100 on the first site and 200 Mbps on its links; no quota."""
     site = arrays.map.sites[0]
     links = tuple(sorted(link.id for link in arrays.map.links if site.id in (link.a, link.b)))
@@ -50,7 +50,7 @@ def _part(arrays: MapArrays, reservation_id: str, **changes: object) -> PeerClai
         "counts_quota": False,
     }
     values.update(changes)
-    return PeerClaim(**values)  # type: ignore[arg-type]
+    return Claim(**values)  # type: ignore[arg-type]
 
 
 async def _snapshot(sessions: Sessions, arrays: MapArrays) -> Snapshot:
@@ -58,7 +58,7 @@ async def _snapshot(sessions: Sessions, arrays: MapArrays) -> Snapshot:
         return await ledger_store.load_snapshot(session, arrays=arrays)
 
 
-async def _prepare(sessions: Sessions, part: PeerClaim, expires_in: timedelta = LATER) -> bool:
+async def _prepare(sessions: Sessions, part: Claim, expires_in: timedelta = LATER) -> bool:
     async with sessions.begin() as session:
         return await peer_ledger.prepare(session, claim=part, expires_at=utcnow() + expires_in)
 
@@ -298,7 +298,7 @@ class _Statements:
         event.remove(self._engine, "before_cursor_execute", self._seen)
 
 
-def _other_site_part(arrays: MapArrays, reservation_id: str) -> PeerClaim:
+def _other_site_part(arrays: MapArrays, reservation_id: str) -> Claim:
     """2 cores on the second site and 100 Mbps on its links; no accelerators, no quota."""
     site = arrays.map.sites[1]
     links = tuple(sorted(link.id for link in arrays.map.links if site.id in (link.a, link.b)))

@@ -12,12 +12,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.storage.errors import CapacityConflict, QuotaExceeded
-from cnbrain.storage.ledger_store import Claim
 from cnbrain.storage.models import Quota, SiteCapacity
 from cnbrain.storage.requests import insert_request
 from cnbrain.storage.tenants import create_tenant, create_user, set_quota
@@ -73,6 +73,7 @@ async def _prepare(url: str, document: MapDocument) -> list[list[Claim]]:
                 links = (*_attachments(document, site.id)[: 1 + i % 2], shared)
                 work[process].append(
                     Claim(
+                        reservation_id=f"rsv-{request_id}",
                         request_id=request_id,
                         tenant_id=tenant,
                         site_id=site.id,

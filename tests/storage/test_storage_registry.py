@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
+from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gbps_to_mbps, gib_to_mib
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
@@ -209,7 +210,8 @@ async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
         await insert_request(
             session, request_id=f"req-{site.id}", tenant_id="acme", user_id="alice", body={}
         )
-        claim = ledger_store.Claim(
+        claim = Claim(
+            reservation_id=f"rsv-{site.id}",
             request_id=f"req-{site.id}",
             tenant_id="acme",
             site_id=site.id,

@@ -7,9 +7,7 @@ import numpy as np
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.federation.ownership import link_index
-from cnbrain.ledger.peer_claim import PeerClaim
-from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
@@ -65,7 +63,7 @@ class PathReader:
 
     def __init__(self, arrays: MapArrays) -> None:
         self._arrays = arrays
-        self._links = link_index(arrays)
+        self._links = arrays.link_index
         self._read: dict[tuple[str, tuple[str, ...], tuple[str, ...]], GraphPath] = {}
 
     def read(self, message: common_pb2.Path, *, owner: str) -> GraphPath:
@@ -99,7 +97,7 @@ def request_of(text: str) -> PlacementRequest:
     return parse_request(raw)
 
 
-def part_message(claim: PeerClaim) -> ledger_pb2.PartClaim:
+def part_message(claim: Claim) -> ledger_pb2.PartClaim:
     """The wire form of one part, for a Prepare."""
     return ledger_pb2.PartClaim(
         reservation_id=claim.reservation_id,
@@ -119,9 +117,10 @@ def part_message(claim: PeerClaim) -> ledger_pb2.PartClaim:
     )
 
 
-def claim_of(message: ledger_pb2.PartClaim) -> PeerClaim:
+def claim_of(message: ledger_pb2.PartClaim) -> Claim:
+    """The claim of one part of a Prepare."""
     compute = message.compute
-    return PeerClaim(
+    return Claim(
         reservation_id=message.reservation_id,
         request_id=message.request_id,
         tenant_id=message.tenant_id,
@@ -134,25 +133,4 @@ def claim_of(message: ledger_pb2.PartClaim) -> PeerClaim:
         link_ids=tuple(message.link_ids),
         mbps=message.mbps,
         counts_quota=message.count_quota,
-    )
-
-
-def reservation_of(claim: PeerClaim, *, arrays: MapArrays, links: Mapping[str, int]) -> Reservation:
-    """The engine form of a part, to adjust a cached snapshot by it. A network-only part
-    takes zero compute (on site 0)."""
-    site = arrays.map.site_index[claim.site_id] if claim.site_id else 0
-    column = arrays.accelerator_column.get(claim.accelerator_model or "", -1)
-    return Reservation(
-        id=claim.reservation_id,
-        request_id=claim.request_id,
-        compute=ComputeClaim(
-            site=site,
-            cpu_m=claim.cpu_m if claim.site_id else 0,
-            mem_mib=claim.mem_mib if claim.site_id else 0,
-            storage_gib=claim.storage_gib if claim.site_id else 0,
-            acc_column=column if claim.site_id else -1,
-            acc_count=claim.accelerator_count if claim.site_id and column >= 0 else 0,
-        ),
-        links=tuple(links[link_id] for link_id in claim.link_ids),
-        mbps=claim.mbps,
     )

@@ -18,9 +18,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from typing_extensions import override
 
-from cnbrain.federation.codec import claim_of, reservation_of
-from cnbrain.federation.ownership import Ownership, link_index
-from cnbrain.ledger.peer_claim import PeerClaim
+from cnbrain.federation.codec import claim_of
+from cnbrain.federation.ownership import Ownership
+from cnbrain.ledger.claim import Claim, reservation_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import peer_ledger
@@ -47,7 +47,7 @@ class CapacityWatch(Protocol):
 
 async def prepare_parts(
     sessions: async_sessionmaker[AsyncSession],
-    claims: Sequence[PeerClaim],
+    claims: Sequence[Claim],
     *,
     ttl_ms: int,
     arrays: MapArrays,
@@ -60,7 +60,6 @@ async def prepare_parts(
     if not claims:
         return []
     expires_at = utcnow() + timedelta(milliseconds=ttl_ms)
-    links = link_index(arrays)
     taken: list[Reservation] = []
     watch.begin_local_change()
     try:
@@ -82,7 +81,7 @@ async def prepare_parts(
                         )
                     )
         taken = [
-            reservation_of(claim, arrays=arrays, links=links)
+            reservation_of(claim, arrays=arrays)
             for claim, outcome in zip(claims, outcomes, strict=True)
             if outcome is True
         ]
@@ -218,9 +217,8 @@ def _refusal(part: ledger_pb2.PartClaim, arrays: MapArrays, ownership: Ownership
         index = arrays.map.site_index.get(site_id)
         if index is None or not ownership.sites[index]:
             return f"site {site_id!r} is not owned by {ownership.owner}"
-    links = link_index(arrays)
     for link_id in part.link_ids:
-        j = links.get(link_id)
+        j = arrays.link_index.get(link_id)
         if j is None or not ownership.owns_link(j):
             return f"link {link_id!r} is not owned by {ownership.owner}"
     return None

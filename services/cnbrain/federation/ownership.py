@@ -1,15 +1,11 @@
 """Which sites and links a brain owns, and its view of free capacity limited to them."""
 
-import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 
 
@@ -59,9 +55,3 @@ class Ownership:
             free_acc=np.where(site[:, None], snapshot.free_acc, 0),
             residual_mbps=np.where(link, snapshot.residual_mbps, 0),
         )
-
-
-@functools.lru_cache(maxsize=4)
-def link_index(arrays: MapArrays) -> Mapping[str, int]:
-    """Link id -> index in `arrays`; computed once per map."""
-    return MappingProxyType({link.id: j for j, link in enumerate(arrays.map.links)})

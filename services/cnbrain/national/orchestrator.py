@@ -40,7 +40,7 @@ from cnbrain.federation.ledger_service import (
     release_parts,
 )
 from cnbrain.group_commit import GroupCommit
-from cnbrain.ledger.peer_claim import PeerClaim
+from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.national.regions import Region, RegionDirectory
@@ -89,7 +89,7 @@ class Part:
 
     owner: str
     region: Region | None
-    claim: PeerClaim
+    claim: Claim
 
 
 @dataclass(slots=True)
@@ -509,7 +509,7 @@ class CrossRegionPlacer:
             if owner != NATIONAL_OWNER and region is None:
                 raise AttemptError(f"region {owner!r} is not registered", region=owner)
             amounts = destination or source
-            claim = PeerClaim(
+            claim = Claim(
                 reservation_id=reservation.id,
                 request_id=request.id,
                 tenant_id=request.tenant,

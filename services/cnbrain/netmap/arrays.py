@@ -46,6 +46,8 @@ class MapArrays:
 
     map: ComputeNetworkMap
     accelerator_column: Mapping[str, int]
+    link_index: Mapping[str, int]
+    """Link id -> position in the `link_...` columns."""
     site_province: IntArray
     site_region: IntArray
     site_kind: IntArray
@@ -96,6 +98,7 @@ class MapArrays:
         return cls(
             map=cmap,
             accelerator_column=MappingProxyType(column),
+            link_index=MappingProxyType({link.id: j for j, link in enumerate(links)}),
             site_province=ints([province_idx[s.province] for s in sites]),
             site_region=ints([region_idx[cmap.provinces[s.province].region] for s in sites]),
             site_kind=ints([SITE_KIND_CODES[s.kind] for s in sites]),

@@ -378,14 +378,14 @@ class Dispatcher:
 
     async def _settle_stalled(self) -> None:
         async with self.brain.sessions() as session:
-            stalled = await job_outcomes.stalled_requests(session)
+            stalled = await jobs.stalled_requests(session)
         for item in stalled:
             try:
                 await self._settle(item)
             except Exception:
                 log.exception("request %s: could not settle its ended attempt", item.request.id)
 
-    async def _settle(self, item: job_outcomes.Stalled) -> None:
+    async def _settle(self, item: jobs.Stalled) -> None:
         request = PlacementRequest.model_validate(item.request.body)
         assert request.job is not None  # stalled requests have jobs
         last, max_attempts = item.last, request.job.max_attempts

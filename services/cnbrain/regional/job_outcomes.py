@@ -3,31 +3,20 @@
 - `finish_request`: the request ends (completed or failed) and its reservations in this
   brain's ledger are released at once.
 - `retry_on_same_site`: the next attempt is queued on the same site, keeping the reservation.
-- `stalled_requests`: requests whose job should run but has no attempt under way (the last
-  one ended without completing): the dispatcher settles each (retry, place elsewhere, fail).
 
 A request placed across regions holds its reservation in parts kept by their owners; the
 caller releases those through the national brain after committing (`release_elsewhere`).
 """
 
 import logging
-from dataclasses import dataclass
 
-from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.domain.states import (
-    OPEN_ATTEMPT,
-    RELEASED_AFTER_PLACED,
-    RUNNABLE,
-    AttemptState,
-    RequestState,
-    ReservationState,
-)
+from cnbrain.domain.states import RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.brain import Brain
 from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
-from cnbrain.storage.models import JobRecord, PeerReservation, PlacementRequestRecord
+from cnbrain.storage.models import JobRecord, PeerReservation
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -106,49 +95,6 @@ def failure_reason(last: JobRecord, max_attempts: int) -> str:
     return f"attempt {last.attempt} of {max_attempts} {_ended(last)}"
 
 
-@dataclass(frozen=True, slots=True)
-class Stalled:
-    """A runnable request with a job and no attempt under way; `last` is its last attempt."""
-
-    request: PlacementRequestRecord
-    last: JobRecord
-
-
-async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[Stalled]:
-    """Runnable requests with a job whose attempts all ended and none completed."""
-    r, j = PlacementRequestRecord, JobRecord
-    has_job = (
-        text("json_typeof(placement_requests.body -> 'job') = 'object'")
-        if session.get_bind().dialect.name == "postgresql"
-        else text("json_type(placement_requests.body, '$.job') = 'object'")
-    )
-    open_attempt = select(j.request_id).where(
-        j.request_id == r.id, j.state.in_(sorted(OPEN_ATTEMPT))
-    )
-    completed = select(j.request_id).where(j.request_id == r.id, j.state == AttemptState.COMPLETED)
-    any_attempt = select(j.request_id).where(j.request_id == r.id)
-    found = list(
-        await session.scalars(
-            select(r)
-            .where(
-                r.state.in_(sorted(RUNNABLE)),
-                has_job,
-                any_attempt.exists(),
-                ~open_attempt.exists(),
-                ~completed.exists(),
-            )
-            .order_by(r.updated_at, r.id)
-            .limit(limit)
-            .execution_options(populate_existing=True)
-        )
-    )
-    stalled = []
-    for record in found:
-        attempts = await jobs.attempts_of(session, request_id=record.id)
-        stalled.append(Stalled(request=record, last=attempts[-1]))
-    return stalled
-
-
 async def held_parts(session: AsyncSession, *, request_id: str) -> list[PeerReservation]:
     """The request's cross-region parts still held or prepared."""
     parts = await peer_ledger.parts_of_request(session, request_id=request_id)
@@ -163,16 +109,10 @@ async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = Non
     national = brain.national
     if national is None:
         return 0
-    p, r = PeerReservation, PlacementRequestRecord
     async with brain.sessions() as session:
-        query = (
-            select(p.id)
-            .join(r, r.id == p.request_id)
-            .where(p.state != ReservationState.RELEASED, r.state.in_(sorted(RELEASED_AFTER_PLACED)))
+        part_ids = await peer_ledger.unreleased_parts_of_ended_requests(
+            session, request_ids=request_ids
         )
-        if request_ids is not None:
-            query = query.where(p.request_id.in_(request_ids))
-        part_ids = list(await session.scalars(query.order_by(p.created_at, p.id)))
     released = 0
     for part_id in part_ids:
         try:

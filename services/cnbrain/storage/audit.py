@@ -14,6 +14,7 @@ from sqlalchemy import Table, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
+from cnbrain.storage.database import on_postgresql
 from cnbrain.storage.errors import BadCursor
 from cnbrain.storage.models import AuditEntry, utcnow
 
@@ -67,7 +68,7 @@ async def record_many(session: AsyncSession, entries: Sequence[Entry]) -> None:
     """Append `entries`, in order, with one statement in the caller's transaction."""
     if not entries:
         return
-    if session.get_bind().dialect.name == "postgresql":  # one statement without compiling it
+    if on_postgresql(session):  # one statement without compiling it
         connection = await session.connection()
         await connection.exec_driver_sql(
             "INSERT INTO audit_log (at, actor, tenant_id, action, object_type, object_id, detail)"

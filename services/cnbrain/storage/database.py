@@ -17,12 +17,14 @@ event loop (through `AsyncConnection.run_sync`, sharing one connection with Alem
 """
 
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, Table, event, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError
@@ -81,20 +83,45 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int | None = None)
     return engine
 
 
+class Dialect(StrEnum):
+    """The databases a brain runs on."""
+
+    POSTGRESQL = "postgresql"
+    SQLITE = "sqlite"
+
+
+_DIALECT = "cnbrain.dialect"
+"""The key of a session's dialect in its `info`."""
+
+
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    """Sessions bound to `engine` whose objects stay readable after commit."""
-    return async_sessionmaker(engine, expire_on_commit=False)
+    """Sessions bound to `engine` whose objects stay readable after commit; each knows the
+    dialect of `engine` (`dialect_of`), decided here once."""
+    return async_sessionmaker(
+        engine, expire_on_commit=False, info={_DIALECT: Dialect(engine.dialect.name)}
+    )
 
 
-def is_sqlite(engine: AsyncEngine) -> bool:
-    return engine.dialect.name == "sqlite"
+def dialect_of(session: AsyncSession) -> Dialect:
+    """The dialect of a session made by `session_factory`."""
+    dialect: Dialect = session.info[_DIALECT]
+    return dialect
+
+
+def on_postgresql(session: AsyncSession) -> bool:
+    return dialect_of(session) is Dialect.POSTGRESQL
+
+
+def insert_on_conflict(session: AsyncSession, table: Table | Any) -> Any:
+    """An INSERT into `table` (a table or a model) in the session's dialect, which has the
+    ON CONFLICT clauses (PostgreSQL and SQLite spell them alike)."""
+    return postgresql.insert(table) if on_postgresql(session) else sqlite.insert(table)
 
 
 async def advisory_lock(session: AsyncSession, key: int) -> None:
     """Hold PostgreSQL advisory lock `key` until the transaction ends; a no-op on SQLite,
     whose transactions (BEGIN IMMEDIATE) are serialised already."""
-    bind = session.get_bind()
-    if bind.dialect.name == "postgresql":
+    if on_postgresql(session):
         await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 

@@ -23,12 +23,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, text, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import (
     ENDED_ATTEMPT,
     LIVE_ATTEMPT,
+    OPEN_ATTEMPT,
     RUNNABLE,
     AttemptState,
     RequestState,
@@ -36,6 +36,7 @@ from cnbrain.domain.states import (
 )
 from cnbrain.storage import requests
 from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.database import insert_on_conflict, on_postgresql
 from cnbrain.storage.models import JobRecord, PlacementRequestRecord, SiteRecord, utcnow
 
 __all__ = [
@@ -127,15 +128,48 @@ async def live_attempt(session: AsyncSession, *, request_id: str) -> JobRecord |
 
 def _has_job(session: AsyncSession) -> Any:
     """SQL: the stored request has a `job` part (a JSON object, not null)."""
-    if session.get_bind().dialect.name == "postgresql":
+    if on_postgresql(session):
         return text("json_typeof(placement_requests.body -> 'job') = 'object'")
     return text("json_type(placement_requests.body, '$.job') = 'object'")
 
 
-def _insert(session: AsyncSession) -> Any:
-    if session.get_bind().dialect.name == "postgresql":
-        return postgresql.insert(JobRecord)
-    return sqlite.insert(JobRecord)
+@dataclass(frozen=True, slots=True)
+class Stalled:
+    """A runnable request with a job and no attempt under way; `last` is its last attempt."""
+
+    request: PlacementRequestRecord
+    last: JobRecord
+
+
+async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[Stalled]:
+    """Runnable requests with a job whose attempts all ended and none completed (at most
+    `limit`, least recently updated first)."""
+    r, j = PlacementRequestRecord, JobRecord
+    open_attempt = select(j.request_id).where(
+        j.request_id == r.id, j.state.in_(sorted(OPEN_ATTEMPT))
+    )
+    completed = select(j.request_id).where(j.request_id == r.id, j.state == AttemptState.COMPLETED)
+    any_attempt = select(j.request_id).where(j.request_id == r.id)
+    found = list(
+        await session.scalars(
+            select(r)
+            .where(
+                r.state.in_(sorted(RUNNABLE)),
+                _has_job(session),
+                any_attempt.exists(),
+                ~open_attempt.exists(),
+                ~completed.exists(),
+            )
+            .order_by(r.updated_at, r.id)
+            .limit(limit)
+            .execution_options(populate_existing=True)
+        )
+    )
+    stalled = []
+    for record in found:
+        attempts = await attempts_of(session, request_id=record.id)
+        stalled.append(Stalled(request=record, last=attempts[-1]))
+    return stalled
 
 
 async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> int:
@@ -164,7 +198,10 @@ async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> in
         for request_id, tenant_id, site_id, execution in rows
     ]
     result = await session.execute(
-        _insert(session).on_conflict_do_nothing().returning(JobRecord.request_id), values
+        insert_on_conflict(session, JobRecord)
+        .on_conflict_do_nothing()
+        .returning(JobRecord.request_id),
+        values,
     )
     return len(result.all())
 
@@ -200,7 +237,7 @@ async def queue_attempt(
 ) -> None:
     """Queue attempt number `attempt` of the request on `site_id`."""
     row = _queued_row(request_id, tenant_id, attempt, site_id, backend, utcnow())
-    await session.execute(_insert(session).values(**row, message=message))
+    await session.execute(insert_on_conflict(session, JobRecord).values(**row, message=message))
 
 
 async def claim_queued(

@@ -3,8 +3,8 @@
 Contract:
 
 - `prepare` takes a part (compute on one of this brain's sites and/or bandwidth on its links,
-  and the tenant's quota when the part counts it) with the same conditional updates and lock
-  order as `ledger_store.reserve`, so prepared parts, local reservations and replicas never
+  and the tenant's quota when the part counts it) with `ledger_store.take_many`, the checks
+  and lock order of local reservations, so prepared parts, local reservations and replicas never
   oversubscribe anything. The part is `prepared` until `expires_at`.
 - `commit` makes a prepared, unexpired part `held` and records the decision. `release` gives
   back what a prepared or held part took, exactly once. `expire` releases every prepared
@@ -25,22 +25,20 @@ from typing import Any
 from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.domain.states import HOLDING, ReservationState
-from cnbrain.ledger.peer_claim import PeerClaim
+from cnbrain.domain.states import HOLDING, RELEASED_AFTER_PLACED, ReservationState
+from cnbrain.ledger.claim import Claim
 from cnbrain.storage import ledger_store
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
+from cnbrain.storage.ledger_sql import amount_columns
 from cnbrain.storage.models import (
     PeerReservation,
     PeerReservationLink,
+    PlacementRequestRecord,
     utcnow,
 )
 
 
-def _claim(part: PeerClaim) -> ledger_store.Claim:
-    return ledger_store.claim_of_row(part, link_ids=part.link_ids)
-
-
-async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: datetime) -> bool:
+async def prepare(session: AsyncSession, *, claim: Claim, expires_at: datetime) -> bool:
     """Take `claim` as a prepared part that lapses at `expires_at`; True when this call took
     it, False when a part prepared or held under the same id was left as it is. Raises
     CapacityConflict or QuotaExceeded (something is short), or LedgerStoreError (the id was
@@ -50,13 +48,13 @@ async def prepare(session: AsyncSession, *, claim: PeerClaim, expires_at: dateti
     if earlier is not None:
         _check_same(earlier, claim)
         return False
-    await _take(session, claim)
+    await ledger_store.take_many(session, claims=[claim])
     await _insert(session, [claim], expires_at)
     return True
 
 
 async def prepare_many(
-    session: AsyncSession, *, claims: Sequence[PeerClaim], expires_at: datetime
+    session: AsyncSession, *, claims: Sequence[Claim], expires_at: datetime
 ) -> list[bool | str]:
     """`prepare` of every claim, in order, each on its own within the caller's transaction;
     for each: True (this call took it), False (prepared or held before under the same id, or
@@ -97,20 +95,14 @@ async def prepare_many(
     order = sorted(fresh.values())
     try:
         async with session.begin_nested():
-            await ledger_store.take_many(
-                session,
-                claims=[
-                    (_claim(claims[i]), claims[i].site_id is not None, claims[i].counts_quota)
-                    for i in order
-                ],
-            )
+            await ledger_store.take_many(session, claims=[claims[i] for i in order])
         for i in order:
             results[i] = True
     except (CapacityConflict, QuotaExceeded, LedgerStoreError):
         for i in order:
             try:
                 async with session.begin_nested():
-                    await _take(session, claims[i])
+                    await ledger_store.take_many(session, claims=[claims[i]])
                 results[i] = True
             except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
                 results[i] = str(refused)
@@ -119,16 +111,7 @@ async def prepare_many(
     return [result for result in results if result is not None]
 
 
-async def _take(session: AsyncSession, claim: PeerClaim) -> None:
-    await ledger_store.take(
-        session,
-        claim=_claim(claim),
-        compute=claim.site_id is not None,
-        quota=claim.counts_quota,
-    )
-
-
-async def _insert(session: AsyncSession, claims: Sequence[PeerClaim], expires_at: datetime) -> None:
+async def _insert(session: AsyncSession, claims: Sequence[Claim], expires_at: datetime) -> None:
     """Store `claims` as prepared parts lapsing at `expires_at`: one insert per table."""
     if not claims:
         return
@@ -138,7 +121,7 @@ async def _insert(session: AsyncSession, claims: Sequence[PeerClaim], expires_at
         [
             {
                 "id": claim.reservation_id,
-                **ledger_store.amount_columns(claim),
+                **amount_columns(claim),
                 "counts_quota": claim.counts_quota,
                 "state": ReservationState.PREPARED,
                 "expires_at": expires_at,
@@ -263,11 +246,7 @@ async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str])
     await ledger_store.give_back_many(
         session,
         claims=[
-            (
-                ledger_store.claim_of_row(row, link_ids=links[rid]),
-                row.site_id is not None,
-                row.counts_quota,
-            )
+            ledger_store.claim_of_row(row, link_ids=links[rid])
             for rid, row in sorted(released.items())
         ],
     )
@@ -379,7 +358,23 @@ async def active_parts(session: AsyncSession) -> list[PeerReservation]:
     return list(rows)
 
 
-def _check_same(earlier: PeerReservation, claim: PeerClaim) -> None:
+async def unreleased_parts_of_ended_requests(
+    session: AsyncSession, *, request_ids: Sequence[str] | None = None
+) -> list[str]:
+    """The ids of the parts not released yet of this brain's requests that have ended
+    (completed, failed or cancelled), or only of `request_ids`, oldest first."""
+    p, r = PeerReservation, PlacementRequestRecord
+    query = (
+        select(p.id)
+        .join(r, r.id == p.request_id)
+        .where(p.state != ReservationState.RELEASED, r.state.in_(sorted(RELEASED_AFTER_PLACED)))
+    )
+    if request_ids is not None:
+        query = query.where(p.request_id.in_(list(request_ids)))
+    return list(await session.scalars(query.order_by(p.created_at, p.id)))
+
+
+def _check_same(earlier: PeerReservation, claim: Claim) -> None:
     if earlier.state == ReservationState.RELEASED:
         raise LedgerStoreError(f"reservation {claim.reservation_id!r} was released already")
     same = (

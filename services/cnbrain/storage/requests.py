@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Table, and_, case, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -33,6 +32,7 @@ from cnbrain.storage._sql import (
     execute_counted,
     fetch_scalar,
 )
+from cnbrain.storage.database import insert_on_conflict, on_postgresql
 from cnbrain.storage.errors import (
     BadCursor,
     DuplicateIdempotencyKey,
@@ -180,7 +180,7 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
     if len({n.request_id for n in new}) != len(new):
         raise ValueError("a request id appears more than once")
     try:
-        if _on_postgresql(session):
+        if on_postgresql(session):
             result = await _driver_sql(
                 session,
                 "INSERT INTO placement_requests (id, tenant_id, user_id, idempotency_key, body,"
@@ -200,7 +200,7 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
         else:
             r = _REQUESTS.c
             statement = (
-                _upsert(session, _REQUESTS)
+                insert_on_conflict(session, _REQUESTS)
                 .on_conflict_do_nothing(index_elements=[r.tenant_id, r.idempotency_key])
                 .returning(r.id)
             )
@@ -379,7 +379,7 @@ async def set_states(
     r = _REQUESTS.c
     for state, group in groups.items():
         ids = [c.request_id for c in group]
-        if _on_postgresql(session):
+        if on_postgresql(session):
             changed = await _driver_sql(
                 session,
                 "UPDATE placement_requests AS r SET state = $1, updated_at = $2,"
@@ -431,7 +431,7 @@ async def save_decisions(
     if not documents:
         return
     at = at or utcnow()
-    if _on_postgresql(session):
+    if on_postgresql(session):
         await _driver_sql(
             session,
             "INSERT INTO decisions (request_id, document, created_at)"
@@ -443,7 +443,7 @@ async def save_decisions(
             at,
         )
         return
-    statement = _upsert(session, _DECISIONS)
+    statement = insert_on_conflict(session, _DECISIONS)
     statement = statement.on_conflict_do_update(
         index_elements=[_DECISIONS.c.request_id],
         set_={"document": statement.excluded.document, "created_at": statement.excluded.created_at},
@@ -526,24 +526,12 @@ def _decoded(document: Document) -> dict[str, Any]:
     return document
 
 
-def _on_postgresql(session: AsyncSession) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
-
-
 async def _driver_sql(session: AsyncSession, statement: str, *parameters: Any) -> Any:
     """Run `statement` (PostgreSQL, `$n` parameters) through the driver in the session's
     transaction: no SQLAlchemy compilation, so about a sixth of the CPU time of a Core
     statement; the `..._many` functions use it with arrays (`unnest`) on PostgreSQL."""
     connection = await session.connection()
     return await connection.exec_driver_sql(statement, parameters)
-
-
-def _upsert(session: AsyncSession, table: Table) -> Any:
-    """INSERT into `table` in the session's dialect, with its ON CONFLICT clauses (PostgreSQL
-    and SQLite spell them alike)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
 
 
 def _scoped(query: _Query, tenant_id: str | None) -> _Query:

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
+from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.errors import BadCursor
 from cnbrain.storage.models import UsageRecord, utcnow
 
@@ -78,9 +78,8 @@ async def insert(session: AsyncSession, usage: NewUsage) -> bool:
     values: dict[str, Any] = {
         name: getattr(usage, name) for name in NewUsage.__dataclass_fields__
     } | {"cost_cny": usage.cost_cny, "recorded_at": utcnow()}
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     statement = (
-        dialect.insert(_USAGE)
+        insert_on_conflict(session, _USAGE)
         .values(**values)
         .on_conflict_do_nothing(index_elements=[_USAGE.c.request_id, _USAGE.c.attempt])
         .returning(_USAGE.c.id)

@@ -1,0 +1,76 @@
+"""What a reservation takes, by id: the form the ledgers, the database and the wire share.
+
+The engine works on indices into the map (`Reservation`); `claim_from` and `reservation_of`
+turn one form into the other.
+"""
+
+from dataclasses import dataclass
+
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.netmap.arrays import MapArrays
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What reservation `reservation_id` takes, in integer units: compute on `site_id`
+    (`accelerator_count` of `accelerator_model`, None when no accelerator) and `mbps` on every
+    link of `link_ids`; with `counts_quota`, it counts against `tenant_id`'s quota as one
+    active request.
+
+    `site_id` None: no compute here (a part of a cross-brain reservation that only crosses
+    this brain's links, or only counts the quota); its compute amounts then count against the
+    quota only."""
+
+    reservation_id: str
+    request_id: str
+    tenant_id: str
+    site_id: str | None
+    cpu_m: int
+    mem_mib: int
+    storage_gib: int
+    accelerator_model: str | None
+    accelerator_count: int
+    link_ids: tuple[str, ...]
+    mbps: int
+    counts_quota: bool = True
+
+
+def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
+    """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`."""
+    compute = reservation.compute
+    model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
+    return Claim(
+        reservation_id=reservation.id,
+        request_id=reservation.request_id,
+        tenant_id=tenant_id,
+        site_id=arrays.map.sites[compute.site].id,
+        cpu_m=compute.cpu_m,
+        mem_mib=compute.mem_mib,
+        storage_gib=compute.storage_gib,
+        accelerator_model=model,
+        accelerator_count=compute.acc_count if model else 0,
+        link_ids=tuple(arrays.map.links[i].id for i in reservation.links),
+        mbps=reservation.mbps,
+    )
+
+
+def reservation_of(claim: Claim, *, arrays: MapArrays) -> Reservation:
+    """The engine form of `claim` on `arrays`, to adjust a snapshot by it. A claim without a
+    site takes zero compute (on site 0). Raises KeyError for a site or link not on the map."""
+    here = claim.site_id is not None
+    site = arrays.map.site_index[claim.site_id] if claim.site_id is not None else 0
+    column = arrays.accelerator_column.get(claim.accelerator_model or "", -1)
+    return Reservation(
+        id=claim.reservation_id,
+        request_id=claim.request_id,
+        compute=ComputeClaim(
+            site=site,
+            cpu_m=claim.cpu_m if here else 0,
+            mem_mib=claim.mem_mib if here else 0,
+            storage_gib=claim.storage_gib if here else 0,
+            acc_column=column if here else -1,
+            acc_count=claim.accelerator_count if here and column >= 0 else 0,
+        ),
+        links=tuple(arrays.link_index[link_id] for link_id in claim.link_ids),
+        mbps=claim.mbps,
+    )

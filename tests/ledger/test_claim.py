@@ -1,0 +1,62 @@
+"""A claim (ids) and the engine's reservation (indices) turn into each other exactly."""
+
+import dataclasses
+
+import pytest
+
+from cnbrain.ledger.claim import Claim, claim_from, reservation_of
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+
+
+@pytest.fixture(scope="module")
+def arrays(tiny_map: ComputeNetworkMap) -> MapArrays:
+    return MapArrays.build(tiny_map)
+
+
+def _reservation(arrays: MapArrays) -> Reservation:
+    column = next(iter(arrays.accelerator_column.values()))
+    return Reservation(
+        id="rsv-1",
+        request_id="req-1",
+        compute=ComputeClaim(1, 4000, 8192, 10, column, 2),
+        links=(0, 3),
+        mbps=200,
+    )
+
+
+def test_a_reservation_becomes_a_claim_by_ids_and_back(arrays: MapArrays) -> None:
+    reservation = _reservation(arrays)
+    claim = claim_from(reservation, arrays=arrays, tenant_id="acme")
+    model = arrays.map.accelerator_models[reservation.compute.acc_column]
+    assert claim == Claim(
+        reservation_id="rsv-1",
+        request_id="req-1",
+        tenant_id="acme",
+        site_id=arrays.map.sites[1].id,
+        cpu_m=4000,
+        mem_mib=8192,
+        storage_gib=10,
+        accelerator_model=model,
+        accelerator_count=2,
+        link_ids=(arrays.map.links[0].id, arrays.map.links[3].id),
+        mbps=200,
+        counts_quota=True,
+    )
+    assert reservation_of(claim, arrays=arrays) == reservation
+
+
+def test_a_claim_without_a_site_takes_no_compute_in_the_engine(arrays: MapArrays) -> None:
+    claim = dataclasses.replace(
+        claim_from(_reservation(arrays), arrays=arrays, tenant_id="acme"), site_id=None
+    )
+    back = reservation_of(claim, arrays=arrays)
+    assert back.compute == ComputeClaim(0, 0, 0, 0, -1, 0)
+    assert (back.links, back.mbps) == ((0, 3), 200)
+
+
+def test_the_link_index_of_a_map_follows_its_links(arrays: MapArrays) -> None:
+    assert [arrays.link_index[link.id] for link in arrays.map.links] == list(
+        range(len(arrays.map.links))
+    )
