@@ -12,8 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from cnbrain.cli.main import main
-from cnbrain.national.coordinator import Coordinator
-from cnbrain.national.participants import Commitment
+from cnbrain.national.coordinator import Commitment, Coordinator
 from cnbrain.national.planner import AttemptError, Plan
 
 DELAY_VARIABLE = "SLOW_COMMITS_MS"

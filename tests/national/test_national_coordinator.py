@@ -11,8 +11,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
-from cnbrain.national.coordinator import Coordinator
-from cnbrain.national.participants import Commitment, Participant
+from cnbrain.national.coordinator import Commitment, Coordinator, Participant
 from cnbrain.national.planner import Part, Plan
 
 pytestmark = pytest.mark.asyncio

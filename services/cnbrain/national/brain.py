@@ -45,7 +45,7 @@ class NationalBrain:
             Participants(local, self.directory, deadline_s=settings.call_deadline_s),
             ttl_ms=settings.prepare_ttl_ms,
         )
-        self.placer = CrossRegionPlacer(self, self.coordinator)
+        self.placer = CrossRegionPlacer(self, self.coordinator, held=local)
         self.plan_lock = asyncio.Lock()
         self._engine: PlacementEngine | None = None
         self._ownership: Ownership | None = None

@@ -4,17 +4,55 @@ refused or could not commit, and release again, later, what an owner could not r
 asked.
 
 Each step is one call per owner carrying all its parts of the batch, the owners in parallel.
-An owner is reached through its `Participant`, looked up once per step."""
+An owner is reached through its `Participant` (the port, below; `national.participants`
+has its implementations), looked up once per step. A participant's every call carries many
+parts, one result per part, in the order given."""
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.national.participants import Commitment, Participant
-from cnbrain.national.planner import AttemptError, Part, Plan
+from cnbrain.ledger.peer_claim import PeerClaim
+from cnbrain.national.planner import AttemptError, Part, Plan, reason_of
 
 log = logging.getLogger("cnbrain.national")
+
+
+@dataclass(frozen=True, slots=True)
+class Commitment:
+    """What an owner stores with a committed part: the decision and the request, as
+    documents (for a ledger in this process) and as JSON (for the wire)."""
+
+    reservation_id: str
+    decision: dict[str, Any]
+    decision_json: str
+    request: dict[str, Any]
+    request_json: str
+
+
+class Participant(Protocol):
+    """One owner's ledger in the two-phase commit of cross-region reservations."""
+
+    @property
+    def region(self) -> str | None:
+        """The region left out of the next attempt when this ledger fails a part; None for
+        the national brain's own."""
+
+    async def prepare(self, claims: Sequence[PeerClaim], *, ttl_ms: int) -> list[str | None]:
+        """Prepare every claim, each expiring after `ttl_ms` unless committed; for each,
+        None (prepared) or why not. Raises PeerUnavailable when the owner does not answer."""
+
+    async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
+        """Commit the prepared part of every commitment; for each, None (held) or why not.
+        Raises PeerUnavailable when the owner does not answer."""
+
+    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
+        """Release every reservation's part, prepared or committed (none held: nothing).
+        Raises PeerUnavailable when the owner does not answer (nothing known released)."""
+
 
 Lookup = Callable[[str], Participant | None]
 """The participant of an owner; None: an owner (region) that is not registered."""
@@ -23,6 +61,9 @@ ByOwner = dict[str, list[tuple[int, Part]]]
 
 
 class Coordinator:
+    """Two-phase commit of plans' parts in their owners, each reached through the
+    participant `participant` looks up."""
+
     def __init__(self, participant: Lookup, *, ttl_ms: int) -> None:
         self._participant = participant
         self._ttl_ms = ttl_ms
@@ -110,9 +151,6 @@ class Coordinator:
             )
         )
 
-    def _known(self, owner: str) -> bool:
-        return self._participant(owner) is not None
-
     async def _step(
         self,
         step: str,
@@ -172,14 +210,8 @@ def _failures(
 def _reason_at(reply: object, position: int, count: int) -> str | None:
     """Why the part at `position` of a call failed: the call's exception, or its result."""
     if isinstance(reply, BaseException):
-        return _failure(reply)
+        return reason_of(reply)
     assert isinstance(reply, list) and len(reply) == count
     reason = reply[position]
     assert reason is None or isinstance(reason, str)
     return reason
-
-
-def _failure(error: BaseException) -> str:
-    if isinstance(error, PeerUnavailable):
-        return f"{error.cause}: {error.details}"
-    return f"{type(error).__name__}: {error}"

@@ -19,27 +19,21 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import grpc
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from typing import Any, Protocol
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.domain.states import ReservationState
 from cnbrain.federation.codec import PathReader, WireError, request_json
 from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.national import planner
-from cnbrain.national.coordinator import Coordinator
-from cnbrain.national.participants import Commitment
+from cnbrain.national.coordinator import Commitment, Coordinator
 from cnbrain.national.planner import Answers, AttemptError, Plan
 from cnbrain.national.regions import Region, RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.composed import ComposedRouter
 from cnbrain.routing.paths import GraphPath
-from cnbrain.storage import peer_ledger
 from cnbrain.v1 import regional_pb2
 
 BATCH_CAP = 64
@@ -48,14 +42,11 @@ BATCH_CAP = 64
 
 class National(Protocol):
     """What the placer uses of the national brain (`national.brain.NationalBrain`): its
-    settings, database sessions, engine (the backbone's paths), the regions' directory, its
-    backbone snapshots and plan lock."""
+    settings, engine (the backbone's paths), the regions' directory, its backbone snapshots
+    and plan lock."""
 
     @property
     def settings(self) -> NationalSettings: ...
-
-    @property
-    def sessions(self) -> async_sessionmaker[AsyncSession]: ...
 
     @property
     def engine(self) -> PlacementEngine: ...
@@ -67,6 +58,17 @@ class National(Protocol):
     def plan_lock(self) -> asyncio.Lock: ...
 
     async def backbone_snapshot(self) -> Snapshot: ...
+
+
+class Held(Protocol):
+    """What the placer reads of the national brain's own ledger."""
+
+    async def held_decisions(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The committed decision of every request of `request_ids` it holds one of."""
+
+    async def owners_of(self, reservation_id: str) -> list[str] | None:
+        """The owners of the parts of a reservation it holds (prepared or committed);
+        None when it holds none."""
 
 
 @dataclass(slots=True)
@@ -88,9 +90,10 @@ class CrossRegionPlacer:
     """The cross-region placement use case: each request's attempts, the regions' answers,
     the engine's joint choice, and its reservation through `coordinator`."""
 
-    def __init__(self, brain: National, coordinator: Coordinator) -> None:
+    def __init__(self, brain: National, coordinator: Coordinator, held: Held) -> None:
         self._brain = brain
         self._coordinator = coordinator
+        self._held = held
         self._inflight: dict[str, asyncio.Future[Decision]] = {}
         self._batches: GroupCommit[Pending, Decision] = GroupCommit(
             self._first_attempts, cap=BATCH_CAP
@@ -123,15 +126,11 @@ class CrossRegionPlacer:
     async def release(self, reservation_id: str, reason: str) -> bool:
         """Release every part of a committed cross-region reservation; False when the
         national brain holds no such reservation."""
-        async with self._brain.sessions() as session:
-            record = await peer_ledger.get(session, reservation_id=reservation_id)
-        if record is None or record.state == ReservationState.RELEASED:
+        owners = await self._held.owners_of(reservation_id)
+        if owners is None:
             return False
         await asyncio.gather(
-            *(
-                self._coordinator.release(owner, [reservation_id], reason)
-                for owner in planner.owners(record.decision)
-            )
+            *(self._coordinator.release(owner, [reservation_id], reason) for owner in owners)
         )
         return True
 
@@ -158,10 +157,7 @@ class CrossRegionPlacer:
     async def _first_attempts(self, items: list[Pending]) -> list[Decision | BaseException]:
         """The batch's answers: the decision committed earlier for a request id, or the
         outcome of its first attempt (an AttemptError goes to its caller to try again)."""
-        async with self._brain.sessions() as session:
-            earlier = await peer_ledger.held_decisions(
-                session, request_ids=[item.request.id for item in items]
-            )
+        earlier = await self._held.held_decisions([item.request.id for item in items])
         fresh = [i for i, item in enumerate(items) if item.request.id not in earlier]
         outcomes = iter(await self._attempt([items[i] for i in fresh]) if fresh else [])
         return [
@@ -248,23 +244,19 @@ class CrossRegionPlacer:
             for region in regions:
                 asked.setdefault(region.id, (region, []))[1].append(i)
         source_calls = [
-            region.brain.GetSourceSegments(
-                regional_pb2.GetSourceSegmentsRequest(
-                    requests_json=[items[i].text for i in indices],
-                    paths=settings.paths_per_segment,
-                ),
-                timeout=timeout,
+            region.source_segments(
+                [items[i].text for i in indices],
+                paths=settings.paths_per_segment,
+                deadline_s=timeout,
             )
             for region, indices in sources.values()
         ]
         candidate_calls = [
-            region.brain.GetCandidates(
-                regional_pb2.GetCandidatesRequest(
-                    requests_json=[items[i].text for i in indices],
-                    max_sites=settings.sites_per_region,
-                    paths_per_site=settings.paths_per_segment,
-                ),
-                timeout=timeout,
+            region.candidates(
+                [items[i].text for i in indices],
+                sites=settings.sites_per_region,
+                paths=settings.paths_per_segment,
+                deadline_s=timeout,
             )
             for region, indices in asked.values()
         ]
@@ -298,7 +290,9 @@ class CrossRegionPlacer:
         """One item's source segments from `reply` (the source region's answer, or the
         exception of its call); AttemptError naming the source region when there are none."""
         if isinstance(reply, BaseException):
-            raise AttemptError(f"source region {source.id!r}: {_failure(reply)}", region=source.id)
+            raise AttemptError(
+                f"source region {source.id!r}: {planner.reason_of(reply)}", region=source.id
+            )
         assert isinstance(reply, regional_pb2.GetSourceSegmentsResponse)
         if len(reply.answers) != count:
             raise AttemptError(
@@ -341,7 +335,7 @@ class CrossRegionPlacer:
         """Add one item's candidates from `reply` (the region's answer, or the exception of
         its call) to `answers`; a note when the region offered none or answered wrongly."""
         if isinstance(reply, BaseException):
-            return _failure(reply)
+            return planner.reason_of(reply)
         assert isinstance(reply, regional_pb2.GetCandidatesResponse)
         if len(reply.answers) != count:
             return f"{len(reply.answers)} answers for {count} requests"
@@ -416,9 +410,3 @@ def _commitments(items: Sequence[Pending], plans: Sequence[Plan]) -> dict[int, C
 def _answers(answer: Answers | AttemptError) -> Answers:
     assert isinstance(answer, Answers)
     return answer
-
-
-def _failure(error: BaseException) -> str:
-    if isinstance(error, grpc.aio.AioRpcError):
-        return f"{error.code().name.lower()}: {error.details()}"
-    return f"{type(error).__name__}: {error}"

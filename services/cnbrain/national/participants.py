@@ -1,16 +1,15 @@
-"""The owners' ledgers as participants of the two-phase commit: the port, the national
-brain's own ledger (its database) and a region's (its LedgerService, over gRPC).
-
-Every call carries many parts, one result per part, in the order given."""
+"""The owners' ledgers as participants of the two-phase commit (`coordinator.Participant`):
+the national brain's own ledger (its database) and a region's (its LedgerService, over gRPC),
+and the lookup of an owner's."""
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.domain.states import ReservationState
 from cnbrain.federation.codec import part_message
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.ledger_service import (
@@ -20,46 +19,17 @@ from cnbrain.federation.ledger_service import (
     release_parts,
 )
 from cnbrain.ledger.peer_claim import PeerClaim
-from cnbrain.national.regions import Region, RegionDirectory
+from cnbrain.national.coordinator import Commitment, Participant
+from cnbrain.national.planner import owners
+from cnbrain.national.regions import Region, RegionDirectory, unavailable
 from cnbrain.netmap.arrays import MapArrays
+from cnbrain.storage import peer_ledger
 from cnbrain.v1 import ledger_pb2
 
 
-@dataclass(frozen=True, slots=True)
-class Commitment:
-    """What an owner stores with a committed part: the decision and the request, as
-    documents (for a ledger in this process) and as JSON (for the wire)."""
-
-    reservation_id: str
-    decision: dict[str, Any]
-    decision_json: str
-    request: dict[str, Any]
-    request_json: str
-
-
-class Participant(Protocol):
-    """One owner's ledger in the two-phase commit of cross-region reservations."""
-
-    @property
-    def region(self) -> str | None:
-        """The region left out of the next attempt when this ledger fails a part; None for
-        the national brain's own."""
-
-    async def prepare(self, claims: Sequence[PeerClaim], *, ttl_ms: int) -> list[str | None]:
-        """Prepare every claim, each expiring after `ttl_ms` unless committed; for each,
-        None (prepared) or why not. Raises PeerUnavailable when the owner does not answer."""
-
-    async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
-        """Commit the prepared part of every commitment; for each, None (held) or why not.
-        Raises PeerUnavailable when the owner does not answer."""
-
-    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
-        """Release every reservation's part, prepared or committed (none held: nothing).
-        Raises PeerUnavailable when the owner does not answer (nothing known released)."""
-
-
 class LocalParticipant:
-    """The national brain's own ledger: the backbone links, in its database."""
+    """The national brain's own ledger, in its database: the participant for the backbone
+    links, and what it holds of every cross-region reservation."""
 
     region = None
 
@@ -86,6 +56,20 @@ class LocalParticipant:
 
     async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
         await release_parts(self._sessions, reservation_ids, watch=self._watch)
+
+    async def held_decisions(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The committed decision of every request of `request_ids` it holds one of."""
+        async with self._sessions() as session:
+            return await peer_ledger.held_decisions(session, request_ids=request_ids)
+
+    async def owners_of(self, reservation_id: str) -> list[str] | None:
+        """The owners of the parts of a reservation it holds (prepared or committed), in
+        segment order; None when it holds none."""
+        async with self._sessions() as session:
+            record = await peer_ledger.get(session, reservation_id=reservation_id)
+        if record is None or record.state == ReservationState.RELEASED:
+            return None
+        return owners(record.decision)
 
 
 class RemoteParticipant:
@@ -147,7 +131,7 @@ class RemoteParticipant:
             raise self._unavailable(error) from error
 
     def _unavailable(self, error: grpc.aio.AioRpcError) -> PeerUnavailable:
-        return PeerUnavailable(self._region.id, error.code().name.lower(), error.details() or "")
+        return unavailable(self._region.id, error)
 
 
 class Participants:

@@ -13,6 +13,7 @@ import numpy as np
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.peer_claim import PeerClaim
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
@@ -213,6 +214,13 @@ def rejected(request: PlacementRequest, reason: str) -> Decision:
         policy=FEDERATION_POLICY,
         reason=f"no region could place it: {reason}",
     )
+
+
+def reason_of(error: BaseException) -> str:
+    """Why a call to an owner failed, in an attempt's notes."""
+    if isinstance(error, PeerUnavailable):
+        return f"{error.cause}: {error.details}"
+    return f"{type(error).__name__}: {error}"
 
 
 def _merge(into: list[GraphPath], paths: Sequence[GraphPath]) -> None:
