@@ -11,7 +11,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.states import ReservationState
 from cnbrain.federation.codec import part_message
-from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.ledger_service import (
     CapacityWatch,
     commit_parts,
@@ -31,7 +30,7 @@ class LocalParticipant:
     """The national brain's own ledger, in its database: the participant for the backbone
     links, and what it holds of every cross-region reservation."""
 
-    region = None
+    region: None = None
 
     def __init__(
         self,
@@ -95,7 +94,7 @@ class RemoteParticipant:
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:
-            raise self._unavailable(error) from error
+            raise unavailable(self._region.id, error) from error
         if len(answer.results) != len(claims):
             raise RuntimeError(f"{len(answer.results)} results for {len(claims)} parts")
         return [None if r.prepared else r.reason or "refused" for r in answer.results]
@@ -116,7 +115,7 @@ class RemoteParticipant:
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:
-            raise self._unavailable(error) from error
+            raise unavailable(self._region.id, error) from error
         if len(answer.results) != len(commitments):
             raise RuntimeError(f"{len(answer.results)} results for {len(commitments)} parts")
         return [None if r.committed else r.reason or "refused" for r in answer.results]
@@ -128,10 +127,7 @@ class RemoteParticipant:
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:
-            raise self._unavailable(error) from error
-
-    def _unavailable(self, error: grpc.aio.AioRpcError) -> PeerUnavailable:
-        return unavailable(self._region.id, error)
+            raise unavailable(self._region.id, error) from error
 
 
 class Participants:
