@@ -9,26 +9,27 @@ PYTHONPATH, adds it (see `federation_processes.LocalFederation`)."""
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cnbrain.cli.main import main
-from cnbrain.national.orchestrator import AttemptError, CrossRegionPlacer, Pending, Plan
+from cnbrain.national.coordinator import Commitment, Coordinator
+from cnbrain.national.planner import AttemptError, Plan
 
 DELAY_VARIABLE = "SLOW_COMMITS_MS"
 
 
 def slow_down_commits(delay_s: float) -> None:
-    """Make every `CrossRegionPlacer` wait `delay_s` before committing the parts it prepared."""
-    commit = CrossRegionPlacer._commit
+    """Make every `Coordinator` wait `delay_s` before committing the parts it prepared."""
+    commit = Coordinator.commit
 
     async def commit_later(
-        self: CrossRegionPlacer, items: Sequence[Pending], plans: Sequence[Plan]
+        self: Coordinator, plans: Sequence[Plan], commitments: Mapping[int, Commitment]
     ) -> dict[int, AttemptError]:
         if plans:
             await asyncio.sleep(delay_s)
-        return await commit(self, items, plans)
+        return await commit(self, plans, commitments)
 
-    CrossRegionPlacer._commit = commit_later  # type: ignore[method-assign]
+    Coordinator.commit = commit_later  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

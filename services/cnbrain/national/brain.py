@@ -1,4 +1,5 @@
-"""The running national brain: its database (backbone ledger), map, engine and regions."""
+"""The running national brain: its database (backbone ledger), map, engine and regions; the
+composition root of its use cases (placer, two-phase-commit coordinator) and their ports."""
 
 import asyncio
 import contextlib
@@ -12,7 +13,9 @@ from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.ledger.snapshot_cache import SnapshotCache
+from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.orchestrator import CrossRegionPlacer
+from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.service import NationalServicer
 from cnbrain.national.settings import NationalSettings
@@ -37,7 +40,12 @@ class NationalBrain:
         self.sessions: async_sessionmaker[AsyncSession] = session_factory(self.db)
         self.security = settings.security(NATIONAL_OWNER)
         self.directory = RegionDirectory(self.security)
-        self.placer = CrossRegionPlacer(self)
+        local = LocalParticipant(self.sessions, arrays=lambda: self.engine.arrays, watch=self)
+        self.coordinator = Coordinator(
+            Participants(local, self.directory, deadline_s=settings.call_deadline_s),
+            ttl_ms=settings.prepare_ttl_ms,
+        )
+        self.placer = CrossRegionPlacer(self, self.coordinator, held=local)
         self.plan_lock = asyncio.Lock()
         self._engine: PlacementEngine | None = None
         self._ownership: Ownership | None = None
@@ -69,7 +77,7 @@ class NationalBrain:
         self._tasks.append(
             asyncio.create_task(expire_forever(self.sessions, changed=self.capacity_changed))
         )
-        self._tasks.append(asyncio.create_task(self.placer.retry_releases_forever()))
+        self._tasks.append(asyncio.create_task(self.coordinator.retry_releases_forever()))
         if self.settings.grpc_port is not None:
             self.server = await start_server(
                 address=f"{self.settings.grpc_host}:{self.settings.grpc_port}",

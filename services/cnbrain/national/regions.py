@@ -1,18 +1,23 @@
 """The regions the national brain knows: where they answer, and their latest summaries."""
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
-from cnbrain.v1 import ledger_pb2_grpc, national_pb2, regional_pb2_grpc
+from cnbrain.v1 import ledger_pb2_grpc, national_pb2, regional_pb2, regional_pb2_grpc
 
 
 @dataclass(slots=True)
 class Region:
+    """A registered region: its provinces, its channel with the stubs of its brain and
+    ledger services, and its latest summary."""
+
     id: str
     endpoint: str
     provinces: frozenset[str]
@@ -21,6 +26,39 @@ class Region:
     ledger: "ledger_pb2_grpc.LedgerServiceAsyncStub"
     summary: national_pb2.RegionSummary | None = None
     summary_at: float = field(default=0.0)
+
+    async def source_segments(
+        self, requests_json: Sequence[str], *, paths: int, deadline_s: float
+    ) -> regional_pb2.GetSourceSegmentsResponse:
+        """The region's source segments for every request (GetSourceSegments). Raises
+        PeerUnavailable when it does not answer in `deadline_s`."""
+        try:
+            return await self.brain.GetSourceSegments(
+                regional_pb2.GetSourceSegmentsRequest(requests_json=requests_json, paths=paths),
+                timeout=deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+
+    async def candidates(
+        self, requests_json: Sequence[str], *, sites: int, paths: int, deadline_s: float
+    ) -> regional_pb2.GetCandidatesResponse:
+        """The region's candidate sites for every request (GetCandidates). Raises
+        PeerUnavailable when it does not answer in `deadline_s`."""
+        try:
+            return await self.brain.GetCandidates(
+                regional_pb2.GetCandidatesRequest(
+                    requests_json=requests_json, max_sites=sites, paths_per_site=paths
+                ),
+                timeout=deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+
+
+def unavailable(region_id: str, error: grpc.aio.AioRpcError) -> PeerUnavailable:
+    """The failed call `error` to region `region_id`, in the federation's words."""
+    return PeerUnavailable(region_id, error.code().name.lower(), error.details() or "")
 
 
 class RegionDirectory:

@@ -1,0 +1,217 @@
+"""The two-phase-commit coordinator of cross-region reservations: prepare every part of a
+batch of plans in its owner, commit them, release every part of a plan that one owner
+refused or could not commit, and release again, later, what an owner could not release when
+asked.
+
+Each step is one call per owner carrying all its parts of the batch, the owners in parallel.
+An owner is reached through its `Participant` (the port, below; `national.participants`
+has its implementations), looked up once per step. A participant's every call carries many
+parts, one result per part, in the order given."""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.ledger.claim import Claim
+from cnbrain.national.planner import AttemptError, Part, Plan, reason_of
+
+log = logging.getLogger("cnbrain.national")
+
+
+@dataclass(frozen=True, slots=True)
+class Commitment:
+    """What an owner stores with a committed part: the decision and the request, as
+    documents (for a ledger in this process) and as JSON (for the wire)."""
+
+    reservation_id: str
+    decision: dict[str, Any]
+    decision_json: str
+    request: dict[str, Any]
+    request_json: str
+
+
+class Participant(Protocol):
+    """One owner's ledger in the two-phase commit of cross-region reservations."""
+
+    @property
+    def region(self) -> str | None:
+        """The region left out of the next attempt when this ledger fails a part; None for
+        the national brain's own."""
+
+    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
+        """Prepare every claim, each expiring after `ttl_ms` unless committed; for each,
+        None (prepared) or why not. Raises PeerUnavailable when the owner does not answer."""
+
+    async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
+        """Commit the prepared part of every commitment; for each, None (held) or why not.
+        Raises PeerUnavailable when the owner does not answer."""
+
+    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
+        """Release every reservation's part, prepared or committed (none held: nothing).
+        Raises PeerUnavailable when the owner does not answer (nothing known released)."""
+
+
+Lookup = Callable[[str], Participant | None]
+"""The participant of an owner; None: an owner (region) that is not registered."""
+
+ByOwner = dict[str, list[tuple[int, Part]]]
+
+
+class Coordinator:
+    """Two-phase commit of plans' parts in their owners, each reached through the
+    participant `participant` looks up."""
+
+    def __init__(self, participant: Lookup, *, ttl_ms: int) -> None:
+        self._participant = participant
+        self._ttl_ms = ttl_ms
+        self._unreleased: set[tuple[str, str, str]] = set()
+
+    async def prepare(self, plans: Sequence[Plan]) -> dict[int, AttemptError]:
+        """Prepare every part of `plans`, one call per owner; for each plan with a part in an
+        owner that is not registered (nothing prepared) or that was refused (all its parts
+        then released), the AttemptError, by item."""
+        failures: dict[int, AttemptError] = {}
+        for plan in plans:
+            unknown = next(
+                (p.owner for p in plan.parts if self._participant(p.owner) is None), None
+            )
+            if unknown is not None:
+                failures[plan.item] = AttemptError(
+                    f"region {unknown!r} is not registered", region=unknown
+                )
+        ttl_ms = self._ttl_ms
+        failures.update(
+            await self._step(
+                "prepare",
+                [plan for plan in plans if plan.item not in failures],
+                lambda participant, parts: participant.prepare(
+                    [part.claim for _, part in parts], ttl_ms=ttl_ms
+                ),
+                "a part could not be prepared",
+            )
+        )
+        return failures
+
+    async def commit(
+        self, plans: Sequence[Plan], commitments: Mapping[int, Commitment]
+    ) -> dict[int, AttemptError]:
+        """Commit every part of `plans` with its plan's commitment (by item), one call per
+        owner, in parallel (a part committed in one owner and not in another is released in
+        both, so the order does not matter); for each plan with a part that could not be
+        committed (all its parts then released), the AttemptError, by item."""
+        return await self._step(
+            "commit",
+            plans,
+            lambda participant, parts: participant.commit([commitments[i] for i, _ in parts]),
+            "a part could not be committed",
+        )
+
+    async def release(self, owner: str, reservation_ids: Sequence[str], reason: str) -> None:
+        """Release `reservation_ids` in `owner` (one call). Parts that cannot be released now
+        are released by `retry_releases_forever` once their owner answers (a prepared one
+        also expires there by itself)."""
+        if not reservation_ids:
+            return
+        participant = self._participant(owner)
+        try:
+            if participant is None:
+                raise LookupError(f"region {owner!r} is not registered")
+            await participant.release(reservation_ids, reason)
+        except (PeerUnavailable, LookupError) as error:
+            log.warning(
+                "release of %s in %s failed (%s); will retry",
+                ", ".join(reservation_ids),
+                owner,
+                error,
+            )
+            self._unreleased.update((owner, rid, reason) for rid in reservation_ids)
+
+    async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
+        """Release again, every `interval_s`, the parts an owner could not release when
+        asked (it was down or unreachable), until each is released. Until cancelled."""
+        while True:
+            await asyncio.sleep(interval_s)
+            waiting: dict[tuple[str, str], list[str]] = {}
+            for owner, reservation_id, reason in list(self._unreleased):
+                self._unreleased.discard((owner, reservation_id, reason))
+                waiting.setdefault((owner, reason), []).append(reservation_id)
+            for (owner, reason), reservation_ids in waiting.items():
+                await self.release(owner, reservation_ids, reason)
+
+    async def _release_plans(self, plans: Sequence[Plan], reason: str) -> None:
+        """Release every part of `plans`, one call per owner."""
+        by_owner = _by_owner(plans)
+        await asyncio.gather(
+            *(
+                self.release(owner, [p.claim.reservation_id for _, p in parts], reason)
+                for owner, parts in by_owner.items()
+            )
+        )
+
+    async def _step(
+        self,
+        step: str,
+        plans: Sequence[Plan],
+        call: Callable[[Participant, list[tuple[int, Part]]], Awaitable[list[str | None]]],
+        reason: str,
+    ) -> dict[int, AttemptError]:
+        """`call` each owner's participant with its parts of `plans`, the owners in
+        parallel; for each plan with a part that failed (all its parts then released for
+        `reason`), the AttemptError, by item."""
+        by_owner = _by_owner(plans)
+        participants = {owner: self._participant(owner) for owner in by_owner}
+        replies = await asyncio.gather(
+            *(
+                _unregistered(owner) if participant is None else call(participant, by_owner[owner])
+                for owner, participant in participants.items()
+            ),
+            return_exceptions=True,
+        )
+        failures = _failures(step, by_owner, participants, replies)
+        await self._release_plans([plan for plan in plans if plan.item in failures], reason)
+        return failures
+
+
+async def _unregistered(owner: str) -> list[str | None]:
+    raise LookupError(f"region {owner!r} is not registered")
+
+
+def _by_owner(plans: Sequence[Plan]) -> ByOwner:
+    """The parts of `plans` by owner, each with its plan's item, in plan order."""
+    owners: ByOwner = {}
+    for plan in plans:
+        for part in plan.parts:
+            owners.setdefault(part.owner, []).append((plan.item, part))
+    return owners
+
+
+def _failures(
+    step: str,
+    by_owner: ByOwner,
+    participants: Mapping[str, Participant | None],
+    replies: Sequence[object],
+) -> dict[int, AttemptError]:
+    """The AttemptError of each item with a part that `step` failed in its owner, by item
+    (the first such part's); `replies` holds each owner's call result, in `by_owner` order."""
+    failures: dict[int, AttemptError] = {}
+    for (owner, parts), reply in zip(by_owner.items(), replies, strict=True):
+        participant = participants[owner]
+        region = owner if participant is None else participant.region
+        for position, (item, _) in enumerate(parts):
+            reason = _reason_at(reply, position, len(parts))
+            if reason is not None and item not in failures:
+                failures[item] = AttemptError(f"{step} in {owner!r}: {reason}", region=region)
+    return failures
+
+
+def _reason_at(reply: object, position: int, count: int) -> str | None:
+    """Why the part at `position` of a call failed: the call's exception, or its result."""
+    if isinstance(reply, BaseException):
+        return reason_of(reply)
+    assert isinstance(reply, list) and len(reply) == count
+    reason = reply[position]
+    assert reason is None or isinstance(reason, str)
+    return reason

@@ -1,0 +1,144 @@
+"""The two-phase-commit coordinator over participants that answer as told: one call per
+owner and step for a batch, a failed part fails only its plan (all of whose parts are then
+released), and releases an owner could not take are made again later."""
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.national.coordinator import Commitment, Coordinator, Participant
+from cnbrain.national.planner import Part, Plan
+
+pytestmark = pytest.mark.asyncio
+
+
+class Ledger:
+    """A participant that records its calls and refuses or fails as told."""
+
+    def __init__(self, region: str | None) -> None:
+        self.region = region
+        self.calls: list[tuple[str, list[str]]] = []
+        self.refuse: set[str] = set()
+        self.down = False
+
+    def _answer(self, step: str, ids: list[str]) -> list[str | None]:
+        self.calls.append((step, ids))
+        if self.down:
+            raise PeerUnavailable(self.region or "national", "unavailable", "down")
+        return ["no room" if rid in self.refuse else None for rid in ids]
+
+    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
+        return self._answer("prepare", [c.reservation_id for c in claims])
+
+    async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
+        return self._answer("commit", [c.reservation_id for c in commitments])
+
+    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
+        self._answer("release", list(reservation_ids))
+
+
+def _plan(item: int, owners: Sequence[str]) -> Plan:
+    rid = f"r{item}"
+    claim = Claim(rid, f"q{item}", "t", None, 0, 0, 0, None, 0, (), 0, False)
+    decision = Decision(request_id=f"q{item}", status=DecisionStatus.PLACED, policy="p")
+    compute = ComputeClaim(site=0, cpu_m=0, mem_mib=0, storage_gib=0)
+    return Plan(
+        item=item,
+        decision=decision,
+        reservation=Reservation(rid, f"q{item}", compute, (), 0),
+        parts=[Part(owner=owner, claim=claim) for owner in owners],
+    )
+
+
+def _commitment(plan: Plan) -> Commitment:
+    return Commitment(plan.reservation.id, {}, "{}", {}, "{}")
+
+
+@pytest.fixture
+def ledgers() -> dict[str, Ledger]:
+    return {"national": Ledger(None), "east": Ledger("east"), "west": Ledger("west")}
+
+
+def _coordinator(ledgers: dict[str, Ledger]) -> Coordinator:
+    participants: dict[str, Participant] = dict(ledgers)
+    return Coordinator(participants.get, ttl_ms=1_000)
+
+
+async def test_a_batch_takes_one_prepare_and_one_commit_per_owner(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    plans = [_plan(0, ["east", "national", "west"]), _plan(1, ["west", "national", "east"])]
+    assert await coordinator.prepare(plans) == {}
+    assert await coordinator.commit(plans, {p.item: _commitment(p) for p in plans}) == {}
+    for ledger in ledgers.values():
+        assert ledger.calls == [("prepare", ["r0", "r1"]), ("commit", ["r0", "r1"])]
+
+
+async def test_a_refused_part_fails_its_plan_alone_and_releases_its_parts_everywhere(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    ledgers["west"].refuse.add("r1")
+    ledgers["national"].refuse.add("r2")
+    plans = [_plan(i, ["east", "national", "west"]) for i in range(3)]
+    failures = await coordinator.prepare(plans)
+    assert sorted(failures) == [1, 2]
+    assert str(failures[1]) == "prepare in 'west': no room" and failures[1].region == "west"
+    assert str(failures[2]) == "prepare in 'national': no room" and failures[2].region is None
+    for ledger in ledgers.values():
+        assert ledger.calls == [("prepare", ["r0", "r1", "r2"]), ("release", ["r1", "r2"])]
+
+
+async def test_an_owner_that_does_not_answer_fails_every_plan_it_has_a_part_of(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    plans = [_plan(0, ["east", "national", "west"]), _plan(1, ["east", "national"])]
+    assert await coordinator.prepare(plans) == {}
+    ledgers["west"].down = True
+    failures = await coordinator.commit(plans, {p.item: _commitment(p) for p in plans})
+    assert list(failures) == [0]
+    assert str(failures[0]) == "commit in 'west': unavailable: down"
+    assert failures[0].region == "west"
+    assert ledgers["east"].calls[-1] == ("release", ["r0"])
+
+
+async def test_a_plan_with_an_unregistered_owner_prepares_nothing(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    plans = [_plan(0, ["east", "national", "south"]), _plan(1, ["east", "national"])]
+    failures = await coordinator.prepare(plans)
+    assert list(failures) == [0]
+    assert str(failures[0]) == "region 'south' is not registered"
+    assert failures[0].region == "south"
+    assert ledgers["east"].calls == [("prepare", ["r1"])]
+
+
+async def test_a_release_an_owner_could_not_take_is_made_again_later(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    east = ledgers["east"]
+    east.down = True
+    await coordinator.release("east", ["r0", "r1"], "cancelled")
+    await coordinator.release("south", ["r2"], "cancelled")
+    east.down = False
+    retrying = asyncio.create_task(coordinator.retry_releases_forever(interval_s=0.01))
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(east.calls) >= 2:
+                break
+    finally:
+        retrying.cancel()
+    assert east.calls[0] == ("release", ["r0", "r1"])
+    assert east.calls[1][0] == "release" and sorted(east.calls[1][1]) == ["r0", "r1"]
+    await asyncio.sleep(0.05)
+    assert len(east.calls) == 2
