@@ -6,7 +6,7 @@ import pytest
 
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.files import parse_map_document
-from tiny_map import tiny_map_raw
+from tests.tiny_map import tiny_map_raw
 
 
 @pytest.fixture

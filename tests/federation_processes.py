@@ -16,9 +16,9 @@ import grpc
 import httpx
 
 from cnbrain.v1 import national_pb2, national_pb2_grpc
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import free_port
-from slow_commits import DELAY_VARIABLE as SLOW_COMMITS_MS
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.processes import free_port
+from tests.slow_commits import DELAY_VARIABLE as SLOW_COMMITS_MS
 
 READY_S = 90.0
 REGIONS = ["east", "north", "south", "west"]
@@ -202,11 +202,12 @@ def _grpc_serving(port: int, token: str | None) -> bool:
 
 
 def _slow_commits(member: Member, delay_ms: int) -> None:
-    """Run `member` (the national brain) through `slow_commits`, found on the tests' path."""
-    tests = str(Path(__file__).resolve().parent)
+    """Run `member` (the national brain) through `tests.slow_commits`, with the repository
+    root on its path."""
+    root = str(Path(__file__).resolve().parents[1])
     path = member.env.get("PYTHONPATH")
-    member.main = "slow_commits"
-    member.env["PYTHONPATH"] = f"{tests}{os.pathsep}{path}" if path else tests
+    member.main = "tests.slow_commits"
+    member.env["PYTHONPATH"] = f"{root}{os.pathsep}{path}" if path else root
     member.env[SLOW_COMMITS_MS] = str(delay_ms)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 
 
 def free_port() -> int:

@@ -22,7 +22,7 @@ from cnbrain.cache import (
 )
 from cnbrain.cache.follow import MAX_DELAY_S
 from cnbrain.cache.redis import connect, redact
-from outages import private_redis
+from tests.outages import private_redis
 
 pytestmark = pytest.mark.asyncio
 

@@ -26,8 +26,8 @@ from cnbrain.execution import Credential, CredentialStore
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from tiny_map import tiny_map_raw
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.tiny_map import tiny_map_raw
 
 ADMIN_TOKEN = f"ck_execadmin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
 FAST_SIMULATOR = {"kind": "simulator", "time_scale": 3600}

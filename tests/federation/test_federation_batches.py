@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from ledgers import check_invariants, part, rows, site_used, unreleased
-from test_federation_placement import cancel
 
-from federation_processes import LocalFederation, local_federation
+from tests.federation.ledgers import check_invariants, part, rows, site_used, unreleased
+from tests.federation.test_federation_placement import cancel
+from tests.federation_processes import LocalFederation, local_federation
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
-from ledgers import check_invariants, part, site_used, unreleased, used_mbps
 
-from federation_processes import LocalFederation
+from tests.federation.ledgers import check_invariants, part, site_used, unreleased, used_mbps
+from tests.federation_processes import LocalFederation
 
 GPU_REQUEST = json.loads(
     (Path(__file__).parents[2] / "examples" / "requests" / "gpu-training.json").read_text()

@@ -13,7 +13,7 @@ from cnbrain.netmap.synthetic import synthetic_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
 from cnbrain.placement.solver import SolverSettings
-from tiny_map import request
+from tests.tiny_map import request
 
 GPU8_IB = {
     "resources": {"cpu": 8, "memory_gib": 64, "accelerator": {"model": "A100", "count": 8}},

@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest_asyncio
-from brain_api import Api, brain_settings
 
 from cnbrain.regional.app import create_app
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.brain_api import Api, brain_settings
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brain_api import ADMIN_TOKEN, brain_settings
 
 from cnbrain.regional.brain import Brain
 from cnbrain.storage import tenants
+from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
 
 pytestmark = pytest.mark.asyncio
 

@@ -18,9 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from brain_api import Api, brain_settings
 from redis.asyncio import Redis
-from test_replicas import CAPACITY, ONE_GPU, fifty_gpu_map
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
@@ -30,7 +28,9 @@ from cnbrain.regional.placement_service import EscalatedAnswer, PlacementService
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store, requests, tenants
 from cnbrain.storage.ledger_store import Claim
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.brain_api import Api, brain_settings
+from tests.regional.test_replicas import CAPACITY, ONE_GPU, fifty_gpu_map
 
 pytestmark = pytest.mark.asyncio
 

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from brain_api import brain_settings
-from test_requests_api import GPU_TRAINING
 
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import requests, tenants
+from tests.regional.brain_api import brain_settings
+from tests.regional.test_requests_api import GPU_TRAINING
 
 pytestmark = pytest.mark.asyncio
 

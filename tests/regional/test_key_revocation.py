@@ -4,7 +4,8 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from brain_api import Api
+
+from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

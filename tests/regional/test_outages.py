@@ -17,19 +17,19 @@ import httpx
 import pytest
 import sqlalchemy.exc
 import uvicorn
-from brain_api import ADMIN_TOKEN, brain_settings
 from fastapi import FastAPI
 from redis.exceptions import ConnectionError as RedisConnectionError
-from test_requests_api import GPU_TRAINING, LOCAL_CPU
 
 from cnbrain.cache import CacheUnavailable, channel_name
 from cnbrain.cache.follow import MAX_DELAY_S
 from cnbrain.regional.app import create_app
 from cnbrain.regional.problems import outage_of
 from cnbrain.regional.settings import Settings
-from databases import create_postgres_database, drop_postgres_database
-from outages import TcpProxy, private_redis, target_of, through_proxy
-from processes import free_port
+from tests.databases import create_postgres_database, drop_postgres_database
+from tests.outages import TcpProxy, private_redis, target_of, through_proxy
+from tests.processes import free_port
+from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
+from tests.regional.test_requests_api import GPU_TRAINING, LOCAL_CPU
 
 pytestmark = pytest.mark.asyncio
 

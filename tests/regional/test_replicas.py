@@ -11,12 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
-from processes import brains_on_a_new_database
-from tiny_map import tiny_map_raw
+from tests.processes import brains_on_a_new_database
+from tests.regional.brain_api import ADMIN_TOKEN
+from tests.tiny_map import tiny_map_raw
 
 ONE_GPU = {
     "source_province": "AA",

@@ -3,9 +3,9 @@
 from typing import Any
 
 import pytest
-from brain_api import Api
 
 from cnbrain.storage import ledger_store, requests, tenants
+from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

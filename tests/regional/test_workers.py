@@ -12,11 +12,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN
-from test_replicas import CAPACITY, check_database, fifty_gpu_map, new_tenant, submit_all
 
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import free_port
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.processes import free_port
+from tests.regional.brain_api import ADMIN_TOKEN
+from tests.regional.test_replicas import (
+    CAPACITY,
+    check_database,
+    fifty_gpu_map,
+    new_tenant,
+    submit_all,
+)
 
 
 @pytest.fixture(scope="module")

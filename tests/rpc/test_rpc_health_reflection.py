@@ -7,9 +7,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from rpc_ledger import LEDGER_SERVICE, RecordingLedger, Rpc, prepare_of
 
 from cnbrain.rpc import PeerSecurity, start_server
+from tests.rpc.rpc_ledger import LEDGER_SERVICE, RecordingLedger, Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
 

@@ -4,9 +4,9 @@ whole, not needed by health and reflection."""
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rpc_ledger import Rpc, prepare_of
 
 from cnbrain.rpc import PeerSecurity
+from tests.rpc.rpc_ledger import Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
 

@@ -25,7 +25,7 @@ from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import registry
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 from cnbrain.storage.models import Base
-from databases import create_postgres_database, drop_postgres_database
+from tests.databases import create_postgres_database, drop_postgres_database
 
 
 @pytest.fixture

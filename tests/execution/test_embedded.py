@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import (
+
+from tests.execution.execution_brain import (
     FAST_SIMULATOR,
     Brain,
     job_request,

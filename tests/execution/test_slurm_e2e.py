@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import (
+from sqlalchemy import update
+
+from cnbrain.domain.backend_ref import BackendRef
+from cnbrain.execution import JobAccounting, JobState, SlurmBackend, backend_for
+from cnbrain.regional.dispatcher import Dispatcher
+from cnbrain.storage import jobs
+from cnbrain.storage.models import JobRecord
+from tests.execution.execution_brain import (
     CREDENTIALS,
     SLURM,
     SLURM_TOKEN_FILE,
@@ -24,13 +31,6 @@ from execution_brain import (
     site_registration,
     until,
 )
-from sqlalchemy import update
-
-from cnbrain.domain.backend_ref import BackendRef
-from cnbrain.execution import JobAccounting, JobState, SlurmBackend, backend_for
-from cnbrain.regional.dispatcher import Dispatcher
-from cnbrain.storage import jobs
-from cnbrain.storage.models import JobRecord
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -42,7 +42,7 @@ GPU_JOB = {"cpu": 1, "memory_gib": 0.25, "accelerator": {"model": "A100", "count
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
-    from execution_brain import start_slurm
+    from tests.execution.execution_brain import start_slurm
 
     start_slurm()
     down = {"url": UNREACHABLE, "token_file": SLURM_TOKEN_FILE}

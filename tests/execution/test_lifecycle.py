@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import (
+
+from cnbrain.execution import JobState
+from cnbrain.storage import jobs
+from tests.execution.execution_brain import (
     FAST_SIMULATOR,
     Brain,
     job_request,
@@ -19,9 +22,6 @@ from execution_brain import (
     site_registration,
     until,
 )
-
-from cnbrain.execution import JobState
-from cnbrain.storage import jobs
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

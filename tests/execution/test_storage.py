@@ -23,8 +23,8 @@ from cnbrain.storage.database import (
     upgrade_schema,
 )
 from cnbrain.storage.models import JobRecord, SiteRecord, utcnow
-from databases import create_postgres_database, drop_postgres_database
-from tiny_map import tiny_map_raw
+from tests.databases import create_postgres_database, drop_postgres_database
+from tests.tiny_map import tiny_map_raw
 
 pytestmark = pytest.mark.asyncio
 

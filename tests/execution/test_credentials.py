@@ -12,11 +12,17 @@ from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
-from execution_brain import SLURM, Brain, job_request, running_brain, site_registration
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.site import Site
 from cnbrain.storage import registry
+from tests.execution.execution_brain import (
+    SLURM,
+    Brain,
+    job_request,
+    running_brain,
+    site_registration,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
