@@ -9,7 +9,7 @@ and the command that starts it (`bash scripts/services.sh`); nothing is skipped.
 import os
 import secrets
 
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import pytest_asyncio
+from pydantic import HttpUrl
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import (
@@ -38,9 +39,9 @@ pytestmark = pytest.mark.asyncio
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
 URL = "http://127.0.0.1:6820"
 USER = "cnbrain-slurm"
-TOKEN_FILE = "/run/cnbrain-slurm/token"
+TOKEN_FILE = Path("/run/cnbrain-slurm/token")
 CREDENTIAL = "local-slurm"
-STORE = CredentialStore({CREDENTIAL: Credential(url=URL, token_file=TOKEN_FILE)})
+STORE = CredentialStore({CREDENTIAL: Credential(url=HttpUrl(URL), token_file=TOKEN_FILE)})
 """The local Slurm's token, as a brain's credential store holds it."""
 POLL_S = 0.25
 
@@ -62,7 +63,7 @@ def slurm_ref() -> BackendRef:
             f"{result.returncode}\n{result.stdout}{result.stderr}",
             pytrace=False,
         )
-    return BackendRef(kind="slurm", url=URL, user=USER, credential=CREDENTIAL)
+    return BackendRef(kind="slurm", url=HttpUrl(URL), user=USER, credential=CREDENTIAL)
 
 
 class TrackingSlurm(SlurmBackend):
@@ -162,7 +163,7 @@ async def controller_time_limit_min(job_id: str) -> int:
     """The job's time limit in minutes, read from slurmrestd directly."""
     headers = {
         "X-SLURM-USER-NAME": USER,
-        "X-SLURM-USER-TOKEN": Path(TOKEN_FILE).read_text().strip(),
+        "X-SLURM-USER-TOKEN": TOKEN_FILE.read_text().strip(),
     }
     async with httpx.AsyncClient(base_url=URL, headers=headers, timeout=10) as client:
         body = (await client.get(f"/slurm/v0.0.38/job/{job_id}")).json()

@@ -8,6 +8,7 @@ Every Slurm job a test causes is cancelled at the end of the module.
 """
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -74,8 +75,8 @@ async def _cancel_every_job(brain: Brain) -> None:
                 .where(JobRecord.backend == "slurm", JobRecord.backend_job_id.is_not(None))
             )
         )
-    async with backend_for(
-        BackendRef.model_validate(SLURM), credentials=credential_store()
+    async with aclosing(
+        backend_for(BackendRef.model_validate(SLURM), credentials=credential_store())
     ) as backend:
         for job_id in ids:
             await backend.cancel(job_id)
@@ -107,7 +108,10 @@ async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
     made = await brain.submit(user, body)
     assert made["state"] == "placed" and made["site"] == SITE
     assert len(await brain.held(made["id"])) == 1
-    seen = ["placed", *await brain.states_until(user, made["id"], "completed", "failed", 60)]
+    seen = [
+        "placed",
+        *await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60),
+    ]
     assert seen[-1] == "completed", (seen, (await brain.view(user, made["id"]))["reason"])
     assert "running" in seen and set(seen) <= {"placed", "submitted", "running", "completed"}
     order = ["placed", "submitted", "running", "completed"]

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import make_url
 
 from cnbrain.storage import ledger_store

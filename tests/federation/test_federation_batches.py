@@ -86,7 +86,7 @@ async def _together(
 
 
 def _batch_of(view: dict[str, Any]) -> str:
-    notes = view["decision"]["explanation"]["notes"]
+    notes: list[str] = view["decision"]["explanation"]["notes"]
     return next(n for n in notes if n.startswith("placed in a batch of"))
 
 

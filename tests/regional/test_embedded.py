@@ -77,6 +77,7 @@ async def test_the_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> No
             transport=httpx.ASGITransport(app=app), base_url="http://brain"
         ) as client,
     ):
+        assert settings.admin_token is not None
         auth = {"Authorization": f"Bearer {settings.admin_token.get_secret_value()}"}
         await client.post("/v1/tenants", json={"id": "busy", "name": "busy"}, headers=auth)
         body = {**GPU_TRAINING, "tenant": "busy"}

@@ -53,7 +53,7 @@ def _raw(body: Any) -> dict[str, Any]:
 
 def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A deep copy of `base` with the dotted `path` set to `value`."""
-    body = json.loads(json.dumps(base))
+    body: dict[str, Any] = json.loads(json.dumps(base))
     *parents, last = path.split(".")
     at = body
     for part in parents:
@@ -324,7 +324,7 @@ async def test_a_request_whose_decision_fails_ends_failed_and_others_are_placed(
         await ledger_store.check_invariants(session)
 
 
-OLD_POISON = {
+OLD_POISON: dict[str, dict[str, Any]] = {
     "req-old-inf": {"resources": {"cpu": None, "memory_gib": 1}},  # inf, as it was stored
     "req-old-huge": {"resources": {"cpu": 1e18, "memory_gib": 1}},
     "req-old-long": {"duration_hours": 1e308},
