@@ -17,7 +17,7 @@ import httpx
 
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
-from tests.processes import free_port
+from tests.processes import answers_ready, free_port, wait_ready
 from tests.slow_commits import DELAY_VARIABLE as SLOW_COMMITS_MS
 
 READY_S = 90.0
@@ -132,15 +132,10 @@ class LocalFederation:
 
     def wait_ready(self, name: str) -> None:
         member = self.members[name]
-        deadline = time.monotonic() + READY_S
-        while time.monotonic() < deadline:
-            assert member.process is not None
-            if member.process.poll() is not None:
-                raise RuntimeError(f"{name} exited:\n{member.log.read_text(errors='replace')}")
-            if self._ready(member):
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"{name} not ready in {READY_S} s:\n{member.log.read_text()}")
+        assert member.process is not None
+        wait_ready(
+            member.process, member.log, lambda: self._ready(member), what=name, timeout_s=READY_S
+        )
 
     def wait_registered(self, timeout_s: float = 30.0) -> None:
         """Until every regional brain says the national brain has it registered."""
@@ -173,10 +168,7 @@ class LocalFederation:
     def _ready(self, member: Member) -> bool:
         if member.rest_port is None:
             return _grpc_serving(member.grpc_port, member.env.get("CNBRAIN_PEER_TOKEN"))
-        try:
-            return httpx.get(f"{member.url}/readyz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers_ready(member.url)
 
     def _registered(self, member: Member) -> bool:
         try:

@@ -4,7 +4,6 @@ import base64
 import http.server
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import aclosing
@@ -40,6 +39,7 @@ from cnbrain.execution.slurm_payloads import (
     submit_body,
     time_limit_minutes,
 )
+from tests.http_server import serving
 
 
 def jwt(claims: dict[str, object]) -> str:
@@ -195,14 +195,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 def recorder() -> Iterator[str]:
     """The URL of a real HTTP server that records what it is sent (`_Recorder.seen`)."""
     _Recorder.seen.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Recorder) as url:
+        yield url
 
 
 def _slurm_backend_for(ref: BackendRef, credentials: CredentialStore) -> SlurmBackend:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.federation.ledgers import check_invariants, part, rows, site_used, unreleased
-from tests.federation.test_federation_placement import cancel
+from tests.federation.member_requests import cancel
 from tests.federation_processes import LocalFederation, local_federation
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]

@@ -22,7 +22,7 @@ from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 from tests.databases import create_postgres_database, drop_postgres_database
 from tests.federation.ledgers import check_invariants, rows, unreleased
-from tests.federation.test_federation_placement import GPU_REQUEST, cancel, submit
+from tests.federation.member_requests import GPU_REQUEST, cancel, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.processes import free_port
 

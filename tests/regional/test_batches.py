@@ -30,7 +30,7 @@ from cnbrain.storage import ledger_store, requests, tenants
 from cnbrain.storage.ledger_store import Claim
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings
-from tests.regional.test_replicas import CAPACITY, ONE_GPU, fifty_gpu_map
+from tests.regional.fifty_gpus import CAPACITY, ONE_GPU, fifty_gpu_map
 
 pytestmark = pytest.mark.asyncio
 

@@ -9,8 +9,8 @@ import pytest
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import requests, tenants
+from tests.regional.bodies import GPU_TRAINING
 from tests.regional.brain_api import brain_settings
-from tests.regional.test_requests_api import GPU_TRAINING
 
 pytestmark = pytest.mark.asyncio
 

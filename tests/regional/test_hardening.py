@@ -18,8 +18,8 @@ from cnbrain.placement.engine import PlacementEngine
 from cnbrain.regional.app import create_app
 from cnbrain.storage import _sql, ledger_store, requests, tenants
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
 from tests.regional.brain_api import ADMIN_TOKEN, Api, brain_settings
-from tests.regional.test_requests_api import GPU_TRAINING, LOCAL_CPU
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
 from tests.regional.brain_api import ADMIN_TOKEN, Api
-from tests.regional.test_requests_api import GPU_TRAINING, LOCAL_CPU
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

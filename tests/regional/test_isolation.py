@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
+from tests.regional.bodies import LOCAL_CPU
 from tests.regional.brain_api import Api
-from tests.regional.test_requests_api import LOCAL_CPU
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

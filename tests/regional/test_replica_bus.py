@@ -9,8 +9,8 @@ import pytest
 
 from cnbrain.regional.app import create_app
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.bodies import GPU_TRAINING
 from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
-from tests.regional.test_requests_api import GPU_TRAINING
 
 pytestmark = pytest.mark.asyncio
 

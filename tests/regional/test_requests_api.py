@@ -5,22 +5,10 @@ from typing import Any
 import pytest
 
 from cnbrain.storage import ledger_store, requests, tenants
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
 from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-GPU_TRAINING: dict[str, Any] = {
-    "source_province": "ZJ",
-    "resources": {"cpu": 32, "memory_gib": 256, "accelerator": {"model": "H800", "count": 8}},
-    "constraints": {"max_latency_ms": 40, "min_bandwidth_gbps": 10, "interconnect": "ib"},
-    "duration_hours": 24,
-    "workload_class": "training",
-}
-LOCAL_CPU: dict[str, Any] = {
-    "source_province": "GD",
-    "resources": {"cpu": 8, "memory_gib": 32},
-    "duration_hours": 2,
-}
 
 
 async def invariants(api: Api) -> None:

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.snapshot import Snapshot
@@ -20,10 +19,11 @@ from cnbrain.storage.ledger_store import Claim
 from cnbrain.storage.models import SiteCapacity
 from cnbrain.storage.requests import insert_request
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
+from tests.databases import Sessions
+from tests.storage.capacity import leave_cpu_free
 
 pytestmark = pytest.mark.asyncio
 
-Sessions = async_sessionmaker[AsyncSession]
 TENANT = "acme"
 
 
@@ -309,16 +309,7 @@ async def test_concurrent_transactions_never_oversubscribe(
     site = ledger.map.sites[0]
     fits, claim_cpu = 25, 1000
     async with sessions.begin() as session:
-        row = await session.get(SiteCapacity, site.id)
-        assert row is not None
-        await registry.report_site_usage(
-            session,
-            site_id=site.id,
-            cpu_m=row.cpu_m_cap - fits * claim_cpu,
-            mem_mib=0,
-            storage_gib=0,
-            accelerators={},
-        )
+        await leave_cpu_free(session, site.id, fits * claim_cpu)
 
     async def attempt(request_id: str) -> bool:
         claim = _claim(
