@@ -162,10 +162,6 @@ class Brain(Api):
         await self.invariants()
         return held
 
-    async def invariants(self) -> None:
-        async with self.brain.sessions() as session:
-            await ledger_store.check_invariants(session)
-
 
 @contextlib.asynccontextmanager
 async def running_brain(

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
+from cnbrain.storage import ledger_store
 
 ADMIN_TOKEN = f"ck_admin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
 
@@ -47,6 +48,11 @@ class Api:
         assert key.status_code == 201, key.text
         token: str = key.json()["token"]
         return token
+
+    async def invariants(self) -> None:
+        """Check the brain's ledger: every used amount is what its reservations hold."""
+        async with self.brain.sessions() as session:
+            await ledger_store.check_invariants(session)
 
     async def new_tenant(self, prefix: str) -> str:
         """A new tenant, without users; its id."""

@@ -78,11 +78,6 @@ async def submit_all(
     )
 
 
-async def invariants(api: Api) -> None:
-    async with api.brain.sessions() as session:
-        await ledger_store.check_invariants(session)
-
-
 async def held(api: Api, tenant: str) -> int:
     async with api.brain.sessions() as session:
         return len(await ledger_store.held_reservations(session, tenant_id=tenant))
@@ -185,7 +180,7 @@ async def test_concurrent_submissions_share_transactions_and_get_their_own_answe
     mine = {(e["object_id"], e["action"]) for e in audit if e["tenant"] == tenant}
     assert all((v["id"], "request.submitted") in mine for v in views)
     assert all((v["id"], "request.placed") in mine for v in views)
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
@@ -204,9 +199,9 @@ async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
     assert all(v["state"] == "rejected" and v["reason"] for v in views if v not in placed)
     assert await held(api, tenant) == CAPACITY - 45
     assert set((await states(api, tenant)).values()) == {"placed", "rejected"}
-    await invariants(api)
+    await api.invariants()
     await replica_releases(api, taken)
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_rejection_on_a_cached_snapshot_is_decided_again_on_a_fresh_one(
@@ -223,7 +218,7 @@ async def test_a_rejection_on_a_cached_snapshot_is_decided_again_on_a_fresh_one(
     assert sorted(v["state"] for v in views) == ["placed"] * 3 + ["rejected"] * 2
     assert await held(api, tenant) == 3
     await replica_releases(api, taken[3:])
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_quota_across_a_batch_admits_exactly_its_limit(
@@ -239,7 +234,7 @@ async def test_a_quota_across_a_batch_admits_exactly_its_limit(
     assert all("quota" in v["reason"] for v in views if v["state"] == "rejected")
     quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
     assert quota["used_accelerators"] == 3 and quota["used_active_requests"] == 3
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothing(
@@ -263,7 +258,7 @@ async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothin
     assert {a.status_code for a in answers} == {201}
     assert all(a.json()["state"] == "placed" for a in answers)
     assert await held(api, tenant) == 12  # each exactly once: the batch's were rolled back
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_the_same_idempotency_key_in_one_batch_makes_one_request(api: Api) -> None:
@@ -286,7 +281,7 @@ async def test_the_same_idempotency_key_in_one_batch_makes_one_request(api: Api)
     assert [a.status_code for a in again] == [200] * 3
     assert {a.json()["id"] for a in again} == {answers[0].json()["id"]}
     assert await held(api, tenant) == 1
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_them_later(
@@ -318,7 +313,7 @@ async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_
     async with running(settings) as again:
         assert await states(again, tenant) == dict.fromkeys(stored, "placed")
         assert await held(again, tenant) == len(stored)
-        await invariants(again)
+        await again.invariants()
 
 
 async def test_replicas_starting_together_recover_each_pending_request_once(
@@ -348,7 +343,7 @@ async def test_replicas_starting_together_recover_each_pending_request_once(
         )
         assert set((await states(first, tenant)).values()) == {"placed"}
         assert await held(first, tenant) == 12
-        await invariants(first)
+        await first.invariants()
 
 
 async def test_a_new_key_used_by_many_requests_at_once_is_looked_up_once(

@@ -4,16 +4,11 @@ from typing import Any
 
 import pytest
 
-from cnbrain.storage import ledger_store, requests, tenants
+from cnbrain.storage import requests, tenants
 from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
 from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-async def invariants(api: Api) -> None:
-    async with api.brain.sessions() as session:
-        await ledger_store.check_invariants(session)
 
 
 async def test_submit_places_and_reserves(api: Api) -> None:
@@ -30,7 +25,7 @@ async def test_submit_places_and_reserves(api: Api) -> None:
     assert decision["explanation"]["rejections"]
     quota = await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")
     assert quota.json()["used_accelerators"] == 8
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_get_list_and_paginate(api: Api) -> None:
@@ -69,7 +64,7 @@ async def test_cancel_releases_everything(api: Api) -> None:
     again = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
     assert again.status_code == 409
     assert again.headers["content-type"].startswith("application/problem+json")
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Api) -> None:
