@@ -16,9 +16,9 @@ import grpc
 import httpx
 
 from cnbrain.v1 import national_pb2, national_pb2_grpc
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import free_port
-from slow_commits import DELAY_VARIABLE as SLOW_COMMITS_MS
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.processes import answers_ready, free_port, wait_ready
+from tests.slow_commits import DELAY_VARIABLE as SLOW_COMMITS_MS
 
 READY_S = 90.0
 REGIONS = ["east", "north", "south", "west"]
@@ -132,15 +132,10 @@ class LocalFederation:
 
     def wait_ready(self, name: str) -> None:
         member = self.members[name]
-        deadline = time.monotonic() + READY_S
-        while time.monotonic() < deadline:
-            assert member.process is not None
-            if member.process.poll() is not None:
-                raise RuntimeError(f"{name} exited:\n{member.log.read_text(errors='replace')}")
-            if self._ready(member):
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"{name} not ready in {READY_S} s:\n{member.log.read_text()}")
+        assert member.process is not None
+        wait_ready(
+            member.process, member.log, lambda: self._ready(member), what=name, timeout_s=READY_S
+        )
 
     def wait_registered(self, timeout_s: float = 30.0) -> None:
         """Until every regional brain says the national brain has it registered."""
@@ -173,10 +168,7 @@ class LocalFederation:
     def _ready(self, member: Member) -> bool:
         if member.rest_port is None:
             return _grpc_serving(member.grpc_port, member.env.get("CNBRAIN_PEER_TOKEN"))
-        try:
-            return httpx.get(f"{member.url}/readyz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers_ready(member.url)
 
     def _registered(self, member: Member) -> bool:
         try:
@@ -202,11 +194,12 @@ def _grpc_serving(port: int, token: str | None) -> bool:
 
 
 def _slow_commits(member: Member, delay_ms: int) -> None:
-    """Run `member` (the national brain) through `slow_commits`, found on the tests' path."""
-    tests = str(Path(__file__).resolve().parent)
+    """Run `member` (the national brain) through `tests.slow_commits`, with the repository
+    root on its path."""
+    root = str(Path(__file__).resolve().parents[1])
     path = member.env.get("PYTHONPATH")
-    member.main = "slow_commits"
-    member.env["PYTHONPATH"] = f"{tests}{os.pathsep}{path}" if path else tests
+    member.main = "tests.slow_commits"
+    member.env["PYTHONPATH"] = f"{root}{os.pathsep}{path}" if path else root
     member.env[SLOW_COMMITS_MS] = str(delay_ms)
 
 

@@ -14,7 +14,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from sqlalchemy.engine import make_url
 
-from processes import free_port
+from tests.processes import free_port
 
 
 class PrivateRedis:

@@ -2,17 +2,18 @@
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 
 
 def free_port() -> int:
@@ -65,8 +66,14 @@ def brain_processes(
                     cwd=workdir,
                 )
             )
-            urls.append(f"http://127.0.0.1:{port}")
-            _wait_ready(urls[-1], processes[-1], workdir / f"brain-{i}.log")
+            url = f"http://127.0.0.1:{port}"
+            urls.append(url)
+            wait_ready(
+                processes[-1],
+                workdir / f"brain-{i}.log",
+                functools.partial(answers_ready, url),
+                what=f"brain at {url}",
+            )
         yield urls
     finally:
         for process in processes:
@@ -100,19 +107,29 @@ def brains_on_a_new_database(
         asyncio.run(drop_postgres_database(database))
 
 
-def _wait_ready(
-    url: str, process: subprocess.Popen[bytes], log: Path, timeout_s: float = 60
+def answers_ready(url: str) -> bool:
+    """Whether the brain at `url` answers /readyz with 200."""
+    try:
+        return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_ready(
+    process: subprocess.Popen[bytes],
+    log: Path,
+    ready: Callable[[], bool],
+    *,
+    what: str,
+    timeout_s: float = 60,
 ) -> None:
+    """Poll `ready()` every 0.2 s until it holds. Raises RuntimeError with the process's `log`
+    when `process` (named `what`) exits first or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"brain at {url} exited:\n{log.read_text(errors='replace')}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+            raise RuntimeError(f"{what} exited:\n{log.read_text(errors='replace')}")
+        if ready():
+            return
         time.sleep(0.2)
-    raise RuntimeError(
-        f"brain at {url} not ready in {timeout_s} s:\n{log.read_text(errors='replace')}"
-    )
+    raise RuntimeError(f"{what} not ready in {timeout_s} s:\n{log.read_text(errors='replace')}")

@@ -2,7 +2,7 @@
 need a moment in which parts are prepared and not yet committed (to kill a brain then, or to
 let submissions gather into the next batch).
 
-`python -m slow_commits brain national ...` runs the brain's own command line, with every
+`python -m tests.slow_commits brain national ...` runs the brain's own command line, with every
 commit of prepared parts waiting SLOW_COMMITS_MS milliseconds (an environment variable)
 first. The brain's production code has no such pause; only this module, on the test's
 PYTHONPATH, adds it (see `federation_processes.LocalFederation`)."""

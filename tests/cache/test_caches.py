@@ -22,7 +22,8 @@ from cnbrain.cache import (
 )
 from cnbrain.cache.follow import MAX_DELAY_S
 from cnbrain.cache.redis import connect, redact
-from outages import private_redis
+from tests.outages import private_redis
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -419,13 +420,6 @@ async def test_follow_resubscribes_and_resyncs_after_a_redis_restart(sig: signal
                 await follower
             await follower_caches.aclose()
             await publisher.aclose()
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s"
-        await asyncio.sleep(0.05)
 
 
 # --- connecting --------------------------------------------------------------------------------

@@ -9,53 +9,31 @@ it must go to) and a `pool: failover` label on AA-dc.
 import asyncio
 import contextlib
 import json
-import secrets
-import subprocess
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import httpx
 import pytest
-from pydantic import SecretStr
 
-from cnbrain.execution import Credential, CredentialStore
-from cnbrain.regional.app import create_app
-from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from tiny_map import tiny_map_raw
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.execution import local_slurm
+from tests.regional.brain_api import Api, brain_settings, serving
+from tests.tiny_map import tiny_map_raw
 
-ADMIN_TOKEN = f"ck_execadmin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
 FAST_SIMULATOR = {"kind": "simulator", "time_scale": 3600}
 """A simulated hour per second."""
 POLL_S = 0.1
-SLURM_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
-SLURM_URL = "http://127.0.0.1:6820"
-SLURM_TOKEN_FILE = "/run/cnbrain-slurm/token"
-CREDENTIALS: dict[str, dict[str, str]] = {
-    "local-slurm": {"url": SLURM_URL, "token_file": SLURM_TOKEN_FILE}
-}
-"""The test brains' credential store: the local Slurm's token (scripts/slurm.sh)."""
 SLURM = {
     "kind": "slurm",
-    "url": SLURM_URL,
-    "user": "cnbrain-slurm",
-    "credential": "local-slurm",
+    "url": local_slurm.URL,
+    "user": local_slurm.USER,
+    "credential": local_slurm.CREDENTIAL,
     "gpu_types": {"A100": "fake"},
 }
-
-
-def credential_store(credentials: dict[str, dict[str, str]] | None = None) -> CredentialStore:
-    """A store of `credentials` (by default the test brains' `CREDENTIALS`)."""
-    chosen = CREDENTIALS if credentials is None else credentials
-    return CredentialStore({n: Credential.model_validate(c) for n, c in chosen.items()})
-
-
-T = TypeVar("T")
+"""A site's execution on the local Slurm."""
 
 
 def execution_map(path: Path) -> Path:
@@ -133,37 +111,13 @@ def job_request(site: str | None = None, **changes: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Brain:
-    """A running brain: its client, its `Brain` object and dispatcher, and an admin key."""
+class Brain(Api):
+    """A running brain's client (see `Api`), with its dispatcher, and the calls of jobs."""
 
-    client: httpx.AsyncClient
-    brain: Any
     dispatcher: Any
 
-    def auth(self, token: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {token}"}
-
-    async def call(self, token: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return await self.client.request(method, path, headers=self.auth(token), **kwargs)
-
-    async def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return await self.call(ADMIN_TOKEN, method, path, **kwargs)
-
-    async def tenant(self, prefix: str = "x") -> tuple[str, str]:
-        """A new tenant and the API key of one of its tenant users."""
-        tenant_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        made = await self.admin("POST", "/v1/tenants", json={"id": tenant_id, "name": tenant_id})
-        assert made.status_code == 201, made.text
-        user = await self.admin(
-            "POST", "/v1/users", json={"name": "u", "role": "tenant-user", "tenant": tenant_id}
-        )
-        assert user.status_code == 201, user.text
-        key = await self.admin("POST", f"/v1/users/{user.json()['id']}/api-keys")
-        assert key.status_code == 201, key.text
-        return tenant_id, str(key.json()["token"])
-
     async def register_site(self, body: dict[str, Any]) -> None:
-        answer = await self.admin("POST", "/v1/sites", json=body)
+        answer = await self.as_admin("POST", "/v1/sites", json=body)
         assert answer.status_code == 201, answer.text
 
     async def submit(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -208,22 +162,6 @@ class Brain:
         await self.invariants()
         return held
 
-    async def invariants(self) -> None:
-        async with self.brain.sessions() as session:
-            await ledger_store.check_invariants(session)
-
-
-async def until(probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: float = 30.0) -> T:
-    """Poll `probe` every 0.1 s until it returns something other than None."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s} s")
-        await asyncio.sleep(0.1)
-
 
 @contextlib.asynccontextmanager
 async def running_brain(
@@ -231,47 +169,24 @@ async def running_brain(
 ) -> AsyncIterator[Brain]:
     """A brain on a new PostgreSQL database (dropped afterwards) and the test Redis; with
     `embedded`, on a SQLite file in `workdir` and the in-process cache instead. Its
-    credential store is `CREDENTIALS` unless `settings` names `credentials`."""
-    settings.setdefault("credentials", CREDENTIALS)
+    credential store is the local Slurm's unless `settings` names `credentials`."""
+    settings.setdefault("credentials", local_slurm.CREDENTIALS)
     if embedded:
         database, redis = f"sqlite+aiosqlite:///{workdir / 'brain.db'}", None
     else:
         database = await create_postgres_database("cnbrain_exec")
         redis = await require_redis()
-    app = create_app(
-        Settings(
-            database_url=database,
-            redis_url=redis,
-            admin_token=SecretStr(ADMIN_TOKEN),
-            admin_token_file=workdir / "admin.token",
-            bus_namespace=f"exec-{uuid.uuid4().hex[:10]}",
-            map=str(execution_map(workdir / "map.json")),
-            execution_poll_s=POLL_S,
-            **settings,
-        )
+    chosen = brain_settings(
+        database,
+        redis,
+        workdir,
+        map=str(execution_map(workdir / "map.json")),
+        execution_poll_s=POLL_S,
+        **settings,
     )
     try:
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
-                yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.dispatcher)
+        async with serving(chosen) as (app, client):
+            yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.dispatcher)
     finally:
         if not embedded:
             await drop_postgres_database(database)
-
-
-def start_slurm() -> None:
-    """The local Slurm (`bash scripts/slurm.sh start`, idempotent); the test fails with the
-    script's output when it cannot start."""
-    try:
-        result = subprocess.run(
-            ["bash", str(SLURM_SCRIPT), "start"], capture_output=True, text=True, timeout=900
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"`bash scripts/slurm.sh start` did not finish in 900 s: {exc}", pytrace=False)
-    if result.returncode != 0:
-        pytest.fail(
-            f"the local Slurm is not available: `bash scripts/slurm.sh start` exited "
-            f"{result.returncode}\n{result.stdout}{result.stderr}",
-            pytrace=False,
-        )

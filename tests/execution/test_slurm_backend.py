@@ -7,23 +7,21 @@ Jobs run as the REST user cnbrain-slurm; every job a test submits is cancelled a
 import asyncio
 import os
 import socket
-import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
+from pydantic import HttpUrl
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import (
     BackendRejected,
     BackendUnavailable,
-    Credential,
-    CredentialStore,
     JobAccounting,
     JobSpec,
     JobState,
@@ -32,37 +30,27 @@ from cnbrain.execution import (
     UnknownJob,
     backend_for,
 )
+from tests.execution.local_slurm import (
+    CREDENTIAL,
+    TOKEN_FILE,
+    URL,
+    USER,
+    credential_store,
+    start_slurm,
+)
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
-URL = "http://127.0.0.1:6820"
-USER = "cnbrain-slurm"
-TOKEN_FILE = "/run/cnbrain-slurm/token"
-CREDENTIAL = "local-slurm"
-STORE = CredentialStore({CREDENTIAL: Credential(url=URL, token_file=TOKEN_FILE)})
-"""The local Slurm's token, as a brain's credential store holds it."""
+STORE = credential_store()
 POLL_S = 0.25
-
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
 def slurm_ref() -> BackendRef:
     """The local Slurm, started by `bash scripts/slurm.sh start` once per session."""
-    try:
-        result = subprocess.run(
-            ["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=900
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"`bash scripts/slurm.sh start` did not finish in 900 s: {exc}", pytrace=False)
-    if result.returncode != 0:
-        pytest.fail(
-            f"the local Slurm is not available: `bash scripts/slurm.sh start` exited "
-            f"{result.returncode}\n{result.stdout}{result.stderr}",
-            pytrace=False,
-        )
-    return BackendRef(kind="slurm", url=URL, user=USER, credential=CREDENTIAL)
+    start_slurm()
+    return BackendRef(kind="slurm", url=HttpUrl(URL), user=USER, credential=CREDENTIAL)
 
 
 class TrackingSlurm(SlurmBackend):
@@ -105,18 +93,6 @@ def job(command: str, **changes: Any) -> JobSpec:
     return JobSpec.model_validate(fields)
 
 
-async def until(probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: float = 30.0) -> T:
-    """Poll `probe` every POLL_S until it returns something other than None."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s} s")
-        await asyncio.sleep(POLL_S)
-
-
 async def state_reached(
     backend: SlurmBackend, job_id: str, *states: JobState, timeout_s: float = 30.0
 ) -> JobStatus:
@@ -124,7 +100,9 @@ async def state_reached(
         status = await backend.status(job_id)
         return status if status.state in states else None
 
-    return await until(probe, f"job {job_id} reaching {[s.value for s in states]}", timeout_s)
+    return await until(
+        probe, f"job {job_id} reaching {[s.value for s in states]}", timeout_s, every_s=POLL_S
+    )
 
 
 async def final_accounting(
@@ -139,7 +117,7 @@ async def final_accounting(
             return None
         return None if started and record.started_at is None else record
 
-    return await until(probe, f"the accounting of job {job_id}")
+    return await until(probe, f"the accounting of job {job_id}", every_s=POLL_S)
 
 
 def processes_of(marker: str) -> dict[int, str]:
@@ -162,7 +140,7 @@ async def controller_time_limit_min(job_id: str) -> int:
     """The job's time limit in minutes, read from slurmrestd directly."""
     headers = {
         "X-SLURM-USER-NAME": USER,
-        "X-SLURM-USER-TOKEN": Path(TOKEN_FILE).read_text().strip(),
+        "X-SLURM-USER-TOKEN": TOKEN_FILE.read_text().strip(),
     }
     async with httpx.AsyncClient(base_url=URL, headers=headers, timeout=10) as client:
         body = (await client.get(f"/slurm/v0.0.38/job/{job_id}")).json()
@@ -241,7 +219,7 @@ async def test_suspend_stops_the_jobs_processes_and_resume_lets_them_run(
     async def sleep_started() -> dict[int, str] | None:
         return processes_of(marker) or None
 
-    await until(sleep_started, "the job's sleep process")
+    await until(sleep_started, "the job's sleep process", every_s=POLL_S)
     assert await controller_time_limit_min(job_id) == 2
 
     await slurm.suspend(job_id)

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from federation_processes import LocalFederation, local_federation
+from tests.federation_processes import LocalFederation, local_federation
 
 
 @pytest.fixture(scope="module")

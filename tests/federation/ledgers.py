@@ -2,19 +2,15 @@
 
 from typing import Any
 
-import asyncpg
-from sqlalchemy.engine import make_url
+import asyncpg  # type: ignore[import-untyped]
 
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
-
-
-def _dsn(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+from tests.databases import libpq_url
 
 
 async def rows(url: str, query: str, *args: Any) -> list[dict[str, Any]]:
-    connection = await asyncpg.connect(_dsn(url))
+    connection = await asyncpg.connect(libpq_url(url))
     try:
         return [dict(r) for r in await connection.fetch(query, *args)]
     finally:

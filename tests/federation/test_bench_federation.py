@@ -3,10 +3,10 @@ across regions and counted once, as the tenant it made, and it leaves every ledg
 it (what it placed is cancelled)."""
 
 import pytest
-from ledgers import check_invariants, unreleased
 
 from cnbrain.bench.federation import bench_federation
-from federation_processes import LocalFederation
+from tests.federation.ledgers import check_invariants, unreleased
+from tests.federation_processes import LocalFederation
 
 
 @pytest.mark.asyncio

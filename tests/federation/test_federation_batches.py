@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from ledgers import check_invariants, part, rows, site_used, unreleased
-from test_federation_placement import cancel
 
-from federation_processes import LocalFederation, local_federation
+from tests.federation.ledgers import check_invariants, part, rows, site_used, unreleased
+from tests.federation.member_requests import cancel
+from tests.federation_processes import LocalFederation, local_federation
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -86,7 +86,7 @@ async def _together(
 
 
 def _batch_of(view: dict[str, Any]) -> str:
-    notes = view["decision"]["explanation"]["notes"]
+    notes: list[str] = view["decision"]["explanation"]["notes"]
     return next(n for n in notes if n.startswith("placed in a batch of"))
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import httpx
 import pytest
-from ledgers import check_invariants, rows, unreleased
 
-from federation_processes import LocalFederation
+from tests.federation.ledgers import check_invariants, rows, unreleased
+from tests.federation_processes import LocalFederation
 
 CONCURRENT = 8
 SMALL_GPU_JOB = {

@@ -14,17 +14,17 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from ledgers import check_invariants, rows, unreleased
 from sqlalchemy import text
-from test_federation_placement import GPU_REQUEST, cancel, submit
 
 from cnbrain.rpc.certs import write_certificates
 from cnbrain.storage import requests
 from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.v1 import national_pb2, national_pb2_grpc
-from databases import create_postgres_database, drop_postgres_database
-from federation_processes import LocalFederation, local_federation
-from processes import free_port
+from tests.databases import create_postgres_database, drop_postgres_database
+from tests.federation.ledgers import check_invariants, rows, unreleased
+from tests.federation.member_requests import GPU_REQUEST, cancel, submit
+from tests.federation_processes import LocalFederation, local_federation
+from tests.processes import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 

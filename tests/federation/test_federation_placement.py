@@ -1,44 +1,11 @@
 """End to end on separate processes and PostgreSQL: a cross-region request is placed by
 three brains, each reserving its own segment, and cancelling releases all three."""
 
-import json
-from pathlib import Path
-from typing import Any
-
-import httpx
 import pytest
-from ledgers import check_invariants, part, site_used, unreleased, used_mbps
 
-from federation_processes import LocalFederation
-
-GPU_REQUEST = json.loads(
-    (Path(__file__).parents[2] / "examples" / "requests" / "gpu-training.json").read_text()
-)
-
-
-def submit(federation: LocalFederation, region: str, body: dict[str, Any]) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {federation.admin_token}"}
-    url = federation.members[region].url
-    httpx.post(f"{url}/v1/tenants", json={"id": "acme", "name": "Acme"}, headers=headers)
-    body = {k: v for k, v in body.items() if k != "id"}
-    answer = httpx.post(
-        f"{url}/v1/requests", json={**body, "tenant": "acme"}, headers=headers, timeout=30
-    )
-    assert answer.status_code == 201, answer.text
-    view: dict[str, Any] = answer.json()
-    return view
-
-
-def cancel(federation: LocalFederation, region: str, request_id: str) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {federation.admin_token}"}
-    answer = httpx.post(
-        f"{federation.members[region].url}/v1/requests/{request_id}/cancel",
-        headers=headers,
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    view: dict[str, Any] = answer.json()
-    return view
+from tests.federation.ledgers import check_invariants, part, site_used, unreleased, used_mbps
+from tests.federation.member_requests import GPU_REQUEST, cancel, submit
+from tests.federation_processes import LocalFederation
 
 
 @pytest.mark.asyncio

@@ -19,17 +19,9 @@ from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
+from tests.ledger.snapshots import FIELDS, assert_snapshot_equals, copy_of
 
 N_LINKS_TINY = 28
-
-FIELDS = (
-    "free_cpu_m",
-    "free_mem_mib",
-    "free_storage_gib",
-    "free_acc",
-    "free_acc_by_model",
-    "residual_mbps",
-)
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +53,6 @@ def res(
         links=links,
         mbps=mbps,
     )
-
-
-def copy_of(snap: Snapshot) -> dict[str, np.ndarray]:
-    return {f: np.array(getattr(snap, f), copy=True) for f in FIELDS}
-
-
-def assert_snapshot_equals(snap: Snapshot, expected: dict[str, np.ndarray]) -> None:
-    for f in FIELDS:
-        np.testing.assert_array_equal(getattr(snap, f), expected[f], err_msg=f)
 
 
 def site_of(arrays: MapArrays, site_id: str) -> int:

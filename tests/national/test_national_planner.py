@@ -12,7 +12,7 @@ from cnbrain.national.planner import Answers
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.paths import GraphPath
-from tiny_map import request
+from tests.tiny_map import request
 
 ASCEND = {"cpu": 8, "memory_gib": 64, "accelerator": {"model": "Ascend910B", "count": 4}}
 

@@ -39,7 +39,7 @@ def china() -> ComputeNetworkMap:
     return ComputeNetworkMap.from_document(china_document())
 
 
-def _backbone(m: ComputeNetworkMap) -> nx.Graph:
+def _backbone(m: ComputeNetworkMap) -> "nx.Graph[str]":
     return nx.Graph(
         (a, b, d) for a, b, d in m.graph.edges(data=True) if d["layer"] == LinkLayer.BACKBONE
     )

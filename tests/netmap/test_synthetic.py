@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cnbrain.domain.accelerators import ACCELERATOR_MODELS
-from cnbrain.domain.enums import Interconnect, LinkLayer, NodeRole, SiteKind
+from cnbrain.domain.enums import CpuArch, Interconnect, LinkLayer, NodeRole, SiteKind
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.errors import MapError
 from cnbrain.netmap.synthetic import (
@@ -129,7 +129,7 @@ def test_sites_are_plausible(small: ComputeNetworkMap) -> None:
         else:
             assert site.interconnect is not Interconnect.IB
     arches = Counter(s.cpu_arch for s in small.sites)
-    assert 0.05 < arches["aarch64"] / len(small.sites) < 0.3
+    assert 0.05 < arches[CpuArch.AARCH64] / len(small.sites) < 0.3
 
 
 def test_hubs_are_cheaper_than_edges(small: ComputeNetworkMap) -> None:

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from cnbrain.domain import bounds
+from cnbrain.domain.enums import LinkLayer
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Capacity, Prices
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
@@ -88,9 +89,9 @@ def test_sites_and_links_beyond_the_bounds_are_refused() -> None:
         Prices(cpu_core_hour=math.inf, memory_gib_hour=0)
     for bandwidth in (2.8e16, math.inf):
         with pytest.raises(ValidationError, match="bandwidth_gbps"):
-            Link(a="x", b="y", layer="access", bandwidth_gbps=bandwidth, latency_ms=1)
+            Link(a="x", b="y", layer=LinkLayer.ACCESS, bandwidth_gbps=bandwidth, latency_ms=1)
     with pytest.raises(ValidationError, match="control characters"):
-        Link(a="x\u0000", b="y", layer="access", bandwidth_gbps=1, latency_ms=1)
+        Link(a="x\u0000", b="y", layer=LinkLayer.ACCESS, bandwidth_gbps=1, latency_ms=1)
 
 
 def test_the_largest_quota_and_map_fit_the_64_bit_columns() -> None:

@@ -13,7 +13,7 @@ from cnbrain.netmap.synthetic import synthetic_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
 from cnbrain.placement.solver import SolverSettings
-from tiny_map import request
+from tests.tiny_map import request
 
 GPU8_IB = {
     "resources": {"cpu": 8, "memory_gib": 64, "accelerator": {"model": "A100", "count": 8}},
@@ -50,6 +50,7 @@ def test_cross_region_placement_has_three_segments_by_three_owners(
         sum(s.latency_ms for s in decision.path.segments)
     )
     assert decision.path.latency_ms == pytest.approx(0.3 + 5.0 + 0.7)
+    assert decision.reservation_id is not None
     assert decision.reservation_id in engine.ledger.reservations
     held = engine.ledger.reservations[decision.reservation_id]
     assert held.mbps == 10_000 and len(held.links) == len(hops)
@@ -201,18 +202,16 @@ def test_exact_model_is_the_minimum_over_every_option(tiny_map: ComputeNetworkMa
     exact = engine.place(req, policy="exact", reserve=False)
     wide = PlacementEngine(tiny_map, config=EngineConfig(top_n=len(tiny_map.sites)))
     assert wide.place(req, reserve=False).outcome == exact.outcome
+
+    def objective_within(province: str) -> float:
+        constraints = req.constraints.model_copy(update={"regions_allowed": (province,)})
+        within = req.model_copy(update={"constraints": constraints})
+        outcome = engine.place(within, policy="exact", reserve=False).outcome
+        assert outcome is not None
+        return outcome.objective
+
     best = min(
-        engine.place(
-            req.model_copy(
-                update={
-                    "constraints": req.constraints.model_copy(
-                        update={"regions_allowed": (site.province,)}
-                    )
-                }
-            ),
-            policy="exact",
-            reserve=False,
-        ).outcome.objective
+        objective_within(site.province)
         for site in tiny_map.sites
         if site.kind == "hub" or site.province == "AA"
     )

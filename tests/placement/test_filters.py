@@ -14,7 +14,7 @@ from cnbrain.placement.filters.latency_bound import LatencyBoundFilter
 from cnbrain.placement.filters.regions import RegionsFilter
 from cnbrain.placement.framework import Code, FilterPlugin
 from cnbrain.placement.registry import FILTERS
-from tiny_map import cycle_state, request, site_ids
+from tests.tiny_map import cycle_state, request, site_ids
 
 ALL = {"AA-dc", "AA-idle", "BB-hub", "BB-dc", "CC-hub"}
 

@@ -9,7 +9,7 @@ from cnbrain.placement.scores.balance import BalanceScore
 from cnbrain.placement.scores.cost import CostScore
 from cnbrain.placement.scores.energy import EnergyScore
 from cnbrain.placement.scores.latency import LatencyScore
-from tiny_map import cycle_state, request
+from tests.tiny_map import cycle_state, request
 
 
 def scores(cmap: ComputeNetworkMap, plugin: ScorePlugin, **overrides: object) -> dict[str, float]:

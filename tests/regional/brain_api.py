@@ -1,26 +1,30 @@
-"""Helpers of the regional brain's tests: the admin key, brain settings, and `Api`, a client of
-a brain driven in-process over ASGI.
-
-They live here rather than in conftest.py so that test modules can import them by a name no
-other test directory uses.
+"""A regional brain in the test's process: the admin key, brain settings, `serving` (the brain
+started and a client of it over ASGI), and `Api`, that client with the calls tests make.
 """
 
+import contextlib
 import secrets
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 from pydantic import SecretStr
 
+from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
+from cnbrain.storage import ledger_store
 
 ADMIN_TOKEN = f"ck_admin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
 
 
 @dataclass
 class Api:
+    """A client of a brain (`brain` is its `Brain` object), calling as the admin or with a key."""
+
     client: httpx.AsyncClient
     brain: Any
 
@@ -45,16 +49,31 @@ class Api:
         token: str = key.json()["token"]
         return token
 
-    async def tenant(self, prefix: str = "t") -> tuple[str, str, str]:
-        """A new tenant: (id, tenant-admin key, tenant-user key)."""
+    async def invariants(self) -> None:
+        """Check the brain's ledger: every used amount is what its reservations hold."""
+        async with self.brain.sessions() as session:
+            await ledger_store.check_invariants(session)
+
+    async def new_tenant(self, prefix: str) -> str:
+        """A new tenant, without users; its id."""
         tenant_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
         made = await self.as_admin("POST", "/v1/tenants", json={"id": tenant_id, "name": tenant_id})
         assert made.status_code == 201, made.text
+        return tenant_id
+
+    async def tenant(self, prefix: str = "t") -> tuple[str, str, str]:
+        """A new tenant: (id, tenant-admin key, tenant-user key)."""
+        tenant_id = await self.new_tenant(prefix)
         return (
             tenant_id,
             await self.user(role="tenant-admin", tenant=tenant_id),
             await self.user(role="tenant-user", tenant=tenant_id),
         )
+
+    async def tenant_user(self, prefix: str = "x") -> tuple[str, str]:
+        """A new tenant and the API key of one of its tenant users."""
+        tenant_id = await self.new_tenant(prefix)
+        return tenant_id, await self.user(role="tenant-user", tenant=tenant_id)
 
 
 def brain_settings(database_url: str, redis_url: str | None, tmp: Path, **extra: Any) -> Settings:
@@ -66,3 +85,14 @@ def brain_settings(database_url: str, redis_url: str | None, tmp: Path, **extra:
         bus_namespace=f"test-{uuid.uuid4().hex[:10]}",
         **extra,
     )
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The brain of `settings` started in this process (its lifespan run), and a client of it
+    over ASGI; stopped afterwards."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
+            yield app, client

@@ -7,23 +7,19 @@ see each other's requests. The helpers are in brain_api.py.
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest_asyncio
-from brain_api import Api, brain_settings
 
-from cnbrain.regional.app import create_app
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.brain_api import Api, brain_settings, serving
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def api(tmp_path_factory: Any) -> AsyncIterator[Api]:
     database = await create_postgres_database("cnbrain_api")
     redis = await require_redis()
-    app = create_app(brain_settings(database, redis, tmp_path_factory.mktemp("brain")))
+    settings = brain_settings(database, redis, tmp_path_factory.mktemp("brain"))
     try:
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
-                yield Api(client=client, brain=app.state.brain)
+        async with serving(settings) as (app, client):
+            yield Api(client=client, brain=app.state.brain)
     finally:
         await drop_postgres_database(database)

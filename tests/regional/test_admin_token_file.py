@@ -2,26 +2,16 @@
 it stores no admin, so the next start writes one."""
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from brain_api import ADMIN_TOKEN, brain_settings
 
 from cnbrain.regional.brain import Brain
 from cnbrain.storage import tenants
+from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture
-def no_umask() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 @pytest.mark.usefixtures("no_umask")

@@ -18,9 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from brain_api import Api, brain_settings
 from redis.asyncio import Redis
-from test_replicas import CAPACITY, ONE_GPU, fifty_gpu_map
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
@@ -30,7 +28,9 @@ from cnbrain.regional.placement_service import EscalatedAnswer, PlacementService
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import ledger_store, requests, tenants
 from cnbrain.storage.ledger_store import Claim
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.brain_api import Api, brain_settings
+from tests.regional.fifty_gpus import CAPACITY, ONE_GPU, fifty_gpu_map
 
 pytestmark = pytest.mark.asyncio
 
@@ -76,11 +76,6 @@ async def submit_all(
             )
         )
     )
-
-
-async def invariants(api: Api) -> None:
-    async with api.brain.sessions() as session:
-        await ledger_store.check_invariants(session)
 
 
 async def held(api: Api, tenant: str) -> int:
@@ -186,7 +181,7 @@ async def test_concurrent_submissions_share_transactions_and_get_their_own_answe
     mine = {(e["object_id"], e["action"]) for e in audit if e["tenant"] == tenant}
     assert all((v["id"], "request.submitted") in mine for v in views)
     assert all((v["id"], "request.placed") in mine for v in views)
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
@@ -205,9 +200,9 @@ async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
     assert all(v["state"] == "rejected" and v["reason"] for v in views if v not in placed)
     assert await held(api, tenant) == CAPACITY - 45
     assert set((await states(api, tenant)).values()) == {"placed", "rejected"}
-    await invariants(api)
+    await api.invariants()
     await replica_releases(api, taken)
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_rejection_on_a_cached_snapshot_is_decided_again_on_a_fresh_one(
@@ -224,7 +219,7 @@ async def test_a_rejection_on_a_cached_snapshot_is_decided_again_on_a_fresh_one(
     assert sorted(v["state"] for v in views) == ["placed"] * 3 + ["rejected"] * 2
     assert await held(api, tenant) == 3
     await replica_releases(api, taken[3:])
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_quota_across_a_batch_admits_exactly_its_limit(
@@ -240,7 +235,7 @@ async def test_a_quota_across_a_batch_admits_exactly_its_limit(
     assert all("quota" in v["reason"] for v in views if v["state"] == "rejected")
     quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
     assert quota["used_accelerators"] == 3 and quota["used_active_requests"] == 3
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothing(
@@ -264,7 +259,7 @@ async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothin
     assert {a.status_code for a in answers} == {201}
     assert all(a.json()["state"] == "placed" for a in answers)
     assert await held(api, tenant) == 12  # each exactly once: the batch's were rolled back
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_the_same_idempotency_key_in_one_batch_makes_one_request(api: Api) -> None:
@@ -287,7 +282,7 @@ async def test_the_same_idempotency_key_in_one_batch_makes_one_request(api: Api)
     assert [a.status_code for a in again] == [200] * 3
     assert {a.json()["id"] for a in again} == {answers[0].json()["id"]}
     assert await held(api, tenant) == 1
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_them_later(
@@ -319,7 +314,7 @@ async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_
     async with running(settings) as again:
         assert await states(again, tenant) == dict.fromkeys(stored, "placed")
         assert await held(again, tenant) == len(stored)
-        await invariants(again)
+        await again.invariants()
 
 
 async def test_replicas_starting_together_recover_each_pending_request_once(
@@ -349,7 +344,7 @@ async def test_replicas_starting_together_recover_each_pending_request_once(
         )
         assert set((await states(first, tenant)).values()) == {"placed"}
         assert await held(first, tenant) == 12
-        await invariants(first)
+        await first.invariants()
 
 
 async def test_a_new_key_used_by_many_requests_at_once_is_looked_up_once(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN
-from test_replicas import fifty_gpu_map
 
 from cnbrain.bench.api import bench_api
-from processes import brains_on_a_new_database
+from tests.processes import brains_on_a_new_database
+from tests.regional.brain_api import ADMIN_TOKEN
+from tests.regional.fifty_gpus import fifty_gpu_map
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,13 @@ requests an earlier stop left pending."""
 
 from pathlib import Path
 
-import httpx
 import pytest
-from brain_api import brain_settings
-from test_requests_api import GPU_TRAINING
 
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.storage import requests, tenants
+from tests.regional.bodies import GPU_TRAINING
+from tests.regional.brain_api import brain_settings, serving
 
 pytestmark = pytest.mark.asyncio
 
@@ -20,24 +19,18 @@ async def test_first_run_on_sqlite_with_the_in_process_cache(tmp_path: Path) -> 
         database_url=f"sqlite:///{tmp_path / 'brain.db'}", admin_token_file=tmp_path / "admin.token"
     )
     assert settings.redis_url is None
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with serving(settings) as (_, client):
         token = (tmp_path / "admin.token").read_text().strip()
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://brain"
-        ) as client:
-            auth = {"Authorization": f"Bearer {token}"}
-            assert (
-                await client.post(
-                    "/v1/tenants", json={"id": "first", "name": "first"}, headers=auth
-                )
-            ).status_code == 201
-            answer = await client.post(
-                "/v1/requests", json={**GPU_TRAINING, "tenant": "first"}, headers=auth
-            )
-            assert answer.status_code == 201, answer.text
-            assert answer.json()["state"] == "placed"
-            assert (await client.get("/readyz")).json()["sites"] == 96
+        auth = {"Authorization": f"Bearer {token}"}
+        assert (
+            await client.post("/v1/tenants", json={"id": "first", "name": "first"}, headers=auth)
+        ).status_code == 201
+        answer = await client.post(
+            "/v1/requests", json={**GPU_TRAINING, "tenant": "first"}, headers=auth
+        )
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["state"] == "placed"
+        assert (await client.get("/readyz")).json()["sites"] == 96
     assert (tmp_path / "admin.token").stat().st_mode & 0o777 == 0o600
 
 
@@ -70,13 +63,8 @@ async def test_the_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> No
     settings = brain_settings(
         f"sqlite:///{tmp_path / 'brain.db'}", None, tmp_path, rate_limit_per_minute=3
     )
-    app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://brain"
-        ) as client,
-    ):
+    async with serving(settings) as (_, client):
+        assert settings.admin_token is not None
         auth = {"Authorization": f"Bearer {settings.admin_token.get_secret_value()}"}
         await client.post("/v1/tenants", json={"id": "busy", "name": "busy"}, headers=auth)
         body = {**GPU_TRAINING, "tenant": "busy"}

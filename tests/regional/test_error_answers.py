@@ -17,7 +17,7 @@ from cnbrain.storage.errors import UnknownItem
 def _body(error: CnbrainError) -> tuple[int, dict[str, object], dict[str, str]]:
     response = answer_of(error)
     assert response.media_type == PROBLEM_JSON
-    return response.status_code, json.loads(response.body), dict(response.headers)
+    return response.status_code, json.loads(bytes(response.body)), dict(response.headers)
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN
 
-from processes import brains_on_a_new_database
+from tests.processes import brains_on_a_new_database
+from tests.regional.brain_api import ADMIN_TOKEN
 
 FUZZ_EXAMPLES = 12
 SEED = 20261201

@@ -12,14 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN, Api, brain_settings
-from test_requests_api import GPU_TRAINING, LOCAL_CPU
 
 from cnbrain.domain import bounds
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.regional.app import create_app
 from cnbrain.storage import _sql, ledger_store, requests, tenants
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
+from tests.regional.brain_api import ADMIN_TOKEN, Api, brain_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -53,7 +53,7 @@ def _raw(body: Any) -> dict[str, Any]:
 
 def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A deep copy of `base` with the dotted `path` set to `value`."""
-    body = json.loads(json.dumps(base))
+    body: dict[str, Any] = json.loads(json.dumps(base))
     *parents, last = path.split(".")
     at = body
     for part in parents:
@@ -324,7 +324,7 @@ async def test_a_request_whose_decision_fails_ends_failed_and_others_are_placed(
         await ledger_store.check_invariants(session)
 
 
-OLD_POISON = {
+OLD_POISON: dict[str, dict[str, Any]] = {
     "req-old-inf": {"resources": {"cpu": None, "memory_gib": 1}},  # inf, as it was stored
     "req-old-huge": {"resources": {"cpu": 1e18, "memory_gib": 1}},
     "req-old-long": {"duration_hours": 1e308},

@@ -5,9 +5,10 @@ database still knows the key."""
 from typing import Any
 
 import pytest
-from brain_api import ADMIN_TOKEN, Api
 from redis.asyncio import Redis
-from test_requests_api import GPU_TRAINING, LOCAL_CPU
+
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
+from tests.regional.brain_api import ADMIN_TOKEN, Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

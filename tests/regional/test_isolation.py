@@ -3,8 +3,9 @@
 from typing import Any
 
 import pytest
-from brain_api import Api
-from test_requests_api import LOCAL_CPU
+
+from tests.regional.bodies import LOCAL_CPU
+from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

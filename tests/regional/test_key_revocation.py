@@ -1,10 +1,10 @@
 """Revoking API keys and disabling users: who may, and that the keys stop working."""
 
-import uuid
 from dataclasses import dataclass
 
 import pytest
-from brain_api import Api
+
+from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -26,13 +26,6 @@ async def member(api: Api, *, role: str, tenant: str | None) -> Member:
     return Member(user_id=made.json()["id"], key_id=key["id"], token=key["token"])
 
 
-async def new_tenant(api: Api) -> str:
-    tenant = f"rv-{uuid.uuid4().hex[:8]}"
-    made = await api.as_admin("POST", "/v1/tenants", json={"id": tenant, "name": tenant})
-    assert made.status_code == 201, made.text
-    return tenant
-
-
 async def works(api: Api, token: str) -> bool:
     answer = await api.call(token, "GET", "/v1/requests")
     assert answer.status_code in (200, 401), answer.text
@@ -40,7 +33,7 @@ async def works(api: Api, token: str) -> bool:
 
 
 async def test_a_revoked_key_answers_401_at_once(api: Api) -> None:
-    tenant = await new_tenant(api)
+    tenant = await api.new_tenant("rv")
     admin = await member(api, role="tenant-admin", tenant=tenant)
     user = await member(api, role="tenant-user", tenant=tenant)
     spare = (await api.as_admin("POST", f"/v1/users/{user.user_id}/api-keys")).json()
@@ -70,7 +63,7 @@ async def test_a_revoked_key_answers_401_at_once(api: Api) -> None:
 
 
 async def test_a_disabled_users_keys_all_answer_401(api: Api) -> None:
-    tenant = await new_tenant(api)
+    tenant = await api.new_tenant("rv")
     admin = await member(api, role="tenant-admin", tenant=tenant)
     user = await member(api, role="tenant-user", tenant=tenant)
     second = (await api.as_admin("POST", f"/v1/users/{user.user_id}/api-keys")).json()["token"]
@@ -90,7 +83,7 @@ async def test_a_disabled_users_keys_all_answer_401(api: Api) -> None:
 
 
 async def test_a_tenant_admin_manages_only_its_own_tenants_users(api: Api) -> None:
-    mine, theirs = await new_tenant(api), await new_tenant(api)
+    mine, theirs = await api.new_tenant("rv"), await api.new_tenant("rv")
     admin = await member(api, role="tenant-admin", tenant=mine)
     other = await member(api, role="tenant-user", tenant=theirs)
     operator = await member(api, role="operator", tenant=None)
@@ -113,7 +106,7 @@ async def test_a_tenant_admin_manages_only_its_own_tenants_users(api: Api) -> No
 
 
 async def test_a_tenant_user_may_revoke_and_disable_nobody(api: Api) -> None:
-    tenant = await new_tenant(api)
+    tenant = await api.new_tenant("rv")
     user = await member(api, role="tenant-user", tenant=tenant)
     colleague = await member(api, role="tenant-user", tenant=tenant)
     for target in (user, colleague):
@@ -128,7 +121,7 @@ async def test_a_tenant_user_may_revoke_and_disable_nobody(api: Api) -> None:
 
 
 async def test_an_operator_manages_tenant_users_but_not_admins(api: Api) -> None:
-    tenant = await new_tenant(api)
+    tenant = await api.new_tenant("rv")
     operator = await member(api, role="operator", tenant=None)
     user = await member(api, role="tenant-user", tenant=tenant)
     admin = await member(api, role="admin", tenant=None)
@@ -143,7 +136,7 @@ async def test_an_operator_manages_tenant_users_but_not_admins(api: Api) -> None
 
 
 async def test_unknown_users_and_keys_answer_404(api: Api) -> None:
-    tenant = await new_tenant(api)
+    tenant = await api.new_tenant("rv")
     user = await member(api, role="tenant-user", tenant=tenant)
     for method, path in (
         ("POST", "/v1/users/u-nobody/disable"),

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import httpx
 import pytest
 import pytest_asyncio
-from brain_api import ADMIN_TOKEN, brain_settings
 
 from cnbrain.regional.app import create_app
 from cnbrain.regional.deps import AUTH_CACHE_S
 from cnbrain.storage import tenants
 from cnbrain.storage.database import create_engine, session_factory
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -8,8 +8,7 @@ shared server reached through a loopback proxy that the test closes and opens ag
 import asyncio
 import contextlib
 import signal
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,34 +16,26 @@ import httpx
 import pytest
 import sqlalchemy.exc
 import uvicorn
-from brain_api import ADMIN_TOKEN, brain_settings
 from fastapi import FastAPI
 from redis.exceptions import ConnectionError as RedisConnectionError
-from test_requests_api import GPU_TRAINING, LOCAL_CPU
 
 from cnbrain.cache import CacheUnavailable, channel_name
 from cnbrain.cache.follow import MAX_DELAY_S
 from cnbrain.regional.app import create_app
 from cnbrain.regional.problems import outage_of
 from cnbrain.regional.settings import Settings
-from databases import create_postgres_database, drop_postgres_database
-from outages import TcpProxy, private_redis, target_of, through_proxy
-from processes import free_port
+from tests.databases import create_postgres_database, drop_postgres_database
+from tests.outages import TcpProxy, private_redis, target_of, through_proxy
+from tests.polling import wait_until
+from tests.processes import free_port
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
+from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
 
 pytestmark = pytest.mark.asyncio
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 WAIT_S = 5.0
 TENANT = "outage"
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float) -> float:
-    """Wait until `condition()` holds; returns the seconds it took."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
-        await asyncio.sleep(0.05)
-    return time.monotonic() - start
 
 
 @contextlib.asynccontextmanager

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN, brain_settings
-from test_requests_api import GPU_TRAINING
 
 from cnbrain.regional.app import create_app
-from databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.bodies import GPU_TRAINING
+from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
 
 pytestmark = pytest.mark.asyncio
 

@@ -3,29 +3,12 @@
 from typing import Any
 
 import pytest
-from brain_api import Api
 
-from cnbrain.storage import ledger_store, requests, tenants
+from cnbrain.storage import requests, tenants
+from tests.regional.bodies import GPU_TRAINING, LOCAL_CPU
+from tests.regional.brain_api import Api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-GPU_TRAINING: dict[str, Any] = {
-    "source_province": "ZJ",
-    "resources": {"cpu": 32, "memory_gib": 256, "accelerator": {"model": "H800", "count": 8}},
-    "constraints": {"max_latency_ms": 40, "min_bandwidth_gbps": 10, "interconnect": "ib"},
-    "duration_hours": 24,
-    "workload_class": "training",
-}
-LOCAL_CPU: dict[str, Any] = {
-    "source_province": "GD",
-    "resources": {"cpu": 8, "memory_gib": 32},
-    "duration_hours": 2,
-}
-
-
-async def invariants(api: Api) -> None:
-    async with api.brain.sessions() as session:
-        await ledger_store.check_invariants(session)
 
 
 async def test_submit_places_and_reserves(api: Api) -> None:
@@ -42,7 +25,7 @@ async def test_submit_places_and_reserves(api: Api) -> None:
     assert decision["explanation"]["rejections"]
     quota = await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")
     assert quota.json()["used_accelerators"] == 8
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_get_list_and_paginate(api: Api) -> None:
@@ -81,7 +64,7 @@ async def test_cancel_releases_everything(api: Api) -> None:
     again = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
     assert again.status_code == 409
     assert again.headers["content-type"].startswith("application/problem+json")
-    await invariants(api)
+    await api.invariants()
 
 
 async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Api) -> None:

@@ -12,11 +12,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from brain_api import ADMIN_TOKEN
-from test_replicas import CAPACITY, check_database, fifty_gpu_map, new_tenant, submit_all
 
-from databases import create_postgres_database, drop_postgres_database, require_redis
-from processes import free_port
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.federation.ledgers import check_invariants
+from tests.processes import answers_ready, free_port, wait_ready
+from tests.regional.brain_api import ADMIN_TOKEN
+from tests.regional.fifty_gpus import (
+    CAPACITY,
+    fifty_gpu_map,
+    new_tenant,
+    submit_all,
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +67,7 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert brain.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        wait_ready(brain, log, lambda: answers_ready(url), what="the brain", timeout_s=90)
         yield url, database
     finally:
         os.killpg(brain.pid, signal.SIGTERM)
@@ -100,4 +97,4 @@ def test_two_workers_serve_one_port_and_never_oversubscribe(
     views = asyncio.run(submit_all([url], token, 120))
     assert sum(v["state"] == "placed" for v in views) == CAPACITY
     assert all(v["reason"] for v in views if v["state"] == "rejected")
-    asyncio.run(check_database(database))
+    asyncio.run(check_invariants(database))

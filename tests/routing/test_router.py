@@ -100,7 +100,7 @@ def assert_well_formed(cmap: ComputeNetworkMap, route: Route, access: str, site_
     assert route.latency_ms == pytest.approx(sum(s.path.latency_ms for s in segs))
 
 
-def transit_graph(cmap: ComputeNetworkMap, site_id: str) -> nx.Graph:
+def transit_graph(cmap: ComputeNetworkMap, site_id: str) -> "nx.Graph[str]":
     """The full map graph with every site but `site_id` removed: sites are not transit."""
     g = cmap.graph.copy()
     g.remove_nodes_from([s.id for s in cmap.sites if s.id != site_id])
@@ -352,9 +352,9 @@ def test_bounds_on_single_province_map() -> None:
 # --- PathFinder ------------------------------------------------------------------------
 
 
-def diamond() -> nx.Graph:
+def diamond() -> "nx.Graph[str]":
     """Simple s-t paths by latency: s-a-t 2, s-b-a-t 2.5, s-b-t 3, s-a-b-t 3.5, s-t 5."""
-    g = nx.Graph()
+    g: nx.Graph[str] = nx.Graph()
     for idx, (a, b, ms) in enumerate(
         [
             ("s", "a", 1.0),
@@ -379,7 +379,8 @@ DIAMOND_ORDER = [
 ]
 
 
-def as_tuples(found: list[GraphPath]) -> list[tuple[tuple[str, ...], tuple[int, ...], float]]:
+def as_tuples(found: list[GraphPath]) -> list[tuple[tuple[str, ...], tuple[int, ...], object]]:
+    """Nodes, links and latency (compared approximately) of each path."""
     for p in found:
         assert p.link_array.dtype == np.int64
         assert p.link_array.tolist() == list(p.links)
@@ -425,9 +426,9 @@ def test_k_feasible_degenerate_cases() -> None:
     assert finder.k_feasible("s", "t", k=3, blocked=frozenset({0, 2, 4})) == []
 
 
-def fan(width: int) -> nx.Graph:
+def fan(width: int) -> "nx.Graph[str]":
     """s - m{i} - t with latency 2 * (i + 1): path i is the i-th shortest."""
-    g = nx.Graph()
+    g: nx.Graph[str] = nx.Graph()
     for i in range(width):
         g.add_edge("s", f"m{i}", idx=2 * i, latency_ms=float(i + 1))
         g.add_edge(f"m{i}", "t", idx=2 * i + 1, latency_ms=float(i + 1))

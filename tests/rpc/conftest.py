@@ -3,7 +3,8 @@
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from rpc_ledger import Rpc
+
+from tests.rpc.rpc_ledger import Rpc
 
 
 @pytest_asyncio.fixture

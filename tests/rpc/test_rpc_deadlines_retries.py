@@ -7,10 +7,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from rpc_ledger import RecordingLedger, Rpc, commit_of, prepare_of, release_of
 
 from cnbrain.rpc import MAX_ATTEMPTS
 from cnbrain.rpc.client import RETRIED_SERVICES
+from tests.rpc.rpc_ledger import RecordingLedger, Rpc, commit_of, prepare_of, release_of
 
 pytestmark = pytest.mark.asyncio
 

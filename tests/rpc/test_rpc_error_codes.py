@@ -5,13 +5,13 @@ import logging
 
 import grpc
 import pytest
-from rpc_ledger import RecordingLedger, Rpc, prepare_of
 
 from cnbrain.domain.errors import CnbrainError
 from cnbrain.execution.errors import UnknownJob
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.memory import LedgerError
 from cnbrain.placement.errors import PlacementError, RequestError
+from tests.rpc.rpc_ledger import RecordingLedger, Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
 

@@ -5,11 +5,12 @@ import socket
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from rpc_ledger import LEDGER_SERVICE, RecordingLedger, Rpc, prepare_of
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2
 
 from cnbrain.rpc import PeerSecurity, start_server
+from tests.rpc.probes import HealthCheck, health_check, reflection_info
+from tests.rpc.rpc_ledger import LEDGER_SERVICE, RecordingLedger, Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -17,14 +18,14 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-async def _status(health: health_pb2_grpc.HealthStub, service: str) -> int:
-    answer = await health.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+async def _status(check: HealthCheck, service: str) -> int:
+    answer = await check(health_pb2.HealthCheckRequest(service=service), timeout=2)
     return answer.status
 
 
 async def test_health_follows_set_serving(rpc: Rpc) -> None:
     server, _ = await rpc.serve()
-    health = health_pb2_grpc.HealthStub(rpc.channel(server))
+    health = health_check(rpc.channel(server))
     assert await _status(health, LEDGER_SERVICE) == SERVING
     assert await _status(health, "") == SERVING
     await server.set_serving(False)
@@ -36,7 +37,7 @@ async def test_health_follows_set_serving(rpc: Rpc) -> None:
 
 async def test_health_does_not_know_unregistered_services(rpc: Rpc) -> None:
     server, _ = await rpc.serve()
-    health = health_pb2_grpc.HealthStub(rpc.channel(server))
+    health = health_check(rpc.channel(server))
     with pytest.raises(grpc.aio.AioRpcError) as unknown:
         await _status(health, "cnbrain.v1.NationalBrainService")
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
@@ -44,8 +45,7 @@ async def test_health_does_not_know_unregistered_services(rpc: Rpc) -> None:
 
 async def test_reflection_lists_the_services(rpc: Rpc) -> None:
     server, _ = await rpc.serve()
-    reflection = reflection_pb2_grpc.ServerReflectionStub(rpc.channel(server))
-    call = reflection.ServerReflectionInfo(
+    call = reflection_info(rpc.channel(server))(
         iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=2
     )
     answers = [answer async for answer in call]
@@ -59,8 +59,7 @@ async def test_reflection_lists_the_services(rpc: Rpc) -> None:
 
 async def test_reflection_serves_the_service_descriptor(rpc: Rpc) -> None:
     server, _ = await rpc.serve()
-    reflection = reflection_pb2_grpc.ServerReflectionStub(rpc.channel(server))
-    call = reflection.ServerReflectionInfo(
+    call = reflection_info(rpc.channel(server))(
         iter([reflection_pb2.ServerReflectionRequest(file_containing_symbol=LEDGER_SERVICE)]),
         timeout=2,
     )
@@ -73,7 +72,7 @@ async def test_reflection_serves_the_service_descriptor(rpc: Rpc) -> None:
 async def test_stop_reports_not_serving_and_lets_calls_in_flight_finish(rpc: Rpc) -> None:
     server, ledger = await rpc.serve(RecordingLedger(delay_s=0.5))
     stub = rpc.ledger(server)
-    health = health_pb2_grpc.HealthStub(rpc.channel(server))
+    health = health_check(rpc.channel(server))
     in_flight = asyncio.ensure_future(stub.Prepare(prepare_of("r1"), timeout=5))
     while ledger.calls == 0:
         await asyncio.sleep(0.01)

@@ -3,10 +3,11 @@ whole, not needed by health and reflection."""
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rpc_ledger import Rpc, prepare_of
+from grpc_health.v1 import health_pb2
 
 from cnbrain.rpc import PeerSecurity
+from tests.rpc.probes import health_check
+from tests.rpc.rpc_ledger import Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -37,8 +38,9 @@ async def test_calls_with_the_token_reach_the_servicer(rpc: Rpc) -> None:
 
 async def test_health_answers_probes_without_the_token(rpc: Rpc) -> None:
     server, _ = await rpc.serve(security=PeerSecurity(token=TOKEN))
-    health = health_pb2_grpc.HealthStub(rpc.channel(server))
-    answer = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+    answer = await health_check(rpc.channel(server))(
+        health_pb2.HealthCheckRequest(service=""), timeout=2
+    )
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 

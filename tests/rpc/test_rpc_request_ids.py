@@ -5,11 +5,11 @@ import logging
 
 import grpc
 import pytest
-from rpc_ledger import RecordingLedger, Rpc, commit_of, prepare_of
 
 from cnbrain.rpc import current_request_id, request_id_scope
 from cnbrain.rpc.context import is_valid_request_id
 from cnbrain.v1 import ledger_pb2
+from tests.rpc.rpc_ledger import RecordingLedger, Rpc, commit_of, prepare_of
 
 pytestmark = pytest.mark.asyncio
 

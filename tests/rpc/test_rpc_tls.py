@@ -6,11 +6,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from rpc_ledger import Rpc, prepare_of
 
 from cnbrain.rpc import PeerSecurity
 from cnbrain.rpc.certs import write_certificates
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc
+from tests.rpc.rpc_ledger import Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
 

@@ -19,7 +19,7 @@ from cnbrain.simulate.report import compare
 from cnbrain.simulate.simulation import simulate
 from cnbrain.simulate.trace import TraceJob
 from cnbrain.simulate.trace_files import write_trace
-from tiny_map import tiny_map_raw
+from tests.tiny_map import tiny_map_raw
 
 
 def big_gpu_job(job_id: str, arrival_s: float, duration_s: float, **extra: Any) -> TraceJob:

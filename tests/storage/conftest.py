@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.china import china_document
@@ -25,7 +25,7 @@ from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import registry
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 from cnbrain.storage.models import Base
-from databases import create_postgres_database, drop_postgres_database
+from tests.databases import Sessions, create_postgres_database, drop_postgres_database
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-def sessions(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+def sessions(engine: AsyncEngine) -> Sessions:
     return session_factory(engine)
 
 
@@ -86,7 +86,7 @@ def china() -> MapDocument:
 
 
 @pytest_asyncio.fixture
-async def seeded(sessions: async_sessionmaker[AsyncSession], china: MapDocument) -> MapArrays:
+async def seeded(sessions: Sessions, china: MapDocument) -> MapArrays:
     """The china map registered in the database; arrays of the map as loaded back."""
     async with sessions.begin() as session:
         await registry.seed_map(session, document=china)

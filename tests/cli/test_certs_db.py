@@ -12,7 +12,7 @@ from sqlalchemy import Connection, inspect
 
 from cnbrain.cli.main import main
 from cnbrain.storage.database import create_engine
-from databases import create_postgres_database, drop_postgres_database
+from tests.databases import create_postgres_database, drop_postgres_database
 
 
 def test_certs_writes_the_names_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

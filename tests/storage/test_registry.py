@@ -5,7 +5,6 @@ import asyncio
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
@@ -18,10 +17,9 @@ from cnbrain.storage.errors import RegistryError, UnknownItem
 from cnbrain.storage.models import LinkCapacity, SiteAccelerators, SiteCapacity, Tenant
 from cnbrain.storage.requests import insert_request
 from cnbrain.storage.tenants import create_tenant, create_user
+from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
-
-Sessions = async_sessionmaker[AsyncSession]
 
 
 def _attachments(document: MapDocument, site_id: str) -> list[Link]:

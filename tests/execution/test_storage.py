@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from sqlalchemy import text, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.netmap.files import parse_map_document
@@ -23,8 +23,8 @@ from cnbrain.storage.database import (
     upgrade_schema,
 )
 from cnbrain.storage.models import JobRecord, SiteRecord, utcnow
-from databases import create_postgres_database, drop_postgres_database
-from tiny_map import tiny_map_raw
+from tests.databases import Sessions, create_postgres_database, drop_postgres_database
+from tests.tiny_map import tiny_map_raw
 
 pytestmark = pytest.mark.asyncio
 
@@ -42,7 +42,7 @@ async def database() -> AsyncIterator[str]:
 
 @dataclass
 class Store:
-    sessions: async_sessionmaker[AsyncSession]
+    sessions: Sessions
     users: dict[str, str]
 
     def __call__(self) -> AsyncSession:

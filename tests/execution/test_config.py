@@ -4,14 +4,14 @@ import base64
 import http.server
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from pydantic import ValidationError
+from pydantic import HttpUrl, ValidationError
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import (
@@ -39,6 +39,7 @@ from cnbrain.execution.slurm_payloads import (
     submit_body,
     time_limit_minutes,
 )
+from tests.http_server import serving
 
 
 def jwt(claims: dict[str, object]) -> str:
@@ -107,13 +108,13 @@ def test_a_simulator_ref_takes_no_slurm_fields() -> None:
 async def test_backend_for_a_slurm_ref_builds_a_slurm_backend(tmp_path: Path) -> None:
     ref = BackendRef(
         kind="slurm",
-        url="http://127.0.0.1:6820/",
+        url=HttpUrl("http://127.0.0.1:6820/"),
         user="cnbrain-slurm",
         credential="local-slurm",
         gpu_types={"H800": "h800"},
     )
     missing = tmp_path / "no-such-token"
-    store = CredentialStore({"local-slurm": Credential(url=URL, token_file=missing)})
+    store = CredentialStore({"local-slurm": Credential(url=HttpUrl(URL), token_file=missing)})
     backend = backend_for(ref, credentials=store)
     assert isinstance(backend, SlurmBackend)
     assert isinstance(backend, ClusterBackend)
@@ -121,7 +122,7 @@ async def test_backend_for_a_slurm_ref_builds_a_slurm_backend(tmp_path: Path) ->
     with pytest.raises(BackendUnavailable, match="no-such-token"):
         await backend.status("1")  # the token is read at the call: no file here
     await backend.aclose()
-    async with backend_for(ref) as without_store:  # an empty store: nothing to send
+    async with aclosing(backend_for(ref)) as without_store:  # an empty store: nothing to send
         with pytest.raises(BackendUnavailable, match="no credential 'local-slurm'"):
             await without_store.status("1")
 
@@ -132,7 +133,7 @@ URL = "http://127.0.0.1:6820"
 
 
 def store_of(url: str, token_file: Path) -> CredentialStore:
-    return CredentialStore({"slurm": Credential(url=url, token_file=token_file)})
+    return CredentialStore({"slurm": Credential(url=HttpUrl(url), token_file=token_file)})
 
 
 def test_a_credential_is_only_for_its_url_and_below(tmp_path: Path) -> None:
@@ -194,14 +195,14 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 def recorder() -> Iterator[str]:
     """The URL of a real HTTP server that records what it is sent (`_Recorder.seen`)."""
     _Recorder.seen.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Recorder) as url:
+        yield url
+
+
+def _slurm_backend_for(ref: BackendRef, credentials: CredentialStore) -> SlurmBackend:
+    backend = backend_for(ref, credentials=credentials)
+    assert isinstance(backend, SlurmBackend)
+    return backend
 
 
 @pytest.mark.asyncio
@@ -212,18 +213,18 @@ async def test_a_stored_ref_to_another_url_never_gets_the_token(
     token.write_text("the-slurm-jwt\n")
     store = CredentialStore(
         {
-            "local-slurm": Credential(url=URL, token_file=token),
-            "recorder": Credential(url=recorder, token_file=token),
+            "local-slurm": Credential(url=HttpUrl(URL), token_file=token),
+            "recorder": Credential(url=HttpUrl(recorder), token_file=token),
         }
     )
     # as if the map had been written before the store changed: the ref was never checked
-    stolen = BackendRef(kind="slurm", url=recorder, user="u", credential="local-slurm")
-    async with backend_for(stolen, credentials=store) as backend:
+    stolen = BackendRef(kind="slurm", url=HttpUrl(recorder), user="u", credential="local-slurm")
+    async with _slurm_backend_for(stolen, store) as backend:
         with pytest.raises(BackendUnavailable, match=r"only for http://127\.0\.0\.1:6820/"):
             await backend.ping()
     assert _Recorder.seen == []
     allowed = stolen.model_copy(update={"credential": "recorder"})
-    async with backend_for(allowed, credentials=store) as backend:
+    async with _slurm_backend_for(allowed, store) as backend:
         await backend.ping()
     assert [seen["X-SLURM-USER-TOKEN"] for seen in _Recorder.seen] == ["the-slurm-jwt"]
 

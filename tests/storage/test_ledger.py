@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.claim import Claim, claim_from
@@ -20,10 +19,12 @@ from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExce
 from cnbrain.storage.models import SiteCapacity
 from cnbrain.storage.requests import insert_request
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
+from tests.databases import Sessions
+from tests.ledger.snapshots import assert_snapshot_equals, copy_of
+from tests.storage.capacity import leave_cpu_free
 
 pytestmark = pytest.mark.asyncio
 
-Sessions = async_sessionmaker[AsyncSession]
 TENANT = "acme"
 
 
@@ -72,20 +73,6 @@ async def _snapshot(sessions: Sessions, arrays: MapArrays) -> Snapshot:
         return await ledger_store.load_snapshot(session, arrays=arrays)
 
 
-def _same(a: Snapshot, b: Snapshot) -> bool:
-    return all(
-        np.array_equal(getattr(a, name), getattr(b, name))
-        for name in (
-            "free_cpu_m",
-            "free_mem_mib",
-            "free_storage_gib",
-            "free_acc",
-            "free_acc_by_model",
-            "residual_mbps",
-        )
-    )
-
-
 async def _check(sessions: Sessions) -> None:
     async with sessions() as session:
         await ledger_store.check_invariants(session)
@@ -121,7 +108,7 @@ async def test_reserve_takes_exactly_the_claim_and_release_gives_it_back(
     async with sessions.begin() as session:
         record = await ledger_store.release(session, reservation_id="rsv-1")
     assert record.state == "released" and record.released_at is not None
-    assert _same(await _snapshot(sessions, ledger), before)
+    assert_snapshot_equals(await _snapshot(sessions, ledger), copy_of(before))
     await _check(sessions)
     async with sessions() as session:
         quota = await get_quota(session, tenant_id=TENANT)
@@ -143,7 +130,7 @@ async def test_release_twice_or_unknown_is_refused(sessions: Sessions, ledger: M
             await ledger_store.release(session, reservation_id="rsv-1")
         with pytest.raises(LedgerStoreError, match="'rsv-x' is unknown"):
             await ledger_store.release(session, reservation_id="rsv-x")
-    assert _same(await _snapshot(sessions, ledger), before)
+    assert_snapshot_equals(await _snapshot(sessions, ledger), copy_of(before))
     await _check(sessions)
 
 
@@ -169,7 +156,7 @@ async def test_a_conflict_names_the_resource_and_leaves_nothing_after_rollback(
             )
         await session.rollback()
     assert resource in raised.value.resource
-    assert _same(await _snapshot(sessions, ledger), before)
+    assert_snapshot_equals(await _snapshot(sessions, ledger), copy_of(before))
     await _check(sessions)
 
 
@@ -215,7 +202,7 @@ async def test_quota_limits_are_enforced_and_named(sessions: Sessions, ledger: M
         with pytest.raises(QuotaExceeded, match="tenant 'acme' cpu: wants 4000, 2000 left"):
             await ledger_store.reserve(session, claim=_claim(ledger, ids[2]), reservation_id="r2")
         await session.rollback()
-    assert _same(await _snapshot(sessions, ledger), before)
+    assert_snapshot_equals(await _snapshot(sessions, ledger), copy_of(before))
     async with sessions.begin() as session:
         await ledger_store.reserve(
             session, claim=_claim(ledger, ids[2], cpu_m=2000), reservation_id="r2"
@@ -310,16 +297,7 @@ async def test_concurrent_transactions_never_oversubscribe(
     site = ledger.map.sites[0]
     fits, claim_cpu = 25, 1000
     async with sessions.begin() as session:
-        row = await session.get(SiteCapacity, site.id)
-        assert row is not None
-        await registry.report_site_usage(
-            session,
-            site_id=site.id,
-            cpu_m=row.cpu_m_cap - fits * claim_cpu,
-            mem_mib=0,
-            storage_gib=0,
-            accelerators={},
-        )
+        await leave_cpu_free(session, site.id, fits * claim_cpu)
 
     async def attempt(request_id: str) -> bool:
         claim = _claim(

@@ -8,22 +8,12 @@ Every Slurm job a test causes is cancelled at the end of the module.
 """
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import (
-    CREDENTIALS,
-    SLURM,
-    SLURM_TOKEN_FILE,
-    Brain,
-    credential_store,
-    job_request,
-    running_brain,
-    site_registration,
-    until,
-)
 from sqlalchemy import update
 
 from cnbrain.domain.backend_ref import BackendRef
@@ -31,6 +21,15 @@ from cnbrain.execution import JobAccounting, JobState, SlurmBackend, backend_for
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.storage import jobs
 from cnbrain.storage.models import JobRecord
+from tests.execution.execution_brain import (
+    SLURM,
+    Brain,
+    job_request,
+    running_brain,
+    site_registration,
+)
+from tests.execution.local_slurm import CREDENTIALS, TOKEN_FILE, credential_store, start_slurm
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -42,10 +41,8 @@ GPU_JOB = {"cpu": 1, "memory_gib": 0.25, "accelerator": {"model": "A100", "count
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
-    from execution_brain import start_slurm
-
     start_slurm()
-    down = {"url": UNREACHABLE, "token_file": SLURM_TOKEN_FILE}
+    down = {"url": UNREACHABLE, "token_file": str(TOKEN_FILE)}
     credentials = {**CREDENTIALS, "slurm-down": down}
     async with running_brain(tmp_path_factory.mktemp("slurm"), credentials=credentials) as running:
         await running.register_site(site_registration(SITE, execution=SLURM))
@@ -74,8 +71,8 @@ async def _cancel_every_job(brain: Brain) -> None:
                 .where(JobRecord.backend == "slurm", JobRecord.backend_job_id.is_not(None))
             )
         )
-    async with backend_for(
-        BackendRef.model_validate(SLURM), credentials=credential_store()
+    async with aclosing(
+        backend_for(BackendRef.model_validate(SLURM), credentials=credential_store())
     ) as backend:
         for job_id in ids:
             await backend.cancel(job_id)
@@ -94,7 +91,7 @@ async def final_accounting(slurm: SlurmBackend, job_id: str) -> JobAccounting:
 async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
-    tenant, user = await brain.tenant("e2e")
+    tenant, user = await brain.tenant_user("e2e")
     body = job_request(
         SITE,
         resources=GPU_JOB,
@@ -107,7 +104,10 @@ async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
     made = await brain.submit(user, body)
     assert made["state"] == "placed" and made["site"] == SITE
     assert len(await brain.held(made["id"])) == 1
-    seen = ["placed", *await brain.states_until(user, made["id"], "completed", "failed", 60)]
+    seen = [
+        "placed",
+        *await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60),
+    ]
     assert seen[-1] == "completed", (seen, (await brain.view(user, made["id"]))["reason"])
     assert "running" in seen and set(seen) <= {"placed", "submitted", "running", "completed"}
     order = ["placed", "submitted", "running", "completed"]
@@ -123,7 +123,7 @@ async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
     status = await slurm.status(job_id)
     assert status.state is JobState.COMPLETED and status.request_id == made["id"]
 
-    audit = (await brain.admin("GET", "/v1/audit", params={"limit": 500})).json()["items"]
+    audit = (await brain.as_admin("GET", "/v1/audit", params={"limit": 500})).json()["items"]
     actions = [e["action"] for e in reversed(audit) if e["object_id"] == made["id"]]
     assert actions[-3:] == ["job.submitted", "request.running", "request.completed"], actions
 
@@ -155,7 +155,7 @@ async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
 async def test_suspend_resume_and_cancel_a_running_slurm_job(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
-    _, user = await brain.tenant("pause")
+    _, user = await brain.tenant_user("pause")
     made = await brain.submit(user, job_request(SITE, job={"command": "sleep 120"}))
     await brain.states_until(user, made["id"], "running", timeout_s=60)
     [attempt] = await brain.attempts(user, made["id"])
@@ -194,7 +194,7 @@ async def test_suspend_resume_and_cancel_a_running_slurm_job(
 async def test_a_failed_slurm_job_is_retried_and_every_attempt_shows(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
-    _, user = await brain.tenant("retry")
+    _, user = await brain.tenant_user("retry")
     command = 'if [ "$CNBRAIN_ATTEMPT" = 1 ]; then echo failing; exit 3; fi\nsleep 1'
     made = await brain.submit(user, job_request(SITE, job={"command": command, "max_attempts": 2}))
     seen = await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60)
@@ -224,7 +224,7 @@ async def test_slurm_unreachable_fails_with_the_reason_and_leaves_nothing_reserv
 ) -> None:
     unreachable = {**SLURM, "url": UNREACHABLE, "credential": "slurm-down", "timeout_s": 2}
     await brain.register_site(site_registration("AA-slurm-down", execution=unreachable))
-    tenant, user = await brain.tenant("down")
+    tenant, user = await brain.tenant_user("down")
     made = await brain.submit(user, job_request("AA-slurm-down", job={"max_attempts": 2}))
     await brain.states_until(user, made["id"], "failed", "completed", timeout_s=30)
     view = await brain.view(user, made["id"])
@@ -240,7 +240,7 @@ async def test_slurm_unreachable_fails_with_the_reason_and_leaves_nothing_reserv
 async def test_another_instance_takes_over_a_job_whose_follower_stopped(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
-    _, user = await brain.tenant("takeover")
+    _, user = await brain.tenant_user("takeover")
     made = await brain.submit(user, job_request(SITE, job={"command": "sleep 4"}))
     await brain.states_until(user, made["id"], "running", timeout_s=60)
     await brain.dispatcher.stop()

@@ -5,14 +5,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import (
+
+from tests.execution.execution_brain import (
     FAST_SIMULATOR,
     Brain,
     job_request,
     running_brain,
     site_registration,
-    until,
 )
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -27,7 +28,7 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
 
 
 async def test_jobs_run_retry_pause_and_are_metered_on_sqlite(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     done = await brain.submit(user, job_request("AA-sim"))
     failing = await brain.submit(
         user, job_request("AA-sim", job={"command": "sleep 60; exit 2", "max_attempts": 2})

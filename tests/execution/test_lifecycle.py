@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from execution_brain import (
+
+from cnbrain.execution import JobState
+from cnbrain.storage import jobs
+from tests.execution.execution_brain import (
     FAST_SIMULATOR,
     Brain,
     job_request,
     running_brain,
     site_registration,
-    until,
 )
-
-from cnbrain.execution import JobState
-from cnbrain.storage import jobs
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -60,7 +60,7 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
 
 
 async def test_a_job_runs_to_completion_and_is_metered(brain: Brain) -> None:
-    tenant, user = await brain.tenant()
+    tenant, user = await brain.tenant_user()
     made = await brain.submit(user, job_request("AA-sim"))
     assert made["state"] == "placed" and made["site"] == "AA-sim"
     seen = ["placed", *await brain.states_until(user, made["id"], "completed", "failed")]
@@ -93,7 +93,7 @@ async def test_a_job_runs_to_completion_and_is_metered(brain: Brain) -> None:
 
 
 async def test_a_failing_job_is_retried_then_fails_and_every_attempt_shows(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     body = job_request("AA-sim", job={"command": "sleep 60\nexit 3", "max_attempts": 3})
     made = await brain.submit(user, body)
     await brain.states_until(user, made["id"], "failed", "completed")
@@ -119,7 +119,7 @@ async def test_a_failing_job_is_retried_then_fails_and_every_attempt_shows(brain
 
 
 async def test_suspend_and_resume_a_running_job(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     made = await brain.submit(user, job_request("AA-sim", duration_hours=100))
     await brain.states_until(user, made["id"], "running")
     too_early = await brain.call(user, "POST", f"/v1/requests/{made['id']}/resume")
@@ -159,7 +159,7 @@ async def test_suspend_and_resume_a_running_job(brain: Brain) -> None:
 
 
 async def test_a_site_whose_scheduler_is_down_fails_over_to_another(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     body = job_request(
         job={"command": "echo hi", "max_attempts": 2},
         constraints={"labels": {"pool": "failover"}},
@@ -182,7 +182,7 @@ async def test_a_site_whose_scheduler_is_down_fails_over_to_another(brain: Brain
 
 
 async def test_no_other_site_fails_with_the_reason_and_keeps_nothing(brain: Brain) -> None:
-    tenant, user = await brain.tenant()
+    tenant, user = await brain.tenant_user()
     made = await brain.submit(user, job_request("AA-dead", job={"max_attempts": 3}))
     await brain.states_until(user, made["id"], "failed", "completed")
     view = await brain.view(user, made["id"])
@@ -196,7 +196,7 @@ async def test_no_other_site_fails_with_the_reason_and_keeps_nothing(brain: Brai
 
 
 async def test_cancel_before_the_job_runs_releases_and_the_job_never_runs(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     made = await brain.submit(user, job_request("AA-sim"))
     cancelled = await brain.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
@@ -209,7 +209,7 @@ async def test_cancel_before_the_job_runs_releases_and_the_job_never_runs(brain:
 
 
 async def test_a_request_without_a_job_only_reserves(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     body = job_request("AA-sim")
     del body["job"]
     made = await brain.submit(user, body)
@@ -240,7 +240,7 @@ async def test_a_request_without_a_job_only_reserves(brain: Brain) -> None:
 async def test_a_bad_job_is_422_naming_the_field_and_stores_nothing(
     brain: Brain, job: Any, field: str
 ) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     answer = await brain.call(user, "POST", "/v1/requests", json=job_request("AA-sim", job=job))
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"].startswith("application/problem+json")
@@ -249,7 +249,7 @@ async def test_a_bad_job_is_422_naming_the_field_and_stores_nothing(
 
 
 async def test_suspend_or_resume_of_a_request_that_does_not_run_is_409(brain: Brain) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     body = job_request("AA-sim")
     del body["job"]
     made = await brain.submit(user, body)
@@ -262,8 +262,8 @@ async def test_suspend_or_resume_of_a_request_that_does_not_run_is_409(brain: Br
 
 
 async def test_another_tenants_job_is_404(brain: Brain) -> None:
-    _, owner = await brain.tenant("owner")
-    _, other = await brain.tenant("other")
+    _, owner = await brain.tenant_user("owner")
+    _, other = await brain.tenant_user("other")
     made = await brain.submit(owner, job_request("AA-sim", duration_hours=100))
     await brain.states_until(owner, made["id"], "running")
     for method, path in (
@@ -281,7 +281,7 @@ async def test_another_tenants_job_is_404(brain: Brain) -> None:
 async def test_the_instance_that_submits_an_attempt_follows_it_under_a_lease(
     brain: Brain,
 ) -> None:
-    _, user = await brain.tenant()
+    _, user = await brain.tenant_user()
     made = await brain.submit(user, job_request("AA-sim", duration_hours=100))
     await brain.states_until(user, made["id"], "running")
     async with brain.brain.sessions() as session:
@@ -292,31 +292,31 @@ async def test_the_instance_that_submits_an_attempt_follows_it_under_a_lease(
 
 
 async def test_the_operator_api_carries_a_sites_scheduler(brain: Brain) -> None:
-    sites = {s["id"]: s for s in (await brain.admin("GET", "/v1/sites")).json()}
+    sites = {s["id"]: s for s in (await brain.as_admin("GET", "/v1/sites")).json()}
     assert sites["AA-dead"]["execution"]["kind"] == "slurm"
     assert sites["AA-sim"]["execution"]["kind"] == "simulator"
     assert sites["AA-sim"]["execution"]["time_scale"] == 3600
 
     secret = {"kind": "slurm", "url": "http://127.0.0.1:1", "user": "u", "token": "s3cret"}
-    refused = await brain.admin(
+    refused = await brain.as_admin(
         "POST", "/v1/sites", json=site_registration("AA-x", execution=secret)
     )
     assert refused.status_code == 422, refused.text
     assert refused.json()["errors"][0]["field"].startswith("site.execution")
-    assert "AA-x" not in {s["id"] for s in (await brain.admin("GET", "/v1/sites")).json()}
+    assert "AA-x" not in {s["id"] for s in (await brain.as_admin("GET", "/v1/sites")).json()}
 
     slower = {**sites["AA-sim"], "execution": {"kind": "simulator", "time_scale": 7200}}
-    changed = await brain.admin("PUT", "/v1/sites/AA-sim", json=slower)
+    changed = await brain.as_admin("PUT", "/v1/sites/AA-sim", json=slower)
     assert changed.status_code == 200, changed.text
     ref = await brain.dispatcher.ref_of("AA-sim")
     assert (ref.kind, ref.time_scale) == ("simulator", 7200)
-    back = await brain.admin("PUT", "/v1/sites/AA-sim", json=sites["AA-sim"])
+    back = await brain.as_admin("PUT", "/v1/sites/AA-sim", json=sites["AA-sim"])
     assert back.status_code == 200, back.text
 
 
 async def test_usage_and_the_per_tenant_report_json_and_csv(brain: Brain) -> None:
-    tenant, user = await brain.tenant("bill")
-    other, other_user = await brain.tenant("else")
+    tenant, user = await brain.tenant_user("bill")
+    other, other_user = await brain.tenant_user("else")
     for token in (user, user, other_user):
         made = await brain.submit(token, job_request("AA-sim"))
         await brain.states_until(token, made["id"], "completed")
@@ -353,14 +353,16 @@ async def test_usage_and_the_per_tenant_report_json_and_csv(brain: Brain) -> Non
     assert [line.split(",")[:4] for line in lines] == [[tenant, "AA-sim", "true", "2"]]
 
     staff = (
-        await brain.admin("GET", "/v1/usage/report", params={"tenant": other, "format": "json"})
+        await brain.as_admin("GET", "/v1/usage/report", params={"tenant": other, "format": "json"})
     ).json()
     assert [r["tenant"] for r in staff["rows"]] == [other]
-    everyone = (await brain.admin("GET", "/v1/usage/report")).json()
+    everyone = (await brain.as_admin("GET", "/v1/usage/report")).json()
     assert {tenant, other} <= set(everyone["tenants"])
 
     assert (await brain.call(user, "GET", "/v1/usage", params={"tenant": other})).status_code == 404
-    assert (await brain.admin("GET", "/v1/usage", params={"tenant": "nobody"})).status_code == 404
+    assert (
+        await brain.as_admin("GET", "/v1/usage", params={"tenant": "nobody"})
+    ).status_code == 404
     empty = await brain.call(
         user, "GET", "/v1/usage", params={"from": "2030-01-02T00:00:00Z", "to": "2030-01-01"}
     )

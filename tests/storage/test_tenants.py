@@ -4,15 +4,13 @@ import hashlib
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.storage import tenants
 from cnbrain.storage.errors import LastAdmin, NotFoundError, TenantError
 from cnbrain.storage.models import ApiKey, Quota
+from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
-
-Sessions = async_sessionmaker[AsyncSession]
 
 
 async def _acme(sessions: Sessions) -> str:

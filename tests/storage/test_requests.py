@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import ENDED_REQUEST
 from cnbrain.storage import requests
@@ -17,10 +17,9 @@ from cnbrain.storage.errors import (
 )
 from cnbrain.storage.models import PlacementRequestRecord
 from cnbrain.storage.tenants import create_tenant, create_user
+from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
-
-Sessions = async_sessionmaker[AsyncSession]
 
 
 async def _tenants(sessions: Sessions) -> None:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from sqlalchemy import delete, event
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
@@ -27,13 +26,14 @@ from cnbrain.storage.errors import (
     QuotaExceeded,
     RequestStoreError,
 )
-from cnbrain.storage.models import Quota, SiteCapacity
+from cnbrain.storage.models import Quota
 from cnbrain.storage.requests import NewRequest, StateChange
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
+from tests.databases import Sessions
+from tests.storage.capacity import leave_cpu_free
 
 pytestmark = pytest.mark.asyncio
 
-Sessions = async_sessionmaker[AsyncSession]
 TENANT = "acme"
 
 
@@ -254,16 +254,7 @@ async def test_claims_that_fit_alone_but_not_together_take_nothing(
     await _pending(sessions, ids)
     site = ledger.map.sites[0]
     async with sessions.begin() as session:
-        row = await session.get(SiteCapacity, site.id)
-        assert row is not None
-        await registry.report_site_usage(
-            session,
-            site_id=site.id,
-            cpu_m=row.cpu_m_cap - 5000,  # room for two claims of 2 cores
-            mem_mib=0,
-            storage_gib=0,
-            accelerators={},
-        )
+        await leave_cpu_free(session, site.id, 5000)  # room for two claims of 2 cores
     before = await _snapshot(sessions, ledger)
     async with sessions() as session:
         with pytest.raises(CapacityConflict, match=f"site '{site.id}' cpu: wants 6000, 5000 free"):
@@ -389,16 +380,7 @@ async def test_concurrent_batches_and_single_claims_never_oversubscribe(
     room = 12  # claims of 2 cores per site
     for site in sites:
         async with sessions.begin() as session:
-            row = await session.get(SiteCapacity, ledger.map.sites[site].id)
-            assert row is not None
-            await registry.report_site_usage(
-                session,
-                site_id=row.site_id,
-                cpu_m=row.cpu_m_cap - room * 2000,
-                mem_mib=0,
-                storage_gib=0,
-                accelerators={},
-            )
+            await leave_cpu_free(session, ledger.map.sites[site].id, room * 2000)
     rng = random.Random(5)
     work: list[list[Claim]] = []
     n = 0

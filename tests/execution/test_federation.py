@@ -20,7 +20,7 @@ from cnbrain.netmap.files import write_map_document
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.storage.models import PeerReservation
-from federation_processes import LocalFederation, local_federation
+from tests.federation_processes import LocalFederation, local_federation
 
 REGIONS = ["east", "west"]
 GPU_JOB = {

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from processes import brains_on_a_new_database
+from tests.processes import brains_on_a_new_database
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "ck_cliadmin.0123456789abcdefghijklmnopqrstuvwxyzABCD"

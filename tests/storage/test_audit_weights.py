@@ -1,17 +1,15 @@
 """The audit log (filters, pages) and the weight matrix (defaults, stored rows)."""
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.enums import WorkloadClass
 from cnbrain.domain.request import ObjectiveWeights
 from cnbrain.placement.weights import DEFAULT_MATRIX, WeightMatrix
 from cnbrain.storage import audit, weights
 from cnbrain.storage.errors import BadCursor
+from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
-
-Sessions = async_sessionmaker[AsyncSession]
 
 
 async def test_audit_entries_page_newest_first_with_filters(sessions: Sessions) -> None:

@@ -1,8 +1,6 @@
 """SQLite databases are private from their first byte: the file 0600 (its journal files too),
 its missing folders 0700, whatever the umask."""
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,16 +10,6 @@ from cnbrain.private_files import make_private_folder
 from cnbrain.storage.database import create_engine, upgrade_schema
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture
-def no_umask() -> Iterator[None]:
-    """Run with umask 0: whatever is not private is created readable (and writable) by all."""
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def mode(path: Path) -> int:

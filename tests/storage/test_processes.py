@@ -18,9 +18,10 @@ from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.storage.errors import CapacityConflict, QuotaExceeded
-from cnbrain.storage.models import Quota, SiteCapacity
+from cnbrain.storage.models import Quota
 from cnbrain.storage.requests import insert_request
 from cnbrain.storage.tenants import create_tenant, create_user, set_quota
+from tests.storage.capacity import leave_cpu_free
 
 ROOM = 50
 """Claims of `CPU_M` that fit the crowded site."""
@@ -51,16 +52,7 @@ async def _prepare(url: str, document: MapDocument) -> list[list[Claim]]:
                 session, user_id=f"{tenant}-u", name="u", role="tenant-user", tenant_id=tenant
             )
         await set_quota(session, tenant_id="limited", limit_cpu_m=QUOTA * CPU_M)
-        row = await session.get(SiteCapacity, crowded.id)
-        assert row is not None
-        await registry.report_site_usage(
-            session,
-            site_id=crowded.id,
-            cpu_m=row.cpu_m_cap - ROOM * CPU_M,
-            mem_mib=0,
-            storage_gib=0,
-            accelerators={},
-        )
+        await leave_cpu_free(session, crowded.id, ROOM * CPU_M)
     work: list[list[Claim]] = [[], []]
     async with sessions.begin() as session:
         for process in (0, 1):

@@ -6,7 +6,6 @@ from datetime import timedelta
 import pytest
 import pytest_asyncio
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.states import ReservationState
 from cnbrain.ledger.claim import Claim
@@ -16,10 +15,10 @@ from cnbrain.storage import ledger_store, peer_ledger
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import Quota, utcnow
 from cnbrain.storage.tenants import create_tenant, set_quota
+from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
 
-Sessions = async_sessionmaker[AsyncSession]
 TENANT = "acme"
 LATER = timedelta(minutes=5)
 

@@ -6,17 +6,23 @@ anything.
 """
 
 import http.server
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
-from execution_brain import SLURM, Brain, job_request, running_brain, site_registration
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.site import Site
 from cnbrain.storage import registry
+from tests.execution.execution_brain import (
+    SLURM,
+    Brain,
+    job_request,
+    running_brain,
+    site_registration,
+)
+from tests.http_server import serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -50,14 +56,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def recorder() -> Iterator[str]:
     """The URL of a real HTTP server that records what it is sent (`_Recorder.seen`)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Recorder) as url:
+        yield url
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -67,9 +67,9 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
 
 
 async def operator_key(brain: Brain) -> str:
-    user = await brain.admin("POST", "/v1/users", json={"name": "op", "role": "operator"})
+    user = await brain.as_admin("POST", "/v1/users", json={"name": "op", "role": "operator"})
     assert user.status_code == 201, user.text
-    key = await brain.admin("POST", f"/v1/users/{user.json()['id']}/api-keys")
+    key = await brain.as_admin("POST", f"/v1/users/{user.json()['id']}/api-keys")
     assert key.status_code == 201, key.text
     return str(key.json()["token"])
 
@@ -89,7 +89,7 @@ async def test_an_operator_registers_and_updates_sites_but_never_sets_their_back
     assert "only an admin sets a site's execution backend" in refused.json()["detail"]
     fast = site_registration("AA-op-fast", execution={"kind": "simulator", "time_scale": 60})
     assert (await brain.call(operator, "POST", "/v1/sites", json=fast)).status_code == 403
-    sites = {s["id"] for s in (await brain.admin("GET", "/v1/sites")).json()}
+    sites = {s["id"] for s in (await brain.as_admin("GET", "/v1/sites")).json()}
     assert {"AA-op-slurm", "AA-op-fast"} & sites == set()
 
     plain = site_registration("AA-op", execution=SIMULATOR)
@@ -102,7 +102,7 @@ async def test_an_operator_registers_and_updates_sites_but_never_sets_their_back
     bigger = {**site, "capacity": {**site["capacity"], "cpu_cores": 4}}
     assert (await brain.call(operator, "PUT", "/v1/sites/AA-op", json=bigger)).status_code == 200
 
-    set_by_admin = await brain.admin("PUT", "/v1/sites/AA-op", json={**site, "execution": SLURM})
+    set_by_admin = await brain.as_admin("PUT", "/v1/sites/AA-op", json={**site, "execution": SLURM})
     assert set_by_admin.status_code == 200, set_by_admin.text
     same = {**bigger, "execution": SLURM, "name": "renamed by an operator"}
     assert (await brain.call(operator, "PUT", "/v1/sites/AA-op", json=same)).status_code == 200
@@ -128,19 +128,19 @@ async def test_an_admin_names_only_a_credential_of_the_store_for_the_sites_url(
     ]
     for execution, field, message in cases:
         body = site_registration("AA-cred", execution=execution)
-        refused = await brain.admin("POST", "/v1/sites", json=body)
+        refused = await brain.as_admin("POST", "/v1/sites", json=body)
         assert refused.status_code == 422, refused.text
         [error] = refused.json()["errors"]
         assert error["field"] == f"site.execution.{field}"
         assert message in error["message"]
-    sites = {s["id"] for s in (await brain.admin("GET", "/v1/sites")).json()}
+    sites = {s["id"] for s in (await brain.as_admin("GET", "/v1/sites")).json()}
     assert "AA-cred" not in sites
 
     body = site_registration("AA-cred", execution=SIMULATOR)
-    assert (await brain.admin("POST", "/v1/sites", json=body)).status_code == 201
+    assert (await brain.as_admin("POST", "/v1/sites", json=body)).status_code == 201
     for execution, field, message in cases:
         update = {**body["site"], "execution": execution}
-        refused = await brain.admin("PUT", "/v1/sites/AA-cred", json=update)
+        refused = await brain.as_admin("PUT", "/v1/sites/AA-cred", json=update)
         assert refused.status_code == 422, refused.text
         [error] = refused.json()["errors"]
         assert error["field"] == f"execution.{field}"
@@ -155,7 +155,7 @@ async def test_a_site_naming_where_a_token_is_is_refused(
     brain: Brain, where: dict[str, str]
 ) -> None:
     body = site_registration("AA-where", execution={**SLURM, **where})
-    refused = await brain.admin("POST", "/v1/sites", json=body)
+    refused = await brain.as_admin("POST", "/v1/sites", json=body)
     assert refused.status_code == 422, refused.text
     fields = [e["field"] for e in refused.json()["errors"]]
     assert f"site.execution.{next(iter(where))}" in fields
@@ -170,7 +170,7 @@ async def test_a_site_stored_with_another_url_gets_no_token(brain: Brain, record
     async with brain.brain.sessions.begin() as session:
         await registry.update_site(session, site=site)
     await brain.brain.reload_map()
-    _, user = await brain.tenant("stolen")
+    _, user = await brain.tenant_user("stolen")
     made = await brain.submit(user, job_request("AA-stolen"))
     await brain.states_until(user, made["id"], "failed", "completed")
     view = await brain.view(user, made["id"])
