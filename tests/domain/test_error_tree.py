@@ -25,7 +25,7 @@ OUTSIDE_THE_TREE = {
     "cnbrain.bench.http.HttpError",
     # Control flow inside one module, never raised past it.
     "cnbrain.group_commit.BatchAbortedError",
-    "cnbrain.national.orchestrator.AttemptError",
+    "cnbrain.national.planner.AttemptError",
     # A broken invariant of the simulator: an assertion.
     "cnbrain.simulate.simulation.ConservationError",
 }
