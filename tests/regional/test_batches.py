@@ -62,7 +62,7 @@ async def running(settings: Settings) -> AsyncIterator[Api]:
         async with httpx.AsyncClient(
             transport=transport, base_url="http://brain", timeout=60
         ) as client:
-            yield Api(client=client, brain=app.state.brain)
+            yield Api(client=client, brain=app.state.brain, service=app.state.service)
 
 
 async def submit_all(
@@ -155,7 +155,7 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[
 
 
 def group_of(api: Api) -> Any:
-    return PlacementService(api.brain).group_commit
+    return api.service.group_commit
 
 
 async def test_concurrent_submissions_share_transactions_and_get_their_own_answers(
@@ -387,7 +387,7 @@ async def test_national_answers_are_recorded_together_and_a_failing_one_alone(
                 body=request.model_dump(mode="json"),
             )
             pending.append(request)
-    group = PlacementService(api.brain).escalation_records
+    group = api.service.escalation_records
     writes = count_calls(monkeypatch, requests, "set_states")
 
     def answer(request: PlacementRequest) -> EscalatedAnswer:

@@ -41,7 +41,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         brain = Brain(settings)
         await brain.start()
         app.state.brain = brain
-        recovery = await start_recovery(PlacementService(brain))
+        service = PlacementService(brain)
+        app.state.service = service
+        recovery = await start_recovery(service)
         dispatcher = Dispatcher(brain)
         app.state.dispatcher = dispatcher
         await dispatcher.start()

@@ -3,7 +3,6 @@
 import asyncio
 import hashlib
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
@@ -32,8 +31,9 @@ async def get_brain(request: Request) -> Brain:
 BrainDep = Annotated[Brain, Depends(get_brain)]
 
 
-async def get_service(brain: BrainDep) -> PlacementService:
-    return PlacementService(brain)
+async def get_service(request: Request) -> PlacementService:
+    service: PlacementService = request.app.state.service
+    return service
 
 
 ServiceDep = Annotated[PlacementService, Depends(get_service)]
@@ -88,17 +88,11 @@ async def get_principal(
     return principal
 
 
-_verifying: "weakref.WeakKeyDictionary[Brain, dict[str, asyncio.Future[Principal | None]]]" = (
-    weakref.WeakKeyDictionary()
-)
-"""Per brain, the verifications of keys under way (by SHA-256 of the token)."""
-
-
 async def _verify_once(brain: Brain, token: str, digest: str) -> Principal | None:
     """The principal of `token` from the database (None: no valid key). Concurrent calls for
     one token share one query: a client that opens with many requests at once costs one
     lookup and one connection, not one each."""
-    under_way = _verifying.setdefault(brain, {})
+    under_way = brain.verifying
     while (shared := under_way.get(digest)) is not None:
         try:
             return await asyncio.shield(shared)

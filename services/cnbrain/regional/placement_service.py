@@ -28,7 +28,6 @@ one-request way, which reads the request back.
 import json
 import logging
 import uuid
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -50,7 +49,6 @@ from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.brain import Brain
-from cnbrain.regional.dispatcher import wake_dispatcher
 from cnbrain.regional.problems import (
     ApiError,
     conflict,
@@ -130,38 +128,18 @@ class EscalatedAnswer:
     actor: str
 
 
-_group_commits: "weakref.WeakKeyDictionary[Brain, GroupCommit[_Item, SubmissionOutcome]]" = (
-    weakref.WeakKeyDictionary()
-)
-_escalation_records: "weakref.WeakKeyDictionary[Brain, GroupCommit[EscalatedAnswer, _Written]]" = (
-    weakref.WeakKeyDictionary()
-)
-
-
 class PlacementService:
-    """The requests of one brain. Instances are cheap (one per API call); the group commit
-    they submit to is one per brain."""
+    """The requests of one brain: one per brain, built with it (`app`), with the brain's
+    group commits of submissions and of the national brain's answers."""
 
     def __init__(self, brain: Brain) -> None:
         self.brain = brain
-
-    @property
-    def group_commit(self) -> GroupCommit[_Item, SubmissionOutcome]:
-        """The brain's group commit of submissions (made on first use)."""
-        group = _group_commits.get(self.brain)
-        if group is None:
-            group = GroupCommit(PlacementService(self.brain)._settle_submissions)
-            _group_commits[self.brain] = group
-        return group
-
-    @property
-    def escalation_records(self) -> GroupCommit[EscalatedAnswer, "_Written"]:
-        """The brain's group commit of the national brain's answers (made on first use)."""
-        group = _escalation_records.get(self.brain)
-        if group is None:
-            group = GroupCommit(PlacementService(self.brain)._record_escalated)
-            _escalation_records[self.brain] = group
-        return group
+        self.group_commit: GroupCommit[_Item, SubmissionOutcome] = GroupCommit(
+            self._settle_submissions
+        )
+        self.escalation_records: GroupCommit[EscalatedAnswer, _Written] = GroupCommit(
+            self._record_escalated
+        )
 
     async def submit(
         self, principal: Principal, body: dict[str, Any], *, idempotency_key: str | None
@@ -489,21 +467,11 @@ class PlacementService:
             )
             for item, d in rejected
         ]
-        if placed:
-            brain.begin_local_change()
-        try:
-            async with session.begin():
-                await ledger_store.reserve_many(session, claims=claims)
-                at = await _write(session, [written for _, written in final])
-        except BaseException:
-            if placed:
-                brain.end_local_change(None)
-                brain.capacity_changed()
-            raise
-        for _, _, reservation in placed:
-            brain.end_local_change(reservation)
-        if placed:
-            await brain.announce("capacity")
+        async with brain.changes.begin(session) as (_, change):
+            await ledger_store.reserve_many(session, claims=claims)
+            at = await _write(session, [written for _, written in final])
+            for _, _, reservation in placed:
+                change.took(reservation)
         return {
             item.request.id: SubmissionOutcome(
                 request_id=item.request.id,
@@ -560,17 +528,14 @@ class PlacementService:
                 reservation, arrays=engine.arrays, tenant_id=request.tenant
             )
             decision = decision.model_copy(update={"reservation_id": reservation.id})
-            self.brain.begin_local_change()
             try:
-                async with self.brain.sessions.begin() as session:
+                async with self.brain.changes.begin() as (session, change):
                     await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
                     await self._record(session, request, decision, RequestState.PLACED, None, actor)
+                    change.took(reservation)
             except ledger_store.CapacityConflict:
-                self.brain.end_local_change(None)
-                self.brain.capacity_changed()
                 continue
             except ledger_store.QuotaExceeded as exceeded:
-                self.brain.end_local_change(None)
                 reason = f"the tenant's quota of {exceeded.resource} would be exceeded"
                 rejected = decision.model_copy(
                     update={
@@ -583,12 +548,6 @@ class PlacementService:
                     request, rejected, state=RequestState.REJECTED, reason=reason, actor=actor
                 )
                 return
-            except BaseException:
-                self.brain.end_local_change(None)
-                self.brain.capacity_changed()
-                raise
-            self.brain.end_local_change(reservation)
-            await self.brain.announce("capacity")
             return
         await self._finish(request, None, state=RequestState.REJECTED, reason=reason, actor=actor)
 
@@ -638,14 +597,9 @@ class PlacementService:
 
     async def cancel(self, principal: Principal, request_id: str) -> RequestView:
         await self._release_elsewhere(principal, request_id)
-        self.brain.begin_local_change()
-        try:
-            await self._release(principal, request_id)
-        finally:
-            self.brain.end_local_change(None)
-            self.brain.capacity_changed()
-        await self.brain.announce("capacity")
-        wake_dispatcher(self.brain)  # it cancels the request's job on its scheduler
+        await self._release(principal, request_id)
+        if self.brain.wake_dispatcher is not None:
+            self.brain.wake_dispatcher()  # it cancels the request's job on its scheduler
         return await self.view(principal, request_id)
 
     async def _release_elsewhere(self, principal: Principal, request_id: str) -> None:
@@ -679,7 +633,7 @@ class PlacementService:
                 self.brain.peer_changed()
 
     async def _release(self, principal: Principal, request_id: str) -> None:
-        async with self.brain.sessions.begin() as session:
+        async with self.brain.changes.begin() as (session, change):
             record = await requests.get_request(
                 session, tenant_id=principal.tenant_scope(), request_id=request_id, for_update=True
             )
@@ -699,6 +653,7 @@ class PlacementService:
                 session, request_id=request_id
             ):
                 await ledger_store.release(session, reservation_id=reservation_id)
+            change.free()
             await requests.set_state(
                 session,
                 request_id=request_id,
