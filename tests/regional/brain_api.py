@@ -23,7 +23,7 @@ ADMIN_TOKEN = f"ck_admin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
 class Api:
     client: httpx.AsyncClient
     brain: Any
-    service: Any = None
+    cases: Any = None
 
     def auth(self, token: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"}

@@ -24,6 +24,6 @@ async def api(tmp_path_factory: Any) -> AsyncIterator[Api]:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
-                yield Api(client=client, brain=app.state.brain, service=app.state.service)
+                yield Api(client=client, brain=app.state.brain, cases=app.state.use_cases)
     finally:
         await drop_postgres_database(database)

@@ -11,9 +11,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.regional.brain import Brain
-from cnbrain.regional.placement_service import PlacementService
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
+from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.storage import tenants
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
@@ -31,12 +31,12 @@ async def get_brain(request: Request) -> Brain:
 BrainDep = Annotated[Brain, Depends(get_brain)]
 
 
-async def get_service(request: Request) -> PlacementService:
-    service: PlacementService = request.app.state.service
-    return service
+async def get_use_cases(request: Request) -> RequestUseCases:
+    cases: RequestUseCases = request.app.state.use_cases
+    return cases
 
 
-ServiceDep = Annotated[PlacementService, Depends(get_service)]
+UseCasesDep = Annotated[RequestUseCases, Depends(get_use_cases)]
 
 
 async def get_session(brain: BrainDep) -> AsyncIterator[AsyncSession]:
