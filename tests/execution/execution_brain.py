@@ -110,7 +110,7 @@ def job_request(site: str | None = None, **changes: Any) -> dict[str, Any]:
     return body
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Brain(Api):
     """A running brain's client (see `Api`), with its dispatcher, and the calls of jobs."""
 

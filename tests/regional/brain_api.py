@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.storage import ledger_store
 
 ADMIN_TOKEN = f"ck_admin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
@@ -27,6 +28,14 @@ class Api:
 
     client: httpx.AsyncClient
     brain: Any
+    cases: RequestUseCases | None = None
+    """The brain's use cases, for tests that call them below the API."""
+
+    @property
+    def use_cases(self) -> RequestUseCases:
+        """The brain's use cases; only for a client made with them."""
+        assert self.cases is not None, "this client was made without the brain's use cases"
+        return self.cases
 
     def auth(self, token: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"}

@@ -24,8 +24,9 @@ from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.placement.request_check import parse_request
 from cnbrain.regional.app import create_app
-from cnbrain.regional.placement_service import EscalatedAnswer, PlacementService
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.use_cases.deciding import Decider
+from cnbrain.regional.use_cases.placing import EscalatedAnswer, Placer
 from cnbrain.storage import ledger_store, requests, tenants
 from cnbrain.storage.ledger_store import Claim
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
@@ -62,7 +63,7 @@ async def running(settings: Settings) -> AsyncIterator[Api]:
         async with httpx.AsyncClient(
             transport=transport, base_url="http://brain", timeout=60
         ) as client:
-            yield Api(client=client, brain=app.state.brain)
+            yield Api(client=client, brain=app.state.brain, cases=app.state.use_cases)
 
 
 async def submit_all(
@@ -151,7 +152,7 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[
 
 
 def group_of(api: Api) -> Any:
-    return PlacementService(api.brain).group_commit
+    return api.use_cases.submit.group_commit
 
 
 async def test_concurrent_submissions_share_transactions_and_get_their_own_answers(
@@ -190,7 +191,7 @@ async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
     tenant, _, user = await api.tenant()
     await api.brain.snapshot()  # cached: shows all 50 A100 free
     taken = await replica_takes(api, {"CC-hub": 30, "BB-hub": 15})
-    one_by_one = count_calls(monkeypatch, PlacementService, "place")
+    one_by_one = count_calls(monkeypatch, Placer, "place")
     answers = await submit_all(api, user, 20)
     assert one_by_one  # the batch did not fit: its requests went the one-request way
     assert {a.status_code for a in answers} == {201}
@@ -228,7 +229,7 @@ async def test_a_quota_across_a_batch_admits_exactly_its_limit(
     tenant, _, user = await api.tenant()
     limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 3})
     assert limited.status_code == 200, limited.text
-    one_by_one = count_calls(monkeypatch, PlacementService, "place")
+    one_by_one = count_calls(monkeypatch, Placer, "place")
     views = [a.json() for a in await submit_all(api, user, 8)]
     assert one_by_one  # a batch over the quota is not taken: its requests go one by one
     assert sum(v["state"] == "placed" for v in views) == 3
@@ -253,7 +254,7 @@ async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothin
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(requests, "set_states", fail_once)
-    one_by_one = count_calls(monkeypatch, PlacementService, "place")
+    one_by_one = count_calls(monkeypatch, Placer, "place")
     answers = await submit_all(api, user, 12)
     assert failures == 1 and one_by_one
     assert {a.status_code for a in answers} == {201}
@@ -289,16 +290,16 @@ async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stuck = asyncio.Event()
-    real = PlacementService._decide_batch
+    real = Decider.decide
 
-    async def stop_here(self: PlacementService, batch: Any) -> Any:
+    async def stop_here(self: Decider, batch: Any) -> Any:
         stuck.set()
         await asyncio.Event().wait()  # the process dies here, after storing the batch
         return await real(self, batch)
 
     async with running(settings) as api:
         tenant, _, user = await api.tenant()
-        monkeypatch.setattr(PlacementService, "_decide_batch", stop_here)
+        monkeypatch.setattr(Decider, "decide", stop_here)
         calls = asyncio.ensure_future(submit_all(api, user, 7))
         await asyncio.wait_for(stuck.wait(), timeout=30)
         stored = await states(api, tenant)
@@ -310,7 +311,7 @@ async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_
         assert {a.status_code for a in answers} == {500}
         assert await states(api, tenant) == stored
         assert await held(api, tenant) == 0
-        monkeypatch.setattr(PlacementService, "_decide_batch", real)
+        monkeypatch.setattr(Decider, "decide", real)
     async with running(settings) as again:
         assert await states(again, tenant) == dict.fromkeys(stored, "placed")
         assert await held(again, tenant) == len(stored)
@@ -383,7 +384,7 @@ async def test_national_answers_are_recorded_together_and_a_failing_one_alone(
                 body=request.model_dump(mode="json"),
             )
             pending.append(request)
-    group = PlacementService(api.brain).escalation_records
+    group = api.use_cases.placer.escalation_records
     writes = count_calls(monkeypatch, requests, "set_states")
 
     def answer(request: PlacementRequest) -> EscalatedAnswer:

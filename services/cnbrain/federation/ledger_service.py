@@ -9,7 +9,9 @@ committed in time are released by `expire_forever`.
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -45,6 +47,48 @@ class CapacityWatch(Protocol):
     def capacity_changed(self) -> None: ...
 
 
+@dataclass(slots=True, eq=False)
+class LocalChange:
+    """What one change of a brain's own ledger did: the reservations it took, and whether it
+    freed capacity (released or moved a reservation)."""
+
+    taken: list[Reservation] = field(default_factory=list)
+    freed: bool = False
+
+    def took(self, reservation: Reservation) -> None:
+        self.taken.append(reservation)
+
+    def free(self) -> None:
+        self.freed = True
+
+    @property
+    def changed(self) -> bool:
+        return self.freed or bool(self.taken)
+
+
+@asynccontextmanager
+async def local_change(watch: CapacityWatch) -> AsyncIterator[LocalChange]:
+    """Bracket a change of the brain's own ledger for its cached snapshot. Reads that overlap
+    the block are not cached. When the block ends normally, the cached snapshot takes what it
+    `took`, or is forgotten when it freed capacity; when it raises, the cached snapshot is
+    forgotten (the change may or may not have been committed)."""
+    change = LocalChange()
+    watch.begin_local_change()
+    try:
+        yield change
+    except BaseException:
+        watch.end_local_change(None)
+        watch.capacity_changed()
+        raise
+    if change.freed or not change.taken:
+        watch.end_local_change(None)
+        if change.freed:
+            watch.capacity_changed()
+        return
+    for reservation in change.taken:
+        watch.end_local_change(reservation)
+
+
 async def prepare_parts(
     sessions: async_sessionmaker[AsyncSession],
     claims: Sequence[Claim],
@@ -60,9 +104,7 @@ async def prepare_parts(
     if not claims:
         return []
     expires_at = utcnow() + timedelta(milliseconds=ttl_ms)
-    taken: list[Reservation] = []
-    watch.begin_local_change()
-    try:
+    async with local_change(watch) as change:
         try:
             async with sessions.begin() as session:
                 outcomes = await peer_ledger.prepare_many(
@@ -80,17 +122,9 @@ async def prepare_parts(
                             session, claims=[claim], expires_at=expires_at
                         )
                     )
-        taken = [
-            reservation_of(claim, arrays=arrays)
-            for claim, outcome in zip(claims, outcomes, strict=True)
-            if outcome is True
-        ]
-    finally:
-        if taken:
-            for reservation in taken:
-                watch.end_local_change(reservation)
-        else:
-            watch.end_local_change(None)
+        for claim, outcome in zip(claims, outcomes, strict=True):
+            if outcome is True:
+                change.took(reservation_of(claim, arrays=arrays))
     return [outcome if isinstance(outcome, str) else None for outcome in outcomes]
 
 

@@ -16,9 +16,10 @@ from cnbrain.regional import openapi, problems
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
-from cnbrain.regional.placement_service import PlacementService
 from cnbrain.regional.routers import audit, health, jobs, operator, requests, tenants, usage
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.use_cases import RequestUseCases
+from cnbrain.regional.use_cases.recover import RecoverPending
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -41,7 +42,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         brain = Brain(settings)
         await brain.start()
         app.state.brain = brain
-        recovery = await start_recovery(PlacementService(brain))
+        cases = RequestUseCases.of(brain)
+        app.state.use_cases = cases
+        recovery = await start_recovery(cases.recover)
         dispatcher = Dispatcher(brain)
         app.state.dispatcher = dispatcher
         await dispatcher.start()
@@ -78,29 +81,29 @@ RECOVERY_BACKOFF_S = (1.0, 60.0)
 """The first and the longest wait between passes over requests left pending by an outage."""
 
 
-async def start_recovery(service: PlacementService) -> "asyncio.Task[None] | None":
+async def start_recovery(recover: RecoverPending) -> "asyncio.Task[None] | None":
     """Decide the requests an earlier stop left pending, before the brain serves. Those an
     outage keeps pending (the database, the national brain) are tried again in the background
     until none is left; the task is returned (None: nothing left). Never raises: no stored
     request stops a brain from starting."""
     started = datetime.now(UTC)
     try:
-        left = await service.recover_pending(created_before=started)
+        left = await recover(created_before=started)
     except Exception:
         log.exception("could not recover the requests left pending; trying again later")
         left = 1
     if not left:
         return None
     log.warning("requests left pending by an earlier stop are decided in the background")
-    return asyncio.create_task(_recover_later(service, started), name="cnbrain-recovery")
+    return asyncio.create_task(_recover_later(recover, started), name="cnbrain-recovery")
 
 
-async def _recover_later(service: PlacementService, started: datetime) -> None:
+async def _recover_later(recover: RecoverPending, started: datetime) -> None:
     wait, longest = RECOVERY_BACKOFF_S
     while True:
         await asyncio.sleep(wait * random.uniform(0.5, 1.0))
         try:
-            if not await service.recover_pending(created_before=started):
+            if not await recover(created_before=started):
                 log.info("every request left pending by an earlier stop is decided")
                 return
         except Exception:

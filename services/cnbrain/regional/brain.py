@@ -13,6 +13,7 @@ of two-phase reservations), and `national` escalates what it cannot place locall
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -40,6 +41,7 @@ from cnbrain.regional.federation import (
 )
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import ledger_store, registry, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
@@ -70,10 +72,18 @@ class Brain:
         self._snapshots = SnapshotCache(
             self._load_snapshot, arrays=lambda: self.placement.engine.arrays
         )
+        self.changes = CapacityChanges(
+            self.sessions, watch=self, announce=lambda: self.announce("capacity")
+        )
+        """The unit of work of every change of this brain's capacity."""
         self._listener: asyncio.Task[None] | None = None
         self.plan_lock = asyncio.Semaphore(1)
         self.verified_keys: dict[str, tuple[Principal, float]] = {}
         """SHA-256 of a bearer token -> (its principal, monotonic expiry); see deps.AUTH_CACHE_S."""
+        self.verifying: dict[str, asyncio.Future[Principal | None]] = {}
+        """The verifications of keys under way, by SHA-256 of the token (see deps)."""
+        self.wake_dispatcher: Callable[[], None] | None = None
+        """Starts the next round of the running dispatcher now (None: none runs)."""
         self.known_tenants: set[str] = set()
         """Tenant ids found in the database (tenants are never deleted, so this stays true)."""
         self.region_id: str = settings.region or ""

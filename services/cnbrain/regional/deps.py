@@ -3,7 +3,6 @@
 import asyncio
 import hashlib
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
@@ -12,9 +11,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.regional.brain import Brain
-from cnbrain.regional.placement_service import PlacementService
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
+from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.storage import tenants
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
@@ -32,11 +31,12 @@ async def get_brain(request: Request) -> Brain:
 BrainDep = Annotated[Brain, Depends(get_brain)]
 
 
-async def get_service(brain: BrainDep) -> PlacementService:
-    return PlacementService(brain)
+async def get_use_cases(request: Request) -> RequestUseCases:
+    cases: RequestUseCases = request.app.state.use_cases
+    return cases
 
 
-ServiceDep = Annotated[PlacementService, Depends(get_service)]
+UseCasesDep = Annotated[RequestUseCases, Depends(get_use_cases)]
 
 
 async def get_session(brain: BrainDep) -> AsyncIterator[AsyncSession]:
@@ -88,17 +88,11 @@ async def get_principal(
     return principal
 
 
-_verifying: "weakref.WeakKeyDictionary[Brain, dict[str, asyncio.Future[Principal | None]]]" = (
-    weakref.WeakKeyDictionary()
-)
-"""Per brain, the verifications of keys under way (by SHA-256 of the token)."""
-
-
 async def _verify_once(brain: Brain, token: str, digest: str) -> Principal | None:
     """The principal of `token` from the database (None: no valid key). Concurrent calls for
     one token share one query: a client that opens with many requests at once costs one
     lookup and one connection, not one each."""
-    under_way = _verifying.setdefault(brain, {})
+    under_way = brain.verifying
     while (shared := under_way.get(digest)) is not None:
         try:
             return await asyncio.shield(shared)

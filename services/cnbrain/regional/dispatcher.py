@@ -28,7 +28,6 @@ failed (`lost`) attempt.
 import asyncio
 import contextlib
 import logging
-import weakref
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -83,17 +82,6 @@ def update_of(status: JobStatus) -> jobs.StatusUpdate:
     )
 
 
-_running: "weakref.WeakKeyDictionary[Brain, Dispatcher]" = weakref.WeakKeyDictionary()
-
-
-def wake_dispatcher(brain: Brain) -> None:
-    """Start the next round of `brain`'s dispatcher now (say, after a cancel, so that the
-    request's job is cancelled on its scheduler at once); nothing when it has none."""
-    dispatcher = _running.get(brain)
-    if dispatcher is not None:
-        dispatcher.wake()
-
-
 class Dispatcher:
     """The execution side of one brain instance (see the module docstring).
 
@@ -119,14 +107,14 @@ class Dispatcher:
         """Run rounds in the background until `stop`."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="cnbrain-dispatcher")
-            _running[self.brain] = self
+            self.brain.wake_dispatcher = self.wake
 
     async def stop(self) -> None:
         """Stop the rounds and close every backend. Attempts stay in the database: another
         instance (or this one, started again) takes them over when their leases lapse."""
         task, self._task = self._task, None
-        if _running.get(self.brain) is self:
-            del _running[self.brain]
+        if self.brain.wake_dispatcher == self.wake:
+            self.brain.wake_dispatcher = None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -197,12 +197,11 @@ async def _move(
     decision = decision.model_copy(update={"reservation_id": reservation.id})
     site = str(decision.site)
     reason = f"{why}; placed again on site {site}"
-    brain.begin_local_change()
     try:
-        async with brain.sessions.begin() as session:
+        async with brain.changes.begin() as (session, change):
             if not await _still_stalled(session, request.id, last.attempt):
-                brain.end_local_change(None)
                 return Failover(site=None, reason="settled meanwhile")
+            change.free()  # the cached snapshot cannot follow a move: it is forgotten
             for record in held:
                 await ledger_store.release(session, reservation_id=record.id)
             await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
@@ -231,21 +230,11 @@ async def _move(
                 detail={"from": last.site_id, "to": site, "why": why},
             )
     except ledger_store.CapacityConflict:
-        brain.end_local_change(None)
-        brain.capacity_changed()
         return None
     except ledger_store.QuotaExceeded as exceeded:
-        brain.end_local_change(None)
         return await _fail(
             brain, request, last, f"{why}; the tenant's quota of {exceeded.resource} is used up"
         )
-    except BaseException:
-        brain.end_local_change(None)
-        brain.capacity_changed()
-        raise
-    brain.end_local_change(None)
-    brain.capacity_changed()
-    await brain.announce("capacity")
     log.info("request %s: placed again on %s after %s", request.id, site, last.site_id)
     return Failover(site=site, reason=reason)
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Request
 
 from cnbrain.domain.states import AttemptState
 from cnbrain.regional import job_control
-from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
+from cnbrain.regional.deps import BrainDep, PrincipalDep, UseCasesDep
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.problems import Problem, not_found, responses
 from cnbrain.regional.schemas import AttemptList, AttemptView, RequestView
@@ -85,10 +85,10 @@ async def list_attempts(request_id: str, principal: PrincipalDep, brain: BrainDe
     summary="Pause the request's running job; it keeps its resources",
 )
 async def suspend(
-    request_id: str, principal: PrincipalDep, service: ServiceDep, dispatcher: DispatcherDep
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep, dispatcher: DispatcherDep
 ) -> RequestView:
     await job_control.suspend(dispatcher, principal, request_id)
-    return await service.view(principal, request_id)
+    return await cases.read.one(principal, request_id)
 
 
 @router.post(
@@ -98,7 +98,7 @@ async def suspend(
     summary="Let the request's suspended job run on",
 )
 async def resume(
-    request_id: str, principal: PrincipalDep, service: ServiceDep, dispatcher: DispatcherDep
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep, dispatcher: DispatcherDep
 ) -> RequestView:
     await job_control.resume(dispatcher, principal, request_id)
-    return await service.view(principal, request_id)
+    return await cases.read.one(principal, request_id)

@@ -5,9 +5,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.deps import BrainDep, PrincipalDep, ServiceDep
+from cnbrain.regional.deps import BrainDep, PrincipalDep, UseCasesDep
 from cnbrain.regional.openapi import BODY_MODEL
-from cnbrain.regional.placement_service import too_many
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
     EXAMPLE_REQUEST,
@@ -16,6 +15,7 @@ from cnbrain.regional.schemas import (
     RequestView,
 )
 from cnbrain.regional.security import Principal
+from cnbrain.regional.use_cases.submit import too_many
 
 router = APIRouter(prefix="/v1", tags=["requests"])
 
@@ -69,13 +69,13 @@ async def _rate_limit(brain: BrainDep, principal: Principal) -> None:
 async def submit(
     body: RequestBody,
     principal: PrincipalDep,
-    service: ServiceDep,
+    cases: UseCasesDep,
     idempotency_key: Annotated[
         str | None,
         Header(max_length=200, description="Retries with the same key return the first answer."),
     ] = None,
 ) -> Response:
-    view, created = await service.submit(principal, body, idempotency_key=idempotency_key)
+    view, created = await cases.submit(principal, body, idempotency_key=idempotency_key)
     # Serialised here, once, by the model itself (the view is valid by construction), rather
     # than validated again and encoded by FastAPI; `response_model` documents it.
     return Response(
@@ -89,7 +89,7 @@ async def submit(
 @router.get("/requests", response_model=RequestPage, responses=ERRORS, summary="List requests")
 async def list_requests(
     principal: PrincipalDep,
-    service: ServiceDep,
+    cases: UseCasesDep,
     state: Annotated[str | None, Query(description=f"One of {', '.join(RequestState)}.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
@@ -100,14 +100,14 @@ async def list_requests(
         raise ApiError(
             422, "Unprocessable Content", f"state: must be one of {', '.join(RequestState)}"
         )
-    return await service.list(principal, state=state, limit=limit, cursor=cursor)
+    return await cases.read.page(principal, state=state, limit=limit, cursor=cursor)
 
 
 @router.get(
     "/requests/{request_id}", response_model=RequestView, responses=ERRORS, summary="Get a request"
 )
-async def get_request(request_id: str, principal: PrincipalDep, service: ServiceDep) -> RequestView:
-    return await service.view(principal, request_id)
+async def get_request(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -> RequestView:
+    return await cases.read.one(principal, request_id)
 
 
 @router.post(
@@ -116,8 +116,8 @@ async def get_request(request_id: str, principal: PrincipalDep, service: Service
     responses={**ERRORS, 409: {"model": Problem, "description": "The request has already ended."}},
     summary="Cancel a request and release everything it holds",
 )
-async def cancel(request_id: str, principal: PrincipalDep, service: ServiceDep) -> RequestView:
-    return await service.cancel(principal, request_id)
+async def cancel(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -> RequestView:
+    return await cases.cancel(principal, request_id)
 
 
 @router.post(
@@ -128,7 +128,7 @@ async def cancel(request_id: str, principal: PrincipalDep, service: ServiceDep) 
     openapi_extra={BODY_MODEL: "SubmittedRequest"},
 )
 async def quote(
-    body: RequestBody, principal: PrincipalDep, service: ServiceDep, brain: BrainDep
+    body: RequestBody, principal: PrincipalDep, cases: UseCasesDep, brain: BrainDep
 ) -> Quote:
     await _rate_limit(brain, principal)
-    return await service.quote(principal, body)
+    return await cases.quote(principal, body)

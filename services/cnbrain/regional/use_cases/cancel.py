@@ -1,0 +1,113 @@
+"""Cancelling a placed request: its reservations released in every owner, its job
+cancelled on its scheduler."""
+
+from collections.abc import Callable
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.states import RUNNABLE, RequestState, ReservationState
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.regional.federation import NationalLink
+from cnbrain.regional.problems import conflict, not_found, unavailable
+from cnbrain.regional.schemas import RequestView
+from cnbrain.regional.security import Principal
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.read import ReadRequests
+from cnbrain.storage import audit, ledger_store, peer_ledger, requests
+
+
+class CancelRequest:
+    """`peer_changed()` tells the brain that its part of a cross-region reservation was
+    released here; `wake_jobs()` starts the dispatcher's next round now."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        changes: CapacityChanges,
+        national: NationalLink | None,
+        read: ReadRequests,
+        peer_changed: Callable[[], None],
+        wake_jobs: Callable[[], None],
+    ) -> None:
+        self._sessions = sessions
+        self._changes = changes
+        self._national = national
+        self._read = read
+        self._peer_changed = peer_changed
+        self._wake_jobs = wake_jobs
+
+    async def __call__(self, principal: Principal, request_id: str) -> RequestView:
+        """Cancel the request and return it as it now stands. Raises ApiError 404, 409 (it
+        is pending, or ended) or 503 (the national brain could not release its parts)."""
+        await self._release_elsewhere(principal, request_id)
+        await self._release(principal, request_id)
+        self._wake_jobs()  # the dispatcher cancels the request's job on its scheduler
+        return await self._read.one(principal, request_id)
+
+    async def _release_elsewhere(self, principal: Principal, request_id: str) -> None:
+        """Release the cross-region reservation of a request placed by the national brain,
+        in every owner; 503 when the national brain cannot be reached (nothing changes)."""
+        national = self._national
+        if national is None:
+            return
+        async with self._sessions() as session:
+            record = await requests.get_request(
+                session, tenant_id=principal.tenant_scope(), request_id=request_id
+            )
+            if record is None or record.state not in RUNNABLE:
+                return
+            parts = await peer_ledger.parts_of_request(session, request_id=request_id)
+        for part in parts:
+            if part.state == ReservationState.RELEASED:
+                continue
+            try:
+                await national.release(part.id, "cancelled by the tenant")
+            except PeerUnavailable as error:
+                raise unavailable(
+                    f"the national brain could not release reservation {part.id!r} "
+                    f"({error.cause}); try again"
+                ) from None
+            # The national brain has released this brain's part through its LedgerService,
+            # unless it no longer knew the reservation; then the part is released here.
+            async with self._sessions.begin() as session:
+                released_here = await peer_ledger.release(session, reservation_id=part.id)
+            if released_here:
+                self._peer_changed()
+
+    async def _release(self, principal: Principal, request_id: str) -> None:
+        async with self._changes.begin() as (session, change):
+            record = await requests.get_request(
+                session, tenant_id=principal.tenant_scope(), request_id=request_id, for_update=True
+            )
+            if record is None:
+                raise not_found("request", request_id)
+            if record.state == RequestState.PENDING:
+                raise conflict(
+                    f"request {request_id!r} is pending: it is being decided now; "
+                    "cancel it once it is placed"
+                )
+            if record.state not in RUNNABLE:
+                raise conflict(
+                    f"request {request_id!r} is {record.state}; "
+                    "only requests placed and whose job has not ended can be cancelled"
+                )
+            for reservation_id in await ledger_store.held_reservations(
+                session, request_id=request_id
+            ):
+                await ledger_store.release(session, reservation_id=reservation_id)
+            change.free()
+            await requests.set_state(
+                session,
+                request_id=request_id,
+                state=RequestState.CANCELLED,
+                reason="cancelled by the tenant",
+            )
+            await audit.record(
+                session,
+                actor=principal.user_id,
+                tenant_id=record.tenant_id,
+                action="request.cancelled",
+                object_type="request",
+                object_id=request_id,
+            )

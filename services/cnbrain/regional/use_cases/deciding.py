@@ -1,0 +1,61 @@
+"""Decisions on the brain's current snapshot, nothing reserved: one decider for one request
+and for a batch."""
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.reservation import Reservation
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.placement.engine import PlacementEngine
+
+
+class Decider:
+    """`snapshot()` gives the brain's snapshot and whether it was read just now; `engine()`
+    the engine in use; `forget()` drops the cached snapshot. `lock` admits one decision at a
+    time (the engine runs in a worker thread)."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: Callable[[], Awaitable[tuple[Snapshot, bool]]],
+        engine: Callable[[], PlacementEngine],
+        forget: Callable[[], None],
+        lock: asyncio.Semaphore,
+    ) -> None:
+        self._snapshot = snapshot
+        self._engine = engine
+        self._forget = forget
+        self._lock = lock
+
+    async def decide(
+        self, batch: Sequence[PlacementRequest]
+    ) -> tuple[MapArrays, list[Decision], list[Reservation | None], bool]:
+        """Decisions for `batch` taken together on the current snapshot (nothing reserved):
+        the arrays of the map they were taken on (reservations hold indices into them), the
+        decisions, the reservation each placed one needs (None for a rejection), and whether
+        the snapshot was read from the database just now."""
+        snapshot, fresh = await self._snapshot()
+        engine = self._engine()
+        if snapshot.arrays is not engine.arrays:
+            self._forget()
+            snapshot, fresh = await self._snapshot()
+            engine = self._engine()
+
+        def decide() -> tuple[list[Decision], list[Reservation | None]]:
+            decisions = engine.place_batch(batch, reserve=False, snapshot=snapshot)
+            reservations = [
+                engine.reservation_for(request, decision)
+                if decision.status is DecisionStatus.PLACED
+                else None
+                for request, decision in zip(batch, decisions, strict=True)
+            ]
+            return decisions, reservations
+
+        async with self._lock:
+            decisions, reservations = await anyio.to_thread.run_sync(decide)
+        return engine.arrays, decisions, reservations, fresh

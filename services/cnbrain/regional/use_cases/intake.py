@@ -1,0 +1,63 @@
+"""A request body as the caller sent it, made a checked request of one tenant."""
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.bounds import has_control_characters
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.request_check import check_request, parse_request
+from cnbrain.regional.problems import forbidden, invalid
+from cnbrain.regional.security import Principal
+from cnbrain.storage import tenants
+
+
+def new_request_id() -> str:
+    return f"req-{uuid.uuid4().hex[:16]}"
+
+
+class Intake:
+    """`map()` is the map in use; `known_tenants` the tenant ids found in the database so
+    far (tenants are never deleted, so it stays true)."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        map: Callable[[], ComputeNetworkMap],
+        known_tenants: set[str],
+    ) -> None:
+        self._sessions = sessions
+        self._map = map
+        self._known_tenants = known_tenants
+
+    async def tenant_of(self, principal: Principal, body: dict[str, Any]) -> str:
+        """The tenant a request is for: the caller's own, or the one staff name. Raises
+        ApiError 403 or 422."""
+        asked = body.get("tenant")
+        if principal.is_staff:
+            if not isinstance(asked, str) or not asked:
+                raise invalid("tenant", "staff must name the tenant a request is for")
+            if has_control_characters(asked):
+                raise invalid("tenant", "must not contain control characters")
+            if asked not in self._known_tenants:
+                async with self._sessions() as session:
+                    if await tenants.get_tenant(session, tenant_id=asked) is None:
+                        raise invalid("tenant", f"unknown tenant {asked!r}")
+                self._known_tenants.add(asked)
+            return asked
+        assert principal.tenant_id is not None
+        if asked is not None and asked != principal.tenant_id:
+            raise forbidden(f"you may submit only for tenant {principal.tenant_id!r}")
+        return principal.tenant_id
+
+    async def checked(self, principal: Principal, body: dict[str, Any]) -> PlacementRequest:
+        """`body` as a new request (new id) of its tenant, checked against the map. Raises
+        ApiError 403 or 422."""
+        tenant = await self.tenant_of(principal, body)
+        request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
+        check_request(request, self._map())
+        return request

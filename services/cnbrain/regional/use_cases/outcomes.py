@@ -1,0 +1,106 @@
+"""What a request becomes when it is settled, and the one writer of it."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import RequestState
+from cnbrain.ledger.reservation import Reservation
+from cnbrain.regional.schemas import RequestView
+from cnbrain.storage import audit, requests
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A request's settled state (placed, rejected or failed) and the decision behind it
+    (None: none was taken), by `actor`; `at` is when it was written, once it is."""
+
+    request: PlacementRequest
+    decision: Decision | None
+    state: str
+    reason: str | None
+    actor: str
+    at: datetime | None = None
+
+    @classmethod
+    def of(
+        cls,
+        request: PlacementRequest,
+        decision: Decision,
+        actor: str,
+        reservation: Reservation | None = None,
+    ) -> "Outcome":
+        """A decision's outcome: placed (holding `reservation`, when this brain takes it), or
+        rejected with its reason."""
+        if decision.status is DecisionStatus.PLACED:
+            if reservation is not None:
+                decision = decision.model_copy(update={"reservation_id": reservation.id})
+            return cls(request, decision, RequestState.PLACED, None, actor)
+        return cls(request, decision, RequestState.REJECTED, decision.reason or "rejected", actor)
+
+    def as_of(self, created_at: datetime) -> RequestView:
+        """The request's view, built from what was written."""
+        assert self.at is not None
+        placed = self.decision is not None and self.state == RequestState.PLACED
+        return RequestView(
+            id=self.request.id,
+            tenant=self.request.tenant,
+            state=RequestState(self.state),
+            reason=self.reason,
+            site=self.decision.site if placed and self.decision is not None else None,
+            created_at=created_at,
+            updated_at=self.at,
+            request=self.request,
+            decision=self.decision,
+        )
+
+
+async def write_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> datetime:
+    """Move every request of `outcomes` to its state, store its decision and audit it, with
+    one statement each for all of them; returns the time written. Raises like
+    `requests.set_states` (the caller rolls back)."""
+    at = await requests.set_states(
+        session,
+        [
+            requests.StateChange(
+                request_id=o.request.id,
+                state=o.state,
+                reason=o.reason,
+                site_id=o.decision.site
+                if o.decision is not None and o.state == RequestState.PLACED
+                else None,
+            )
+            for o in outcomes
+        ],
+    )
+    await requests.save_decisions(
+        session,
+        {
+            o.request.id: requests.JsonText(o.decision.model_dump_json())
+            for o in outcomes
+            if o.decision is not None
+        },
+        at=at,
+    )
+    await audit.record_many(
+        session,
+        [
+            audit.Entry(
+                actor=o.actor,
+                tenant_id=o.request.tenant,
+                action=f"request.{o.state}",
+                object_type="request",
+                object_id=o.request.id,
+                detail={"site": o.decision.site}
+                if o.decision is not None and o.decision.site
+                else {"reason": o.reason},
+                at=at,
+            )
+            for o in outcomes
+        ],
+    )
+    return at

@@ -1,0 +1,315 @@
+"""Deciding stored pending requests and taking their reservations: together in the group
+commit's batch, or the one-request way when the batch cannot be settled so (see the
+package docstring). The national brain places what this brain cannot place alone."""
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import RequestState
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.group_commit import GroupCommit
+from cnbrain.ledger.reservation import Reservation
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.regional.federation import NationalLink
+from cnbrain.regional.problems import ApiError
+from cnbrain.regional.schemas import RequestView
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.deciding import Decider
+from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
+from cnbrain.storage import ledger_store, requests
+
+log = logging.getLogger("cnbrain.regional")
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A stored pending request to decide; `actor` is who submitted it (or "system");
+    `decided` how many times it was decided already (each time rejected on a cached
+    snapshot)."""
+
+    request: PlacementRequest
+    actor: str
+    created_at: datetime
+    idempotency_key: str | None = None
+    decided: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionOutcome:
+    """What became of a submission: `request_id` is its request, or (`created` False) the
+    earlier request that holds its idempotency key. `view` is the request as settled, or None
+    when the caller must read it (an earlier request, or one settled the one-request way).
+    `escalate`: the request (stored pending at `created_at`) can be placed only by the
+    national brain; the caller escalates it (outside the group commit, so one slow escalation
+    holds up no batch).
+    """
+
+    request_id: str
+    created: bool
+    view: RequestView | None = None
+    escalate: bool = False
+    created_at: datetime | None = None
+
+    @classmethod
+    def escalating(cls, item: Stored) -> "SubmissionOutcome":
+        """The outcome of a stored request that only the national brain can place."""
+        return cls(item.request.id, created=True, escalate=True, created_at=item.created_at)
+
+
+Settled = SubmissionOutcome | BaseException | Stored
+"""What deciding a stored request gave: its outcome, the error, or the request to decide
+again on a fresh snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class EscalatedAnswer:
+    """The national brain's answer for a pending request, to record."""
+
+    request: PlacementRequest
+    decision: Decision
+    actor: str
+
+
+class Placer:
+    """Decides and reserves the stored pending requests of one brain. `forget()` drops the
+    cached snapshot; `attempts` bounds the one-request way's decisions of one request."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        changes: CapacityChanges,
+        decider: Decider,
+        national: NationalLink | None,
+        forget: Callable[[], None],
+        attempts: int,
+    ) -> None:
+        self._sessions = sessions
+        self._changes = changes
+        self._decider = decider
+        self._national = national
+        self._forget = forget
+        self._attempts = attempts
+        self.escalation_records: GroupCommit[EscalatedAnswer, Outcome] = GroupCommit(
+            self._record_escalated
+        )
+        """The national brain's answers that arrive together, recorded in one transaction."""
+
+    async def place_stored(
+        self, stored: Sequence[Stored], session: AsyncSession
+    ) -> dict[str, Settled]:
+        """Decide stored pending requests together and reserve (the batch's transaction in
+        `session`). By request id: the outcome (with the view as settled, or without after
+        the one-request way), the exception, or the request to decide again on a fresh
+        snapshot (it was rejected on a cached one; the cached one is dropped)."""
+        settled: dict[str, Settled] = {}
+        if self._national is not None:
+            # Only the national brain places these: no local decision to take first.
+            for item in stored:
+                if item.request.national_optimum:
+                    settled[item.request.id] = SubmissionOutcome.escalating(item)
+            stored = [item for item in stored if item.request.id not in settled]
+        if not stored:
+            return settled
+        one_by_one: list[Stored] = []
+        try:
+            arrays, decisions, reservations, fresh = await self._decider.decide(
+                [r.request for r in stored]
+            )
+        except Exception:
+            log.warning("the engine failed on a batch; deciding one by one", exc_info=True)
+            arrays, decisions, reservations, fresh = None, [], [], False
+            one_by_one += stored
+        decided: list[tuple[Stored, Outcome, Reservation | None]] = []
+        stale: list[Stored] = []
+        for item, decision, reservation in zip(stored, decisions, reservations, strict=False):
+            if self._national is not None and needs_national(item.request, decision, fresh):
+                settled[item.request.id] = SubmissionOutcome.escalating(item)
+            elif reservation is not None or fresh:
+                outcome = Outcome.of(item.request, decision, item.actor, reservation)
+                decided.append((item, outcome, reservation))
+            else:
+                stale.append(item)
+        if arrays is not None and decided:
+            try:
+                at = await self._commit(session, arrays, [(o, r) for _, o, r in decided])
+            except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded):
+                one_by_one += [item for item, _, _ in decided]
+            except Exception:
+                log.warning("a batch failed to commit; placing one by one", exc_info=True)
+                one_by_one += [item for item, _, _ in decided]
+            else:
+                for item, outcome, _ in decided:
+                    settled[item.request.id] = SubmissionOutcome(
+                        request_id=item.request.id,
+                        created=True,
+                        view=replace(outcome, at=at).as_of(item.created_at),
+                    )
+        if stale:
+            self._forget()  # rejections on a cached snapshot are not final
+            settled.update(
+                await self._give_up([i for i in stale if i.decided + 1 >= self._attempts])
+            )
+            for item in stale:
+                if item.decided + 1 < self._attempts:
+                    settled[item.request.id] = replace(item, decided=item.decided + 1)
+        for item in one_by_one:
+            try:
+                await self.place(item.request, actor=item.actor)
+                settled[item.request.id] = SubmissionOutcome(
+                    request_id=item.request.id, created=True
+                )
+            except Exception as exc:
+                settled[item.request.id] = await self._fail(item, exc)
+        return settled
+
+    async def place(self, request: PlacementRequest, *, actor: str) -> None:
+        """Decide and reserve a stored pending request the one-request way: the batch's
+        decision and commit with one item, up to `attempts` times. Leaves it placed or
+        rejected (or escalated, and as the national brain answered)."""
+        reason = f"capacity kept changing during {self._attempts} attempts; submit again"
+        for _ in range(self._attempts):
+            arrays, [decision], [reservation], fresh = await self._decider.decide([request])
+            if self._national is not None and needs_national(request, decision, fresh):
+                await self.escalate(request, actor=actor)
+                return
+            if reservation is None and not fresh:
+                self._forget()
+                continue
+            try:
+                async with self._sessions() as session:
+                    outcome = Outcome.of(request, decision, actor, reservation)
+                    await self._commit(session, arrays, [(outcome, reservation)])
+            except ledger_store.CapacityConflict:
+                continue
+            except ledger_store.QuotaExceeded as exceeded:
+                reason = f"the tenant's quota of {exceeded.resource} would be exceeded"
+                rejected = decision.model_copy(
+                    update={"status": DecisionStatus.REJECTED, "reason": reason}
+                )
+                await self.finish(Outcome(request, rejected, RequestState.REJECTED, reason, actor))
+                return
+            return
+        await self.finish(Outcome(request, None, RequestState.REJECTED, reason, actor))
+
+    async def finish(self, outcome: Outcome) -> None:
+        """Write one outcome that takes no capacity, in its own transaction."""
+        async with self._sessions.begin() as session:
+            await write_outcomes(session, [outcome])
+
+    async def escalate(self, request: PlacementRequest, *, actor: str) -> Outcome:
+        """Let the national brain place `request` across regions (it reserves in every owner,
+        this brain's part included, before it answers) and record its answer: placed or
+        rejected. Answers that arrive together are recorded in one transaction."""
+        assert self._national is not None
+        decision = await self._national.escalate(request)
+        return await self.escalation_records.submit(EscalatedAnswer(request, decision, actor))
+
+    async def _commit(
+        self,
+        session: AsyncSession,
+        arrays: MapArrays,
+        decided: Sequence[tuple[Outcome, Reservation | None]],
+    ) -> datetime:
+        """One unit of work on `session`'s connection: take every reservation of `decided`
+        (indices into `arrays`) with `reserve_many` and write every outcome. Returns the time
+        written. Raises (after rolling back) CapacityConflict or QuotaExceeded when the sums
+        do not fit, or any database error."""
+        claims = [
+            (r.id, ledger_store.claim_from(r, arrays=arrays, tenant_id=o.request.tenant))
+            for o, r in decided
+            if r is not None
+        ]
+        async with self._changes.begin(session) as (_, change):
+            await ledger_store.reserve_many(session, claims=claims)
+            at = await write_outcomes(session, [o for o, _ in decided])
+            for _, reservation in decided:
+                if reservation is not None:
+                    change.took(reservation)
+        return at
+
+    async def _fail(self, item: Stored, error: Exception) -> SubmissionOutcome | BaseException:
+        """What becomes of a stored request whose decision raised `error`: after an outage
+        (see `leaves_pending`) it stays pending and `error` is returned; otherwise it ends
+        failed, with the reason, in one transaction with its audit entry, and its outcome is
+        returned (or the error of that transaction, if it fails too)."""
+        if leaves_pending(error):
+            return error
+        log.error("the decision of request %s failed", item.request.id, exc_info=error)
+        reason = f"the brain could not decide this request ({type(error).__name__}); see its log"
+        try:
+            await self.finish(Outcome(item.request, None, RequestState.FAILED, reason, item.actor))
+        except Exception as exc:
+            return exc
+        return SubmissionOutcome(request_id=item.request.id, created=True)
+
+    async def _give_up(self, stale: Sequence[Stored]) -> dict[str, Settled]:
+        """Reject requests still rejected only on cached snapshots after every attempt."""
+        reason = f"capacity kept changing during {self._attempts} attempts; submit again"
+        settled: dict[str, Settled] = {}
+        for item in stale:
+            try:
+                await self.finish(
+                    Outcome(item.request, None, RequestState.REJECTED, reason, item.actor)
+                )
+                settled[item.request.id] = SubmissionOutcome(
+                    request_id=item.request.id, created=True
+                )
+            except Exception as exc:
+                settled[item.request.id] = exc
+        return settled
+
+    async def _record_escalated(
+        self, batch: Sequence[EscalatedAnswer]
+    ) -> list[Outcome | BaseException]:
+        """The escalation records' group commit: one transaction for the whole batch; if it
+        fails (say a request was cancelled meanwhile), each one in its own transaction, so
+        only the requests at fault get their error."""
+        outcomes = [Outcome.of(e.request, e.decision, e.actor) for e in batch]
+        try:
+            async with self._sessions.begin() as session:
+                at = await write_outcomes(session, outcomes)
+            return [replace(o, at=at) for o in outcomes]
+        except Exception:
+            if len(batch) == 1:
+                raise
+        results: list[Outcome | BaseException] = []
+        for one in outcomes:
+            try:
+                async with self._sessions.begin() as session:
+                    results.append(replace(one, at=await write_outcomes(session, [one])))
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+
+def needs_national(request: PlacementRequest, decision: Decision, fresh: bool) -> bool:
+    """A federated brain places only inside the request's own province; the national brain
+    places the rest (and everything that asks for the national optimum). A rejection on a
+    cached snapshot is not final: it is decided again on a fresh one first."""
+    if request.national_optimum:
+        return True
+    if decision.status is DecisionStatus.REJECTED:
+        return fresh
+    return decision.path is None or any(
+        s.kind is not SegmentKind.LOCAL for s in decision.path.segments
+    )
+
+
+def leaves_pending(error: BaseException) -> bool:
+    """Whether a decision that raised `error` leaves its request pending, to be decided again
+    (with the next batch, or at the next start): an outage of the database or of the national
+    brain, a change another replica made meanwhile, or an answer meant for the caller."""
+    if isinstance(error, DBAPIError):
+        return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
+    return isinstance(
+        error,
+        OSError | TimeoutError | PeerUnavailable | requests.InvalidTransition | ApiError,
+    )

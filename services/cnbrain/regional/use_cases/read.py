@@ -1,0 +1,78 @@
+"""Reading requests back: one, or a page of them."""
+
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.decision import Decision
+from cnbrain.domain.states import RequestState
+from cnbrain.regional.problems import invalid, not_found
+from cnbrain.regional.schemas import RequestPage, RequestView
+from cnbrain.regional.security import Principal
+from cnbrain.regional.stored_requests import stored_request
+from cnbrain.storage import requests
+from cnbrain.storage.models import PlacementRequestRecord
+
+
+class ReadRequests:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def one(self, principal: Principal, request_id: str) -> RequestView:
+        """The request, if it is within the caller's scope; else ApiError 404."""
+        async with self._sessions() as session:
+            found = await requests.get_request_and_decision(
+                session, tenant_id=principal.tenant_scope(), request_id=request_id
+            )
+        if found is None:
+            raise not_found("request", request_id)
+        return view_of(*found)
+
+    async def page(
+        self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
+    ) -> RequestPage:
+        """The caller's requests from `cursor` on; ApiError 422 for a cursor not issued here."""
+        async with self._sessions() as session:
+            try:
+                items, next_cursor = await requests.list_requests(
+                    session,
+                    tenant_id=principal.tenant_scope(),
+                    state=state,
+                    limit=limit,
+                    cursor=cursor,
+                )
+            except requests.BadCursor:
+                raise invalid("cursor", "not a cursor this brain issued") from None
+            decisions = await requests.get_decisions(session, request_ids=[r.id for r in items])
+        return RequestPage(
+            items=[view_of(r, decisions.get(r.id)) for r in items], next_cursor=next_cursor
+        )
+
+
+def view_of(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> RequestView:
+    """The view of a stored request. One stored by an earlier version that no longer
+    validates is shown without its request (and without a decision that no longer
+    validates); left pending, it is shown failed, as the next start leaves it."""
+    request, problem = stored_request(record.body)
+    state, reason = record.state, record.reason
+    if request is None and state == RequestState.PENDING:
+        state, reason = (
+            RequestState.FAILED,
+            f"its stored form is no longer a valid request: {problem}",
+        )
+    try:
+        document = Decision.model_validate(decision) if decision is not None else None
+    except ValidationError:
+        document = None
+    return RequestView(
+        id=record.id,
+        tenant=record.tenant_id,
+        state=RequestState(state),
+        reason=reason,
+        site=record.site_id,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        request=request,
+        decision=document,
+    )

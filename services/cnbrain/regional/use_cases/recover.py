@@ -1,0 +1,89 @@
+"""Deciding the requests a stop left pending, at a start."""
+
+import logging
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.states import RequestState
+from cnbrain.regional.stored_requests import stored_request
+from cnbrain.regional.use_cases.placing import Placer, Settled, Stored, SubmissionOutcome
+from cnbrain.storage import audit, requests
+from cnbrain.storage.models import PlacementRequestRecord
+
+log = logging.getLogger("cnbrain.regional")
+
+RECOVERY_BATCH = 64
+"""Pending requests decided together at a start."""
+
+
+class RecoverPending:
+    def __init__(self, *, sessions: async_sessionmaker[AsyncSession], placer: Placer) -> None:
+        self._sessions = sessions
+        self._placer = placer
+
+    async def __call__(self, *, created_before: datetime) -> int:
+        """Decide every request created before `created_before` and left pending by a stop,
+        in batches like submissions; returns how many are still pending because of an outage
+        (the database, the national brain): the caller tries again later. A request that
+        another replica (recovering too) or a cancellation settled meanwhile is left as it is;
+        one whose stored form is no longer a valid request (stored by an earlier version) ends
+        failed, with the reason; one whose decision fails ends failed too."""
+        async with self._sessions() as session:
+            pending = await requests.pending_requests(session, created_before=created_before)
+        stored: list[Stored] = []
+        for record in pending:
+            request, problem = stored_request(record.body)
+            if request is None:
+                await self._fail_unreadable(record, problem)
+            else:
+                stored.append(Stored(request, actor="system", created_at=record.created_at))
+        left = 0
+        for start in range(0, len(stored), RECOVERY_BATCH):
+            chunk = stored[start : start + RECOVERY_BATCH]
+            while chunk:
+                async with self._sessions() as session:
+                    settled = await self._placer.place_stored(chunk, session)
+                for item in chunk:
+                    left += not await self._recovered(item, settled.get(item.request.id))
+                chunk = [again for again in settled.values() if isinstance(again, Stored)]
+        return left
+
+    async def _recovered(self, item: Stored, outcome: Settled | None) -> bool:
+        """Whether recovery is done with `item` given its outcome (False: it stays pending
+        after an outage, to try again)."""
+        request_id = item.request.id
+        if isinstance(outcome, requests.InvalidTransition):
+            log.info("request %s was settled elsewhere meanwhile", request_id)
+        elif isinstance(outcome, BaseException):
+            log.warning("request %s stays pending: %s", request_id, outcome)
+            return False
+        elif isinstance(outcome, SubmissionOutcome) and outcome.escalate:
+            try:
+                await self._placer.escalate(item.request, actor="system")
+            except Exception as exc:
+                log.warning("request %s stays pending: the national brain: %s", request_id, exc)
+                return False
+        return True
+
+    async def _fail_unreadable(self, record: PlacementRequestRecord, problem: str) -> None:
+        """End a pending request whose stored form is not a valid request: failed, with the
+        reason, in one transaction with its audit entry (unless it was settled meanwhile)."""
+        log.error("request %s cannot be read back (%s); it fails", record.id, problem)
+        reason = f"its stored form is no longer a valid request: {problem}"
+        try:
+            async with self._sessions.begin() as session:
+                await requests.set_state(
+                    session, request_id=record.id, state=RequestState.FAILED, reason=reason
+                )
+                await audit.record(
+                    session,
+                    actor="system",
+                    tenant_id=record.tenant_id,
+                    action="request.failed",
+                    object_type="request",
+                    object_id=record.id,
+                    detail={"reason": reason},
+                )
+        except requests.InvalidTransition:
+            log.info("request %s was settled elsewhere meanwhile", record.id)
