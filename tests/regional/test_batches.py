@@ -415,4 +415,6 @@ async def test_national_answers_are_recorded_together_and_a_failing_one_alone(
     }
     async with api.brain.sessions() as session:
         stored = await requests.get_decision(session, request_id=pending[3].id)
-    assert stored is not None and stored["reason"] == together[0].decision.reason
+    decided = together[0].decision
+    assert decided is not None
+    assert stored is not None and stored["reason"] == decided.reason
