@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cnbrain.cache.base import CacheUnavailable
-from cnbrain.domain.errors import CnbrainError
+from cnbrain.domain.errors import CnbrainError, Exhausted, Forbidden
 from cnbrain.execution.errors import BackendRejected, UnknownJob
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.netmap.errors import MapError
@@ -40,6 +40,21 @@ def test_an_invalid_error_with_a_field_names_it() -> None:
     code, body, _ = _body(RequestError("resources.cpu", "must be finite"))
     assert code == 422
     assert body["errors"] == [{"field": "resources.cpu", "message": "must be finite"}]
+
+
+def test_a_forbidden_error_answers_403() -> None:
+    code, body, _ = _body(Forbidden("you may submit only for tenant 'acme'"))
+    assert code == 403
+    assert body["title"] == "Forbidden"
+
+
+def test_a_spent_rate_answers_429_with_retry_after_in_whole_seconds() -> None:
+    code, body, headers = _body(Exhausted("rate limit of 60 per minute reached", retry_after_s=2.4))
+    assert code == 429
+    assert body["title"] == "Too Many Requests"
+    assert headers["retry-after"] == "2"
+    _, _, soon = _body(Exhausted("rate limit of 60 per minute reached", retry_after_s=0.1))
+    assert soon["retry-after"] == "1"
 
 
 def test_an_unavailable_peer_answers_503_with_retry_after() -> None:

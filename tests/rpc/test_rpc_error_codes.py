@@ -6,7 +6,7 @@ import logging
 import grpc
 import pytest
 
-from cnbrain.domain.errors import CnbrainError
+from cnbrain.domain.errors import CnbrainError, Exhausted, Forbidden
 from cnbrain.execution.errors import UnknownJob
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.memory import LedgerError
@@ -21,7 +21,9 @@ pytestmark = pytest.mark.asyncio
     [
         (RequestError("cpu", "must be finite"), grpc.StatusCode.INVALID_ARGUMENT),
         (UnknownJob("42"), grpc.StatusCode.NOT_FOUND),
+        (Forbidden("only the national brain may"), grpc.StatusCode.PERMISSION_DENIED),
         (LedgerError("site 'a' cpu: not enough room"), grpc.StatusCode.FAILED_PRECONDITION),
+        (Exhausted("rate spent", retry_after_s=1.0), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (PeerUnavailable("the national brain", "unavailable"), grpc.StatusCode.UNAVAILABLE),
         (PlacementError("solve", RuntimeError("boom")), grpc.StatusCode.INTERNAL),
     ],

@@ -9,14 +9,18 @@ never a transport's error; `str(error)` says what was wrong and where.
 |---------------|------|----------------------|--------------------------------------------------|
 | `invalid`     | 422  | INVALID_ARGUMENT     | the caller sent something wrong; it never fits   |
 | `not_found`   | 404  | NOT_FOUND            | what the caller named does not exist             |
+| `forbidden`   | 403  | PERMISSION_DENIED    | the caller may not do this                       |
 | `conflict`    | 409  | FAILED_PRECONDITION  | the state does not allow it now                  |
+| `exhausted`   | 429  | RESOURCE_EXHAUSTED   | the caller's rate is spent; retry after a while  |
 | `unavailable` | 503  | UNAVAILABLE          | a server it needs does not answer; retry later   |
 | `internal`    | 500  | INTERNAL             | a bug                                            |
 """
 
 from typing import ClassVar, Literal
 
-ErrorKind = Literal["invalid", "not_found", "conflict", "unavailable", "internal"]
+ErrorKind = Literal[
+    "invalid", "not_found", "forbidden", "conflict", "exhausted", "unavailable", "internal"
+]
 
 
 class CnbrainError(Exception):
@@ -42,10 +46,26 @@ class NotFound(CnbrainError, LookupError):
     kind: ClassVar[ErrorKind] = "not_found"
 
 
+class Forbidden(CnbrainError):
+    """The caller is who it says, but may not do this (its role or its tenant)."""
+
+    kind: ClassVar[ErrorKind] = "forbidden"
+
+
 class Conflict(CnbrainError):
     """The current state does not allow the change (no room, a state that cannot follow)."""
 
     kind: ClassVar[ErrorKind] = "conflict"
+
+
+class Exhausted(CnbrainError):
+    """The caller has spent its rate; `retry_after_s` says when it may try again."""
+
+    kind: ClassVar[ErrorKind] = "exhausted"
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class Unavailable(CnbrainError):

@@ -8,10 +8,10 @@ moves between `running` and `suspended` only then.
 
 from dataclasses import dataclass
 
+from cnbrain.domain.errors import Conflict, NotFound, Unavailable
 from cnbrain.domain.states import LIVE_ATTEMPT, RequestState
 from cnbrain.execution import BackendRejected, BackendUnavailable, UnknownJob
 from cnbrain.regional.dispatcher import Dispatcher, describe, update_of
-from cnbrain.regional.problems import ApiError, conflict, not_found, unavailable
 from cnbrain.regional.security import Principal
 from cnbrain.storage import jobs, registry, requests
 from cnbrain.storage.models import JobRecord
@@ -31,8 +31,8 @@ RESUME = _Action(verb="resume", from_state=RequestState.SUSPENDED, to_state=Requ
 async def suspend(dispatcher: Dispatcher, principal: Principal, request_id: str) -> None:
     """Pause the running job of the caller's request.
 
-    ApiError 404 (no such request for the caller), 409 (not running, or the scheduler refused),
-    503 (the scheduler cannot be reached; nothing changed)."""
+    NotFound (no such request for the caller), Conflict (not running, or the scheduler
+    refused), Unavailable (the scheduler cannot be reached; nothing changed)."""
     await _act(dispatcher, principal, request_id, SUSPEND)
 
 
@@ -49,7 +49,7 @@ async def _act(
     try:
         ref, backend = await dispatcher.backend_of(job.site_id)
     except registry.UnknownItem as exc:
-        raise conflict(f"request {request_id!r}: {exc}") from None
+        raise Conflict(f"request {request_id!r}: {exc}") from None
     where = f"the {describe(ref)} of site {job.site_id}"
     try:
         if action is SUSPEND:
@@ -58,13 +58,13 @@ async def _act(
             await backend.resume(job.backend_job_id)
         status = dispatcher.real_time.status(ref, backend, await backend.status(job.backend_job_id))
     except BackendUnavailable as exc:
-        raise unavailable(f"{where} is unavailable: {exc}") from None
+        raise Unavailable(f"{where} is unavailable: {exc}") from None
     except BackendRejected as exc:
-        raise conflict(
+        raise Conflict(
             f"{where} would not {action.verb} job {job.backend_job_id}: {exc.message}"
         ) from None
     except UnknownJob as exc:
-        raise conflict(f"{where} does not know job {job.backend_job_id}: {exc}") from None
+        raise Conflict(f"{where} does not know job {job.backend_job_id}: {exc}") from None
     update = update_of(status)
     if update.state in LIVE_ATTEMPT:  # the scheduler did it: record that, whatever word it uses
         update = jobs.StatusUpdate(
@@ -84,15 +84,15 @@ async def _live_job(
             session, tenant_id=principal.tenant_scope(), request_id=request_id
         )
         if record is None:
-            raise not_found("request", request_id)
+            raise NotFound(f"request {request_id!r} does not exist")
         job = await jobs.live_attempt(session, request_id=request_id)
     if record.state != action.from_state or job is None or job.backend_job_id is None:
         raise _not_now(request_id, record.state, action)
     return job
 
 
-def _not_now(request_id: str, state: str, action: _Action) -> ApiError:
-    return conflict(
+def _not_now(request_id: str, state: str, action: _Action) -> Conflict:
+    return Conflict(
         f"request {request_id!r} is {state}; only a {action.from_state} request's job can be "
         f"{action.verb}d"
     )

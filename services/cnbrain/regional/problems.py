@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cnbrain.cache.base import CacheUnavailable
-from cnbrain.domain.errors import CnbrainError, ErrorKind, Invalid
+from cnbrain.domain.errors import CnbrainError, ErrorKind, Exhausted, Invalid
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_S = 5
@@ -210,7 +210,9 @@ def invalid(field: str, message: str) -> ApiError:
 _STATUS: dict[ErrorKind, int] = {
     "invalid": 422,
     "not_found": 404,
+    "forbidden": 403,
     "conflict": 409,
+    "exhausted": 429,
     "unavailable": 503,
     "internal": 500,
 }
@@ -218,10 +220,10 @@ _STATUS: dict[ErrorKind, int] = {
 
 
 def answer_of(exc: CnbrainError) -> JSONResponse:
-    """The answer to an error of the tree: the status of its kind and its message; an invalid
-    one names its field when it knows it; an unavailable one says retry after, and names the
-    database or the cache when one of them is down; an internal one is logged and closes the
-    connection, as `ErrorEdge` does for any bug."""
+    """The answer to an error of the tree: the status of its kind and its message. An invalid
+    one names its field when it knows it; an exhausted or unavailable one says when to retry,
+    and an unavailable one names the database or the cache when one of them is down; an
+    internal one is logged and closes the connection, as `ErrorEdge` does for any bug."""
     if isinstance(exc, Invalid) and exc.field is not None:
         return _respond(invalid(exc.field, exc.message).problem)
     if exc.kind == "unavailable":
@@ -231,6 +233,10 @@ def answer_of(exc: CnbrainError) -> JSONResponse:
             return _respond(_down(which), {"Retry-After": str(RETRY_AFTER_S)})
         down = unavailable(str(exc))
         return _respond(down.problem, down.headers)
+    if isinstance(exc, Exhausted):
+        retry_after = str(max(1, round(exc.retry_after_s)))
+        problem = Problem(title="Too Many Requests", status=429, detail=str(exc))
+        return _respond(problem, {"Retry-After": retry_after})
     if exc.kind == "internal":
         log.exception("unexpected error", exc_info=exc)
         return _respond(_server_error(), {"Connection": "close"})

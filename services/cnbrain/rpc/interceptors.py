@@ -81,7 +81,9 @@ def _metadata_value(metadata: Iterable[tuple[str, str | bytes]] | None, key: str
 STATUS_OF_KIND: dict[ErrorKind, grpc.StatusCode] = {
     "invalid": grpc.StatusCode.INVALID_ARGUMENT,
     "not_found": grpc.StatusCode.NOT_FOUND,
+    "forbidden": grpc.StatusCode.PERMISSION_DENIED,
     "conflict": grpc.StatusCode.FAILED_PRECONDITION,
+    "exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "unavailable": grpc.StatusCode.UNAVAILABLE,
     "internal": grpc.StatusCode.INTERNAL,
 }

@@ -5,10 +5,10 @@ from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.domain.errors import Conflict, NotFound, Unavailable
 from cnbrain.domain.states import RUNNABLE, RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.federation import NationalLink
-from cnbrain.regional.problems import conflict, not_found, unavailable
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -38,8 +38,8 @@ class CancelRequest:
         self._wake_jobs = wake_jobs
 
     async def __call__(self, principal: Principal, request_id: str) -> RequestView:
-        """Cancel the request and return it as it now stands. Raises ApiError 404, 409 (it
-        is pending, or ended) or 503 (the national brain could not release its parts)."""
+        """Cancel the request and return it as it now stands. Raises NotFound, Conflict (it
+        is pending, or ended) or Unavailable (the national brain could not release its parts)."""
         await self._release_elsewhere(principal, request_id)
         await self._release(principal, request_id)
         self._wake_jobs()  # the dispatcher cancels the request's job on its scheduler
@@ -64,7 +64,7 @@ class CancelRequest:
             try:
                 await national.release(part.id, "cancelled by the tenant")
             except PeerUnavailable as error:
-                raise unavailable(
+                raise Unavailable(
                     f"the national brain could not release reservation {part.id!r} "
                     f"({error.cause}); try again"
                 ) from None
@@ -81,14 +81,14 @@ class CancelRequest:
                 session, tenant_id=principal.tenant_scope(), request_id=request_id, for_update=True
             )
             if record is None:
-                raise not_found("request", request_id)
+                raise NotFound(f"request {request_id!r} does not exist")
             if record.state == RequestState.PENDING:
-                raise conflict(
+                raise Conflict(
                     f"request {request_id!r} is pending: it is being decided now; "
                     "cancel it once it is placed"
                 )
             if record.state not in RUNNABLE:
-                raise conflict(
+                raise Conflict(
                     f"request {request_id!r} is {record.state}; "
                     "only requests placed and whose job has not ended can be cancelled"
                 )

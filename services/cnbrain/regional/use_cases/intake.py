@@ -7,10 +7,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.bounds import has_control_characters
+from cnbrain.domain.errors import Forbidden, Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.request_check import check_request, parse_request
-from cnbrain.regional.problems import forbidden, invalid
 from cnbrain.regional.security import Principal
 from cnbrain.storage import tenants
 
@@ -36,27 +36,27 @@ class Intake:
 
     async def tenant_of(self, principal: Principal, body: dict[str, Any]) -> str:
         """The tenant a request is for: the caller's own, or the one staff name. Raises
-        ApiError 403 or 422."""
+        Forbidden or Invalid."""
         asked = body.get("tenant")
         if principal.is_staff:
             if not isinstance(asked, str) or not asked:
-                raise invalid("tenant", "staff must name the tenant a request is for")
+                raise Invalid("staff must name the tenant a request is for", field="tenant")
             if has_control_characters(asked):
-                raise invalid("tenant", "must not contain control characters")
+                raise Invalid("must not contain control characters", field="tenant")
             if asked not in self._known_tenants:
                 async with self._sessions() as session:
                     if await tenants.get_tenant(session, tenant_id=asked) is None:
-                        raise invalid("tenant", f"unknown tenant {asked!r}")
+                        raise Invalid(f"unknown tenant {asked!r}", field="tenant")
                 self._known_tenants.add(asked)
             return asked
         assert principal.tenant_id is not None
         if asked is not None and asked != principal.tenant_id:
-            raise forbidden(f"you may submit only for tenant {principal.tenant_id!r}")
+            raise Forbidden(f"you may submit only for tenant {principal.tenant_id!r}")
         return principal.tenant_id
 
     async def checked(self, principal: Principal, body: dict[str, Any]) -> PlacementRequest:
         """`body` as a new request (new id) of its tenant, checked against the map. Raises
-        ApiError 403 or 422."""
+        Forbidden or Invalid."""
         tenant = await self.tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self._map())

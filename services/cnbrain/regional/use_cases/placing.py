@@ -18,7 +18,6 @@ from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.federation import NationalLink
-from cnbrain.regional.problems import ApiError
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.deciding import Decider
@@ -306,10 +305,10 @@ def needs_national(request: PlacementRequest, decision: Decision, fresh: bool) -
 def leaves_pending(error: BaseException) -> bool:
     """Whether a decision that raised `error` leaves its request pending, to be decided again
     (with the next batch, or at the next start): an outage of the database or of the national
-    brain, a change another replica made meanwhile, or an answer meant for the caller."""
+    brain, or a change another replica made meanwhile."""
     if isinstance(error, DBAPIError):
         return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
     return isinstance(
         error,
-        OSError | TimeoutError | PeerUnavailable | requests.InvalidTransition | ApiError,
+        OSError | TimeoutError | PeerUnavailable | requests.InvalidTransition,
     )

@@ -6,8 +6,8 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.decision import Decision
+from cnbrain.domain.errors import Invalid, NotFound
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.problems import invalid, not_found
 from cnbrain.regional.schemas import RequestPage, RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.stored_requests import stored_request
@@ -20,19 +20,19 @@ class ReadRequests:
         self._sessions = sessions
 
     async def one(self, principal: Principal, request_id: str) -> RequestView:
-        """The request, if it is within the caller's scope; else ApiError 404."""
+        """The request, if it is within the caller's scope; else NotFound."""
         async with self._sessions() as session:
             found = await requests.get_request_and_decision(
                 session, tenant_id=principal.tenant_scope(), request_id=request_id
             )
         if found is None:
-            raise not_found("request", request_id)
+            raise NotFound(f"request {request_id!r} does not exist")
         return view_of(*found)
 
     async def page(
         self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
     ) -> RequestPage:
-        """The caller's requests from `cursor` on; ApiError 422 for a cursor not issued here."""
+        """The caller's requests from `cursor` on; Invalid for a cursor not issued here."""
         async with self._sessions() as session:
             try:
                 items, next_cursor = await requests.list_requests(
@@ -43,7 +43,7 @@ class ReadRequests:
                     cursor=cursor,
                 )
             except requests.BadCursor:
-                raise invalid("cursor", "not a cursor this brain issued") from None
+                raise Invalid("not a cursor this brain issued", field="cursor") from None
             decisions = await requests.get_decisions(session, request_ids=[r.id for r in items])
         return RequestPage(
             items=[view_of(r, decisions.get(r.id)) for r in items], next_cursor=next_cursor

@@ -34,9 +34,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.cache import PENDING, Caches
+from cnbrain.domain.errors import Exhausted, Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.group_commit import Again, GroupCommit
-from cnbrain.regional.problems import ApiError, invalid
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.settings import Settings
@@ -87,7 +87,7 @@ class SubmitRequest:
     ) -> tuple[RequestView, bool]:
         """Admit, check, store, decide and reserve. Returns the request and whether it is new
         (False when the idempotency key names an earlier submission of the same request, which
-        is returned as it stands). Raises ApiError 429 (rate limit), 403 or 422 (nothing is
+        is returned as it stands). Raises Exhausted (rate limit), Forbidden or Invalid (nothing is
         stored then; 422 too when the key names an earlier submission of another request)."""
         settings, caches = self._settings, self._caches
         ttl = settings.idempotency_ttl_s
@@ -262,25 +262,22 @@ class SubmitRequest:
         return SubmissionOutcome(request_id=request.id, created=True)
 
 
-def too_many(limit_per_minute: int, retry_after_s: float) -> ApiError:
-    """The 429 answer of a tenant over its rate limit."""
-    return ApiError(
-        429,
-        "Too Many Requests",
-        f"rate limit of {limit_per_minute} per minute reached",
-        headers={"Retry-After": str(max(1, round(retry_after_s)))},
+def too_many(limit_per_minute: int, retry_after_s: float) -> Exhausted:
+    """The error of a tenant over its rate limit."""
+    return Exhausted(
+        f"rate limit of {limit_per_minute} per minute reached", retry_after_s=retry_after_s
     )
 
 
 def _replay(earlier: RequestView, request: PlacementRequest) -> RequestView:
     """`earlier`, the request that holds an idempotency key, if it is `request` (the same
-    request as parsed, whatever its id); else ApiError 422 naming the header. An earlier
+    request as parsed, whatever its id); else Invalid naming the header. An earlier
     request whose stored body no longer validates (`request` None) is never the same."""
     stored = earlier.request
     if stored is None or stored.model_dump(exclude={"id"}) != request.model_dump(exclude={"id"}):
-        raise invalid(
-            "Idempotency-Key",
+        raise Invalid(
             f"already used for request {earlier.id!r}, which differs from this one; "
             "use a new key for a new request",
+            field="Idempotency-Key",
         )
     return earlier
