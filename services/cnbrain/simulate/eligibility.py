@@ -68,7 +68,11 @@ class Eligibility:
         batch = RequestBatch.build(requests, arrays, engine.config.weight_matrix)
         empty = Snapshot.empty(arrays)
         state = CycleState(
-            batch=batch, snapshot=empty, router=engine.router, k_paths=engine.config.k_paths
+            batch=batch,
+            snapshot=empty,
+            router=engine.router,
+            k_paths=engine.config.k_paths,
+            score_plugins=engine.score_plugins,
         )
         n = len(batch)
         alive = np.ones((n, arrays.n_sites), dtype=bool)

@@ -3,6 +3,7 @@
 import numpy as np
 
 from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.filters.closest import per_row
 from cnbrain.placement.framework import BoolMatrix, Code
 
 
@@ -19,3 +20,13 @@ class AcceleratorModelFilter:
         for column in np.unique(b.acc_column[wants & (b.acc_column >= 0)]).tolist():
             out[wants & (b.acc_column == column)] = cap[column] > 0
         return out
+
+    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+        """The model the request wants ("wants 64 H800, none of that model there")."""
+        rows = np.flatnonzero(rejected.any(axis=1))
+        messages = []
+        for row in rows.tolist():
+            acc = state.batch.requests[row].resources.accelerator
+            want = f"{acc.count} {acc.model}" if acc else "accelerators"
+            messages.append(f"wants {want}, none of that model there")
+        return per_row(len(state.batch), rows, messages)

@@ -2,7 +2,9 @@
 
 import numpy as np
 
+from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.filters.closest import amount, closest
 from cnbrain.placement.framework import BoolMatrix, Code
 
 
@@ -22,3 +24,57 @@ class CapacityFilter:
             rows = np.flatnonzero(wants & (b.acc_column == column))
             ok[rows] &= s.free_acc_by_model[column][None, :] >= b.acc_count[rows, None]
         return ok
+
+    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+        """Per resource that falls short: what the request wants and what is free at the
+        rejected site with the most of it ("wants 64 H800, 16 free at XJ-hub")."""
+        b, s = state.batch, state.snapshot
+        parts: list[list[str]] = [[] for _ in range(len(b))]
+        everyone = np.arange(len(b))
+        for unit, scale, want, free in (
+            ("CPU cores", 1000, b.cpu_m, s.free_cpu_m),
+            ("GiB memory", 1024, b.mem_mib, s.free_mem_mib),
+            ("GiB storage", 1, b.storage_gib, s.free_storage_gib),
+        ):
+            short = rejected & (free[None, :] < want[:, None])
+            self._shortfall(state, parts, everyone, short, want, free, unit, scale)
+        wants = b.acc_count > 0
+        models = state.arrays.map.accelerator_models
+        for row in np.flatnonzero(wants & (b.acc_column < 0) & rejected.any(axis=1)).tolist():
+            model = b.requests[row].resources.accelerator
+            name = model.model if model else "accelerators"
+            parts[row].append(f"wants {int(b.acc_count[row])} {name}, none on this map")
+        for column in np.unique(b.acc_column[wants & (b.acc_column >= 0)]).tolist():
+            rows = np.flatnonzero(wants & (b.acc_column == column))
+            free = s.free_acc_by_model[column]
+            short = rejected[rows] & (free[None, :] < b.acc_count[rows, None])
+            unit = models[column]
+            self._shortfall(state, parts, rows, short, b.acc_count[rows], free, unit, 1)
+        return ["; ".join(p) for p in parts]
+
+    @staticmethod
+    def _shortfall(
+        state: CycleState,
+        parts: list[list[str]],
+        rows: IntArray,
+        short: BoolMatrix,
+        want: IntArray,
+        free: IntArray,
+        unit: str,
+        scale: int,
+    ) -> None:
+        """Appends, to `parts` of `rows[i]` for every i whose `short[i]` has a site, the
+        request's `want[i]` and the most `free` among those sites, both over `scale`."""
+        if not short.any():
+            return
+        sites = state.arrays.map.sites
+        found, best, count = closest(short, free.astype(np.float64)[None, :])
+        for i, site, n in zip(found.tolist(), best.tolist(), count.tolist(), strict=True):
+            wanted = amount(int(want[i]) / scale)
+            has = amount(int(free[site]) / scale)
+            where = (
+                f"{has} free at {sites[site].id}"
+                if n == 1
+                else f"at most {has} free ({sites[site].id})"
+            )
+            parts[int(rows[i])].append(f"wants {wanted} {unit}, {where}")

@@ -3,6 +3,7 @@
 import numpy as np
 
 from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.filters.closest import per_row
 from cnbrain.placement.framework import BoolMatrix, Code
 
 
@@ -20,3 +21,14 @@ class LabelsFilter:
                     (s.labels.get(key) == value for s in sites), bool, len(sites)
                 )
         return out
+
+    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+        """The labels the request requires ("wants tier=gold")."""
+        rows = np.flatnonzero(rejected.any(axis=1))
+        requests = state.batch.requests
+        messages = [
+            "wants "
+            + ", ".join(f"{k}={v}" for k, v in sorted(requests[row].constraints.labels.items()))
+            for row in rows.tolist()
+        ]
+        return per_row(len(state.batch), rows, messages)

@@ -1,0 +1,60 @@
+"""The filter step: every filter plugin in order, each site counted against the first plugin
+that rejects it, and each rejection explained with the plugin's code and amounts."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnbrain.netmap.arrays import IntArray
+from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.framework import BoolMatrix, FilterPlugin, FilterRejection
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Filtered:
+    """`feasible`: (requests x sites), True where every plugin let the site through.
+    `counts[i, row]`: sites plugin i rejected for `row` that no earlier plugin did.
+    `messages[i]`: plugin i's message per row (None when not explained or none rejected)."""
+
+    plugins: tuple[FilterPlugin, ...]
+    feasible: BoolMatrix
+    counts: IntArray
+    messages: tuple[list[str] | None, ...]
+
+    def rejections(self, row: int) -> list[FilterRejection]:
+        """The rejections of request `row`, in plugin order, one per plugin that rejected
+        at least one site."""
+        out = []
+        for i, plugin in enumerate(self.plugins):
+            sites = int(self.counts[i, row])
+            if sites:
+                messages = self.messages[i]
+                out.append(
+                    FilterRejection(
+                        code=plugin.code,
+                        plugin=plugin.name,
+                        reason=plugin.reason,
+                        message=messages[row] if messages is not None else "",
+                        sites=sites,
+                    )
+                )
+        return out
+
+
+def run_filters(
+    plugins: Sequence[FilterPlugin], state: CycleState, *, explain: bool = True
+) -> Filtered:
+    """Runs `plugins` in order on the cycle's batch; with `explain`, each plugin that
+    rejected a site explains its rejections."""
+    n_rows, n_sites = len(state.batch), state.arrays.n_sites
+    alive = np.ones((n_rows, n_sites), dtype=bool)
+    counts = np.zeros((len(plugins), n_rows), dtype=np.int64)
+    messages: list[list[str] | None] = []
+    for i, plugin in enumerate(plugins):
+        mask = plugin.filter(state)
+        rejected = alive & ~mask
+        counts[i] = np.count_nonzero(rejected, axis=1)
+        messages.append(plugin.explain(state, rejected) if explain and counts[i].any() else None)
+        alive &= mask
+    return Filtered(plugins=tuple(plugins), feasible=alive, counts=counts, messages=tuple(messages))
