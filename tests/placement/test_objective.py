@@ -11,6 +11,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.files import parse_map_document
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import SCORES, EngineConfig
+from cnbrain.placement.terms import OptionFacts
 from tiny_map import cycle_state, request, tiny_map_raw
 
 GREEN_OR_CHEAP = {"cost": 1, "latency": 0, "energy": 1, "balance": 0}
@@ -51,8 +52,8 @@ def test_disabling_the_energy_plugin_changes_what_the_solver_picks(policy: str) 
 
 
 def test_each_estimate_is_its_term_at_the_best_route(tiny_map: ComputeNetworkMap) -> None:
-    """A plugin's score (before routes) never exceeds its term on a real route; energy does
-    not depend on the route, so there the two are equal."""
+    """A plugin's estimate (its term at the best route) never exceeds its term on a real
+    route; energy does not depend on the route, so there the two are equal."""
     state = cycle_state(
         tiny_map, [request(national_optimum=True, constraints={"min_bandwidth_gbps": 5})]
     )
@@ -61,8 +62,9 @@ def test_each_estimate_is_its_term_at_the_best_route(tiny_map: ComputeNetworkMap
     assert {o.site for o in options} == set(sites.tolist())
     rows = np.zeros(len(options), dtype=np.int64)
     at = np.asarray([o.site for o in options])
+    best = OptionFacts.best_case(state, rows, at)
     for column, plugin in enumerate(state.score_plugins):
-        estimate = plugin.score(state, rows, at)
+        estimate = plugin.term(state, best)
         term = np.asarray([o.terms[column] for o in options])
         if plugin.name == "energy":
             np.testing.assert_allclose(estimate, term)

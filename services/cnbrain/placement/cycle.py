@@ -1,9 +1,9 @@
 """Per-cycle state: the batch, its snapshot, working capacity and the options it builds."""
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,29 @@ class Option:
     """The weighted sum of `terms`."""
 
 
+class Timed:
+    """Adds the wall time of a `with` block, in ms, to `timings[step]`."""
+
+    __slots__ = ("start", "step", "timings")
+
+    def __init__(self, timings: dict[str, float], step: str) -> None:
+        self.timings = timings
+        self.step = step
+        self.start = 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        elapsed = (time.perf_counter() - self.start) * 1000
+        self.timings[self.step] = self.timings.get(self.step, 0.0) + elapsed
+
+
 class CycleState:
     """Everything one placement cycle shares.
 
@@ -83,15 +106,9 @@ class CycleState:
         self.insights: dict[int, RowInsight] = {}
         self._blocked: dict[int, Blocked] = {}
 
-    @contextmanager
-    def timed(self, step: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings_ms[step] = (
-                self.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
-            )
+    def timed(self, step: str) -> "Timed":
+        """A `with` block whose wall time is added to `timings_ms[step]`."""
+        return Timed(self.timings_ms, step)
 
     def fits(self, rows: IntArray, sites: IntArray) -> npt.NDArray[np.bool_]:
         """For aligned (row, site) pairs: does the site's working capacity take the request?"""
@@ -162,7 +179,7 @@ class CycleState:
             * b.duration_h[o_rows]
             * np.add.reduceat(a.link_cost[links], starts)
         )
-        facts = OptionFacts(
+        facts = OptionFacts.of_routes(
             self,
             o_rows,
             o_sites,

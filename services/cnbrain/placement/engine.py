@@ -7,8 +7,8 @@ are timed into each decision's explanation, and an unexpected error names its st
 """
 
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from types import TracebackType
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.batch import RequestBatch
-from cnbrain.placement.cycle import CycleState, Option
+from cnbrain.placement.cycle import CycleState, Option, Timed
 from cnbrain.placement.errors import PlacementError
 from cnbrain.placement.explain import CycleFacts, build_decision
 from cnbrain.placement.filtering import run_filters
@@ -41,7 +41,7 @@ from cnbrain.placement.registry import (
 )
 from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.strategies.solver import top_n
-from cnbrain.placement.weights import OBJECTIVE_INDEX
+from cnbrain.placement.terms import estimates
 from cnbrain.routing.router import RouteSource, SegmentRouter
 from cnbrain.routing.srv6 import SidPlan
 
@@ -273,11 +273,7 @@ class PlacementEngine:
     def _score(self, state: CycleState, feasible: BoolMatrix) -> PairScores:
         """Weighted score of every feasible (request, site) pair; inf elsewhere."""
         rows, sites = np.nonzero(feasible)
-        total = np.zeros(len(rows))
-        for plugin in self._scores:
-            weight = state.batch.weights[rows, OBJECTIVE_INDEX[plugin.objective]]
-            total += weight * plugin.score(state, rows, sites)
-        return PairScores.of(len(state.batch), rows, sites, total)
+        return PairScores.of(len(state.batch), rows, sites, estimates(state, rows, sites))
 
     def _reserve(self, request: PlacementRequest, option: Option, state: CycleState) -> str:
         reservation = _reservation(
@@ -311,13 +307,20 @@ def _reservation(
     )
 
 
-@contextmanager
-def _step(state: CycleState, name: str) -> Iterator[None]:
+def _step(state: CycleState, name: str) -> "_Step":
     """Times a step into the cycle's timings and names it in any unexpected error."""
-    with state.timed(name):
-        try:
-            yield
-        except (PlacementError, LedgerError):
-            raise
-        except Exception as exc:
-            raise PlacementError(name, exc) from exc
+    return _Step(state.timings_ms, name)
+
+
+class _Step(Timed):
+    __slots__ = ()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        super().__exit__(kind, exc, traceback)
+        if isinstance(exc, Exception) and not isinstance(exc, PlacementError | LedgerError):
+            raise PlacementError(self.step, exc) from exc

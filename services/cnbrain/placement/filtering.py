@@ -1,7 +1,7 @@
 """The filter step: every filter plugin in order, each site counted against the first plugin
 that rejects it, and each rejection explained with the plugin's code and amounts."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,12 +15,13 @@ from cnbrain.placement.framework import BoolMatrix, FilterPlugin, FilterRejectio
 class Filtered:
     """`feasible`: (requests x sites), True where every plugin let the site through.
     `counts[i, row]`: sites plugin i rejected for `row` that no earlier plugin did.
-    `messages[i]`: plugin i's message per row (None when not explained or none rejected)."""
+    `messages[i]`: plugin i's message by row, for the rows it rejected a site of (empty when
+    the step was run without explanations)."""
 
     plugins: tuple[FilterPlugin, ...]
     feasible: BoolMatrix
     counts: IntArray
-    messages: tuple[list[str] | None, ...]
+    messages: tuple[Mapping[int, str], ...]
 
     def rejections(self, row: int) -> list[FilterRejection]:
         """The rejections of request `row`, in plugin order, one per plugin that rejected
@@ -29,13 +30,12 @@ class Filtered:
         for i, plugin in enumerate(self.plugins):
             sites = int(self.counts[i, row])
             if sites:
-                messages = self.messages[i]
                 out.append(
                     FilterRejection(
                         code=plugin.code,
                         plugin=plugin.name,
                         reason=plugin.reason,
-                        message=messages[row] if messages is not None else "",
+                        message=self.messages[i].get(row, ""),
                         sites=sites,
                     )
                 )
@@ -49,12 +49,19 @@ def run_filters(
     rejected a site explains its rejections."""
     n_rows, n_sites = len(state.batch), state.arrays.n_sites
     alive = np.ones((n_rows, n_sites), dtype=bool)
+    left = alive.size
     counts = np.zeros((len(plugins), n_rows), dtype=np.int64)
-    messages: list[list[str] | None] = []
+    messages: list[Mapping[int, str]] = []
     for i, plugin in enumerate(plugins):
-        mask = plugin.filter(state)
-        rejected = alive & ~mask
-        counts[i] = np.count_nonzero(rejected, axis=1)
-        messages.append(plugin.explain(state, rejected) if explain and counts[i].any() else None)
-        alive &= mask
+        through = alive & plugin.filter(state)
+        still = int(np.count_nonzero(through))
+        found: Mapping[int, str] = {}
+        if still < left:
+            rejected = alive ^ through
+            counts[i] = np.count_nonzero(rejected, axis=1)
+            if explain:
+                rows = np.flatnonzero(counts[i])
+                found = dict(zip(rows.tolist(), plugin.explain(state, rejected, rows), strict=True))
+        messages.append(found)
+        alive, left = through, still
     return Filtered(plugins=tuple(plugins), feasible=alive, counts=counts, messages=tuple(messages))

@@ -59,8 +59,8 @@ class FilterPlugin(Protocol):
     False is a rejection with the plugin's `code`.
 
     `explain` gets, for the whole batch, the sites this plugin rejected that no earlier
-    plugin did, and returns one message per request row, with amounts; only rows with at
-    least one such site are read."""
+    plugin did, and the request rows with at least one such site; it returns one message
+    per such row, in order, with amounts."""
 
     name: str
     code: Code
@@ -68,7 +68,7 @@ class FilterPlugin(Protocol):
 
     def filter(self, state: "CycleState") -> BoolMatrix: ...
 
-    def explain(self, state: "CycleState", rejected: BoolMatrix) -> list[str]: ...
+    def explain(self, state: "CycleState", rejected: BoolMatrix, rows: IntArray) -> list[str]: ...
 
 
 class ScorePlugin(Protocol):
@@ -76,17 +76,14 @@ class ScorePlugin(Protocol):
 
     `term` gets the facts of aligned (request row, site, route) options and returns the
     plugin's term of each: the solver minimises the weighted sum of the enabled plugins'
-    terms. `score` is the same term with the best the site could offer in place of a route
-    (the lowest possible latency, no bandwidth cost, no link load): the estimate that ranks
-    the sites before routes exist. It gets the (request row, site) pairs that passed every
-    filter as two aligned index arrays and returns one value per pair."""
+    terms. Before routes exist, the same term over `OptionFacts.best_case` (the lowest
+    possible latency, no bandwidth cost, no link load) is the estimate that ranks the
+    sites (`cnbrain.placement.terms.estimates`)."""
 
     name: str
     objective: Objective
 
     def term(self, state: "CycleState", facts: "OptionFacts") -> FloatArray: ...
-
-    def score(self, state: "CycleState", rows: IntArray, sites: IntArray) -> FloatArray: ...
 
 
 class SelectionPolicy(Protocol):

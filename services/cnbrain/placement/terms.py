@@ -4,10 +4,11 @@ weighted sum of the enabled score plugins' terms over them.
 Each score plugin defines its term once, from `OptionFacts`; the solver's objective of an
 option is the sum, over the enabled plugins, of the request's weight for the plugin's
 objective times the plugin's term. Disabling a plugin removes its term from what every
-strategy optimises.
+strategy optimises. Before routes exist, the same sum over `OptionFacts.best_case` (the
+best route a site could have) is the estimate that ranks the sites.
 """
 
-from functools import cached_property
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from cnbrain.placement.cycle import CycleState
 
 BEST_LATENCY: CacheKey[tuple[IntArray, FloatMatrix]] = CacheKey("best_latency")
+PLUGIN_WEIGHTS: CacheKey[FloatMatrix] = CacheKey("plugin_weights")
 
 
 def best_latency(state: "CycleState") -> tuple[IntArray, FloatMatrix]:
@@ -30,91 +32,79 @@ def best_latency(state: "CycleState") -> tuple[IntArray, FloatMatrix]:
     once per cycle."""
 
     def compute() -> tuple[IntArray, FloatMatrix]:
-        nodes, index = np.unique(np.asarray(state.batch.access_nodes), return_inverse=True)
-        table = np.stack([state.router.bounds.to_sites(str(node)) for node in nodes])
-        return index.astype(np.int64), table
+        nodes = {node: i for i, node in enumerate(dict.fromkeys(state.batch.access_nodes))}
+        index = np.asarray([nodes[node] for node in state.batch.access_nodes], dtype=np.int64)
+        table = np.stack([state.router.bounds.to_sites(node) for node in nodes])
+        return index, table
 
     return state.cache.get(BEST_LATENCY, compute)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class OptionFacts:
     """Facts of aligned options (request row, site, route): money, energy, latency, load.
 
-    The route's facts are given; the site's are computed on first use against the cycle's
-    working capacity. `best_case` stands for the best route a site could have: the lowest
-    possible latency, no bandwidth cost, no link load.
+    The site's facts are taken against the cycle's working capacity when the facts are
+    made. `best_case` stands for the best route a site could have: the lowest possible
+    latency (inf if unreachable), no bandwidth cost, no link load.
     """
 
-    def __init__(
-        self,
+    rows: IntArray
+    sites: IntArray
+    latency_ms: FloatArray
+    cost_cny: FloatArray
+    """Compute price x duration plus the route's bandwidth cost."""
+    energy_kwh: FloatArray
+    carbon_kg: FloatArray
+    site_utilisation: FloatArray
+    """The site's highest resource utilisation once the request is placed there."""
+    link_utilisation: FloatArray
+    """The utilisation of the route's busiest link once the request is placed."""
+
+    @classmethod
+    def of_routes(
+        cls,
         state: "CycleState",
         rows: IntArray,
         sites: IntArray,
         *,
-        latency_ms: FloatArray | None,
+        latency_ms: FloatArray,
         bandwidth_cost_cny: FloatArray,
         link_utilisation: FloatArray,
-    ) -> None:
-        self._state = state
-        self.rows = rows
-        self.sites = sites
-        self._latency_ms = latency_ms
-        self.bandwidth_cost_cny = bandwidth_cost_cny
-        self.link_utilisation = link_utilisation
+    ) -> "OptionFacts":
+        b, a = state.batch, state.arrays
+        kwh, carbon = energy(b, a, rows, sites)
+        return cls(
+            rows=rows,
+            sites=sites,
+            latency_ms=latency_ms,
+            cost_cny=compute_cost(b, a, rows, sites) + bandwidth_cost_cny,
+            energy_kwh=kwh,
+            carbon_kg=carbon,
+            site_utilisation=site_utilisation_after(
+                b,
+                a,
+                state.free_cpu_m,
+                state.free_mem_mib,
+                state.free_storage_gib,
+                state.free_acc,
+                rows,
+                sites,
+            ),
+            link_utilisation=link_utilisation,
+        )
 
     @classmethod
     def best_case(cls, state: "CycleState", rows: IntArray, sites: IntArray) -> "OptionFacts":
+        access, table = best_latency(state)
         nothing = np.zeros(len(rows))
-        return cls(
+        return cls.of_routes(
             state,
             rows,
             sites,
-            latency_ms=None,
+            latency_ms=np.asarray(table[access[rows], sites], dtype=np.float64),
             bandwidth_cost_cny=nothing,
             link_utilisation=nothing,
-        )
-
-    @cached_property
-    def latency_ms(self) -> FloatArray:
-        """The route's latency; for `best_case`, the lowest possible (inf if unreachable)."""
-        if self._latency_ms is not None:
-            return self._latency_ms
-        access, table = best_latency(self._state)
-        return np.asarray(table[access[self.rows], self.sites], dtype=np.float64)
-
-    @cached_property
-    def compute_cost_cny(self) -> FloatArray:
-        return compute_cost(self._state.batch, self._state.arrays, self.rows, self.sites)
-
-    @cached_property
-    def cost_cny(self) -> FloatArray:
-        return np.asarray(self.compute_cost_cny + self.bandwidth_cost_cny, dtype=np.float64)
-
-    @cached_property
-    def _energy(self) -> tuple[FloatArray, FloatArray]:
-        return energy(self._state.batch, self._state.arrays, self.rows, self.sites)
-
-    @property
-    def energy_kwh(self) -> FloatArray:
-        return self._energy[0]
-
-    @property
-    def carbon_kg(self) -> FloatArray:
-        return self._energy[1]
-
-    @cached_property
-    def site_utilisation(self) -> FloatArray:
-        """The site's highest resource utilisation once the request is placed there."""
-        s = self._state
-        return site_utilisation_after(
-            s.batch,
-            s.arrays,
-            s.free_cpu_m,
-            s.free_mem_mib,
-            s.free_storage_gib,
-            s.free_acc,
-            self.rows,
-            self.sites,
         )
 
 
@@ -130,7 +120,15 @@ def weighted_terms(state: "CycleState", facts: OptionFacts) -> tuple[FloatMatrix
     return terms, np.einsum("ij,ij->i", terms, plugin_weights(state)[facts.rows])
 
 
-PLUGIN_WEIGHTS: CacheKey[FloatMatrix] = CacheKey("plugin_weights")
+def estimates(state: "CycleState", rows: IntArray, sites: IntArray) -> FloatArray:
+    """The weighted sum of the enabled plugins' terms for aligned (row, site) pairs at each
+    site's best route (`OptionFacts.best_case`): the score that ranks sites before routes."""
+    facts = OptionFacts.best_case(state, rows, sites)
+    weights = state.batch.weights
+    total = np.zeros(len(rows))
+    for plugin in state.score_plugins:
+        total += weights[rows, OBJECTIVE_INDEX[plugin.objective]] * plugin.term(state, facts)
+    return total
 
 
 def plugin_weights(state: "CycleState") -> FloatMatrix:

@@ -1,9 +1,7 @@
 """Sites whose CPU architecture differs from the one the request needs."""
 
-import numpy as np
-
+from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.filters.closest import per_row
 from cnbrain.placement.framework import BoolMatrix, Code
 
 
@@ -17,9 +15,8 @@ class CpuArchFilter:
         mask: BoolMatrix = (want < 0) | (state.arrays.site_arch[None, :] == want)
         return mask
 
-    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+    def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The architecture the request wants ("wants aarch64")."""
-        rows = np.flatnonzero(rejected.any(axis=1))
         requests = state.batch.requests
         messages = [f"wants {requests[row].constraints.cpu_arch}" for row in rows.tolist()]
-        return per_row(len(state.batch), rows, messages)
+        return messages

@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.filters.closest import per_row
 from cnbrain.placement.framework import BoolMatrix, Code
 
 
@@ -22,13 +22,12 @@ class LabelsFilter:
                 )
         return out
 
-    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+    def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The labels the request requires ("wants tier=gold")."""
-        rows = np.flatnonzero(rejected.any(axis=1))
         requests = state.batch.requests
         messages = [
             "wants "
             + ", ".join(f"{k}={v}" for k, v in sorted(requests[row].constraints.labels.items()))
             for row in rows.tolist()
         ]
-        return per_row(len(state.batch), rows, messages)
+        return messages

@@ -4,8 +4,9 @@ import math
 
 import numpy as np
 
+from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.filters.closest import amount, closest, per_row
+from cnbrain.placement.filters.closest import amount, closest
 from cnbrain.placement.framework import BoolMatrix, Code
 from cnbrain.placement.terms import best_latency
 
@@ -17,20 +18,16 @@ class LatencyBoundFilter:
 
     def filter(self, state: CycleState) -> BoolMatrix:
         access, table = best_latency(state)
-        bound = state.batch.max_latency_ms
-        out = np.ones((len(state.batch), state.arrays.n_sites), dtype=bool)
-        bounded = np.isfinite(bound)
-        for node in np.unique(access[bounded]).tolist():
-            rows = np.flatnonzero(bounded & (access == node))
-            out[rows] = table[node][None, :] <= bound[rows, None]
-        return out
+        bound = state.batch.max_latency_ms[:, None]
+        mask: BoolMatrix = (bound == np.inf) | (table[access] <= bound)
+        return mask
 
-    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+    def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The best possible path to the closest rejected site against the bound ("best path
         52.1 ms > bound 40 ms at XJ-hub")."""
         access, table = best_latency(state)
         bound, sites = state.batch.max_latency_ms, state.arrays.map.sites
-        rows, best, count = closest(rejected, -table[access])
+        best, count = closest(rejected, -table[access[rows]], rows)
         messages = []
         for row, site, n in zip(rows.tolist(), best.tolist(), count.tolist(), strict=True):
             latency = float(table[access[row], site])
@@ -40,4 +37,4 @@ class LatencyBoundFilter:
                 messages.append(f"best path {latency:.1f} ms > bound {limit} ms {where}")
             else:
                 messages.append(f"no path {where}")
-        return per_row(len(state.batch), rows, messages)
+        return messages

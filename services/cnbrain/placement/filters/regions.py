@@ -1,9 +1,7 @@
 """Sites outside the request's allowed provinces and regions, or inside denied ones."""
 
-import numpy as np
-
+from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.filters.closest import per_row
 from cnbrain.placement.framework import BoolMatrix, Code
 
 
@@ -15,12 +13,11 @@ class RegionsFilter:
     def filter(self, state: CycleState) -> BoolMatrix:
         return state.batch.allowed_province[:, state.arrays.site_province]
 
-    def explain(self, state: CycleState, rejected: BoolMatrix) -> list[str]:
+    def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The request's allow and deny lists ("allowed: west; denied: BB")."""
-        rows = np.flatnonzero(rejected.any(axis=1))
         messages = []
         for row in rows.tolist():
             c = state.batch.requests[row].constraints
             lists = [("allowed", c.regions_allowed), ("denied", c.regions_denied)]
             messages.append("; ".join(f"{k}: {', '.join(v)}" for k, v in lists if v))
-        return per_row(len(state.batch), rows, messages)
+        return messages

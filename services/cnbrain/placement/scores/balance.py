@@ -4,7 +4,7 @@ the utilisation of the path's busiest link. Before routes exist, link load is ta
 import numpy as np
 
 from cnbrain.domain.enums import Objective
-from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.netmap.arrays import FloatArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.terms import OptionFacts
 
@@ -15,6 +15,3 @@ class BalanceScore:
 
     def term(self, state: CycleState, facts: OptionFacts) -> FloatArray:
         return np.asarray(0.5 * facts.site_utilisation + 0.5 * facts.link_utilisation)
-
-    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        return self.term(state, OptionFacts.best_case(state, rows, sites))

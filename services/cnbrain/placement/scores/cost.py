@@ -2,7 +2,7 @@
 reference cost. Before routes exist, the bandwidth cost is taken as none."""
 
 from cnbrain.domain.enums import Objective
-from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.netmap.arrays import FloatArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.terms import OptionFacts, capped
 
@@ -13,6 +13,3 @@ class CostScore:
 
     def term(self, state: CycleState, facts: OptionFacts) -> FloatArray:
         return capped(facts.cost_cny / state.refs.cost[facts.rows])
-
-    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        return self.term(state, OptionFacts.best_case(state, rows, sites))

@@ -4,7 +4,7 @@ carbon. It depends on the site alone, so the estimate is the term."""
 import numpy as np
 
 from cnbrain.domain.enums import Objective
-from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.netmap.arrays import FloatArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.terms import OptionFacts
 
@@ -18,6 +18,3 @@ class EnergyScore:
         return np.asarray(
             0.5 * facts.energy_kwh / refs.kwh[rows] + 0.5 * facts.carbon_kg / refs.carbon_kg[rows]
         )
-
-    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        return self.term(state, OptionFacts.best_case(state, rows, sites))
