@@ -10,7 +10,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.placement.cycle import CycleState, Option
 from cnbrain.placement.filtering import Filtered
 from cnbrain.placement.framework import FilterRejection, SelectionPolicy
-from cnbrain.placement.weights import OBJECTIVE_INDEX
+from cnbrain.placement.terms import plugin_weights
 from cnbrain.routing.router import Route
 from cnbrain.routing.srv6 import SidPlan
 
@@ -104,10 +104,7 @@ def build_decision(
             "site_utilisation": round(option.site_utilisation, 4),
             "max_link_utilisation": round(option.link_utilisation, 4),
             "terms": dict(zip(names, option.terms, strict=True)),
-            "weights": {
-                name: float(state.batch.weights[row, OBJECTIVE_INDEX[p.objective]])
-                for name, p in zip(names, state.score_plugins, strict=True)
-            },
+            "weights": dict(zip(names, plugin_weights(state)[row].tolist(), strict=True)),
             "objective": round(option.objective, 6),
         },
         reservation_id=reservation_id,

@@ -27,15 +27,16 @@ class Filtered:
         """The rejections of request `row`, in plugin order, one per plugin that rejected
         at least one site."""
         out = []
-        for i, plugin in enumerate(self.plugins):
-            sites = int(self.counts[i, row])
+        for plugin, sites, messages in zip(
+            self.plugins, self.counts[:, row].tolist(), self.messages, strict=True
+        ):
             if sites:
                 out.append(
                     FilterRejection(
                         code=plugin.code,
                         plugin=plugin.name,
                         reason=plugin.reason,
-                        message=self.messages[i].get(row, ""),
+                        message=messages.get(row, ""),
                         sites=sites,
                     )
                 )
