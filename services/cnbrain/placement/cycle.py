@@ -76,7 +76,7 @@ class CycleState:
     Working arrays start as the snapshot's free capacity; `take` subtracts an option from
     them, so strategies that choose one request after another see what earlier choices used.
     An option's objective is the weighted sum of the terms of `score_plugins` (the enabled
-    ones). `cache` holds what plugins derive once per cycle.
+    ones), named in `term_names`. `cache` holds what plugins derive once per cycle.
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class CycleState:
         self.router = router
         self.k_paths = k_paths
         self.score_plugins = tuple(score_plugins)
+        self.term_names = tuple(plugin.objective.value for plugin in self.score_plugins)
         self.cache = CycleCache()
         self.refs = References.of(batch, self.arrays)
         self.free_cpu_m = snapshot.free_cpu_m.copy()

@@ -89,7 +89,7 @@ def build_decision(
         decision["reason"] = _rejection_reason(facts, row, feasible, found)
         return Decision.model_validate(decision)
     site = cmap.sites[option.site]
-    names = [p.objective.value for p in state.score_plugins]
+    names = state.term_names
     decision.update(
         status=DecisionStatus.PLACED,
         site=site.id,

@@ -9,9 +9,8 @@ sum of the enabled score plugins' terms (`cnbrain.placement.terms`).
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -39,8 +38,7 @@ class Code(StrEnum):
     (architecture, accelerator model, interconnect, labels, policy, latency bound)."""
 
 
-@dataclass(frozen=True, slots=True)
-class FilterRejection:
+class FilterRejection(NamedTuple):
     """The sites one filter plugin rejected for one request, and why.
 
     `reason` is the plugin's fixed description of its constraint; `message` says, with
