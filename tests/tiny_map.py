@@ -21,6 +21,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.registry import SCORES
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.routing.router import SegmentRouter
 
@@ -209,7 +210,11 @@ def cycle_state(cmap: ComputeNetworkMap, requests: Sequence[PlacementRequest]) -
     arrays = MapArrays.build(cmap)
     batch = RequestBatch.build(requests, arrays, WeightMatrix())
     return CycleState(
-        batch=batch, snapshot=Snapshot.empty(arrays), router=SegmentRouter(arrays), k_paths=3
+        batch=batch,
+        snapshot=Snapshot.empty(arrays),
+        router=SegmentRouter(arrays),
+        k_paths=3,
+        score_plugins=[factory() for factory in SCORES.values()],
     )
 
 

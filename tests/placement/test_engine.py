@@ -306,3 +306,26 @@ def test_ranking_many_requests_at_once_equals_ranking_each_alone() -> None:
     reordered = engine.rank_sites_many(mix[::-1], snapshot=snapshot, n=6)
     assert reordered[::-1] == engine.rank_sites_many(mix, snapshot=snapshot, n=6)
     assert engine.rank_sites_many([], snapshot=snapshot, n=3) == []
+
+
+def test_local_first_is_a_selection_policy_that_can_be_turned_off(
+    tiny_map: ComputeNetworkMap,
+) -> None:
+    cheap = {"cost": 1, "latency": 0, "energy": 0, "balance": 0}
+    gpu = {"cpu": 2, "memory_gib": 8, "accelerator": {"model": "A100", "count": 2}}
+    local = PlacementEngine(tiny_map).place(request(resources=gpu, objective=cheap))
+    assert local.site == "AA-dc"
+    assert local.explanation is not None and "placed locally" in local.explanation.local_first
+
+    engine = PlacementEngine(tiny_map, config=EngineConfig(selection="nationwide"))
+    remote = engine.place(request(resources=gpu, objective=cheap))
+    assert remote.site == "CC-hub"
+    assert local.outcome is not None and remote.outcome is not None
+    assert remote.outcome.cost_cny < local.outcome.cost_cny
+    assert remote.explanation is not None
+    assert remote.explanation.local_first == "local-first is off: every province was searched"
+
+
+def test_an_unknown_selection_policy_is_refused(tiny_map: ComputeNetworkMap) -> None:
+    with pytest.raises(KeyError, match="unknown selection 'nowhere'; known: local-first"):
+        PlacementEngine(tiny_map, config=EngineConfig(selection="nowhere"))

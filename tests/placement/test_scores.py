@@ -9,13 +9,15 @@ from cnbrain.placement.scores.balance import BalanceScore
 from cnbrain.placement.scores.cost import CostScore
 from cnbrain.placement.scores.energy import EnergyScore
 from cnbrain.placement.scores.latency import LatencyScore
+from cnbrain.placement.terms import OptionFacts
 from tests.tiny_map import cycle_state, request
 
 
 def scores(cmap: ComputeNetworkMap, plugin: ScorePlugin, **overrides: object) -> dict[str, float]:
     state = cycle_state(cmap, [request(**overrides)])
     sites = np.arange(len(cmap.sites))
-    values = plugin.score(state, np.zeros(len(sites), dtype=np.int64), sites)
+    facts = OptionFacts.best_case(state, np.zeros(len(sites), dtype=np.int64), sites)
+    values = plugin.term(state, facts)
     return {cmap.sites[i].id: float(v) for i, v in enumerate(values)}
 
 

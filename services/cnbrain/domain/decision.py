@@ -69,11 +69,17 @@ class Outcome(DomainModel):
 
 
 class Rejection(DomainModel):
-    """Sites one filter plugin rejected, with its reason."""
+    """Sites one filter plugin rejected: its code (`unschedulable`: not now, capacity may
+    free up; `unschedulable_and_unresolvable`: never while the map and the request stay as
+    they are), its fixed reason, and a message with the amounts."""
 
     plugin: str
     code: str
     reason: str
+    message: str = Field(
+        default="",
+        description="How the request and the closest rejected site differ, with amounts.",
+    )
     sites: int
 
 

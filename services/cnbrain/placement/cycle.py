@@ -1,9 +1,9 @@
 """Per-cycle state: the batch, its snapshot, working capacity and the options it builds."""
 
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 
 import numpy as np
 import numpy.typing as npt
@@ -11,14 +11,11 @@ import numpy.typing as npt
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
-from cnbrain.placement.framework import FloatMatrix
-from cnbrain.placement.objective import (
-    References,
-    compute_cost,
-    energy,
-    site_utilisation_after,
-)
+from cnbrain.placement.cache import CycleCache
+from cnbrain.placement.framework import ScorePlugin
+from cnbrain.placement.objective import References
 from cnbrain.placement.scoring import PairScores
+from cnbrain.placement.terms import OptionFacts, weighted_terms
 from cnbrain.routing.paths import Blocked
 from cnbrain.routing.router import NOTHING_BLOCKED, Route, RouteSource
 
@@ -45,8 +42,32 @@ class Option:
     site_utilisation: float
     link_utilisation: float
     terms: tuple[float, ...]
-    """Normalised cost, latency, energy and balance terms, in OBJECTIVES order."""
+    """The enabled score plugins' normalised terms, in the cycle's `score_plugins` order."""
     objective: float
+    """The weighted sum of `terms`."""
+
+
+class Timed:
+    """Adds the wall time of a `with` block, in ms, to `timings[step]`."""
+
+    __slots__ = ("start", "step", "timings")
+
+    def __init__(self, timings: dict[str, float], step: str) -> None:
+        self.timings = timings
+        self.step = step
+        self.start = 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        elapsed = (time.perf_counter() - self.start) * 1000
+        self.timings[self.step] = self.timings.get(self.step, 0.0) + elapsed
 
 
 class CycleState:
@@ -54,6 +75,8 @@ class CycleState:
 
     Working arrays start as the snapshot's free capacity; `take` subtracts an option from
     them, so strategies that choose one request after another see what earlier choices used.
+    An option's objective is the weighted sum of the terms of `score_plugins` (the enabled
+    ones), named in `term_names`. `cache` holds what plugins derive once per cycle.
     """
 
     def __init__(
@@ -63,12 +86,16 @@ class CycleState:
         snapshot: Snapshot,
         router: RouteSource,
         k_paths: int,
+        score_plugins: Sequence[ScorePlugin],
     ) -> None:
         self.batch = batch
         self.snapshot = snapshot
         self.arrays: MapArrays = snapshot.arrays
         self.router = router
         self.k_paths = k_paths
+        self.score_plugins = tuple(score_plugins)
+        self.term_names = tuple(plugin.objective.value for plugin in self.score_plugins)
+        self.cache = CycleCache()
         self.refs = References.of(batch, self.arrays)
         self.free_cpu_m = snapshot.free_cpu_m.copy()
         self.free_mem_mib = snapshot.free_mem_mib.copy()
@@ -79,26 +106,10 @@ class CycleState:
         self.timings_ms: dict[str, float] = {}
         self.insights: dict[int, RowInsight] = {}
         self._blocked: dict[int, Blocked] = {}
-        self._latency_bounds: tuple[IntArray, FloatMatrix] | None = None
 
-    @contextmanager
-    def timed(self, step: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings_ms[step] = (
-                self.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
-            )
-
-    def latency_bounds(self) -> tuple[IntArray, FloatMatrix]:
-        """Lowest possible path latency, ignoring bandwidth: (for each request row, the index
-        of its access node; for each distinct access node, its latency to every site)."""
-        if self._latency_bounds is None:
-            nodes, index = np.unique(np.asarray(self.batch.access_nodes), return_inverse=True)
-            table = np.stack([self.router.bounds.to_sites(str(node)) for node in nodes])
-            self._latency_bounds = (index.astype(np.int64), table)
-        return self._latency_bounds
+    def timed(self, step: str) -> "Timed":
+        """A `with` block whose wall time is added to `timings_ms[step]`."""
+        return Timed(self.timings_ms, step)
 
     def fits(self, rows: IntArray, sites: IntArray) -> npt.NDArray[np.bool_]:
         """For aligned (row, site) pairs: does the site's working capacity take the request?"""
@@ -157,18 +168,6 @@ class CycleState:
             return out
         pair = np.asarray(pair_of_option, dtype=np.int64)
         o_rows, o_sites = rows[pair], sites[pair]
-        compute = compute_cost(b, a, o_rows, o_sites)
-        kwh, carbon = energy(b, a, o_rows, o_sites)
-        site_util = site_utilisation_after(
-            b,
-            a,
-            self.free_cpu_m,
-            self.free_mem_mib,
-            self.free_storage_gib,
-            self.free_acc,
-            o_rows,
-            o_sites,
-        )
         lengths = np.asarray([len(r.links) for r in routes], dtype=np.int64)
         links = np.concatenate([r.link_array for r in routes])
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
@@ -181,22 +180,19 @@ class CycleState:
             * b.duration_h[o_rows]
             * np.add.reduceat(a.link_cost[links], starts)
         )
-        latency = np.asarray([r.latency_ms for r in routes])
-        cost = compute + bw_cost
-        refs = self.refs
-        terms = np.stack(
-            [
-                cost / refs.cost[o_rows],
-                latency / refs.latency_ms[o_rows],
-                0.5 * kwh / refs.kwh[o_rows] + 0.5 * carbon / refs.carbon_kg[o_rows],
-                0.5 * site_util + 0.5 * link_util,
-            ],
-            axis=1,
+        facts = OptionFacts.of_routes(
+            self,
+            o_rows,
+            o_sites,
+            latency_ms=np.asarray([r.latency_ms for r in routes]),
+            bandwidth_cost_cny=bw_cost,
+            link_utilisation=link_util,
         )
-        objective = np.einsum("ij,ij->i", terms, b.weights[o_rows]).tolist()
-        row_l, site_l, cost_l = o_rows.tolist(), o_sites.tolist(), cost.tolist()
-        kwh_l, carbon_l, site_util_l = kwh.tolist(), carbon.tolist(), site_util.tolist()
-        link_util_l, terms_l = link_util.tolist(), terms.tolist()
+        terms, objective = weighted_terms(self, facts)
+        row_l, site_l, cost_l = o_rows.tolist(), o_sites.tolist(), facts.cost_cny.tolist()
+        kwh_l, carbon_l = facts.energy_kwh.tolist(), facts.carbon_kg.tolist()
+        site_util_l, link_util_l = facts.site_utilisation.tolist(), link_util.tolist()
+        terms_l, objective_l = terms.tolist(), objective.tolist()
         for n, route in enumerate(routes):
             out[row_l[n]].append(
                 Option(
@@ -209,7 +205,7 @@ class CycleState:
                     site_utilisation=site_util_l[n],
                     link_utilisation=link_util_l[n],
                     terms=tuple(terms_l[n]),
-                    objective=objective[n],
+                    objective=objective_l[n],
                 )
             )
         return out

@@ -1,13 +1,14 @@
 """The placement engine: one cycle per request or batch, over a consistent snapshot.
 
-Steps: validate -> snapshot -> filter -> score -> select (local tier, then the national tier
-for requests the local tier could not serve) -> reserve -> explain; the steps from filter on
+Steps: validate -> snapshot -> filter -> score -> select (the configured selection policy,
+by default local-first: the local tier, then the national tier for requests the local tier
+could not serve) -> reserve -> explain; the steps from filter on
 are timed into each decision's explanation, and an unexpected error names its step.
 """
 
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from types import TracebackType
 
 import numpy as np
 
@@ -19,14 +20,28 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.batch import RequestBatch
-from cnbrain.placement.cycle import CycleState, Option
+from cnbrain.placement.cycle import CycleState, Option, Timed
 from cnbrain.placement.errors import PlacementError
 from cnbrain.placement.explain import CycleFacts, build_decision
-from cnbrain.placement.framework import BoolMatrix, FilterPlugin, ScorePlugin, Strategy
-from cnbrain.placement.registry import DEFAULT_STRATEGY, FILTERS, SCORES, STRATEGIES, EngineConfig
+from cnbrain.placement.filtering import run_filters
+from cnbrain.placement.framework import (
+    BoolMatrix,
+    FilterPlugin,
+    ScorePlugin,
+    SelectionPolicy,
+    Strategy,
+)
+from cnbrain.placement.registry import (
+    DEFAULT_STRATEGY,
+    FILTERS,
+    SCORES,
+    SELECTIONS,
+    STRATEGIES,
+    EngineConfig,
+)
 from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.strategies.solver import top_n
-from cnbrain.placement.weights import OBJECTIVE_INDEX
+from cnbrain.placement.terms import estimates
 from cnbrain.routing.router import RouteSource, SegmentRouter
 from cnbrain.routing.srv6 import SidPlan
 
@@ -57,8 +72,17 @@ class PlacementEngine:
         self.sids = SidPlan(cmap)
         self._filters: list[FilterPlugin] = [FILTERS[name]() for name in self.config.filters]
         self._scores: list[ScorePlugin] = [SCORES[name]() for name in self.config.scores]
+        if self.config.selection not in SELECTIONS:
+            known = ", ".join(SELECTIONS)
+            raise KeyError(f"unknown selection {self.config.selection!r}; known: {known}")
+        self._selection: SelectionPolicy = SELECTIONS[self.config.selection]()
         self._strategies: dict[str, Strategy] = {}
         self._link_index = {link.id: i for i, link in enumerate(cmap.links)}
+
+    @property
+    def score_plugins(self) -> tuple[ScorePlugin, ...]:
+        """The enabled score plugins, in order: their weighted terms are the objective."""
+        return tuple(self._scores)
 
     def strategy(self, name: str) -> Strategy:
         """The strategy registered as `name`; KeyError lists the known ones."""
@@ -147,11 +171,10 @@ class PlacementEngine:
         if not requests:
             return []
         batch = RequestBatch.build(list(requests), self.arrays, self.config.weight_matrix)
-        state = CycleState(
-            batch=batch, snapshot=snapshot, router=self.router, k_paths=self.config.k_paths
-        )
-        feasible, rejected = self._filter(state)
-        scores = self._score(state, feasible)
+        state = self._state(batch, snapshot, self.router)
+        filtered = run_filters(self._filters, state, explain=False)
+        rejected = filtered.counts
+        scores = self._score(state, filtered.feasible)
         starts = scores.row_start
         rows = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(starts))
         fits = state.fits(rows, scores.sites)
@@ -201,18 +224,14 @@ class PlacementEngine:
         reserve: bool,
         last: bool,
     ) -> tuple[dict[int, Decision], list[int]]:
-        state = CycleState(
-            batch=batch,
-            snapshot=snapshot,
-            router=router,
-            k_paths=self.config.k_paths,
-        )
+        state = self._state(batch, snapshot, router)
         with _step(state, "filter"):
-            feasible, rejections = self._filter(state)
+            filtered = run_filters(self._filters, state)
+        feasible = filtered.feasible
         with _step(state, "score"):
             state.scores = self._score(state, feasible)
         with _step(state, "select"):
-            chosen, local_tier = self._select(state, strategy, feasible)
+            chosen, first_tier = self._selection.select(state, strategy, feasible)
         reservations: dict[int, str] = {}
         conflicts: list[int] = []
         if reserve:
@@ -226,10 +245,9 @@ class PlacementEngine:
                         chosen.pop(row)
         facts = CycleFacts(
             state=state,
-            feasible=feasible,
-            rejections=rejections,
-            local_tier=local_tier,
-            filters=self._filters,
+            filtered=filtered,
+            first_tier=first_tier,
+            selection=self._selection,
             sids=self.sids,
             policy=strategy.name,
             reserved=reserve,
@@ -243,38 +261,19 @@ class PlacementEngine:
             }
         return decisions, conflicts
 
-    def _filter(self, state: CycleState) -> tuple[BoolMatrix, np.ndarray]:
-        alive = np.ones((len(state.batch), state.arrays.n_sites), dtype=bool)
-        rejected = np.zeros((len(self._filters), len(state.batch)), dtype=np.int64)
-        count = np.full(len(state.batch), state.arrays.n_sites)
-        for i, plugin in enumerate(self._filters):
-            alive &= plugin.filter(state)
-            remaining = np.count_nonzero(alive, axis=1)
-            rejected[i] = count - remaining
-            count = remaining
-        return alive, rejected
+    def _state(self, batch: RequestBatch, snapshot: Snapshot, router: RouteSource) -> CycleState:
+        return CycleState(
+            batch=batch,
+            snapshot=snapshot,
+            router=router,
+            k_paths=self.config.k_paths,
+            score_plugins=self._scores,
+        )
 
     def _score(self, state: CycleState, feasible: BoolMatrix) -> PairScores:
         """Weighted score of every feasible (request, site) pair; inf elsewhere."""
         rows, sites = np.nonzero(feasible)
-        total = np.zeros(len(rows))
-        for plugin in self._scores:
-            weight = state.batch.weights[rows, OBJECTIVE_INDEX[plugin.objective]]
-            total += weight * plugin.score(state, rows, sites)
-        return PairScores.of(len(state.batch), rows, sites, total)
-
-    def _select(
-        self, state: CycleState, strategy: Strategy, feasible: BoolMatrix
-    ) -> tuple[dict[int, Option], np.ndarray]:
-        b = state.batch
-        local = feasible & (state.arrays.site_province[None, :] == b.source_province[:, None])
-        local_tier = ~b.national_optimum & local.any(axis=1)
-        rows = np.flatnonzero(local_tier).tolist()
-        chosen = strategy.choose(state, local, rows) if rows else {}
-        rest = [row for row in range(len(b)) if row not in chosen]
-        if rest:
-            chosen.update(strategy.choose(state, feasible, rest))
-        return chosen, local_tier
+        return PairScores.of(len(state.batch), rows, sites, estimates(state, rows, sites))
 
     def _reserve(self, request: PlacementRequest, option: Option, state: CycleState) -> str:
         reservation = _reservation(
@@ -308,13 +307,20 @@ def _reservation(
     )
 
 
-@contextmanager
-def _step(state: CycleState, name: str) -> Iterator[None]:
+def _step(state: CycleState, name: str) -> "_Step":
     """Times a step into the cycle's timings and names it in any unexpected error."""
-    with state.timed(name):
-        try:
-            yield
-        except (PlacementError, LedgerError):
-            raise
-        except Exception as exc:
-            raise PlacementError(name, exc) from exc
+    return _Step(state.timings_ms, name)
+
+
+class _Step(Timed):
+    __slots__ = ()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        super().__exit__(kind, exc, traceback)
+        if isinstance(exc, Exception) and not isinstance(exc, PlacementError | LedgerError):
+            raise PlacementError(self.step, exc) from exc

@@ -1,28 +1,29 @@
 """Turning a cycle's outcome for one request into a Decision with its explanation."""
 
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from cnbrain.domain.decision import Decision, DecisionStatus
-from cnbrain.domain.enums import OBJECTIVES
 from cnbrain.placement.cycle import CycleState, Option
-from cnbrain.placement.framework import BoolMatrix, FilterPlugin
+from cnbrain.placement.filtering import Filtered
+from cnbrain.placement.framework import FilterRejection, SelectionPolicy
+from cnbrain.placement.terms import plugin_weights
 from cnbrain.routing.router import Route
 from cnbrain.routing.srv6 import SidPlan
-
-OBJECTIVE_NAMES = tuple(o.value for o in OBJECTIVES)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CycleFacts:
+    """What a cycle found: its state, what the filters said, and how selection applied
+    (`first_tier[row]`: the selection policy's first tier had a feasible site for `row`)."""
+
     state: CycleState
-    feasible: BoolMatrix
-    rejections: np.ndarray
-    local_tier: np.ndarray
-    filters: Sequence[FilterPlugin]
+    filtered: Filtered
+    first_tier: npt.NDArray[np.bool_]
+    selection: SelectionPolicy
     sids: SidPlan
     policy: str
     reserved: bool
@@ -36,18 +37,19 @@ def build_decision(
     state = facts.state
     request = state.batch.requests[row]
     cmap = state.arrays.map
+    found = facts.filtered.rejections(row)
     rejections: list[dict[str, object]] = [
         {
-            "plugin": f.name,
-            "code": f.code.value,
-            "reason": f.reason,
-            "sites": int(facts.rejections[i, row]),
+            "plugin": r.plugin,
+            "code": r.code.value,
+            "reason": r.reason,
+            "message": r.message,
+            "sites": r.sites,
         }
-        for i, f in enumerate(facts.filters)
-        if facts.rejections[i, row] > 0
+        for r in found
     ]
     insight = state.insights.get(row)
-    feasible = int(np.count_nonzero(facts.feasible[row]))
+    feasible = int(np.count_nonzero(facts.filtered.feasible[row]))
     notes: list[str] = []
     if len(state.batch) > 1:
         notes.append(f"timings are for the whole batch of {len(state.batch)} requests")
@@ -63,7 +65,7 @@ def build_decision(
         "sites_total": state.arrays.n_sites,
         "sites_feasible": feasible,
         "rejections": rejections,
-        "local_first": _local_first(facts, row, option),
+        "local_first": facts.selection.explain(state, row, bool(facts.first_tier[row]), option),
         "candidates": [
             {
                 "site": cmap.sites[site].id,
@@ -84,9 +86,10 @@ def build_decision(
     }
     if option is None:
         decision["status"] = DecisionStatus.REJECTED
-        decision["reason"] = _rejection_reason(facts, row, feasible, rejections)
+        decision["reason"] = _rejection_reason(facts, row, feasible, found)
         return Decision.model_validate(decision)
     site = cmap.sites[option.site]
+    names = state.term_names
     decision.update(
         status=DecisionStatus.PLACED,
         site=site.id,
@@ -100,8 +103,8 @@ def build_decision(
             "latency_ms": round(option.route.latency_ms, 4),
             "site_utilisation": round(option.site_utilisation, 4),
             "max_link_utilisation": round(option.link_utilisation, 4),
-            "terms": dict(zip(OBJECTIVE_NAMES, option.terms, strict=True)),
-            "weights": dict(zip(OBJECTIVE_NAMES, state.batch.weights[row].tolist(), strict=True)),
+            "terms": dict(zip(names, option.terms, strict=True)),
+            "weights": dict(zip(names, plugin_weights(state)[row].tolist(), strict=True)),
             "objective": round(option.objective, 6),
         },
         reservation_id=reservation_id,
@@ -141,28 +144,16 @@ def _path(facts: CycleFacts, route: Route, need_gbps: float) -> dict[str, object
     }
 
 
-def _local_first(facts: CycleFacts, row: int, option: Option | None) -> str:
-    request = facts.state.batch.requests[row]
-    province = request.source_province
-    if request.national_optimum:
-        return "national optimum requested: every province was searched"
-    if not facts.local_tier[row]:
-        return f"no site in {province} meets the constraints: national hubs were searched"
-    if option is not None and facts.state.arrays.map.sites[option.site].province == province:
-        return f"a site in {province} fits: placed locally"
-    return (
-        f"sites in {province} meet the constraints but none could be served: "
-        "national hubs were searched"
-    )
-
-
 def _rejection_reason(
-    facts: CycleFacts, row: int, feasible: int, rejections: list[dict[str, object]]
+    facts: CycleFacts, row: int, feasible: int, rejections: list[FilterRejection]
 ) -> str:
     state = facts.state
     request = state.batch.requests[row]
     if feasible == 0:
-        parts = [f"{r['reason']} ({r['sites']} sites, {r['plugin']})" for r in rejections]
+        parts = [
+            f"{r.reason} ({r.message + '; ' if r.message else ''}{r.sites} sites, {r.plugin})"
+            for r in rejections
+        ]
         return "no site meets the hard constraints: " + "; ".join(parts)
     insight = state.insights.get(row)
     if insight is not None and all(obj is None for _, _, obj in insight.candidates):

@@ -132,8 +132,7 @@ def site_utilisation_after(
 
     def share(cap: IntArray, free: IntArray, want: IntArray) -> FloatArray:
         used = (cap - free) + want
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(cap > 0, used / np.maximum(cap, 1), 0.0)
+        return np.where(cap > 0, used / np.maximum(cap, 1), 0.0)
 
     util = np.maximum(
         share(arrays.cap_cpu_m[j], free_cpu_m[j], batch.cpu_m[r]),

@@ -1,4 +1,5 @@
-"""Plain name -> factory registries of filter plugins, score plugins and strategies."""
+"""Plain name -> factory registries of filter plugins, score plugins, selection policies and
+strategies."""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,11 +14,12 @@ from cnbrain.placement.filters.interconnect import InterconnectFilter
 from cnbrain.placement.filters.labels import LabelsFilter
 from cnbrain.placement.filters.latency_bound import LatencyBoundFilter
 from cnbrain.placement.filters.regions import RegionsFilter
-from cnbrain.placement.framework import FilterPlugin, ScorePlugin, Strategy
+from cnbrain.placement.framework import FilterPlugin, ScorePlugin, SelectionPolicy, Strategy
 from cnbrain.placement.scores.balance import BalanceScore
 from cnbrain.placement.scores.cost import CostScore
 from cnbrain.placement.scores.energy import EnergyScore
 from cnbrain.placement.scores.latency import LatencyScore
+from cnbrain.placement.selection import LocalFirst, Nationwide
 from cnbrain.placement.solver import SolverSettings
 from cnbrain.placement.strategies import baselines
 from cnbrain.placement.strategies.sequential import SequentialStrategy
@@ -42,13 +44,21 @@ SCORES: Mapping[str, Callable[[], ScorePlugin]] = MappingProxyType(
     {"cost": CostScore, "latency": LatencyScore, "energy": EnergyScore, "balance": BalanceScore}
 )
 
+SELECTIONS: Mapping[str, Callable[[], SelectionPolicy]] = MappingProxyType(
+    {"local-first": LocalFirst, "nationwide": Nationwide}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """Operator settings of the placement engine."""
+    """Operator settings of the placement engine.
+
+    `scores` are the enabled score plugins: the objective every strategy optimises is the
+    weighted sum of their terms. `selection` names the selection policy (`SELECTIONS`)."""
 
     filters: tuple[str, ...] = tuple(FILTERS)
     scores: tuple[str, ...] = tuple(SCORES)
+    selection: str = "local-first"
     top_n: int = 8
     k_paths: int = 3
     solver: SolverSettings = field(default_factory=SolverSettings)

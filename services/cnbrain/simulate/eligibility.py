@@ -19,6 +19,7 @@ Then:
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,7 @@ from cnbrain.netmap.arrays import FloatArray, IntArray
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.engine import PlacementEngine
+from cnbrain.placement.filtering import run_filters
 from cnbrain.placement.framework import Code
 from cnbrain.placement.registry import FILTERS
 from cnbrain.simulate.reach import Reach
@@ -68,22 +70,23 @@ class Eligibility:
         batch = RequestBatch.build(requests, arrays, engine.config.weight_matrix)
         empty = Snapshot.empty(arrays)
         state = CycleState(
-            batch=batch, snapshot=empty, router=engine.router, k_paths=engine.config.k_paths
+            batch=batch,
+            snapshot=empty,
+            router=engine.router,
+            k_paths=engine.config.k_paths,
+            score_plugins=engine.score_plugins,
         )
         n = len(batch)
-        alive = np.ones((n, arrays.n_sites), dtype=bool)
-        removed: list[tuple[str, str, IntArray]] = []
-        capacity: list[str] = []
-        for name in engine.config.filters if n else ():
-            plugin = FILTERS[name]()
-            if plugin.code is not Code.UNRESOLVABLE:
-                capacity.append(name)
-                continue
-            before = np.count_nonzero(alive, axis=1)
-            alive &= plugin.filter(state)
-            removed.append((plugin.name, plugin.reason, before - np.count_nonzero(alive, axis=1)))
+        plugins = [FILTERS[name]() for name in engine.config.filters]
+        never = [plugin for plugin in plugins if plugin.code is Code.UNRESOLVABLE]
+        capacity = [plugin.name for plugin in plugins if plugin.code is not Code.UNRESOLVABLE]
+        filtered = run_filters(never if n else [], state, explain=False)
+        alive = filtered.feasible
+        removed = [
+            (plugin.name, plugin.reason, filtered.counts[i]) for i, plugin in enumerate(never)
+        ]
         nodes, access = np.unique(np.asarray(batch.access_nodes, dtype=object), return_inverse=True)
-        columns = {
+        columns: dict[str, Any] = {
             "eligible": alive,
             "cpu_m": batch.cpu_m,
             "mem_mib": batch.mem_mib,

@@ -1,7 +1,7 @@
 """A request may leave its province only for a national hub site."""
 
 from cnbrain.domain.enums import SiteKind
-from cnbrain.netmap.arrays import SITE_KIND_CODES
+from cnbrain.netmap.arrays import SITE_KIND_CODES, IntArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.framework import BoolMatrix, Code
 
@@ -17,3 +17,12 @@ class HubAcrossProvincesFilter:
         same = a.site_province[None, :] == state.batch.source_province[:, None]
         mask: BoolMatrix = hub[None, :] | same
         return mask
+
+    def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
+        """The request's source province ("from ZJ: non-hub sites of other provinces")."""
+        requests = state.batch.requests
+        messages = [
+            f"from {requests[row].source_province}: non-hub sites of other provinces"
+            for row in rows.tolist()
+        ]
+        return messages

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.framework import BoolMatrix, Code
 
@@ -20,3 +21,13 @@ class LabelsFilter:
                     (s.labels.get(key) == value for s in sites), bool, len(sites)
                 )
         return out
+
+    def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
+        """The labels the request requires ("wants tier=gold")."""
+        requests = state.batch.requests
+        messages = [
+            "wants "
+            + ", ".join(f"{k}={v}" for k, v in sorted(requests[row].constraints.labels.items()))
+            for row in rows.tolist()
+        ]
+        return messages

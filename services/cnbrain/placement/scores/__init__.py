@@ -1,1 +1,1 @@
-"""Score plugins: one objective-term estimate per module (normalised; 0 is best)."""
+"""Score plugins: one objective term per module (normalised; 0 is best)."""

@@ -1,26 +1,17 @@
-"""Half the site's highest resource utilisation once the request is placed (the other half of
-the balance term, link load, is known only once a path is chosen)."""
+"""Balance: half the site's highest resource utilisation once the request is placed, half
+the utilisation of the path's busiest link. Before routes exist, link load is taken as none."""
+
+import numpy as np
 
 from cnbrain.domain.enums import Objective
-from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.netmap.arrays import FloatArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.objective import site_utilisation_after
+from cnbrain.placement.terms import OptionFacts
 
 
 class BalanceScore:
     name = "balance"
     objective = Objective.BALANCE
 
-    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        s = state.snapshot
-        util = site_utilisation_after(
-            state.batch,
-            state.arrays,
-            s.free_cpu_m,
-            s.free_mem_mib,
-            s.free_storage_gib,
-            s.free_acc,
-            rows,
-            sites,
-        )
-        return 0.5 * util
+    def term(self, state: CycleState, facts: OptionFacts) -> FloatArray:
+        return np.asarray(0.5 * facts.site_utilisation + 0.5 * facts.link_utilisation)

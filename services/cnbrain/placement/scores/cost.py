@@ -1,17 +1,15 @@
-"""Compute price of the request at the site, over the request's reference cost."""
-
-import numpy as np
+"""Cost: compute price x duration plus the path's bandwidth cost, over the request's
+reference cost. Before routes exist, the bandwidth cost is taken as none."""
 
 from cnbrain.domain.enums import Objective
-from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.netmap.arrays import FloatArray
 from cnbrain.placement.cycle import CycleState
-from cnbrain.placement.objective import compute_cost
+from cnbrain.placement.terms import OptionFacts, capped
 
 
 class CostScore:
     name = "cost"
     objective = Objective.COST
 
-    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        cost = compute_cost(state.batch, state.arrays, rows, sites)
-        return np.nan_to_num(cost / state.refs.cost[rows], posinf=1e9)
+    def term(self, state: CycleState, facts: OptionFacts) -> FloatArray:
+        return capped(facts.cost_cny / state.refs.cost[facts.rows])

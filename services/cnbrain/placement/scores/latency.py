@@ -1,16 +1,15 @@
-"""Lowest possible path latency to the site, over the request's reference latency."""
-
-import numpy as np
+"""Latency: the path's latency over the request's reference latency. Before routes exist,
+the lowest possible path latency to the site stands for it."""
 
 from cnbrain.domain.enums import Objective
-from cnbrain.netmap.arrays import FloatArray, IntArray
+from cnbrain.netmap.arrays import FloatArray
 from cnbrain.placement.cycle import CycleState
+from cnbrain.placement.terms import OptionFacts, capped
 
 
 class LatencyScore:
     name = "latency"
     objective = Objective.LATENCY
 
-    def score(self, state: CycleState, rows: IntArray, sites: IntArray) -> FloatArray:
-        access, table = state.latency_bounds()
-        return np.nan_to_num(table[access[rows], sites] / state.refs.latency_ms[rows], posinf=1e9)
+    def term(self, state: CycleState, facts: OptionFacts) -> FloatArray:
+        return capped(facts.latency_ms / state.refs.latency_ms[facts.rows])
