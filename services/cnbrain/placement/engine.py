@@ -77,7 +77,6 @@ class PlacementEngine:
             raise KeyError(f"unknown selection {self.config.selection!r}; known: {known}")
         self._selection: SelectionPolicy = SELECTIONS[self.config.selection]()
         self._strategies: dict[str, Strategy] = {}
-        self._link_index = {link.id: i for i, link in enumerate(cmap.links)}
 
     @property
     def score_plugins(self) -> tuple[ScorePlugin, ...]:
@@ -211,7 +210,7 @@ class PlacementEngine:
             batch=row,
             row=0,
             site=self.map.site_index[decision.site],
-            links=tuple(self._link_index[link] for link in link_ids),
+            links=tuple(self.arrays.link_index[link] for link in link_ids),
         )
 
     def _cycle(
