@@ -30,7 +30,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.job_outcomes import SYSTEM, finish_request, held_parts
 from cnbrain.storage import audit, jobs, ledger_store, requests
-from cnbrain.storage.models import JobRecord
+from cnbrain.storage.jobs import Job
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -59,7 +59,7 @@ async def place_elsewhere(
     brain: Brain,
     request: PlacementRequest,
     *,
-    last: JobRecord,
+    last: Job,
     backend_of: BackendKind,
 ) -> Failover:
     """Place `request` again without `last.site_id` and queue attempt `last.attempt + 1`
@@ -158,7 +158,7 @@ def _without_site(snapshot: Snapshot, site_id: str) -> Snapshot:
 async def _move(
     brain: Brain,
     request: PlacementRequest,
-    last: JobRecord,
+    last: Job,
     decision: Decision,
     held: Sequence[Claim],
     why: str,
@@ -225,7 +225,7 @@ async def _still_stalled(session: AsyncSession, request_id: str, last: int) -> b
     return bool(attempts) and attempts[-1].attempt == last and attempts[-1].state in ENDED_ATTEMPT
 
 
-async def _fail(brain: Brain, request: PlacementRequest, last: JobRecord, reason: str) -> Failover:
+async def _fail(brain: Brain, request: PlacementRequest, last: Job, reason: str) -> Failover:
     """Fail the request with `reason` and release what it holds."""
     async with brain.sessions.begin() as session:
         record = await requests.get_request(

@@ -33,6 +33,7 @@ from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
     QUOTA_COLUMNS,
@@ -50,7 +51,6 @@ from cnbrain.storage.models import (
     ReservationRecord,
     SiteAccelerators,
     SiteCapacity,
-    utcnow,
 )
 
 __all__ = [

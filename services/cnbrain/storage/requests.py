@@ -16,7 +16,7 @@ and settles batches of submissions with them.
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Table, and_, case, insert, or_, select, update
@@ -32,6 +32,7 @@ from cnbrain.storage._sql import (
     execute_counted,
     fetch_scalar,
 )
+from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.database import insert_on_conflict, on_postgresql
 from cnbrain.storage.errors import (
     BadCursor,
@@ -40,7 +41,7 @@ from cnbrain.storage.errors import (
     NotFoundError,
     RequestStoreError,
 )
-from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord, utcnow
+from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord
 
 __all__ = [
     "BadCursor",
@@ -315,9 +316,9 @@ async def list_requests(
         _check_state(state)
         query = query.where(r.state == state)
     if created_after is not None:
-        query = query.where(r.created_at >= _utc(created_after))
+        query = query.where(r.created_at >= as_utc(created_after))
     if created_before is not None:
-        query = query.where(r.created_at < _utc(created_before))
+        query = query.where(r.created_at < as_utc(created_before))
     if cursor is not None:
         at, last_id = _decode(cursor)
         query = query.where(or_(r.created_at < at, and_(r.created_at == at, r.id < last_id)))
@@ -328,7 +329,7 @@ async def list_requests(
         return rows, None
     page = rows[:limit]
     last = page[-1]
-    return page, encode_cursor([_utc(last.created_at).isoformat(), last.id])
+    return page, encode_cursor([as_utc(last.created_at).isoformat(), last.id])
 
 
 async def set_state(
@@ -545,12 +546,6 @@ def _decode(cursor: str) -> tuple[datetime, str]:
     if not isinstance(at, str) or not isinstance(last_id, str):
         raise BadCursor(f"cursor {cursor!r} is not valid")
     try:
-        return _utc(datetime.fromisoformat(at)), last_id
+        return as_utc(datetime.fromisoformat(at)), last_id
     except ValueError:
         raise BadCursor(f"cursor {cursor!r} is not valid") from None
-
-
-def _utc(moment: datetime) -> datetime:
-    """`moment` in UTC; naive times (SQLite hands them back) are taken as UTC, which every
-    stored time is."""
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
