@@ -33,7 +33,7 @@ async def _tenants(sessions: Sessions) -> None:
 
 async def _insert(
     session: AsyncSession, request_id: str, tenant: str = "acme", key: str | None = None
-) -> PlacementRequestRecord:
+) -> requests.StoredRequest:
     return await requests.insert_request(
         session,
         request_id=request_id,

@@ -178,7 +178,7 @@ def _has_job(session: AsyncSession) -> Any:
 class Stalled:
     """A runnable request with a job and no attempt under way; `last` is its last attempt."""
 
-    request: PlacementRequestRecord
+    request: requests.StoredRequest
     last: Job
 
 
@@ -209,7 +209,7 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
     stalled = []
     for record in found:
         attempts = await attempts_of(session, request_id=record.id)
-        stalled.append(Stalled(request=record, last=attempts[-1]))
+        stalled.append(Stalled(request=requests.stored(record), last=attempts[-1]))
     return stalled
 
 

@@ -15,7 +15,7 @@ and settles batches of submissions with them.
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -53,6 +53,7 @@ __all__ = [
     "NotFoundError",
     "RequestStoreError",
     "StateChange",
+    "StoredRequest",
     "find_by_idempotency_key",
     "get_decision",
     "get_decisions",
@@ -111,6 +112,31 @@ class NewRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRequest:
+    """A placement request as stored: its `body` (the request's JSON), whose it is, its
+    state, and `reason` and `site_id` once set."""
+
+    id: str
+    tenant_id: str
+    user_id: str
+    idempotency_key: str | None
+    body: dict[str, Any]
+    state: str
+    reason: str | None
+    site_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(StoredRequest))
+
+
+def stored(record: PlacementRequestRecord) -> StoredRequest:
+    """The value of a row of the requests table (for the other stores)."""
+    return StoredRequest(**{name: getattr(record, name) for name in _REQUEST_FIELDS})
+
+
+@dataclass(frozen=True, slots=True)
 class StateChange:
     """Move `request_id` to `state`, setting `reason` and `site_id` when given (see
     `set_states`)."""
@@ -129,7 +155,7 @@ async def insert_request(
     user_id: str,
     body: dict[str, Any],
     idempotency_key: str | None = None,
-) -> PlacementRequestRecord:
+) -> StoredRequest:
     """Insert a pending request inside the caller's transaction.
 
     With `idempotency_key`, raises DuplicateIdempotencyKey(existing_request_id) when the tenant
@@ -153,7 +179,7 @@ async def insert_request(
     )
     try:
         async with session.begin_nested():
-            record = (await session.scalars(statement)).one()
+            record = stored((await session.scalars(statement)).one())
     except IntegrityError as exc:
         if idempotency_key is not None:
             existing = await find_by_idempotency_key(
@@ -244,20 +270,21 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
 
 async def find_by_idempotency_key(
     session: AsyncSession, *, tenant_id: str, idempotency_key: str
-) -> PlacementRequestRecord | None:
+) -> StoredRequest | None:
     """The tenant's request made with `idempotency_key`, if any."""
-    return await fetch_scalar(
+    record = await fetch_scalar(
         session,
         select(PlacementRequestRecord).where(
             PlacementRequestRecord.tenant_id == tenant_id,
             PlacementRequestRecord.idempotency_key == idempotency_key,
         ),
     )
+    return None if record is None else stored(record)
 
 
 async def get_request(
     session: AsyncSession, *, tenant_id: str | None, request_id: str, for_update: bool = False
-) -> PlacementRequestRecord | None:
+) -> StoredRequest | None:
     """The request, if it exists and (unless `tenant_id` is None) belongs to the tenant.
 
     With `for_update`, the row stays locked until the transaction ends (PostgreSQL; SQLite
@@ -268,7 +295,8 @@ async def get_request(
     )
     if for_update:
         query = query.with_for_update()
-    return await fetch_scalar(session, query.execution_options(populate_existing=True))
+    record = await fetch_scalar(session, query.execution_options(populate_existing=True))
+    return None if record is None else stored(record)
 
 
 async def pending_requests(
@@ -277,7 +305,7 @@ async def pending_requests(
     tenant_id: str | None = None,
     limit: int | None = None,
     created_before: datetime | None = None,
-) -> list[PlacementRequestRecord]:
+) -> list[StoredRequest]:
     """Requests still pending (say, left so by a stop), oldest first; with `created_before`,
     only those created before it."""
     query = select(PlacementRequestRecord).where(
@@ -290,7 +318,7 @@ async def pending_requests(
     )
     if limit is not None:
         query = query.limit(limit)
-    return list(await session.scalars(query))
+    return [stored(record) for record in await session.scalars(query)]
 
 
 async def list_requests(
@@ -302,7 +330,7 @@ async def list_requests(
     created_before: datetime | None = None,
     limit: int = 50,
     cursor: str | None = None,
-) -> tuple[list[PlacementRequestRecord], str | None]:
+) -> tuple[list[StoredRequest], str | None]:
     """One page of requests, newest first, and the cursor of the next page (None at the end).
 
     `created_after` is inclusive, `created_before` exclusive. Keyset pagination on
@@ -322,9 +350,12 @@ async def list_requests(
     if cursor is not None:
         at, last_id = _decode(cursor)
         query = query.where(or_(r.created_at < at, and_(r.created_at == at, r.id < last_id)))
-    rows = list(
-        await session.scalars(query.order_by(r.created_at.desc(), r.id.desc()).limit(limit + 1))
-    )
+    rows = [
+        stored(record)
+        for record in await session.scalars(
+            query.order_by(r.created_at.desc(), r.id.desc()).limit(limit + 1)
+        )
+    ]
     if len(rows) <= limit:
         return rows, None
     page = rows[:limit]
@@ -340,7 +371,7 @@ async def set_state(
     state: str,
     reason: str | None = None,
     site_id: str | None = None,
-) -> PlacementRequestRecord:
+) -> StoredRequest:
     """Move the request to `state` if `REQUEST_TRANSITIONS` allow it from its current state, setting
     `reason` and `site_id` when given. The check and the change are one conditional UPDATE, so
     concurrent changes cannot both win. Raises NotFoundError or InvalidTransition."""
@@ -485,7 +516,7 @@ async def get_decision(
 
 async def get_request_and_decision(
     session: AsyncSession, *, tenant_id: str | None, request_id: str
-) -> tuple[PlacementRequestRecord, dict[str, Any] | None] | None:
+) -> tuple[StoredRequest, dict[str, Any] | None] | None:
     """`get_request` and `get_decision` in one query: the request (if it exists and, unless
     `tenant_id` is None, is the tenant's) and its decision JSON (None: not decided yet)."""
     query = _scoped(
@@ -498,7 +529,7 @@ async def get_request_and_decision(
     if row is None:
         return None
     record, document = row
-    return record, document
+    return stored(record), document
 
 
 async def get_decisions(
