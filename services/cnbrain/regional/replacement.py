@@ -180,9 +180,7 @@ async def _move(
             for old in held:
                 await ledger_store.release(session, reservation_id=old.reservation_id)
             await ledger_store.reserve_many(session, claims=[claim])
-            await requests.save_decision(
-                session, request_id=request.id, document=decision.model_dump(mode="json")
-            )
+            await requests.save_decisions(session, {request.id: decision.model_dump(mode="json")})
             await jobs.move_request_to_site(
                 session, request_id=request.id, site_id=site, reason=reason
             )

@@ -63,7 +63,6 @@ __all__ = [
     "insert_requests",
     "list_requests",
     "pending_requests",
-    "save_decision",
     "save_decisions",
     "set_state",
     "set_states",
@@ -459,7 +458,8 @@ async def _refuse(session: AsyncSession, ids: Sequence[str], state: str) -> None
 async def save_decisions(
     session: AsyncSession, documents: Mapping[str, Document], *, at: datetime | None = None
 ) -> None:
-    """`save_decision` for many requests (request id -> decision JSON) in one statement."""
+    """Store (or replace) the decision of every request of `documents` (request id ->
+    decision JSON), in one statement."""
     if not documents:
         return
     at = at or utcnow()
@@ -487,19 +487,6 @@ async def save_decisions(
             for request_id, document in documents.items()
         ],
     )
-
-
-async def save_decision(
-    session: AsyncSession, *, request_id: str, document: dict[str, Any]
-) -> None:
-    """Store (or replace) the decision of a request, as JSON."""
-    record = await session.get(DecisionRecord, request_id)
-    if record is None:
-        session.add(DecisionRecord(request_id=request_id, document=document, created_at=utcnow()))
-    else:
-        record.document = document
-        record.created_at = utcnow()
-    await session.flush()
 
 
 async def get_decision(
