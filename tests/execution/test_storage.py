@@ -16,13 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.netmap.files import parse_map_document
 from cnbrain.storage import jobs, registry, requests, tenants, usage
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import (
     create_engine,
     downgrade_schema,
     session_factory,
     upgrade_schema,
 )
-from cnbrain.storage.models import JobRecord, SiteRecord, utcnow
+from cnbrain.storage.models import JobRecord, SiteRecord
 from tests.databases import Sessions, create_postgres_database, drop_postgres_database
 from tests.tiny_map import tiny_map_raw
 

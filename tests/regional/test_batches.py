@@ -22,13 +22,13 @@ from redis.asyncio import Redis
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.claim import Claim
 from cnbrain.placement.request_check import parse_request
 from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.placing import EscalatedAnswer, Placer
 from cnbrain.storage import ledger_store, requests, tenants
-from cnbrain.storage.ledger_store import Claim
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings
 from tests.regional.fifty_gpus import CAPACITY, ONE_GPU, fifty_gpu_map
@@ -95,25 +95,25 @@ async def replica_takes(api: Api, taken: dict[str, int]) -> list[str]:
     directly in the database, without announcing it (this brain's cached snapshot still shows
     them free). Returns the reservation ids."""
     tenant = f"replica-{uuid.uuid4().hex[:6]}"
-    claims: list[tuple[str, Claim]] = []
+    claims: list[Claim] = []
     async with api.brain.sessions.begin() as session:
         await tenants.create_tenant(session, tenant_id=tenant, name=tenant)
         user = await tenants.create_user(session, name="r", role="tenant-user", tenant_id=tenant)
         for site, count in taken.items():
             for i in range(count):
                 request_id = f"req-{tenant}-{site}-{i}"
-                claims.append((f"rsv-{tenant}-{site}-{i}", gpu_claim(request_id, tenant, site)))
+                claims.append(gpu_claim(request_id, tenant, site))
         await requests.insert_requests(
             session,
             [
                 requests.NewRequest(
                     request_id=c.request_id, tenant_id=tenant, user_id=user.id, body={}
                 )
-                for _, c in claims
+                for c in claims
             ],
         )
         await ledger_store.reserve_many(session, claims=claims)
-    return [reservation_id for reservation_id, _ in claims]
+    return [c.reservation_id for c in claims]
 
 
 async def replica_releases(api: Api, reservation_ids: list[str]) -> None:

@@ -1,6 +1,6 @@
 """Many requests at once: pending inserts with idempotency keys, state changes, decisions and
 audit entries in one statement each; `reserve_many` takes the sums of many claims all or
-nothing, and never oversubscribes or deadlocks next to `reserve` and other batches."""
+nothing, and never oversubscribes or deadlocks next to other batches."""
 
 import asyncio
 import dataclasses
@@ -212,11 +212,13 @@ async def test_reserve_many_takes_the_sums_and_each_releases_its_own(
     ids = [f"r{i}" for i in range(5)]
     await _pending(sessions, ids)
     claims = [
-        ("a0", _claim(ledger, "r0")),
-        ("a1", _claim(ledger, "r1")),  # the same site, pool and link as r0
-        ("a2", _claim(ledger, "r2", site=1, accelerator_model=None, accelerator_count=0)),
-        ("a3", _claim(ledger, "r3", site=1, mbps=0)),
-        ("a4", _claim(ledger, "r4", site=2, link_ids=(), mbps=0)),
+        _claim(ledger, "r0", reservation_id="a0"),
+        _claim(ledger, "r1", reservation_id="a1"),  # the same site, pool and link as r0
+        _claim(
+            ledger, "r2", site=1, accelerator_model=None, accelerator_count=0, reservation_id="a2"
+        ),
+        _claim(ledger, "r3", site=1, mbps=0, reservation_id="a3"),
+        _claim(ledger, "r4", site=2, link_ids=(), mbps=0, reservation_id="a4"),
     ]
     before = await _snapshot(sessions, ledger)
     async with sessions.begin() as session:
@@ -235,10 +237,10 @@ async def test_reserve_many_takes_the_sums_and_each_releases_its_own(
     assert quota is not None and (quota.used_cpu_m, quota.active_requests) == (10_000, 5)
     assert quota.used_accelerators == 4 and quota.used_mbps == 300
     assert sorted(held) == ["a0", "a1", "a2", "a3", "a4"]
-    assert links == list(claims[3][1].link_ids)
-    for reservation_id, _ in claims:
+    assert links == list(claims[3].link_ids)
+    for claim in claims:
         async with sessions.begin() as session:
-            await ledger_store.release(session, reservation_id=reservation_id)
+            await ledger_store.release(session, reservation_id=claim.reservation_id)
         await _check(sessions)
     released = await _snapshot(sessions, ledger)
     assert all(
@@ -259,13 +261,13 @@ async def test_claims_that_fit_alone_but_not_together_take_nothing(
     async with sessions() as session:
         with pytest.raises(CapacityConflict, match=f"site '{site.id}' cpu: wants 6000, 5000 free"):
             await ledger_store.reserve_many(
-                session, claims=[(f"a{i}", _claim(ledger, i)) for i in ids]
+                session, claims=[_claim(ledger, i, reservation_id=f"a{i}") for i in ids]
             )
         await session.rollback()
     assert np.array_equal((await _snapshot(sessions, ledger)).free_cpu_m, before.free_cpu_m)
     async with sessions.begin() as session:
         await ledger_store.reserve_many(
-            session, claims=[(f"a{i}", _claim(ledger, i)) for i in ids[:2]]
+            session, claims=[_claim(ledger, i, reservation_id=f"a{i}") for i in ids[:2]]
         )
     await _check(sessions)
 
@@ -275,7 +277,10 @@ async def test_a_batch_over_the_quota_takes_nothing(sessions: Sessions, ledger: 
     await _pending(sessions, ids)
     async with sessions.begin() as session:
         await set_quota(session, tenant_id=TENANT, limit_accelerators=3, limit_active_requests=10)
-    claims = [(f"a{i}", _claim(ledger, request_id, site=i)) for i, request_id in enumerate(ids)]
+    claims = [
+        _claim(ledger, request_id, site=i, reservation_id=f"a{i}")
+        for i, request_id in enumerate(ids)
+    ]
     before = await _snapshot(sessions, ledger)
     async with sessions() as session:
         with pytest.raises(QuotaExceeded, match="tenant 'acme' accelerators: wants 4, 3 left"):
@@ -330,31 +335,38 @@ async def test_reserve_many_refuses_bad_batches(sessions: Sessions, ledger: MapA
     ids = [f"r{i}" for i in range(3)]
     await _pending(sessions, ids)
     async with sessions.begin() as session:
-        await ledger_store.reserve_many(session, claims=[("a0", _claim(ledger, "r0"))])
+        await ledger_store.reserve_many(session, claims=[_claim(ledger, "r0", reservation_id="a0")])
         await registry.retire_site(session, site_id=ledger.map.sites[3].id)
     before = await _snapshot(sessions, ledger)
     retired = ledger.map.sites[3].id
-    cases: list[tuple[list[tuple[str, Claim]], type[Exception], str]] = [
+    cases: list[tuple[list[Claim], type[Exception], str]] = [
         (
-            [("a1", _claim(ledger, "r1")), ("a1", _claim(ledger, "r2"))],
+            [_claim(ledger, "r1", reservation_id="a1"), _claim(ledger, "r2", reservation_id="a1")],
             LedgerStoreError,
             "more than once",
         ),
-        ([("a0", _claim(ledger, "r1"))], LedgerStoreError, "cannot be stored"),
-        ([("a1", _claim(ledger, "rx"))], LedgerStoreError, "cannot be stored"),
-        ([("a1", _claim(ledger, "r1", cpu_m=-1))], LedgerStoreError, "negative"),
+        ([_claim(ledger, "r1", reservation_id="a0")], LedgerStoreError, "cannot be stored"),
+        ([_claim(ledger, "rx", reservation_id="a1")], LedgerStoreError, "cannot be stored"),
+        ([_claim(ledger, "r1", cpu_m=-1, reservation_id="a1")], LedgerStoreError, "negative"),
         (
-            [("a1", _claim(ledger, "r1")), ("a2", _claim(ledger, "r2", site=3))],
+            [
+                _claim(ledger, "r1", reservation_id="a1"),
+                _claim(ledger, "r2", site=3, reservation_id="a2"),
+            ],
             CapacityConflict,
             f"site '{retired}': not registered, or retired",
         ),
         (
-            [("a1", _claim(ledger, "r1", accelerator_model="H100"))],
+            [_claim(ledger, "r1", accelerator_model="H100", reservation_id="a1")],
             CapacityConflict,
             "H100: wants 1, 0 free",
         ),
-        ([("a1", _claim(ledger, "r1", mbps=10**9))], CapacityConflict, "bandwidth"),
-        ([("a1", _claim(ledger, "r1", tenant_id="umbrella"))], LedgerStoreError, "no quota"),
+        ([_claim(ledger, "r1", mbps=10**9, reservation_id="a1")], CapacityConflict, "bandwidth"),
+        (
+            [_claim(ledger, "r1", tenant_id="umbrella", reservation_id="a1")],
+            LedgerStoreError,
+            "no quota",
+        ),
     ]
     async with sessions.begin() as session:
         await session.execute(delete(Quota).where(Quota.tenant_id == "umbrella"))
@@ -374,8 +386,8 @@ async def test_reserve_many_refuses_bad_batches(sessions: Sessions, ledger: MapA
 async def test_concurrent_batches_and_single_claims_never_oversubscribe(
     sessions: Sessions, ledger: MapArrays
 ) -> None:
-    """Batches over shared sites and links, in every order, race single claims: exactly the
-    room is taken, and nothing deadlocks (on SQLite the transactions take turns)."""
+    """Batches over shared sites and links, in every order, race batches of one claim: exactly
+    the room is taken, and nothing deadlocks (on SQLite the transactions take turns)."""
     sites = [0, 1, 2]
     room = 12  # claims of 2 cores per site
     for site in sites:
@@ -398,14 +410,7 @@ async def test_concurrent_batches_and_single_claims_never_oversubscribe(
     async def attempt(batch: list[Claim]) -> int:
         try:
             async with sessions.begin() as session:
-                if len(batch) == 1:
-                    await ledger_store.reserve(
-                        session, claim=batch[0], reservation_id=f"a-{batch[0].request_id}"
-                    )
-                else:
-                    await ledger_store.reserve_many(
-                        session, claims=[(f"a-{c.request_id}", c) for c in batch]
-                    )
+                await ledger_store.reserve_many(session, claims=batch)
         except CapacityConflict:
             return 0
         return len(batch)

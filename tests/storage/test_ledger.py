@@ -85,7 +85,9 @@ async def test_reserve_takes_exactly_the_claim_and_release_gives_it_back(
     claim = _claim(ledger, request_id)
     before = await _snapshot(sessions, ledger)
     async with sessions.begin() as session:
-        await ledger_store.reserve(session, claim=claim, reservation_id="rsv-1")
+        await ledger_store.reserve_many(
+            session, claims=[dataclasses.replace(claim, reservation_id="rsv-1")]
+        )
     during = await _snapshot(sessions, ledger)
     await _check(sessions)
     a100 = ledger.accelerator_column["A100"]
@@ -119,8 +121,8 @@ async def test_reserve_takes_exactly_the_claim_and_release_gives_it_back(
 async def test_release_twice_or_unknown_is_refused(sessions: Sessions, ledger: MapArrays) -> None:
     (request_id,) = await _requests(sessions, 1)
     async with sessions.begin() as session:
-        await ledger_store.reserve(
-            session, claim=_claim(ledger, request_id), reservation_id="rsv-1"
+        await ledger_store.reserve_many(
+            session, claims=[_claim(ledger, request_id, reservation_id="rsv-1")]
         )
     async with sessions.begin() as session:
         await ledger_store.release(session, reservation_id="rsv-1")
@@ -151,8 +153,8 @@ async def test_a_conflict_names_the_resource_and_leaves_nothing_after_rollback(
     before = await _snapshot(sessions, ledger)
     async with sessions() as session:
         with pytest.raises(CapacityConflict, match=resource) as raised:
-            await ledger_store.reserve(
-                session, claim=_claim(ledger, request_id, **changes), reservation_id="rsv-1"
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, request_id, **changes, reservation_id="rsv-1")]
             )
         await session.rollback()
     assert resource in raised.value.resource
@@ -172,17 +174,21 @@ async def test_external_use_and_retired_sites_count_against_room(
         await registry.report_link_usage(session, link_id=link, mbps=cap - 100)
     async with sessions() as session:
         with pytest.raises(CapacityConflict, match=f"link '{link}' bandwidth: wants 200, 100 free"):
-            await ledger_store.reserve(session, claim=_claim(ledger, first), reservation_id="r1")
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, first, reservation_id="r1")]
+            )
     async with sessions.begin() as session:
-        await ledger_store.reserve(
-            session, claim=_claim(ledger, first, mbps=100), reservation_id="r1"
+        await ledger_store.reserve_many(
+            session, claims=[_claim(ledger, first, mbps=100, reservation_id="r1")]
         )
     async with sessions.begin() as session:
         await ledger_store.release(session, reservation_id="r1")
         await registry.retire_site(session, site_id=site.id)
     async with sessions() as session:
         with pytest.raises(CapacityConflict, match=f"site '{site.id}': not registered, or retired"):
-            await ledger_store.reserve(session, claim=_claim(ledger, second), reservation_id="r2")
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, second, reservation_id="r2")]
+            )
         snapshot = await ledger_store.load_snapshot(session, arrays=ledger)
     assert snapshot.free_cpu_m[0] == 0 and not snapshot.free_acc[0].any()
     await _check(sessions)
@@ -194,23 +200,25 @@ async def test_quota_limits_are_enforced_and_named(sessions: Sessions, ledger: M
         await set_quota(session, tenant_id=TENANT, limit_cpu_m=10_000, limit_active_requests=3)
     for i in (0, 1):
         async with sessions.begin() as session:
-            await ledger_store.reserve(
-                session, claim=_claim(ledger, ids[i]), reservation_id=f"r{i}"
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, ids[i], reservation_id=f"r{i}")]
             )
     before = await _snapshot(sessions, ledger)
     async with sessions() as session:
         with pytest.raises(QuotaExceeded, match="tenant 'acme' cpu: wants 4000, 2000 left"):
-            await ledger_store.reserve(session, claim=_claim(ledger, ids[2]), reservation_id="r2")
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, ids[2], reservation_id="r2")]
+            )
         await session.rollback()
     assert_snapshot_equals(await _snapshot(sessions, ledger), copy_of(before))
     async with sessions.begin() as session:
-        await ledger_store.reserve(
-            session, claim=_claim(ledger, ids[2], cpu_m=2000), reservation_id="r2"
+        await ledger_store.reserve_many(
+            session, claims=[_claim(ledger, ids[2], cpu_m=2000, reservation_id="r2")]
         )
     async with sessions() as session:
         with pytest.raises(QuotaExceeded, match="active requests") as raised:
-            await ledger_store.reserve(
-                session, claim=_claim(ledger, ids[3], cpu_m=0), reservation_id="r3"
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, ids[3], cpu_m=0, reservation_id="r3")]
             )
     assert raised.value.resource == "tenant 'acme' active requests"
     await _check(sessions)
@@ -221,14 +229,15 @@ async def test_claims_are_checked(sessions: Sessions, ledger: MapArrays) -> None
     claim = _claim(ledger, request_id)
     async with sessions() as session:
         with pytest.raises(LedgerStoreError, match="cpu_m is negative"):
-            await ledger_store.reserve(
-                session, claim=dataclasses.replace(claim, cpu_m=-1), reservation_id="r"
+            await ledger_store.reserve_many(
+                session, claims=[dataclasses.replace(claim, cpu_m=-1, reservation_id="r")]
             )
         with pytest.raises(LedgerStoreError, match="more than once"):
-            await ledger_store.reserve(
+            await ledger_store.reserve_many(
                 session,
-                claim=dataclasses.replace(claim, link_ids=claim.link_ids * 2),
-                reservation_id="r",
+                claims=[
+                    dataclasses.replace(claim, link_ids=claim.link_ids * 2, reservation_id="r")
+                ],
             )
 
 
@@ -270,14 +279,16 @@ async def test_engine_reservations_convert_to_claims(sessions: Sessions, ledger:
         await insert_request(
             session, request_id=request.id, tenant_id=TENANT, user_id="alice", body={}
         )
-        await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
+        await ledger_store.reserve_many(session, claims=[claim])
     await _check(sessions)
 
 
 async def test_check_invariants_notices_drift(sessions: Sessions, ledger: MapArrays) -> None:
     (request_id,) = await _requests(sessions, 1)
     async with sessions.begin() as session:
-        await ledger_store.reserve(session, claim=_claim(ledger, request_id), reservation_id="r")
+        await ledger_store.reserve_many(
+            session, claims=[_claim(ledger, request_id, reservation_id="r")]
+        )
     await _check(sessions)
     async with sessions.begin() as session:
         await session.execute(
@@ -305,7 +316,7 @@ async def test_concurrent_transactions_never_oversubscribe(
         )
         try:
             async with sessions.begin() as session:
-                await ledger_store.reserve(session, claim=claim, reservation_id=f"rsv-{request_id}")
+                await ledger_store.reserve_many(session, claims=[claim])
         except CapacityConflict:
             return False
         return True

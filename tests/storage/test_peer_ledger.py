@@ -12,8 +12,9 @@ from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, peer_ledger
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
-from cnbrain.storage.models import Quota, utcnow
+from cnbrain.storage.models import Quota
 from cnbrain.storage.tenants import create_tenant, set_quota
 from tests.databases import Sessions
 

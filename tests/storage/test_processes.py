@@ -93,9 +93,7 @@ async def _race(url: str, claims: list[Claim], barrier: Barrier) -> Counter[str]
     async def attempt(claim: Claim) -> str:
         try:
             async with sessions.begin() as session:
-                await ledger_store.reserve(
-                    session, claim=claim, reservation_id=f"rsv-{claim.request_id}"
-                )
+                await ledger_store.reserve_many(session, claims=[claim])
         except CapacityConflict:
             return "capacity"
         except QuotaExceeded:

@@ -221,7 +221,7 @@ async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
             link_ids=(link.id,),
             mbps=100,
         )
-        await ledger_store.reserve(session, claim=claim, reservation_id=f"rsv-{site.id}")
+        await ledger_store.reserve_many(session, claims=[claim])
     return f"rsv-{site.id}"
 
 

@@ -33,7 +33,7 @@ async def _tenants(sessions: Sessions) -> None:
 
 async def _insert(
     session: AsyncSession, request_id: str, tenant: str = "acme", key: str | None = None
-) -> PlacementRequestRecord:
+) -> requests.StoredRequest:
     return await requests.insert_request(
         session,
         request_id=request_id,
@@ -76,7 +76,7 @@ async def test_other_tenants_requests_are_not_found(sessions: Sessions) -> None:
     await _tenants(sessions)
     async with sessions.begin() as session:
         await _insert(session, "r1")
-        await requests.save_decision(session, request_id="r1", document={"site": "BJ-dc-1"})
+        await requests.save_decisions(session, {"r1": {"site": "BJ-dc-1"}})
     async with sessions() as session:
         assert await requests.get_request(session, tenant_id="umbrella", request_id="r1") is None
         assert await requests.get_decision(session, tenant_id="umbrella", request_id="r1") is None
@@ -196,7 +196,7 @@ async def test_decisions_are_saved_and_replaced(sessions: Sessions) -> None:
     async with sessions.begin() as session:
         await _insert(session, "r1")
         assert await requests.get_decision(session, request_id="r1") is None
-        await requests.save_decision(session, request_id="r1", document={"status": "quoted"})
-        await requests.save_decision(session, request_id="r1", document={"status": "placed"})
+        await requests.save_decisions(session, {"r1": {"status": "quoted"}})
+        await requests.save_decisions(session, {"r1": {"status": "placed"}})
     async with sessions() as session:
         assert await requests.get_decision(session, request_id="r1") == {"status": "placed"}

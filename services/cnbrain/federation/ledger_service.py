@@ -26,7 +26,7 @@ from cnbrain.ledger.claim import Claim, reservation_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import peer_ledger
-from cnbrain.storage.models import utcnow
+from cnbrain.storage.clock import utcnow
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc
 
 log = logging.getLogger("cnbrain.federation")

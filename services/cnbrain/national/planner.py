@@ -5,7 +5,7 @@ No I/O: the placer (`national.orchestrator`) asks the regions and runs the engin
 coordinator (`national.coordinator`) reserves the parts."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -14,7 +14,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import Claim, claim_from
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -136,8 +136,16 @@ def parts(
     owner of both the source and the destination segment (another province of the same
     region) has one part with both."""
     assert decision.path is not None and decision.site is not None
-    compute = reservation.compute
-    model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
+    whole = claim_from(reservation, arrays=arrays, tenant_id=request.tenant)
+    links_only = replace(
+        whole,
+        site_id=None,
+        cpu_m=0,
+        mem_mib=0,
+        storage_gib=0,
+        accelerator_model=None,
+        accelerator_count=0,
+    )
     owners: dict[str, tuple[bool, bool, list[str]]] = {}
     for segment in decision.path.segments:
         destination, source, links = owners.get(segment.owner, (False, False, []))
@@ -148,19 +156,10 @@ def parts(
         )
     found: list[Part] = []
     for owner, (destination, source, links) in owners.items():
-        amounts = destination or source
-        claim = Claim(
-            reservation_id=reservation.id,
-            request_id=request.id,
-            tenant_id=request.tenant,
-            site_id=decision.site if destination else None,
-            cpu_m=compute.cpu_m if amounts else 0,
-            mem_mib=compute.mem_mib if amounts else 0,
-            storage_gib=compute.storage_gib if amounts else 0,
-            accelerator_model=model if amounts else None,
-            accelerator_count=compute.acc_count if amounts and model else 0,
+        claim = replace(
+            whole if destination or source else links_only,
+            site_id=whole.site_id if destination else None,
             link_ids=tuple(links) if reservation.mbps else (),
-            mbps=reservation.mbps,
             counts_quota=source,
         )
         found.append(Part(owner=owner, claim=claim))

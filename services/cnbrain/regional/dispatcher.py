@@ -56,7 +56,8 @@ from cnbrain.regional.replacement import BackendKind, place_elsewhere
 from cnbrain.regional.simulated_time import RealTime
 from cnbrain.regional.site_backends import SiteBackends, site_ref
 from cnbrain.storage import audit, jobs, registry, requests, usage
-from cnbrain.storage.models import JobRecord, utcnow
+from cnbrain.storage.clock import utcnow
+from cnbrain.storage.jobs import Job
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -188,7 +189,7 @@ class Dispatcher:
         if claimed:
             await asyncio.gather(*(self._submit(job) for job in claimed))
 
-    async def _submit(self, job: JobRecord) -> None:
+    async def _submit(self, job: Job) -> None:
         key = JobKey.of(job)
         async with self.brain.sessions() as session:
             record = await requests.get_request(session, tenant_id=None, request_id=job.request_id)
@@ -245,7 +246,7 @@ class Dispatcher:
             with contextlib.suppress(BackendError):
                 await backend.cancel(backend_job_id)
 
-    async def _not_submitted(self, job: JobRecord, kind: str, why: str) -> None:
+    async def _not_submitted(self, job: Job, kind: str, why: str) -> None:
         log.warning("attempt %s on %s not submitted: %s", JobKey.of(job), job.site_id, why)
         async with self.brain.sessions.begin() as session:
             if await jobs.mark_not_submitted(session, JobKey.of(job), backend=kind, message=why):
@@ -270,7 +271,7 @@ class Dispatcher:
                 *(self._follow_one(job, states.get(job.request_id, "gone")) for job in followed)
             )
 
-    async def _follow_one(self, job: JobRecord, request_state: str) -> None:
+    async def _follow_one(self, job: Job, request_state: str) -> None:
         assert job.backend_job_id is not None  # live attempts were submitted
         try:
             ref, backend = await self.backend_of(job.site_id)
@@ -300,7 +301,7 @@ class Dispatcher:
         await self.apply(job, update_of(status))
 
     async def apply(
-        self, job: JobRecord, update: jobs.StatusUpdate, *, actor: str = job_outcomes.SYSTEM
+        self, job: Job, update: jobs.StatusUpdate, *, actor: str = job_outcomes.SYSTEM
     ) -> bool:
         """Record `update` of a live attempt and move its request along; True if recorded.
 
@@ -421,7 +422,7 @@ class Dispatcher:
             except Exception:
                 log.exception("attempt %s: metering failed; trying again", JobKey.of(job))
 
-    async def _meter_one(self, job: JobRecord) -> None:
+    async def _meter_one(self, job: Job) -> None:
         assert job.backend_job_id is not None
         key = JobKey.of(job)
         waited = (utcnow() - _aware(job.updated_at)).total_seconds()

@@ -14,7 +14,7 @@ from cnbrain.execution import BackendRejected, BackendUnavailable, UnknownJob
 from cnbrain.regional.dispatcher import Dispatcher, describe, update_of
 from cnbrain.regional.security import Principal
 from cnbrain.storage import jobs, registry, requests
-from cnbrain.storage.models import JobRecord
+from cnbrain.storage.jobs import Job
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ async def _act(
 
 async def _live_job(
     dispatcher: Dispatcher, principal: Principal, request_id: str, action: _Action
-) -> JobRecord:
+) -> Job:
     async with dispatcher.brain.sessions() as session:
         record = await requests.get_request(
             session, tenant_id=principal.tenant_scope(), request_id=request_id

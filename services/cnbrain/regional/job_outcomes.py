@@ -16,7 +16,7 @@ from cnbrain.domain.states import RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.brain import Brain
 from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
-from cnbrain.storage.models import JobRecord, PeerReservation
+from cnbrain.storage.jobs import Job
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -46,7 +46,7 @@ async def finish_request(
     return True
 
 
-async def retry_on_same_site(session: AsyncSession, *, last: JobRecord, max_attempts: int) -> None:
+async def retry_on_same_site(session: AsyncSession, *, last: Job, max_attempts: int) -> None:
     """Queue the attempt after `last` on `last`'s site (the reservation stays), and say so
     in the request's reason; the request goes back to `submitted`."""
     attempt = last.attempt + 1
@@ -77,7 +77,7 @@ async def retry_on_same_site(session: AsyncSession, *, last: JobRecord, max_atte
     )
 
 
-def _ended(job: JobRecord) -> str:
+def _ended(job: Job) -> str:
     """How an attempt ended, for people: its state and the scheduler's message."""
     words = {
         "failed": "failed",
@@ -90,15 +90,15 @@ def _ended(job: JobRecord) -> str:
     return f"{words.get(job.state, job.state)}{detail}"
 
 
-def failure_reason(last: JobRecord, max_attempts: int) -> str:
+def failure_reason(last: Job, max_attempts: int) -> str:
     """The reason of a request whose last attempt `last` ended it."""
     return f"attempt {last.attempt} of {max_attempts} {_ended(last)}"
 
 
-async def held_parts(session: AsyncSession, *, request_id: str) -> list[PeerReservation]:
-    """The request's cross-region parts still held or prepared."""
+async def held_parts(session: AsyncSession, *, request_id: str) -> list[str]:
+    """The ids of the request's cross-region parts still held or prepared."""
     parts = await peer_ledger.parts_of_request(session, request_id=request_id)
-    return [p for p in parts if p.state != ReservationState.RELEASED]
+    return [p.id for p in parts if p.state != ReservationState.RELEASED]
 
 
 async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = None) -> int:

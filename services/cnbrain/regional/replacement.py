@@ -15,7 +15,7 @@ parts are released through the national brain).
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import numpy as np
@@ -24,13 +24,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import ENDED_ATTEMPT, RUNNABLE, RequestState
-from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.ledger.claim import Claim, claim_from, reservation_of
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.brain import Brain
 from cnbrain.regional.job_outcomes import SYSTEM, finish_request, held_parts
 from cnbrain.storage import audit, jobs, ledger_store, requests
-from cnbrain.storage.models import JobRecord, ReservationRecord
+from cnbrain.storage.jobs import Job
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -59,7 +59,7 @@ async def place_elsewhere(
     brain: Brain,
     request: PlacementRequest,
     *,
-    last: JobRecord,
+    last: Job,
     backend_of: BackendKind,
 ) -> Failover:
     """Place `request` again without `last.site_id` and queue attempt `last.attempt + 1`
@@ -101,7 +101,7 @@ def _local_enough(brain: Brain, decision: Decision) -> bool:
 
 async def _decide(
     brain: Brain, request: PlacementRequest, failed_site: str
-) -> tuple[Decision, bool, list[ReservationRecord]]:
+) -> tuple[Decision, bool, list[Claim]]:
     """A decision without `failed_site`, on the snapshot with the request's own reservations
     given back; whether the snapshot was read just now; those reservations."""
     snapshot, fresh = await brain.snapshot()
@@ -111,11 +111,8 @@ async def _decide(
         snapshot, fresh = await brain.snapshot()
         engine = brain.placement.engine
     async with brain.sessions() as session:
-        held = await _held(session, request.id)
-        links = {
-            r.id: await ledger_store.reservation_links(session, reservation_id=r.id) for r in held
-        }
-    view = _without_site(_given_back(snapshot, held, links), failed_site)
+        held = await ledger_store.held_claims(session, request_id=request.id)
+    view = _without_site(_given_back(snapshot, held), failed_site)
     async with brain.plan_lock:
         decision = await anyio.to_thread.run_sync(
             lambda: engine.place(request, reserve=False, snapshot=view)
@@ -123,37 +120,15 @@ async def _decide(
     return decision, fresh, held
 
 
-async def _held(session: AsyncSession, request_id: str) -> list[ReservationRecord]:
-    ids = await ledger_store.held_reservations(session, request_id=request_id)
-    records = [await session.get(ReservationRecord, i) for i in ids]
-    return [r for r in records if r is not None]
-
-
-def _given_back(
-    snapshot: Snapshot, held: Sequence[ReservationRecord], links: dict[str, list[str]]
-) -> Snapshot:
+def _given_back(snapshot: Snapshot, held: Sequence[Claim]) -> Snapshot:
+    """`snapshot` with what `held` takes on its map given back (claims on sites it does not
+    show are left out, and so are the links it does not show)."""
     arrays: MapArrays = snapshot.arrays
-    link_index = {link.id: j for j, link in enumerate(arrays.map.links)}
-    for record in held:
-        site = arrays.map.site_index.get(record.site_id)
-        if site is None:
+    for claim in held:
+        if claim.site_id not in arrays.map.site_index:
             continue
-        model = record.accelerator_model
-        column = arrays.accelerator_column.get(model, -1) if model else -1
-        reservation = Reservation(
-            id=record.id,
-            request_id=record.request_id,
-            compute=ComputeClaim(
-                site=site,
-                cpu_m=record.cpu_m,
-                mem_mib=record.mem_mib,
-                storage_gib=record.storage_gib,
-                acc_column=column,
-                acc_count=record.accelerator_count if column >= 0 else 0,
-            ),
-            links=tuple(link_index[i] for i in links[record.id] if i in link_index),
-            mbps=record.mbps,
-        )
+        on_map = tuple(link for link in claim.link_ids if link in arrays.link_index)
+        reservation = reservation_of(replace(claim, link_ids=on_map), arrays=arrays)
         snapshot = snapshot.adjusted(reservation, taken=False)
     return snapshot
 
@@ -183,9 +158,9 @@ def _without_site(snapshot: Snapshot, site_id: str) -> Snapshot:
 async def _move(
     brain: Brain,
     request: PlacementRequest,
-    last: JobRecord,
+    last: Job,
     decision: Decision,
-    held: Sequence[ReservationRecord],
+    held: Sequence[Claim],
     why: str,
     backend_of: BackendKind,
 ) -> Failover | None:
@@ -193,7 +168,7 @@ async def _move(
     its next attempt queued. None when capacity changed meanwhile (decide again)."""
     engine = brain.placement.engine
     reservation = engine.reservation_for(request, decision)
-    claim = ledger_store.claim_from(reservation, arrays=engine.arrays, tenant_id=request.tenant)
+    claim = claim_from(reservation, arrays=engine.arrays, tenant_id=request.tenant)
     decision = decision.model_copy(update={"reservation_id": reservation.id})
     site = str(decision.site)
     reason = f"{why}; placed again on site {site}"
@@ -202,12 +177,10 @@ async def _move(
             if not await _still_stalled(session, request.id, last.attempt):
                 return Failover(site=None, reason="settled meanwhile")
             change.free()  # the cached snapshot cannot follow a move: it is forgotten
-            for record in held:
-                await ledger_store.release(session, reservation_id=record.id)
-            await ledger_store.reserve(session, claim=claim, reservation_id=reservation.id)
-            await requests.save_decision(
-                session, request_id=request.id, document=decision.model_dump(mode="json")
-            )
+            for old in held:
+                await ledger_store.release(session, reservation_id=old.reservation_id)
+            await ledger_store.reserve_many(session, claims=[claim])
+            await requests.save_decisions(session, {request.id: decision.model_dump(mode="json")})
             await jobs.move_request_to_site(
                 session, request_id=request.id, site_id=site, reason=reason
             )
@@ -250,7 +223,7 @@ async def _still_stalled(session: AsyncSession, request_id: str, last: int) -> b
     return bool(attempts) and attempts[-1].attempt == last and attempts[-1].state in ENDED_ATTEMPT
 
 
-async def _fail(brain: Brain, request: PlacementRequest, last: JobRecord, reason: str) -> Failover:
+async def _fail(brain: Brain, request: PlacementRequest, last: Job, reason: str) -> Failover:
     """Fail the request with `reason` and release what it holds."""
     async with brain.sessions.begin() as session:
         record = await requests.get_request(

@@ -14,9 +14,10 @@ from sqlalchemy import Table, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import on_postgresql
 from cnbrain.storage.errors import BadCursor
-from cnbrain.storage.models import AuditEntry, utcnow
+from cnbrain.storage.models import AuditEntry
 
 __all__ = ["BadCursor", "Entry", "list_entries", "record", "record_many"]
 

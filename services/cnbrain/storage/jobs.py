@@ -18,7 +18,7 @@ conditional updates, so two instances cannot both make the same change.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -36,10 +36,12 @@ from cnbrain.domain.states import (
 )
 from cnbrain.storage import requests
 from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict, on_postgresql
-from cnbrain.storage.models import JobRecord, PlacementRequestRecord, SiteRecord, utcnow
+from cnbrain.storage.models import JobRecord, PlacementRequestRecord, SiteRecord
 
 __all__ = [
+    "Job",
     "JobKey",
     "StatusUpdate",
     "advance_request",
@@ -68,13 +70,50 @@ _ENDED = sorted(ENDED_ATTEMPT)
 
 
 @dataclass(frozen=True, slots=True)
+class Job:
+    """One attempt to run a request's job on the cluster scheduler of a site, as stored (see
+    the module's docstring for its states, owner and lease). `metered_at` is set once its
+    usage record is written (or it is known that none will come)."""
+
+    request_id: str
+    attempt: int
+    tenant_id: str
+    site_id: str
+    backend: str
+    backend_job_id: str | None
+    state: str
+    backend_state: str | None
+    message: str | None
+    exit_code: int | None
+    owner: str | None
+    lease_until: datetime | None
+    queued_at: datetime
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    metered_at: datetime | None
+    updated_at: datetime
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(Job))
+
+
+def _job(record: JobRecord) -> Job:
+    return Job(**{name: getattr(record, name) for name in _JOB_FIELDS})
+
+
+def _jobs(records: Sequence[JobRecord]) -> list[Job]:
+    return [_job(record) for record in records]
+
+
+@dataclass(frozen=True, slots=True)
 class JobKey:
     request_id: str
     attempt: int
 
     @classmethod
-    def of(cls, record: JobRecord) -> "JobKey":
-        return cls(record.request_id, record.attempt)
+    def of(cls, job: Job) -> "JobKey":
+        return cls(job.request_id, job.attempt)
 
     def __str__(self) -> str:
         return f"{self.request_id}#{self.attempt}"
@@ -98,13 +137,14 @@ def _key(key: JobKey) -> Any:
     return and_(JobRecord.request_id == key.request_id, JobRecord.attempt == key.attempt)
 
 
-async def get(session: AsyncSession, key: JobKey) -> JobRecord | None:
-    return await fetch_scalar(
+async def get(session: AsyncSession, key: JobKey) -> Job | None:
+    record = await fetch_scalar(
         session, select(JobRecord).where(_key(key)).execution_options(populate_existing=True)
     )
+    return None if record is None else _job(record)
 
 
-async def attempts_of(session: AsyncSession, *, request_id: str) -> list[JobRecord]:
+async def attempts_of(session: AsyncSession, *, request_id: str) -> list[Job]:
     """Every attempt of the request, first to last."""
     rows = await session.scalars(
         select(JobRecord)
@@ -112,18 +152,19 @@ async def attempts_of(session: AsyncSession, *, request_id: str) -> list[JobReco
         .order_by(JobRecord.attempt)
         .execution_options(populate_existing=True)
     )
-    return list(rows)
+    return _jobs(list(rows))
 
 
-async def live_attempt(session: AsyncSession, *, request_id: str) -> JobRecord | None:
+async def live_attempt(session: AsyncSession, *, request_id: str) -> Job | None:
     """The request's attempt that the scheduler has now (pending, running or suspended)."""
-    return await fetch_scalar(
+    record = await fetch_scalar(
         session,
         select(JobRecord)
         .where(JobRecord.request_id == request_id, JobRecord.state.in_(_LIVE))
         .order_by(JobRecord.attempt.desc())
         .execution_options(populate_existing=True),
     )
+    return None if record is None else _job(record)
 
 
 def _has_job(session: AsyncSession) -> Any:
@@ -137,8 +178,8 @@ def _has_job(session: AsyncSession) -> Any:
 class Stalled:
     """A runnable request with a job and no attempt under way; `last` is its last attempt."""
 
-    request: PlacementRequestRecord
-    last: JobRecord
+    request: requests.StoredRequest
+    last: Job
 
 
 async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[Stalled]:
@@ -168,7 +209,7 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
     stalled = []
     for record in found:
         attempts = await attempts_of(session, request_id=record.id)
-        stalled.append(Stalled(request=record, last=attempts[-1]))
+        stalled.append(Stalled(request=requests.stored(record), last=attempts[-1]))
     return stalled
 
 
@@ -242,7 +283,7 @@ async def queue_attempt(
 
 async def claim_queued(
     session: AsyncSession, *, owner: str, lease_until: datetime, limit: int = 50
-) -> list[JobRecord]:
+) -> list[Job]:
     """Take up to `limit` queued attempts (oldest first) for `owner` to submit: they become
     `submitting`, owned until `lease_until`. Concurrent claims never take the same one."""
     oldest = (
@@ -261,7 +302,7 @@ async def claim_queued(
         .returning(JobRecord)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
-    return list((await session.scalars(statement)).all())
+    return _jobs((await session.scalars(statement)).all())
 
 
 async def mark_submitted(
@@ -329,7 +370,7 @@ async def set_status(session: AsyncSession, key: JobKey, status: StatusUpdate) -
     return bool(changed)
 
 
-async def followed(session: AsyncSession, *, owner: str) -> list[JobRecord]:
+async def followed(session: AsyncSession, *, owner: str) -> list[Job]:
     """The live attempts `owner` follows."""
     rows = await session.scalars(
         select(JobRecord)
@@ -337,10 +378,10 @@ async def followed(session: AsyncSession, *, owner: str) -> list[JobRecord]:
         .order_by(JobRecord.queued_at, JobRecord.request_id)
         .execution_options(populate_existing=True)
     )
-    return list(rows)
+    return _jobs(list(rows))
 
 
-async def unmetered(session: AsyncSession, *, owner: str) -> list[JobRecord]:
+async def unmetered(session: AsyncSession, *, owner: str) -> list[Job]:
     """`owner`'s final attempts that the scheduler had, whose usage is not recorded yet."""
     rows = await session.scalars(
         select(JobRecord)
@@ -353,7 +394,7 @@ async def unmetered(session: AsyncSession, *, owner: str) -> list[JobRecord]:
         .order_by(JobRecord.ended_at, JobRecord.request_id)
         .execution_options(populate_existing=True)
     )
-    return list(rows)
+    return _jobs(list(rows))
 
 
 async def mark_metered(session: AsyncSession, key: JobKey, *, note: str | None = None) -> None:
@@ -385,7 +426,7 @@ def _unfinished_work() -> Any:
     )
 
 
-async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> list[JobRecord]:
+async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> list[Job]:
     """Attempts of other owners whose lease lapsed: those being submitted become `lost`
     (returned; the dispatcher settles them like failed attempts); the live and unmetered ones
     become `owner`'s, until `until`."""
@@ -416,7 +457,7 @@ async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> li
         .where(_unfinished_work(), JobRecord.state != AttemptState.SUBMITTING, lapsed, not_mine)
         .values(owner=owner, lease_until=until),
     )
-    return lost
+    return _jobs(lost)
 
 
 async def next_attempt(session: AsyncSession, *, request_id: str) -> int:

@@ -21,7 +21,6 @@ Contract:
 """
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,10 +29,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
-from cnbrain.ledger.claim import Claim, claim_from
+from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
     QUOTA_COLUMNS,
@@ -51,23 +51,20 @@ from cnbrain.storage.models import (
     ReservationRecord,
     SiteAccelerators,
     SiteCapacity,
-    utcnow,
 )
 
 __all__ = [
     "CapacityConflict",
-    "Claim",
     "LedgerStoreError",
     "QuotaExceeded",
     "check_invariants",
-    "claim_from",
     "claim_of_row",
     "give_back_many",
+    "held_claims",
     "held_reservations",
     "load_snapshot",
     "release",
     "reservation_links",
-    "reserve",
     "reserve_many",
     "take_many",
 ]
@@ -149,14 +146,12 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     )
 
 
-async def reserve_many(
-    session: AsyncSession, *, claims: Sequence[Claim] | Sequence[tuple[str, Claim]]
-) -> None:
-    """Take every claim of `claims` (a pair: the claim under that reservation id) as a held
-    reservation inside the caller's transaction: all of them, or raise and leave the caller to
-    roll back (earlier updates of the call may have been applied). Each needs a site and
-    counts against its tenant's quota; the claims on one site, accelerator pool, link or
-    tenant are added up and must fit together.
+async def reserve_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+    """Take every claim of `claims` as a held reservation (under its `reservation_id`) inside
+    the caller's transaction: all of them, or raise and leave the caller to roll back (earlier
+    updates of the call may have been applied). Each needs a site and counts against its
+    tenant's quota; the claims on one site, accelerator pool, link or tenant are added up and
+    must fit together.
 
     Raises CapacityConflict (naming a site, pool or link that is short, retired or unknown),
     QuotaExceeded (naming the tenant's limit), or LedgerStoreError (a malformed claim, a
@@ -165,19 +160,11 @@ async def reserve_many(
     """
     if not claims:
         return
-    held = [
-        _reservation(replace(c[1], reservation_id=c[0]) if isinstance(c, tuple) else c)
-        for c in claims
-    ]
+    held = [_reservation(claim) for claim in claims]
     ids = [claim.reservation_id for claim in held]
     if len(set(ids)) != len(ids):
         raise LedgerStoreError("a reservation id appears more than once")
     await _take(session, held, store=held)
-
-
-async def reserve(session: AsyncSession, *, claim: Claim, reservation_id: str) -> None:
-    """`reserve_many` of the one claim `claim` under `reservation_id`."""
-    await reserve_many(session, claims=[(reservation_id, claim)])
 
 
 async def take_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
@@ -354,6 +341,17 @@ async def held_reservations(
         query = query.where(ReservationRecord.tenant_id == tenant_id)
     rows = await session.scalars(query.order_by(ReservationRecord.created_at, ReservationRecord.id))
     return list(rows)
+
+
+async def held_claims(session: AsyncSession, *, request_id: str) -> list[Claim]:
+    """The claims of the reservations `request_id` still holds, oldest first."""
+    claims = []
+    for reservation_id in await held_reservations(session, request_id=request_id):
+        record = await session.get(ReservationRecord, reservation_id)
+        if record is not None:
+            links = await reservation_links(session, reservation_id=reservation_id)
+            claims.append(claim_of_row(record, link_ids=links))
+    return claims
 
 
 async def check_invariants(session: AsyncSession, *, require_fit: bool = True) -> None:

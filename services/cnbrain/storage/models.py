@@ -10,7 +10,7 @@ Every constraint and index is named by `NAMING_CONVENTION`, so migrations (and S
 migrations) can refer to them by name.
 """
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from cnbrain.domain.states import ReservationState
+from cnbrain.storage.clock import utcnow
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -38,10 +39,6 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):

@@ -28,13 +28,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.states import HOLDING, RELEASED_AFTER_PLACED, ReservationState
 from cnbrain.ledger.claim import Claim
 from cnbrain.storage import ledger_store
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import amount_columns
 from cnbrain.storage.models import (
     PeerReservation,
     PeerReservationLink,
     PlacementRequestRecord,
-    utcnow,
 )
 
 

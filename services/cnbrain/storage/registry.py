@@ -33,6 +33,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.netmap.errors import MapError
 from cnbrain.storage._sql import execute_counted, fetch_scalar
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import SEED_LOCK, advisory_lock
 from cnbrain.storage.errors import RegistryError, UnknownItem
 from cnbrain.storage.models import (
@@ -45,7 +46,6 @@ from cnbrain.storage.models import (
     SiteAccelerators,
     SiteCapacity,
     SiteRecord,
-    utcnow,
 )
 
 __all__ = [

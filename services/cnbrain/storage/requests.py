@@ -15,8 +15,8 @@ and settles batches of submissions with them.
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Table, and_, case, insert, or_, select, update
@@ -32,6 +32,7 @@ from cnbrain.storage._sql import (
     execute_counted,
     fetch_scalar,
 )
+from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.database import insert_on_conflict, on_postgresql
 from cnbrain.storage.errors import (
     BadCursor,
@@ -40,7 +41,7 @@ from cnbrain.storage.errors import (
     NotFoundError,
     RequestStoreError,
 )
-from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord, utcnow
+from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord
 
 __all__ = [
     "BadCursor",
@@ -52,6 +53,7 @@ __all__ = [
     "NotFoundError",
     "RequestStoreError",
     "StateChange",
+    "StoredRequest",
     "find_by_idempotency_key",
     "get_decision",
     "get_decisions",
@@ -61,7 +63,6 @@ __all__ = [
     "insert_requests",
     "list_requests",
     "pending_requests",
-    "save_decision",
     "save_decisions",
     "set_state",
     "set_states",
@@ -110,6 +111,31 @@ class NewRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRequest:
+    """A placement request as stored: its `body` (the request's JSON), whose it is, its
+    state, and `reason` and `site_id` once set."""
+
+    id: str
+    tenant_id: str
+    user_id: str
+    idempotency_key: str | None
+    body: dict[str, Any]
+    state: str
+    reason: str | None
+    site_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(StoredRequest))
+
+
+def stored(record: PlacementRequestRecord) -> StoredRequest:
+    """The value of a row of the requests table (for the other stores)."""
+    return StoredRequest(**{name: getattr(record, name) for name in _REQUEST_FIELDS})
+
+
+@dataclass(frozen=True, slots=True)
 class StateChange:
     """Move `request_id` to `state`, setting `reason` and `site_id` when given (see
     `set_states`)."""
@@ -128,7 +154,7 @@ async def insert_request(
     user_id: str,
     body: dict[str, Any],
     idempotency_key: str | None = None,
-) -> PlacementRequestRecord:
+) -> StoredRequest:
     """Insert a pending request inside the caller's transaction.
 
     With `idempotency_key`, raises DuplicateIdempotencyKey(existing_request_id) when the tenant
@@ -152,7 +178,7 @@ async def insert_request(
     )
     try:
         async with session.begin_nested():
-            record = (await session.scalars(statement)).one()
+            record = stored((await session.scalars(statement)).one())
     except IntegrityError as exc:
         if idempotency_key is not None:
             existing = await find_by_idempotency_key(
@@ -243,20 +269,21 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
 
 async def find_by_idempotency_key(
     session: AsyncSession, *, tenant_id: str, idempotency_key: str
-) -> PlacementRequestRecord | None:
+) -> StoredRequest | None:
     """The tenant's request made with `idempotency_key`, if any."""
-    return await fetch_scalar(
+    record = await fetch_scalar(
         session,
         select(PlacementRequestRecord).where(
             PlacementRequestRecord.tenant_id == tenant_id,
             PlacementRequestRecord.idempotency_key == idempotency_key,
         ),
     )
+    return None if record is None else stored(record)
 
 
 async def get_request(
     session: AsyncSession, *, tenant_id: str | None, request_id: str, for_update: bool = False
-) -> PlacementRequestRecord | None:
+) -> StoredRequest | None:
     """The request, if it exists and (unless `tenant_id` is None) belongs to the tenant.
 
     With `for_update`, the row stays locked until the transaction ends (PostgreSQL; SQLite
@@ -267,7 +294,8 @@ async def get_request(
     )
     if for_update:
         query = query.with_for_update()
-    return await fetch_scalar(session, query.execution_options(populate_existing=True))
+    record = await fetch_scalar(session, query.execution_options(populate_existing=True))
+    return None if record is None else stored(record)
 
 
 async def pending_requests(
@@ -276,7 +304,7 @@ async def pending_requests(
     tenant_id: str | None = None,
     limit: int | None = None,
     created_before: datetime | None = None,
-) -> list[PlacementRequestRecord]:
+) -> list[StoredRequest]:
     """Requests still pending (say, left so by a stop), oldest first; with `created_before`,
     only those created before it."""
     query = select(PlacementRequestRecord).where(
@@ -289,7 +317,7 @@ async def pending_requests(
     )
     if limit is not None:
         query = query.limit(limit)
-    return list(await session.scalars(query))
+    return [stored(record) for record in await session.scalars(query)]
 
 
 async def list_requests(
@@ -301,7 +329,7 @@ async def list_requests(
     created_before: datetime | None = None,
     limit: int = 50,
     cursor: str | None = None,
-) -> tuple[list[PlacementRequestRecord], str | None]:
+) -> tuple[list[StoredRequest], str | None]:
     """One page of requests, newest first, and the cursor of the next page (None at the end).
 
     `created_after` is inclusive, `created_before` exclusive. Keyset pagination on
@@ -315,20 +343,23 @@ async def list_requests(
         _check_state(state)
         query = query.where(r.state == state)
     if created_after is not None:
-        query = query.where(r.created_at >= _utc(created_after))
+        query = query.where(r.created_at >= as_utc(created_after))
     if created_before is not None:
-        query = query.where(r.created_at < _utc(created_before))
+        query = query.where(r.created_at < as_utc(created_before))
     if cursor is not None:
         at, last_id = _decode(cursor)
         query = query.where(or_(r.created_at < at, and_(r.created_at == at, r.id < last_id)))
-    rows = list(
-        await session.scalars(query.order_by(r.created_at.desc(), r.id.desc()).limit(limit + 1))
-    )
+    rows = [
+        stored(record)
+        for record in await session.scalars(
+            query.order_by(r.created_at.desc(), r.id.desc()).limit(limit + 1)
+        )
+    ]
     if len(rows) <= limit:
         return rows, None
     page = rows[:limit]
     last = page[-1]
-    return page, encode_cursor([_utc(last.created_at).isoformat(), last.id])
+    return page, encode_cursor([as_utc(last.created_at).isoformat(), last.id])
 
 
 async def set_state(
@@ -339,7 +370,7 @@ async def set_state(
     state: str,
     reason: str | None = None,
     site_id: str | None = None,
-) -> PlacementRequestRecord:
+) -> StoredRequest:
     """Move the request to `state` if `REQUEST_TRANSITIONS` allow it from its current state, setting
     `reason` and `site_id` when given. The check and the change are one conditional UPDATE, so
     concurrent changes cannot both win. Raises NotFoundError or InvalidTransition."""
@@ -427,7 +458,8 @@ async def _refuse(session: AsyncSession, ids: Sequence[str], state: str) -> None
 async def save_decisions(
     session: AsyncSession, documents: Mapping[str, Document], *, at: datetime | None = None
 ) -> None:
-    """`save_decision` for many requests (request id -> decision JSON) in one statement."""
+    """Store (or replace) the decision of every request of `documents` (request id ->
+    decision JSON), in one statement."""
     if not documents:
         return
     at = at or utcnow()
@@ -457,19 +489,6 @@ async def save_decisions(
     )
 
 
-async def save_decision(
-    session: AsyncSession, *, request_id: str, document: dict[str, Any]
-) -> None:
-    """Store (or replace) the decision of a request, as JSON."""
-    record = await session.get(DecisionRecord, request_id)
-    if record is None:
-        session.add(DecisionRecord(request_id=request_id, document=document, created_at=utcnow()))
-    else:
-        record.document = document
-        record.created_at = utcnow()
-    await session.flush()
-
-
 async def get_decision(
     session: AsyncSession, *, request_id: str, tenant_id: str | None = None
 ) -> dict[str, Any] | None:
@@ -484,7 +503,7 @@ async def get_decision(
 
 async def get_request_and_decision(
     session: AsyncSession, *, tenant_id: str | None, request_id: str
-) -> tuple[PlacementRequestRecord, dict[str, Any] | None] | None:
+) -> tuple[StoredRequest, dict[str, Any] | None] | None:
     """`get_request` and `get_decision` in one query: the request (if it exists and, unless
     `tenant_id` is None, is the tenant's) and its decision JSON (None: not decided yet)."""
     query = _scoped(
@@ -497,7 +516,7 @@ async def get_request_and_decision(
     if row is None:
         return None
     record, document = row
-    return record, document
+    return stored(record), document
 
 
 async def get_decisions(
@@ -545,12 +564,6 @@ def _decode(cursor: str) -> tuple[datetime, str]:
     if not isinstance(at, str) or not isinstance(last_id, str):
         raise BadCursor(f"cursor {cursor!r} is not valid")
     try:
-        return _utc(datetime.fromisoformat(at)), last_id
+        return as_utc(datetime.fromisoformat(at)), last_id
     except ValueError:
         raise BadCursor(f"cursor {cursor!r} is not valid") from None
-
-
-def _utc(moment: datetime) -> datetime:
-    """`moment` in UTC; naive times (SQLite hands them back) are taken as UTC, which every
-    stored time is."""
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

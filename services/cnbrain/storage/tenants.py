@@ -15,21 +15,28 @@ import hashlib
 import hmac
 import re
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import fetch_scalar
+from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.errors import LastAdmin, NotFoundError, TenantError
-from cnbrain.storage.models import ApiKey, Quota, Tenant, User, utcnow
+from cnbrain.storage.models import ApiKey as ApiKeyRow
+from cnbrain.storage.models import Quota, Tenant
+from cnbrain.storage.models import User as UserRow
 
 __all__ = [
     "PLATFORM_ROLES",
     "ROLES",
     "TENANT_ROLES",
+    "ApiKey",
     "LastAdmin",
     "NotFoundError",
     "TenantError",
+    "User",
     "api_key_id",
     "authenticate",
     "create_api_key",
@@ -58,6 +65,49 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9_-]{8,32}$")
 _MIN_SECRET = 32
 _DUMMY_DIGEST = hashlib.sha256(b"no such key").hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A person or robot with `role`; operators and admins have no `tenant_id`. A disabled
+    user (`disabled_at` set) keeps its rows, but none of its keys authenticates."""
+
+    id: str
+    tenant_id: str | None
+    name: str
+    role: str
+    created_at: datetime
+    disabled_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An API key of `user_id` (its secret is never kept; see the module docstring)."""
+
+    id: str
+    user_id: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _user(record: UserRow) -> User:
+    return User(
+        id=record.id,
+        tenant_id=record.tenant_id,
+        name=record.name,
+        role=record.role,
+        created_at=as_utc(record.created_at),
+        disabled_at=None if record.disabled_at is None else as_utc(record.disabled_at),
+    )
+
+
+def _key(record: ApiKeyRow) -> ApiKey:
+    return ApiKey(
+        id=record.id,
+        user_id=record.user_id,
+        created_at=as_utc(record.created_at),
+        revoked_at=None if record.revoked_at is None else as_utc(record.revoked_at),
+    )
 
 
 async def create_tenant(
@@ -111,29 +161,30 @@ async def create_user(
         raise NotFoundError(f"tenant {tenant_id!r} does not exist")
     user_id = user_id or f"u-{secrets.token_hex(6)}"
     _check_id("user", user_id)
-    if await session.get(User, user_id) is not None:
+    if await session.get(UserRow, user_id) is not None:
         raise TenantError(f"user {user_id!r} exists already")
-    user = User(id=user_id, tenant_id=tenant_id, name=name, role=role, created_at=utcnow())
+    user = UserRow(id=user_id, tenant_id=tenant_id, name=name, role=role, created_at=utcnow())
     session.add(user)
     await session.flush()
-    return user
+    return _user(user)
 
 
 async def get_user(session: AsyncSession, *, user_id: str) -> User | None:
-    return await session.get(User, user_id)
+    record = await session.get(UserRow, user_id)
+    return None if record is None else _user(record)
 
 
 async def has_users(session: AsyncSession) -> bool:
     """True once any user exists (the first start installs an admin when there is none)."""
-    return await fetch_scalar(session, select(User.id).limit(1)) is not None
+    return await fetch_scalar(session, select(UserRow.id).limit(1)) is not None
 
 
 async def list_users(session: AsyncSession, *, tenant_id: str | None = None) -> list[User]:
     """Users of one tenant, or every user when `tenant_id` is None; by id."""
-    query = select(User).order_by(User.id)
+    query = select(UserRow).order_by(UserRow.id)
     if tenant_id is not None:
-        query = query.where(User.tenant_id == tenant_id)
-    return list(await session.scalars(query))
+        query = query.where(UserRow.tenant_id == tenant_id)
+    return [_user(record) for record in await session.scalars(query)]
 
 
 async def create_api_key(session: AsyncSession, *, user_id: str, token: str | None = None) -> str:
@@ -143,7 +194,7 @@ async def create_api_key(session: AsyncSession, *, user_id: str, token: str | No
     of a new random one; it must look like `ck_<id>.<secret>` with an id of 8-32 letters,
     digits, '_' or '-' and a secret of 32+ characters (TenantError otherwise).
     """
-    if await session.get(User, user_id) is None:
+    if await session.get(UserRow, user_id) is None:
         raise NotFoundError(f"user {user_id!r} does not exist")
     if token is None:
         key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
@@ -154,10 +205,10 @@ async def create_api_key(session: AsyncSession, *, user_id: str, token: str | No
                 "an API key must look like ck_<id of 8-32 characters>.<secret of 32+ characters>"
             )
         key_id, secret = parsed
-        if await session.get(ApiKey, key_id) is not None:
+        if await session.get(ApiKeyRow, key_id) is not None:
             raise TenantError(f"API key {key_id!r} exists already")
     session.add(
-        ApiKey(id=key_id, user_id=user_id, secret_sha256=_digest(secret), created_at=utcnow())
+        ApiKeyRow(id=key_id, user_id=user_id, secret_sha256=_digest(secret), created_at=utcnow())
     )
     await session.flush()
     return f"{TOKEN_PREFIX}{key_id}.{secret}"
@@ -178,7 +229,9 @@ async def authenticate(session: AsyncSession, *, token: str) -> tuple[User, ApiK
     key_id, secret = parsed
     row = (
         await session.execute(
-            select(ApiKey, User).join(User, User.id == ApiKey.user_id).where(ApiKey.id == key_id)
+            select(ApiKeyRow, UserRow)
+            .join(UserRow, UserRow.id == ApiKeyRow.user_id)
+            .where(ApiKeyRow.id == key_id)
         )
     ).first()
     stored = row[0].secret_sha256 if row else _DUMMY_DIGEST
@@ -187,7 +240,7 @@ async def authenticate(session: AsyncSession, *, token: str) -> tuple[User, ApiK
         return None
     if row[1].disabled_at is not None:
         return None
-    return row[1], row[0]
+    return _user(row[1]), _key(row[0])
 
 
 async def revoke_api_key(
@@ -197,13 +250,13 @@ async def revoke_api_key(
 
     NotFoundError if it does not exist, or (with `user_id`) is not that user's key.
     """
-    key = await session.get(ApiKey, key_id)
+    key = await session.get(ApiKeyRow, key_id)
     if key is None or (user_id is not None and key.user_id != user_id):
         raise NotFoundError(f"API key {key_id!r} does not exist")
     if key.revoked_at is None:
         key.revoked_at = utcnow()
         await session.flush()
-    return key
+    return _key(key)
 
 
 async def disable_user(session: AsyncSession, *, user_id: str) -> User:
@@ -213,33 +266,34 @@ async def disable_user(session: AsyncSession, *, user_id: str) -> User:
     admins are locked while counted, so two admins disabling each other at once cannot both
     succeed.
     """
-    user = await session.get(User, user_id)
+    user = await session.get(UserRow, user_id)
     if user is None:
         raise NotFoundError(f"user {user_id!r} does not exist")
     if user.disabled_at is not None:
-        return user
+        return _user(user)
     if user.role == "admin":
         active = await session.scalars(
-            select(User)
-            .where(User.role == "admin", User.disabled_at.is_(None))
-            .order_by(User.id)
+            select(UserRow)
+            .where(UserRow.role == "admin", UserRow.disabled_at.is_(None))
+            .order_by(UserRow.id)
             .with_for_update()
             .execution_options(populate_existing=True)
         )
         admins = {admin.id for admin in active}
         if user_id not in admins:  # disabled meanwhile
-            return user
+            return _user(user)
         if admins == {user_id}:
             raise LastAdmin(f"user {user_id!r} is the last active admin")
     user.disabled_at = utcnow()
     await session.flush()
-    return user
+    return _user(user)
 
 
 async def list_api_keys(session: AsyncSession, *, user_id: str) -> list[ApiKey]:
     """The user's keys (revoked ones included), oldest first."""
-    query = select(ApiKey).where(ApiKey.user_id == user_id)
-    return list(await session.scalars(query.order_by(ApiKey.created_at, ApiKey.id)))
+    query = select(ApiKeyRow).where(ApiKeyRow.user_id == user_id)
+    rows = await session.scalars(query.order_by(ApiKeyRow.created_at, ApiKeyRow.id))
+    return [_key(record) for record in rows]
 
 
 async def set_quota(

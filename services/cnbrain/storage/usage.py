@@ -5,19 +5,30 @@ Tenant scoping as in `cnbrain.storage.requests`: `tenant_id` None sees every ten
 Functions work inside the caller's transaction and never commit.
 """
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
+from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.errors import BadCursor
-from cnbrain.storage.models import UsageRecord, utcnow
+from cnbrain.storage.models import UsageRecord
 
-__all__ = ["BadCursor", "NewUsage", "ReportRow", "Totals", "insert", "page", "report", "totals"]
+__all__ = [
+    "BadCursor",
+    "NewUsage",
+    "ReportRow",
+    "Totals",
+    "Usage",
+    "insert",
+    "page",
+    "report",
+    "totals",
+]
 
 _USAGE = cast("Table", UsageRecord.__table__)
 
@@ -50,6 +61,43 @@ class NewUsage:
     @property
     def cost_cny(self) -> float:
         return self.compute_cost_cny + self.network_cost_cny
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A stored usage record (see `UsageRecord` for the meaning of each field); `id` orders
+    records that ended at the same time."""
+
+    id: int
+    tenant_id: str
+    request_id: str
+    attempt: int | None
+    site_id: str
+    backend_job_id: str | None
+    started_at: datetime
+    ended_at: datetime
+    elapsed_s: float
+    cpus: int
+    memory_mib: int
+    gpus: int
+    accelerator_model: str | None
+    bandwidth_gbps: float
+    cpu_core_hours: float
+    memory_gib_hours: float
+    accelerator_hours: float
+    compute_cost_cny: float
+    network_cost_cny: float
+    cost_cny: float
+    source: str | None
+    simulated: bool
+    recorded_at: datetime | None
+
+
+_USAGE_FIELDS = tuple(f.name for f in fields(Usage))
+
+
+def _usage(record: UsageRecord) -> Usage:
+    return Usage(**{name: getattr(record, name) for name in _USAGE_FIELDS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +151,7 @@ async def page(
     end: datetime,
     limit: int = 100,
     cursor: str | None = None,
-) -> tuple[list[UsageRecord], str | None]:
+) -> tuple[list[Usage], str | None]:
     """One page of the records of the period, oldest end first, and the next page's cursor
     (None at the end). Raises BadCursor for a cursor not made here."""
     check_limit(limit)
@@ -114,11 +162,14 @@ async def page(
         query = query.where(
             or_(u.ended_at > after_end, and_(u.ended_at == after_end, u.id > after_id))
         )
-    rows = list(await session.scalars(query.order_by(u.ended_at, u.id).limit(limit + 1)))
+    rows = [
+        _usage(record)
+        for record in await session.scalars(query.order_by(u.ended_at, u.id).limit(limit + 1))
+    ]
     if len(rows) <= limit:
         return rows, None
     last = rows[limit - 1]
-    return rows[:limit], encode_cursor([_aware(last.ended_at).isoformat(), last.id])
+    return rows[:limit], encode_cursor([as_utc(last.ended_at).isoformat(), last.id])
 
 
 def _sums() -> list[Any]:
@@ -188,11 +239,6 @@ def _decode(cursor: str) -> tuple[datetime, int]:
     if not isinstance(ended, str) or not isinstance(record_id, int):
         raise BadCursor(f"cursor {cursor!r} is not valid")
     try:
-        return _aware(datetime.fromisoformat(ended)), record_id
+        return as_utc(datetime.fromisoformat(ended)), record_id
     except ValueError:
         raise BadCursor(f"cursor {cursor!r} is not valid") from None
-
-
-def _aware(moment: datetime) -> datetime:
-    """`moment` in UTC; naive times (SQLite hands them back) are UTC, as every stored time."""
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

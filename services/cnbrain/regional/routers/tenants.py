@@ -24,7 +24,7 @@ from cnbrain.regional.schemas import (
 )
 from cnbrain.regional.security import STAFF_ROLES, TENANT_ROLES, Principal, Role
 from cnbrain.storage import audit, tenants
-from cnbrain.storage.models import ApiKey, User
+from cnbrain.storage.tenants import ApiKey, User
 
 router = APIRouter(prefix="/v1", tags=["tenants"])
 

@@ -23,7 +23,6 @@ from cnbrain.regional.schemas import (
 )
 from cnbrain.regional.security import Principal
 from cnbrain.storage import tenants, usage
-from cnbrain.storage.models import UsageRecord
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
@@ -98,7 +97,7 @@ async def _scope(brain: BrainDep, principal: Principal, tenant: str | None) -> s
     return tenant
 
 
-def _view(record: UsageRecord) -> UsageView:
+def _view(record: usage.Usage) -> UsageView:
     return UsageView(
         id=record.id,
         tenant=record.tenant_id,

@@ -15,6 +15,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.group_commit import GroupCommit
+from cnbrain.ledger.claim import claim_from
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.federation import NationalLink
@@ -222,7 +223,7 @@ class Placer:
         written. Raises (after rolling back) CapacityConflict or QuotaExceeded when the sums
         do not fit, or any database error."""
         claims = [
-            (r.id, ledger_store.claim_from(r, arrays=arrays, tenant_id=o.request.tenant))
+            claim_from(r, arrays=arrays, tenant_id=o.request.tenant)
             for o, r in decided
             if r is not None
         ]

@@ -12,7 +12,7 @@ from cnbrain.regional.schemas import RequestPage, RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.storage import requests
-from cnbrain.storage.models import PlacementRequestRecord
+from cnbrain.storage.requests import StoredRequest
 
 
 class ReadRequests:
@@ -50,7 +50,7 @@ class ReadRequests:
         )
 
 
-def view_of(record: PlacementRequestRecord, decision: dict[str, Any] | None) -> RequestView:
+def view_of(record: StoredRequest, decision: dict[str, Any] | None) -> RequestView:
     """The view of a stored request. One stored by an earlier version that no longer
     validates is shown without its request (and without a decision that no longer
     validates); left pending, it is shown failed, as the next start leaves it."""

@@ -9,7 +9,7 @@ from cnbrain.domain.states import RequestState
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.regional.use_cases.placing import Placer, Settled, Stored, SubmissionOutcome
 from cnbrain.storage import audit, requests
-from cnbrain.storage.models import PlacementRequestRecord
+from cnbrain.storage.requests import StoredRequest
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -66,7 +66,7 @@ class RecoverPending:
                 return False
         return True
 
-    async def _fail_unreadable(self, record: PlacementRequestRecord, problem: str) -> None:
+    async def _fail_unreadable(self, record: StoredRequest, problem: str) -> None:
         """End a pending request whose stored form is not a valid request: failed, with the
         reason, in one transaction with its audit entry (unless it was settled meanwhile)."""
         log.error("request %s cannot be read back (%s); it fails", record.id, problem)
