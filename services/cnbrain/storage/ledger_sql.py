@@ -296,11 +296,7 @@ class _PortableSql:
                 for claim in claims
             ],
         )
-        links = [
-            {"reservation_id": claim.reservation_id, "link_id": link}
-            for claim in claims
-            for link in sorted(claim.link_ids)
-        ]
+        links = link_rows(claims)
         if links:
             await self._session.execute(insert(_RESERVATION_LINKS), links)
 
@@ -422,6 +418,15 @@ def amount_columns(claim: Claim) -> dict[str, object]:
         "accelerator_count": claim.accelerator_count,
         "mbps": claim.mbps,
     }
+
+
+def link_rows(claims: Sequence[Claim]) -> list[dict[str, str]]:
+    """The rows that name the links each of `claims` crosses, as both link tables store them."""
+    return [
+        {"reservation_id": claim.reservation_id, "link_id": link}
+        for claim in claims
+        for link in sorted(claim.link_ids)
+    ]
 
 
 _WRITERS: Mapping[Dialect, Callable[[AsyncSession], LedgerSql]] = {

@@ -30,7 +30,7 @@ from cnbrain.ledger.claim import Claim
 from cnbrain.storage import ledger_store
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
-from cnbrain.storage.ledger_sql import amount_columns
+from cnbrain.storage.ledger_sql import amount_columns, link_rows
 from cnbrain.storage.models import (
     PeerReservation,
     PeerReservationLink,
@@ -130,11 +130,7 @@ async def _insert(session: AsyncSession, claims: Sequence[Claim], expires_at: da
             for claim in claims
         ],
     )
-    links = [
-        {"reservation_id": claim.reservation_id, "link_id": link}
-        for claim in claims
-        for link in sorted(claim.link_ids)
-    ]
+    links = link_rows(claims)
     if links:
         await session.execute(insert(PeerReservationLink), links)
 
@@ -336,16 +332,6 @@ async def held_decisions(
         if decision is not None:
             found.setdefault(request_id, decision)
     return found
-
-
-async def part_links(session: AsyncSession, *, reservation_id: str) -> list[str]:
-    """The link ids of a part, sorted."""
-    rows = await session.scalars(
-        select(PeerReservationLink.link_id)
-        .where(PeerReservationLink.reservation_id == reservation_id)
-        .order_by(PeerReservationLink.link_id)
-    )
-    return list(rows)
 
 
 async def active_parts(session: AsyncSession) -> list[PeerReservation]:
