@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, text, tuple_, update
+from sqlalchemy import and_, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import (
@@ -458,14 +458,6 @@ async def take_over(session: AsyncSession, *, owner: str, until: datetime) -> li
         .values(owner=owner, lease_until=until),
     )
     return _jobs(lost)
-
-
-async def next_attempt(session: AsyncSession, *, request_id: str) -> int:
-    """The number the request's next attempt gets."""
-    highest = await fetch_scalar(
-        session, select(func.max(JobRecord.attempt)).where(JobRecord.request_id == request_id)
-    )
-    return 1 if highest is None else highest + 1
 
 
 async def advance_request(
