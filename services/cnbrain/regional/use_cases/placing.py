@@ -97,6 +97,8 @@ class Placer:
         self._national = national
         self._forget = forget
         self._attempts = attempts
+        self._gave_up = f"capacity kept changing during {attempts} attempts; submit again"
+        """The reason of a rejection after `attempts` decisions that capacity changed under."""
         self.escalation_records: GroupCommit[EscalatedAnswer, Outcome] = GroupCommit(
             self._record_escalated
         )
@@ -174,7 +176,7 @@ class Placer:
         """Decide and reserve a stored pending request the one-request way: the batch's
         decision and commit with one item, up to `attempts` times. Leaves it placed or
         rejected (or escalated, and as the national brain answered)."""
-        reason = f"capacity kept changing during {self._attempts} attempts; submit again"
+        reason = self._gave_up
         for _ in range(self._attempts):
             arrays, [decision], [reservation], fresh = await self._decider.decide([request])
             if self._national is not None and needs_national(request, decision, fresh):
@@ -252,7 +254,7 @@ class Placer:
 
     async def _give_up(self, stale: Sequence[Stored]) -> dict[str, Settled]:
         """Reject requests still rejected only on cached snapshots after every attempt."""
-        reason = f"capacity kept changing during {self._attempts} attempts; submit again"
+        reason = self._gave_up
         settled: dict[str, Settled] = {}
         for item in stale:
             try:

@@ -87,8 +87,9 @@ class SubmitRequest:
     ) -> tuple[RequestView, bool]:
         """Admit, check, store, decide and reserve. Returns the request and whether it is new
         (False when the idempotency key names an earlier submission of the same request, which
-        is returned as it stands). Raises Exhausted (rate limit), Forbidden or Invalid (nothing is
-        stored then; 422 too when the key names an earlier submission of another request)."""
+        is returned as it stands). Raises Exhausted (rate limit), Forbidden or Invalid, and
+        stores nothing then; Invalid also when the key names an earlier submission of another
+        request."""
         settings, caches = self._settings, self._caches
         ttl = settings.idempotency_ttl_s
         claim_tenant = None if principal.is_staff else principal.tenant_id
