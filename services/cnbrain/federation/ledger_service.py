@@ -146,13 +146,15 @@ async def release_parts(
     *,
     watch: CapacityWatch,
 ) -> list[bool]:
-    """Release every reservation id in one transaction; for each, whether this call did."""
+    """Release every reservation id in one transaction; for each, whether this call did. The
+    cached snapshot is bracketed as for a prepare, and forgotten when anything was released."""
     if not reservation_ids:
         return []
-    async with sessions.begin() as session:
-        released = await peer_ledger.release_many(session, reservation_ids=reservation_ids)
-    if any(released):
-        watch.capacity_changed()
+    async with local_change(watch) as change:
+        async with sessions.begin() as session:
+            released = await peer_ledger.release_many(session, reservation_ids=reservation_ids)
+        if any(released):
+            change.free()
     return released
 
 
