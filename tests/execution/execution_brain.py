@@ -186,7 +186,7 @@ async def running_brain(
     )
     try:
         async with serving(chosen) as (app, client):
-            yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.dispatcher)
+            yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.brain.dispatcher)
     finally:
         if not embedded:
             await drop_postgres_database(database)

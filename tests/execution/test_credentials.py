@@ -169,7 +169,7 @@ async def test_a_site_stored_with_another_url_gets_no_token(brain: Brain, record
     site = Site.model_validate({**body["site"], "execution": stolen})
     async with brain.brain.sessions.begin() as session:
         await registry.update_site(session, site=site)
-    await brain.brain.reload_map()
+    await brain.brain.live_map.reload()
     _, user = await brain.tenant_user("stolen")
     made = await brain.submit(user, job_request("AA-stolen"))
     await brain.states_until(user, made["id"], "failed", "completed")

@@ -20,6 +20,6 @@ async def api(tmp_path_factory: Any) -> AsyncIterator[Api]:
     settings = brain_settings(database, redis, tmp_path_factory.mktemp("brain"))
     try:
         async with serving(settings) as (app, client):
-            yield Api(client=client, brain=app.state.brain, cases=app.state.use_cases)
+            yield Api(client=client, brain=app.state.brain, cases=app.state.brain.requests)
     finally:
         await drop_postgres_database(database)

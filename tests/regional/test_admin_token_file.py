@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cnbrain.regional.brain import Brain
+from cnbrain.regional.composition import running
 from cnbrain.storage import tenants
 from tests.regional.brain_api import ADMIN_TOKEN, brain_settings
 
@@ -31,11 +31,8 @@ async def test_the_admin_token_file_is_created_0600_and_never_written_at_another
         return real_open(path, flags, mode, **kwargs)
 
     monkeypatch.setattr(os, "open", spy)
-    brain = Brain(settings)
-    try:
-        await brain.start()
-    finally:
-        await brain.stop()
+    async with running(settings):
+        pass
     # written through a descriptor created 0600; an existing file is set to 0600 (fchmod)
     # before it is truncated, so the key is never in a file of another mode
     assert opened and all(flags & os.O_CREAT and mode == 0o600 for flags, mode in opened)
@@ -48,18 +45,10 @@ async def test_a_start_that_cannot_write_the_admin_token_stores_no_admin(tmp_pat
     blocked = brain_settings(url, None, tmp_path).model_copy(
         update={"admin_token_file": tmp_path / "no-such-folder" / "admin.token"}
     )
-    brain = Brain(blocked)
-    try:
-        with pytest.raises(FileNotFoundError):
-            await brain.start()
-    finally:
-        await brain.stop()
+    with pytest.raises(FileNotFoundError):
+        async with running(blocked):
+            pass
     settings = brain_settings(url, None, tmp_path)
-    brain = Brain(settings)
-    try:
-        await brain.start()
-        async with brain.sessions() as session:
-            assert await tenants.authenticate(session, token=ADMIN_TOKEN) is not None
-    finally:
-        await brain.stop()
+    async with running(settings) as brain, brain.sessions() as session:
+        assert await tenants.authenticate(session, token=ADMIN_TOKEN) is not None
     assert settings.admin_token_file.read_text() == ADMIN_TOKEN + "\n"

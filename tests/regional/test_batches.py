@@ -63,7 +63,7 @@ async def running(settings: Settings) -> AsyncIterator[Api]:
         async with httpx.AsyncClient(
             transport=transport, base_url="http://brain", timeout=60
         ) as client:
-            yield Api(client=client, brain=app.state.brain, cases=app.state.use_cases)
+            yield Api(client=client, brain=app.state.brain, cases=app.state.brain.requests)
 
 
 async def submit_all(
@@ -189,7 +189,7 @@ async def test_a_batch_short_of_what_a_replica_took_goes_one_by_one(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tenant, _, user = await api.tenant()
-    await api.brain.snapshot()  # cached: shows all 50 A100 free
+    await api.brain.live_map.snapshot()  # cached: shows all 50 A100 free
     taken = await replica_takes(api, {"CC-hub": 30, "BB-hub": 15})
     one_by_one = count_calls(monkeypatch, Placer, "place")
     answers = await submit_all(api, user, 20)
@@ -211,8 +211,8 @@ async def test_a_rejection_on_a_cached_snapshot_is_decided_again_on_a_fresh_one(
 ) -> None:
     tenant, _, user = await api.tenant()
     taken = await replica_takes(api, {"CC-hub": 30, "BB-hub": 16, "AA-dc": 4, "BB-dc": 8})
-    api.brain.capacity_changed()
-    snapshot, fresh = await api.brain.snapshot()
+    api.brain.live_map.capacity_changed()
+    snapshot, fresh = await api.brain.live_map.snapshot()
     assert fresh and not snapshot.free_acc.any()  # cached: every A100 taken
     await replica_releases(api, taken[:3])  # ... and given back behind its back
     answers = await submit_all(api, user, 5)

@@ -200,8 +200,8 @@ async def _audit_actions(api: Api) -> list[str]:
 
 
 async def test_usage_reports_links_and_weights_beyond_the_bounds_are_refused(api: Api) -> None:
-    site = api.brain.placement.map.sites[0]
-    link = api.brain.placement.map.links[0]
+    site = api.brain.live_map.placement.map.sites[0]
+    link = api.brain.live_map.placement.map.links[0]
     before = await _audit_actions(api)
     answer = await api.as_admin(
         "POST", f"/v1/sites/{site.id}/usage", json={"cpu_cores": 9e60, "memory_gib": 0}
@@ -226,12 +226,12 @@ async def test_usage_reports_links_and_weights_beyond_the_bounds_are_refused(api
         answer = await api.call(ADMIN_TOKEN, "PUT", "/v1/weight-matrix", **_raw(matrix))
         _problem(answer, 422, "rows.training.cost")
     assert await _audit_actions(api) == before
-    assert api.brain.placement.map.links[0] == link
+    assert api.brain.live_map.placement.map.links[0] == link
 
 
 async def test_control_characters_in_sites_links_and_names_are_refused(api: Api) -> None:
-    site = api.brain.placement.map.sites[0]
-    link = api.brain.placement.map.links[0]
+    site = api.brain.live_map.placement.map.sites[0]
+    link = api.brain.live_map.placement.map.links[0]
     before = await _audit_actions(api)
     bad_site = {**site.model_dump(mode="json"), "id": f"{site.id}-2{NUL}"}
     answer = await api.as_admin("POST", "/v1/sites", json={"site": bad_site, "links": []})

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from cnbrain.regional.app import create_app
-from cnbrain.regional.deps import AUTH_CACHE_S
+from cnbrain.regional.authentication import AUTH_CACHE_S
 from cnbrain.storage import tenants
 from cnbrain.storage.database import create_engine, session_factory
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis

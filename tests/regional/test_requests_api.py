@@ -52,11 +52,11 @@ async def test_get_list_and_paginate(api: Api) -> None:
 
 async def test_cancel_releases_everything(api: Api) -> None:
     tenant, _, user = await api.tenant()
-    before, _ = await api.brain.snapshot()
+    before, _ = await api.brain.live_map.snapshot()
     made = (await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)).json()
     cancelled = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
-    after, _ = await api.brain.snapshot()
+    after, _ = await api.brain.live_map.snapshot()
     assert (before.free_acc == after.free_acc).all()
     assert (before.residual_mbps == after.residual_mbps).all()
     quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
@@ -103,14 +103,14 @@ async def test_staff_submit_for_a_tenant_that_exists_only(api: Api) -> None:
 
 async def test_quote_reserves_nothing(api: Api) -> None:
     _, _, user = await api.tenant()
-    before, _ = await api.brain.snapshot()
+    before, _ = await api.brain.live_map.snapshot()
     quote = await api.call(user, "POST", "/v1/quotes", json=GPU_TRAINING)
     assert quote.status_code == 200, quote.text
     body = quote.json()
     assert body["decision"]["status"] == "placed" and body["decision"]["reservation_id"] is None
     assert all(alt["site"] != body["decision"]["site"] for alt in body["alternatives"])
     assert body["alternatives"]
-    after, _ = await api.brain.snapshot()
+    after, _ = await api.brain.live_map.snapshot()
     assert (before.free_acc == after.free_acc).all()
     listed = (await api.call(user, "GET", "/v1/requests")).json()
     assert listed["items"] == []

@@ -56,7 +56,7 @@ def brain_national(args: argparse.Namespace) -> int:
     import logging
 
     from cnbrain.heap import freeze_heap
-    from cnbrain.national.brain import NationalBrain
+    from cnbrain.national.composition import running
     from cnbrain.national.settings import NationalSettings
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -68,17 +68,15 @@ def brain_national(args: argparse.Namespace) -> int:
     settings = NationalSettings(**overrides)  # type: ignore[arg-type]
 
     async def serve() -> None:
-        brain = NationalBrain(settings)
-        await brain.start()
-        freeze_heap()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        port = brain.server.port if brain.server else "-"
-        print(f"national brain: gRPC {settings.grpc_host}:{port}", flush=True)
-        await stop.wait()
-        await brain.stop()
+        async with running(settings) as brain:
+            freeze_heap()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            port = brain.server.port if brain.server else "-"
+            print(f"national brain: gRPC {settings.grpc_host}:{port}", flush=True)
+            await stop.wait()
 
     asyncio.run(serve())
     return 0

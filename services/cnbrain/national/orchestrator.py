@@ -25,39 +25,18 @@ from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import PathReader, WireError, request_json
 from cnbrain.group_commit import GroupCommit
-from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.federation.live_map import LiveMap
 from cnbrain.national import planner
 from cnbrain.national.coordinator import Commitment, Coordinator
 from cnbrain.national.planner import Answers, AttemptError, Plan
 from cnbrain.national.regions import Region, RegionDirectory
 from cnbrain.national.settings import NationalSettings
-from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.composed import ComposedRouter
 from cnbrain.routing.paths import GraphPath
 from cnbrain.v1 import regional_pb2
 
 BATCH_CAP = 64
 """Requests placed together at most."""
-
-
-class National(Protocol):
-    """What the placer uses of the national brain (`national.brain.NationalBrain`): its
-    settings, engine (the backbone's paths), the regions' directory, its backbone snapshots
-    and plan lock."""
-
-    @property
-    def settings(self) -> NationalSettings: ...
-
-    @property
-    def engine(self) -> PlacementEngine: ...
-
-    @property
-    def directory(self) -> RegionDirectory: ...
-
-    @property
-    def plan_lock(self) -> asyncio.Lock: ...
-
-    async def backbone_snapshot(self) -> Snapshot: ...
 
 
 class Held(Protocol):
@@ -90,8 +69,19 @@ class CrossRegionPlacer:
     """The cross-region placement use case: each request's attempts, the regions' answers,
     the engine's joint choice, and its reservation through `coordinator`."""
 
-    def __init__(self, brain: National, coordinator: Coordinator, held: Held) -> None:
-        self._brain = brain
+    def __init__(
+        self,
+        *,
+        settings: NationalSettings,
+        live_map: LiveMap,
+        directory: RegionDirectory,
+        coordinator: Coordinator,
+        held: Held,
+    ) -> None:
+        self._settings = settings
+        self._live_map = live_map
+        self._directory = directory
+        self._plan_lock = asyncio.Lock()
         self._coordinator = coordinator
         self._held = held
         self._inflight: dict[str, asyncio.Future[Decision]] = {}
@@ -141,7 +131,7 @@ class CrossRegionPlacer:
             return await self._batches.submit(item)
         except AttemptError as failure:
             error = failure
-        for _ in range(self._brain.settings.placement_attempts - 1):
+        for _ in range(self._settings.placement_attempts - 1):
             item.notes.append(str(error))
             if error.region is None or error.region == source_region:
                 break
@@ -170,16 +160,16 @@ class CrossRegionPlacer:
     async def _attempt(self, items: Sequence[Pending]) -> list[AttemptResult]:
         """One attempt for every item: its placed decision, committed in every owner; its
         rejection; or the AttemptError that ended it (all its parts released)."""
-        brain = self._brain
+        engine = self._live_map.engine
         outcomes: list[AttemptResult | None] = [None] * len(items)
         chosen: dict[int, tuple[Region, list[Region]]] = {}
         for i, item in enumerate(items):
-            source = brain.directory.get(item.source_region)
+            source = self._directory.get(item.source_region)
             if source is None:
                 outcomes[i] = AttemptError(f"region {item.source_region!r} is not registered")
                 continue
-            regions = brain.directory.choose(
-                item.request, brain.settings.top_regions, exclude=item.excluded
+            regions = self._directory.choose(
+                item.request, self._settings.top_regions, exclude=item.excluded
             )
             if not regions:
                 outcomes[i] = AttemptError("no registered region has free capacity for the request")
@@ -205,8 +195,8 @@ class CrossRegionPlacer:
                 reason = "; ".join([decision.reason or "", *item.notes]).strip("; ")
                 outcomes[i] = planner.rejected(item.request, reason)
                 continue
-            reservation = brain.engine.reservation_for(item.request, decision)
-            parts = planner.parts(item.request, decision, reservation, brain.engine.arrays)
+            reservation = engine.reservation_for(item.request, decision)
+            parts = planner.parts(item.request, decision, reservation, engine.arrays)
             plans.append(Plan(item=i, decision=decision, reservation=reservation, parts=parts))
         for i, refused in (await self._coordinator.prepare(plans)).items():
             outcomes[i] = refused
@@ -235,7 +225,7 @@ class CrossRegionPlacer:
     ) -> dict[int, Answers | AttemptError]:
         """One GetSourceSegments per source region and one GetCandidates per region asked,
         each for all the items concerned, in parallel; each item's answers (or why not)."""
-        settings = self._brain.settings
+        settings = self._settings
         timeout = settings.candidate_deadline_s
         sources: dict[str, tuple[Region, list[int]]] = {}
         asked: dict[str, tuple[Region, list[int]]] = {}
@@ -264,7 +254,7 @@ class CrossRegionPlacer:
         source_replies = dict(zip(sources, replies[: len(sources)], strict=True))
         candidate_replies = dict(zip(asked, replies[len(sources) :], strict=True))
         found: dict[int, Answers | AttemptError] = {}
-        reader = PathReader(self._brain.engine.arrays)
+        reader = PathReader(self._live_map.engine.arrays)
         for region_id, (region, indices) in sources.items():
             reply = source_replies[region_id]
             for position, i in enumerate(indices):
@@ -340,7 +330,7 @@ class CrossRegionPlacer:
         if len(reply.answers) != count:
             return f"{len(reply.answers)} answers for {count} requests"
         entry = reply.answers[position]
-        arrays = self._brain.engine.arrays
+        arrays = self._live_map.engine.arrays
         destinations: dict[int, list[GraphPath]] = {}
         free: dict[int, planner.FreeCompute] = {}
         residual: dict[int, int] = {}
@@ -376,13 +366,14 @@ class CrossRegionPlacer:
         takes from the capacity the others see."""
         if not requests:
             return []
-        brain = self._brain
-        snapshot = planner.composed(await brain.backbone_snapshot(), answers)
+        backbone, _ = await self._live_map.snapshot()
+        engine = self._live_map.engine
+        snapshot = planner.composed(backbone, answers)
         sources, destinations = planner.segments(answers)
-        router = ComposedRouter(brain.engine.router, sources=sources, destinations=destinations)
-        async with brain.plan_lock:
+        router = ComposedRouter(engine.router, sources=sources, destinations=destinations)
+        async with self._plan_lock:
             decisions = await asyncio.to_thread(
-                brain.engine.place_batch,
+                engine.place_batch,
                 list(requests),
                 reserve=False,
                 snapshot=snapshot,

@@ -1,13 +1,16 @@
 """NationalBrainService: region registration and summaries, cross-region placement."""
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 from typing_extensions import override
 
 from cnbrain.federation.codec import WireError, request_of
-from cnbrain.national.orchestrator import CrossRegionPlacer, National
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.national.orchestrator import CrossRegionPlacer
+from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.settings import NationalSettings
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.v1 import national_pb2, national_pb2_grpc
@@ -15,22 +18,25 @@ from cnbrain.v1 import national_pb2, national_pb2_grpc
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-class Served(National, Protocol):
-    """What the servicer uses of the national brain: what its placer uses, and the placer."""
-
-    @property
-    def placer(self) -> CrossRegionPlacer: ...
-
-
 class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
-    def __init__(self, brain: Served) -> None:
-        self._brain = brain
+    def __init__(
+        self,
+        *,
+        settings: NationalSettings,
+        live_map: LiveMap,
+        directory: RegionDirectory,
+        placer: CrossRegionPlacer,
+    ) -> None:
+        self._settings = settings
+        self._live_map = live_map
+        self._directory = directory
+        self._placer = placer
 
     @override
     async def RegisterRegion(
         self, request: national_pb2.RegisterRegionRequest, context: Context
     ) -> national_pb2.RegisterRegionResponse:
-        cmap = self._brain.engine.map
+        cmap = self._live_map.map
         if request.region_id not in cmap.regions:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"unknown region {request.region_id!r}"
@@ -45,9 +51,9 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
             )
         if not request.endpoint:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "endpoint is required")
-        await self._brain.directory.register(request.region_id, request.endpoint, frozenset(owned))
+        await self._directory.register(request.region_id, request.endpoint, frozenset(owned))
         return national_pb2.RegisterRegionResponse(
-            national_id="national", summary_interval_ms=self._brain.settings.summary_interval_ms
+            national_id="national", summary_interval_ms=self._settings.summary_interval_ms
         )
 
     @override
@@ -58,7 +64,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     ) -> national_pb2.ReportSummariesResponse:
         received = 0
         async for message in request_iterator:
-            if not self._brain.directory.report(message.summary):
+            if not self._directory.report(message.summary):
                 await context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"region {message.summary.region_id!r} has not registered",
@@ -72,20 +78,20 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     ) -> national_pb2.PlaceCrossRegionResponse:
         try:
             placement = request_of(request.request_json)
-            check_request(placement, self._brain.engine.map)
+            check_request(placement, self._live_map.map)
         except (RequestError, WireError) as wrong:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
-        if request.source_region not in self._brain.directory:
+        if request.source_region not in self._directory:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"region {request.source_region!r} has not registered",
             )
-        decision = await self._brain.placer.place(placement, request.source_region)
+        decision = await self._placer.place(placement, request.source_region)
         return national_pb2.PlaceCrossRegionResponse(decision_json=decision.model_dump_json())
 
     @override
     async def ReleaseCrossRegion(
         self, request: national_pb2.ReleaseCrossRegionRequest, context: Context
     ) -> national_pb2.ReleaseCrossRegionResponse:
-        released = await self._brain.placer.release(request.reservation_id, request.reason)
+        released = await self._placer.release(request.reservation_id, request.reason)
         return national_pb2.ReleaseCrossRegionResponse(released=released)

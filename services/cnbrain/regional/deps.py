@@ -1,20 +1,18 @@
-"""FastAPI dependencies: the brain, a database session, and the authenticated caller."""
+"""FastAPI dependencies: the parts of the brain a route uses, and the authenticated caller."""
 
-import asyncio
-import hashlib
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.regional.brain import Brain
+from cnbrain.regional.composition import RegionalBrain
+from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases import RequestUseCases
-from cnbrain.storage import tenants
+from cnbrain.regional.use_cases.admin import AdminUseCases
+from cnbrain.regional.use_cases.map_admin import MapAdministration
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
 
@@ -23,103 +21,57 @@ _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: 
 # dependency in its thread pool, a thread hop per call and request.
 
 
-async def get_brain(request: Request) -> Brain:
-    brain: Brain = request.app.state.brain
+async def get_brain(request: Request) -> RegionalBrain:
+    brain: RegionalBrain = request.app.state.brain
     return brain
 
 
-BrainDep = Annotated[Brain, Depends(get_brain)]
+BrainDep = Annotated[RegionalBrain, Depends(get_brain)]
+"""The whole brain: only for what is about all of it (readiness)."""
 
 
-async def get_use_cases(request: Request) -> RequestUseCases:
-    cases: RequestUseCases = request.app.state.use_cases
-    return cases
+async def get_use_cases(brain: BrainDep) -> RequestUseCases:
+    return brain.requests
 
 
 UseCasesDep = Annotated[RequestUseCases, Depends(get_use_cases)]
 
 
-async def get_session(brain: BrainDep) -> AsyncIterator[AsyncSession]:
-    async with brain.sessions() as session:
-        yield session
+async def get_admin_use_cases(brain: BrainDep) -> AdminUseCases:
+    return brain.admin
 
 
-SessionDep = Annotated[AsyncSession, Depends(get_session)]
+AdminUseCasesDep = Annotated[AdminUseCases, Depends(get_admin_use_cases)]
 
 
-AUTH_CACHE_S = 10.0
-"""How long a verified key is trusted without asking the database: a key revoked (or a user
-disabled) on one replica stops working there at once (`forget_verified`), and on the other
-replicas within this time."""
+async def get_map_admin(brain: BrainDep) -> MapAdministration:
+    return brain.map_admin
 
 
-def forget_verified(brain: Brain, user_id: str) -> None:
-    """Drop this replica's cached verifications of `user_id`'s keys: call after a transaction
-    that revoked one of them or disabled the user committed."""
-    stale = [d for d, (principal, _) in brain.verified_keys.items() if principal.user_id == user_id]
-    for digest in stale:
-        del brain.verified_keys[digest]
+MapAdminDep = Annotated[MapAdministration, Depends(get_map_admin)]
+
+
+async def get_dispatcher(brain: BrainDep) -> Dispatcher:
+    return brain.dispatcher
+
+
+DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 
 
 async def get_principal(
     brain: BrainDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    unauthorized = ApiError(
+    if credentials is not None:
+        principal = await brain.authenticator.principal_of(credentials.credentials)
+        if principal is not None:
+            return principal
+    raise ApiError(
         401,
         "Unauthorized",
         "send an API key as `Authorization: Bearer <key>`",
         headers={"WWW-Authenticate": "Bearer"},
     )
-    if credentials is None:
-        raise unauthorized
-    token = credentials.credentials
-    digest = hashlib.sha256(token.encode()).hexdigest()
-    now = time.monotonic()
-    cached = brain.verified_keys.get(digest)
-    if cached is not None and cached[1] > now:
-        return cached[0]
-    principal = await _verify_once(brain, token, digest)
-    if principal is None:
-        raise unauthorized
-    if len(brain.verified_keys) > 10_000:
-        brain.verified_keys.clear()
-    brain.verified_keys[digest] = (principal, now + AUTH_CACHE_S)
-    return principal
-
-
-async def _verify_once(brain: Brain, token: str, digest: str) -> Principal | None:
-    """The principal of `token` from the database (None: no valid key). Concurrent calls for
-    one token share one query: a client that opens with many requests at once costs one
-    lookup and one connection, not one each."""
-    under_way = brain.verifying
-    while (shared := under_way.get(digest)) is not None:
-        try:
-            return await asyncio.shield(shared)
-        except asyncio.CancelledError:
-            if not shared.cancelled():
-                raise  # this caller was cancelled
-            # the caller that was verifying went away: verify anew
-    future: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
-    under_way[digest] = future
-    try:
-        async with brain.sessions() as session:
-            found = await tenants.authenticate(session, token=token)
-        principal = None
-        if found is not None:
-            user, _ = found
-            principal = Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
-        future.set_result(principal)
-        return principal
-    except asyncio.CancelledError:
-        future.cancel()
-        raise
-    except Exception as exc:
-        future.set_exception(exc)
-        future.exception()  # those waiting get it; nobody else needs to see it
-        raise
-    finally:
-        del under_way[digest]
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

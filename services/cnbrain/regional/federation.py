@@ -8,9 +8,8 @@
 """
 
 import asyncio
-import contextlib
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 import numpy as np
@@ -24,10 +23,10 @@ from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
-from cnbrain.netmap.compute_map import ComputeNetworkMap
-from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
@@ -53,64 +52,20 @@ _SiteAnswers = dict[tuple[int, int, str], tuple[common_pb2.Compute, list[common_
 model and its destination path messages, or None when it has no path with that bandwidth."""
 
 
-class PlacementView(Protocol):
-    """The map and engine a brain places with now (`regional.brain.Placement`)."""
-
-    @property
-    def map(self) -> ComputeNetworkMap: ...
-
-    @property
-    def engine(self) -> PlacementEngine: ...
-
-
-class Member(Protocol):
-    """What this module uses of the regional brain it serves (`regional.brain.Brain`): its
-    settings and identity, its current placement and ownership, its snapshots, and the
-    bookkeeping that tells its replicas when capacity changed."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def security(self) -> PeerSecurity: ...
-
-    @property
-    def region_id(self) -> str: ...
-
-    @property
-    def placement(self) -> PlacementView: ...
-
-    @property
-    def ownership(self) -> Ownership: ...
-
-    @property
-    def advertised_endpoint(self) -> str: ...
-
-    async def snapshot(self) -> tuple[Snapshot, bool]: ...
-
-    def begin_local_change(self) -> None: ...
-
-    def end_local_change(self, reservation: Reservation | None) -> None: ...
-
-    def announce_soon(self) -> None: ...
-
-    def peer_changed(self) -> None: ...
-
-
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     """Every call answers all its requests on one snapshot of this brain's ledger; a request
     that is not valid here gets its own reason (or error) and the others their answers."""
 
-    def __init__(self, brain: Member) -> None:
-        self._brain = brain
+    def __init__(self, live_map: LiveMap, *, region_id: str) -> None:
+        self._live_map = live_map
+        self._region_id = region_id
 
     @override
     async def GetCandidates(
         self, request: regional_pb2.GetCandidatesRequest, context: Context
     ) -> regional_pb2.GetCandidatesResponse:
-        brain = self._brain
-        snapshot, _ = await brain.snapshot()
-        engine = brain.placement.engine
+        snapshot, _ = await self._live_map.snapshot()
+        engine = self._live_map.engine
         if snapshot.arrays is not engine.arrays:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the map is being reloaded")
         wanted = max(1, request.max_sites)
@@ -128,7 +83,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             )
             for placement in placements
         ]
-        return regional_pb2.GetCandidatesResponse(region_id=brain.region_id, answers=answers)
+        return regional_pb2.GetCandidatesResponse(region_id=self._region_id, answers=answers)
 
     def _candidates(
         self,
@@ -145,7 +100,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         province that have a destination path, each with up to `k` paths. `sites` keeps, for
         the call, each (site, bandwidth need, accelerator model)'s free capacity and paths
         (None: no path), which depend on nothing else of a request."""
-        engine = self._brain.placement.engine
+        engine = self._live_map.engine
         ranked, reason = ranking
         cmap = engine.map
         avoid = blocked.of(placement)
@@ -190,8 +145,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     async def GetSourceSegments(
         self, request: regional_pb2.GetSourceSegmentsRequest, context: Context
     ) -> regional_pb2.GetSourceSegmentsResponse:
-        brain = self._brain
-        snapshot, _ = await brain.snapshot()
+        snapshot, _ = await self._live_map.snapshot()
         blocked = _BlockedLinks(snapshot)
         answers = []
         for text in request.requests_json:
@@ -202,7 +156,9 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             answers.append(
                 self._source(placement, snapshot, blocked=blocked, k=max(1, request.paths))
             )
-        return regional_pb2.GetSourceSegmentsResponse(region_id=brain.region_id, answers=answers)
+        return regional_pb2.GetSourceSegmentsResponse(
+            region_id=self._region_id, answers=answers
+        )
 
     def _source(
         self,
@@ -212,12 +168,12 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         blocked: "_BlockedLinks",
         k: int,
     ) -> regional_pb2.SourceSegments:
-        brain = self._brain
-        engine = brain.placement.engine
+        engine = self._live_map.engine
         province = engine.map.provinces[placement.source_province]
-        if province.region != brain.region_id:
+        if province.region != self._region_id:
             return regional_pb2.SourceSegments(
-                error=f"province {placement.source_province!r} is not in region {brain.region_id!r}"
+                error=f"province {placement.source_province!r} is not in region "
+                f"{self._region_id!r}"
             )
         access_node = placement.access_node or province.access_nodes[0]
         paths = engine.router.source_paths(access_node, k=k, blocked=blocked.of(placement))
@@ -234,7 +190,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         """The request in `text`, or why it is not valid here."""
         try:
             placement = request_of(text)
-            check_request(placement, self._brain.placement.map)
+            check_request(placement, self._live_map.map)
         except (RequestError, WireError) as wrong:
             return f"the request is not valid: {wrong}"
         return placement
@@ -281,31 +237,45 @@ class AnnouncingWatch:
     """The brain's snapshot bookkeeping around a peer's ledger call, telling the replicas
     when capacity changed."""
 
-    def __init__(self, brain: Member) -> None:
-        self._brain = brain
+    def __init__(self, live_map: LiveMap, replicas: Replicas) -> None:
+        self._live_map = live_map
+        self._replicas = replicas
 
     def begin_local_change(self) -> None:
-        self._brain.begin_local_change()
+        self._live_map.begin_local_change()
 
     def end_local_change(self, reservation: Reservation | None) -> None:
-        self._brain.end_local_change(reservation)
+        self._live_map.end_local_change(reservation)
         if reservation is not None:
-            self._brain.announce_soon()
+            self._replicas.announce_soon()
 
     def capacity_changed(self) -> None:
-        self._brain.peer_changed()
+        self._replicas.peer_changed()
 
 
 class NationalLink:
-    """This regional brain's connection to the national brain."""
+    """This regional brain's connection to the national brain at `endpoint`: it registers
+    region `region_id`, reachable at `advertised_endpoint`, and reports `live_map`'s free
+    capacity."""
 
-    def __init__(self, brain: Member, endpoint: str) -> None:
-        self._brain = brain
-        settings = brain.settings
-        self._channel = open_channel(endpoint, security=brain.security, server_name="national")
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        settings: Settings,
+        security: PeerSecurity,
+        region_id: str,
+        advertised_endpoint: str,
+        live_map: LiveMap,
+    ) -> None:
+        self._channel = open_channel(endpoint, security=security, server_name="national")
         self._stub = national_pb2_grpc.NationalBrainServiceStub(self._channel)
+        self._region_id = region_id
+        self._advertised_endpoint = advertised_endpoint
+        self._live_map = live_map
         self._sequence = 0
         self._deadline_s = settings.call_deadline_s
+        self._interval_s = settings.summary_interval_s
         self.registered = asyncio.Event()
 
     async def close(self) -> None:
@@ -314,7 +284,7 @@ class NationalLink:
     async def run(self) -> None:
         """Register, then stream summaries (a new stream every SUMMARY_STREAM_S); after a
         failure, wait `summary_interval_s` and register again."""
-        interval = self._brain.settings.summary_interval_s
+        interval = self._interval_s
         while True:
             try:
                 await self._register()
@@ -339,7 +309,7 @@ class NationalLink:
         try:
             answer = await self._stub.PlaceCrossRegion(
                 national_pb2.PlaceCrossRegionRequest(
-                    request_json=request_json(request), source_region=self._brain.region_id
+                    request_json=request_json(request), source_region=self._region_id
                 ),
                 timeout=ESCALATION_DEADLINE_S,
             )
@@ -373,34 +343,37 @@ class NationalLink:
         return answer.released
 
     async def _register(self) -> None:
-        brain = self._brain
         self.registered.clear()
         await self._stub.RegisterRegion(
             national_pb2.RegisterRegionRequest(
-                region_id=brain.region_id,
-                endpoint=brain.advertised_endpoint,
-                provinces=sorted(brain.ownership.provinces),
+                region_id=self._region_id,
+                endpoint=self._advertised_endpoint,
+                provinces=sorted(self._live_map.ownership.provinces),
             ),
             timeout=self._deadline_s,
         )
         self.registered.set()
-        log.info("registered region %s with the national brain", brain.region_id)
+        log.info("registered region %s with the national brain", self._region_id)
 
     async def _summaries(self, interval: float) -> Any:
         while True:
             self._sequence += 1
-            snapshot, _ = await self._brain.snapshot()
+            snapshot, _ = await self._live_map.snapshot()
             yield national_pb2.ReportSummariesRequest(
-                summary=summarise(self._brain, snapshot, self._sequence)
+                summary=summarise(
+                    self._live_map.ownership, self._region_id, snapshot, self._sequence
+                )
             )
             await asyncio.sleep(interval)
 
 
-def summarise(brain: Member, snapshot: Snapshot, sequence: int) -> national_pb2.RegionSummary:
-    """Free capacity of this region's sites: by accelerator model and by site kind, the CPU
+def summarise(
+    ownership: Ownership, region_id: str, snapshot: Snapshot, sequence: int
+) -> national_pb2.RegionSummary:
+    """Free capacity of region `region_id`'s sites: by accelerator model and by site kind, the CPU
     price range, and the load of each province's gateway links."""
     arrays = snapshot.arrays
-    owned = brain.ownership.sites
+    owned = ownership.sites
     cmap = arrays.map
     accelerators = [
         national_pb2.AcceleratorSummary(
@@ -425,12 +398,12 @@ def summarise(brain: Member, snapshot: Snapshot, sequence: int) -> national_pb2.
     ]
     prices = arrays.price_cpu[owned]
     gateways = []
-    for code in sorted(brain.ownership.provinces):
+    for code in sorted(ownership.provinces):
         gateway = cmap.provinces[code].gateway
         at_gateway = [
             j
             for j, link in enumerate(cmap.links)
-            if brain.ownership.links[j] and gateway in (link.a, link.b)
+            if ownership.links[j] and gateway in (link.a, link.b)
         ]
         util = max(
             (
@@ -444,7 +417,7 @@ def summarise(brain: Member, snapshot: Snapshot, sequence: int) -> national_pb2.
             national_pb2.GatewayLoad(province=code, gateway=gateway, utilisation=float(util))
         )
     return national_pb2.RegionSummary(
-        region_id=brain.region_id,
+        region_id=region_id,
         sequence=sequence,
         accelerators=accelerators,
         site_kinds=site_kinds,
@@ -452,10 +425,3 @@ def summarise(brain: Member, snapshot: Snapshot, sequence: int) -> national_pb2.
         cpu_price_max=float(prices.max()) if len(prices) else 0.0,
         gateways=gateways,
     )
-
-
-async def stop_task(task: "asyncio.Task[None] | None") -> None:
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -7,7 +7,7 @@ from collections.abc import Awaitable
 from fastapi import APIRouter
 from sqlalchemy import text
 
-from cnbrain.regional.brain import Brain
+from cnbrain.regional.composition import RegionalBrain
 from cnbrain.regional.deps import BrainDep
 from cnbrain.regional.problems import Dependency, responses, unavailable
 from cnbrain.regional.schemas import Health
@@ -45,7 +45,7 @@ async def readyz(brain: BrainDep) -> Health:
             f"not ready: the {names} {'does' if len(down) == 1 else 'do'} not answer", down=down
         )
     try:
-        placement = brain.placement
+        placement = brain.live_map.placement
     except RuntimeError as exc:
         raise unavailable(f"not ready: {exc}") from None
     return Health(
@@ -58,7 +58,7 @@ async def readyz(brain: BrainDep) -> Health:
     )
 
 
-async def _database_answers(brain: Brain) -> bool:
+async def _database_answers(brain: RegionalBrain) -> bool:
     async def select_one() -> None:
         async with brain.sessions() as session:
             await session.execute(text("SELECT 1"))
@@ -66,7 +66,7 @@ async def _database_answers(brain: Brain) -> bool:
     return await _answers("database", select_one())
 
 
-async def _cache_answers(brain: Brain) -> bool:
+async def _cache_answers(brain: RegionalBrain) -> bool:
     return await _answers("cache", brain.caches.ping())
 
 

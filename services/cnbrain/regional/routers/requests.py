@@ -5,7 +5,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.deps import BrainDep, PrincipalDep, UseCasesDep
+from cnbrain.regional.deps import PrincipalDep, UseCasesDep
 from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
@@ -14,8 +14,6 @@ from cnbrain.regional.schemas import (
     RequestPage,
     RequestView,
 )
-from cnbrain.regional.security import Principal
-from cnbrain.regional.use_cases.submit import too_many
 
 router = APIRouter(prefix="/v1", tags=["requests"])
 
@@ -40,16 +38,6 @@ RequestBody = Annotated[
         },
     ),
 ]
-
-
-async def _rate_limit(brain: BrainDep, principal: Principal) -> None:
-    """Count a quote against the caller's tenant (submissions count in `submit`, together
-    with their idempotency key)."""
-    key = principal.tenant_id or principal.user_id
-    limit = brain.settings.rate_limit_per_minute
-    verdict = await brain.caches.rate_limiter.hit(tenant_id=key, limit_per_minute=limit)
-    if not verdict.allowed:
-        raise too_many(limit, verdict.retry_after_s)
 
 
 @router.post(
@@ -127,8 +115,5 @@ async def cancel(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -
     summary="What the brain would decide now, with alternatives; nothing is reserved",
     openapi_extra={BODY_MODEL: "SubmittedRequest"},
 )
-async def quote(
-    body: RequestBody, principal: PrincipalDep, cases: UseCasesDep, brain: BrainDep
-) -> Quote:
-    await _rate_limit(brain, principal)
+async def quote(body: RequestBody, principal: PrincipalDep, cases: UseCasesDep) -> Quote:
     return await cases.quote(principal, body)

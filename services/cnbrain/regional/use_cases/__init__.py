@@ -1,10 +1,17 @@
 """The regional brain's use cases for requests, each in its module and each depending on
 the few things it uses (the database's sessions, the unit of work for capacity, the cache,
-the decider, the national link), handed to it here, once per brain."""
+the decider, the national link), handed to it by `RequestUseCases.build`, once per brain."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from cnbrain.regional.brain import Brain
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.cache import Caches
+from cnbrain.regional.federation import NationalLink
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.regional.settings import Settings
+from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.intake import Intake
@@ -23,53 +30,58 @@ class RequestUseCases:
     read: ReadRequests
     recover: RecoverPending
     placer: Placer
+    decider: Decider
 
     @classmethod
-    def of(cls, brain: Brain) -> "RequestUseCases":
-        """The use cases of a started brain."""
-
-        def wake_jobs() -> None:
-            if brain.wake_dispatcher is not None:
-                brain.wake_dispatcher()
-
-        sessions, settings = brain.sessions, brain.settings
-        decider = Decider(
-            snapshot=brain.snapshot,
-            engine=lambda: brain.placement.engine,
-            forget=brain.capacity_changed,
-            lock=brain.plan_lock,
-        )
+    def build(
+        cls,
+        *,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        caches: Caches,
+        live_map: LiveMap,
+        changes: CapacityChanges,
+        decider: Decider,
+        national: NationalLink | None,
+        peer_changed: Callable[[], None],
+        wake_jobs: Callable[[], None],
+    ) -> "RequestUseCases":
+        """The use cases of one brain, each handed only what it uses."""
         placer = Placer(
             sessions=sessions,
-            changes=brain.changes,
+            changes=changes,
             decider=decider,
-            national=brain.national,
-            forget=brain.capacity_changed,
+            national=national,
+            forget=live_map.capacity_changed,
             attempts=settings.placement_attempts,
         )
-        intake = Intake(
-            sessions=sessions, map=lambda: brain.placement.map, known_tenants=brain.known_tenants
-        )
+        intake = Intake(sessions=sessions, map=lambda: live_map.map)
         read = ReadRequests(sessions)
         return cls(
             submit=SubmitRequest(
                 settings=settings,
-                caches=brain.caches,
+                caches=caches,
                 sessions=sessions,
                 intake=intake,
                 placer=placer,
                 read=read,
             ),
-            quote=QuoteRequest(intake=intake, decider=decider),
+            quote=QuoteRequest(
+                intake=intake,
+                decider=decider,
+                caches=caches,
+                limit_per_minute=settings.rate_limit_per_minute,
+            ),
             cancel=CancelRequest(
                 sessions=sessions,
-                changes=brain.changes,
-                national=brain.national,
+                changes=changes,
+                national=national,
                 read=read,
-                peer_changed=brain.peer_changed,
+                peer_changed=peer_changed,
                 wake_jobs=wake_jobs,
             ),
             read=read,
             recover=RecoverPending(sessions=sessions, placer=placer),
             placer=placer,
+            decider=decider,
         )

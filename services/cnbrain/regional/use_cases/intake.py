@@ -20,19 +20,16 @@ def new_request_id() -> str:
 
 
 class Intake:
-    """`map()` is the map in use; `known_tenants` the tenant ids found in the database so
-    far (tenants are never deleted, so it stays true)."""
+    """`map()` is the map in use."""
 
     def __init__(
-        self,
-        *,
-        sessions: async_sessionmaker[AsyncSession],
-        map: Callable[[], ComputeNetworkMap],
-        known_tenants: set[str],
+        self, *, sessions: async_sessionmaker[AsyncSession], map: Callable[[], ComputeNetworkMap]
     ) -> None:
         self._sessions = sessions
         self._map = map
-        self._known_tenants = known_tenants
+        self._known_tenants: set[str] = set()
+        """Tenant ids found in the database so far (tenants are never deleted, so this
+        stays true)."""
 
     async def tenant_of(self, principal: Principal, body: dict[str, Any]) -> str:
         """The tenant a request is for: the caller's own, or the one staff name. Raises

@@ -1,7 +1,9 @@
 """Deciding the requests a stop left pending, at a start."""
 
+import asyncio
 import logging
-from datetime import datetime
+import random
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -87,3 +89,37 @@ class RecoverPending:
                 )
         except requests.InvalidTransition:
             log.info("request %s was settled elsewhere meanwhile", record.id)
+
+
+RECOVERY_BACKOFF_S = (1.0, 60.0)
+"""The first and the longest wait between passes over requests left pending by an outage."""
+
+
+async def start_recovery(recover: RecoverPending) -> "asyncio.Task[None] | None":
+    """Decide the requests an earlier stop left pending, before the brain serves. Those an
+    outage keeps pending (the database, the national brain) are tried again in the background
+    until none is left; the task is returned (None: nothing left). Never raises: no stored
+    request stops a brain from starting."""
+    started = datetime.now(UTC)
+    try:
+        left = await recover(created_before=started)
+    except Exception:
+        log.exception("could not recover the requests left pending; trying again later")
+        left = 1
+    if not left:
+        return None
+    log.warning("requests left pending by an earlier stop are decided in the background")
+    return asyncio.create_task(_recover_later(recover, started), name="cnbrain-recovery")
+
+
+async def _recover_later(recover: RecoverPending, started: datetime) -> None:
+    wait, longest = RECOVERY_BACKOFF_S
+    while True:
+        await asyncio.sleep(wait * random.uniform(0.5, 1.0))
+        try:
+            if not await recover(created_before=started):
+                log.info("every request left pending by an earlier stop is decided")
+                return
+        except Exception:
+            log.warning("recovery of pending requests failed; trying again", exc_info=True)
+        wait = min(wait * 2, longest)

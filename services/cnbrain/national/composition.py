@@ -1,0 +1,116 @@
+"""The composition root of the national brain: its database (the backbone ledger), map and
+engine, the regions' directory, the cross-region placer and its two-phase-commit coordinator
+over a local and a remote participant, and its gRPC server; started in order and stopped in
+reverse."""
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import grpc
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.national.coordinator import Coordinator
+from cnbrain.national.orchestrator import CrossRegionPlacer
+from cnbrain.national.participants import LocalParticipant, Participants
+from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.service import NationalServicer
+from cnbrain.national.settings import NationalSettings
+from cnbrain.netmap.load import load_document
+from cnbrain.rpc.server import RunningServer, start_server
+from cnbrain.background import background
+from cnbrain.storage import registry
+from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
+from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc, national_pb2, national_pb2_grpc
+
+log = logging.getLogger("cnbrain.national")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NationalBrain:
+    """The parts of the running national brain (see `running`). It owns the backbone links
+    (in its own database) and no site, and arbitrates between regions."""
+
+    settings: NationalSettings
+    sessions: async_sessionmaker[AsyncSession]
+    live_map: LiveMap
+    """The backbone's map and free capacity (the national brain's snapshots are not
+    restricted: the planner takes only the backbone's links of them)."""
+    directory: RegionDirectory
+    coordinator: Coordinator
+    placer: CrossRegionPlacer
+    server: RunningServer | None
+
+
+@asynccontextmanager
+async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
+    """The national brain started on `settings`: the schema migrated, the built-in map loaded
+    into an empty database, the engine built, expiry of abandoned prepared parts and retries
+    of failed releases running, and gRPC served (when `grpc_port` is set)."""
+    async with AsyncExitStack() as stack:
+        database = create_engine(settings.database_url)
+        stack.push_async_callback(database.dispose)
+        sessions = session_factory(database)
+        await upgrade_schema(settings.database_url)
+        async with sessions.begin() as session:
+            if await registry.seed_if_empty(session, document=load_document(settings.map)):
+                log.info("loaded map %s into an empty database", settings.map)
+        live_map = LiveMap(sessions, owner=NATIONAL_OWNER, restrict=False)
+        await live_map.reload()
+
+        security = settings.security(NATIONAL_OWNER)
+        directory = RegionDirectory(security)
+        stack.push_async_callback(directory.close)
+        local = LocalParticipant(sessions, arrays=lambda: live_map.engine.arrays, watch=live_map)
+        coordinator = Coordinator(
+            Participants(local, directory, deadline_s=settings.call_deadline_s),
+            ttl_ms=settings.prepare_ttl_ms,
+        )
+        placer = CrossRegionPlacer(
+            settings=settings,
+            live_map=live_map,
+            directory=directory,
+            coordinator=coordinator,
+            held=local,
+        )
+        background(stack, expire_forever(sessions, changed=live_map.capacity_changed), "expiry")
+        background(stack, coordinator.retry_releases_forever(), "release-retries")
+
+        server: RunningServer | None = None
+        if settings.grpc_port is not None:
+
+            def register(grpc_server: grpc.aio.Server) -> list[str]:
+                national_pb2_grpc.add_NationalBrainServiceServicer_to_server(
+                    NationalServicer(
+                        settings=settings, live_map=live_map, directory=directory, placer=placer
+                    ),
+                    grpc_server,
+                )
+                ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
+                    LedgerServicer(sessions, view=live_map.view, watch=live_map), grpc_server
+                )
+                return [
+                    national_pb2.DESCRIPTOR.services_by_name["NationalBrainService"].full_name,
+                    ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+                ]
+
+            server = await start_server(
+                address=f"{settings.grpc_host}:{settings.grpc_port}",
+                security=security,
+                register=register,
+            )
+            stack.push_async_callback(server.stop, 2.0)
+            log.info("national brain: gRPC on %s:%d", settings.grpc_host, server.port)
+        yield NationalBrain(
+            settings=settings,
+            sessions=sessions,
+            live_map=live_map,
+            directory=directory,
+            coordinator=coordinator,
+            placer=placer,
+            server=server,
+        )

@@ -1,0 +1,241 @@
+"""The composition root of a regional brain: every part built once, wired to the parts it
+uses, started in order and stopped in reverse.
+
+One `RegionalBrain` lives per process. Several processes may share one database (replicas):
+the database holds the truth about reservations, and the capacity bus tells replicas when
+another one changed capacity or the map, so their snapshots stay fresh (`replicas`).
+
+Standalone (no `region` setting) the brain owns every province of its map. As a member of a
+federation it owns one region: its snapshots show free capacity only on that region's sites
+and links, its gRPC server answers the national brain (candidates, source segments, its part
+of two-phase reservations), and `national` escalates what it cannot place locally.
+"""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import grpc
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from cnbrain.background import background, stop_task
+from cnbrain.cache import Caches, build_cache
+from cnbrain.execution import CredentialStore
+from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
+from cnbrain.netmap.load import load_document
+from cnbrain.private_files import write_private
+from cnbrain.regional.authentication import Authenticator
+from cnbrain.regional.dispatcher import Dispatcher
+from cnbrain.regional.federation import AnnouncingWatch, NationalLink, RegionalServicer
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.regional.replicas import Replicas
+from cnbrain.regional.security import Role
+from cnbrain.regional.settings import Settings
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases import RequestUseCases
+from cnbrain.regional.use_cases.admin import AdminUseCases
+from cnbrain.regional.use_cases.deciding import Decider
+from cnbrain.regional.use_cases.map_admin import MapAdministration
+from cnbrain.regional.use_cases.recover import start_recovery
+from cnbrain.rpc.server import RunningServer, start_server
+from cnbrain.storage import registry, tenants
+from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
+from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc, regional_pb2, regional_pb2_grpc
+
+log = logging.getLogger("cnbrain.regional")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RegionalBrain:
+    """The parts of one running regional brain (see `running`). The HTTP edge reaches each
+    through its own dependency; nothing below the edge is handed this object."""
+
+    settings: Settings
+    sessions: async_sessionmaker[AsyncSession]
+    caches: Caches
+    credentials: CredentialStore
+    """The deployment's credentials for sites' cluster schedulers (`docs/execution.md`)."""
+    live_map: LiveMap
+    replicas: Replicas
+    changes: CapacityChanges
+    """The unit of work of every change of this brain's capacity."""
+    authenticator: Authenticator
+    national: NationalLink | None
+    requests: RequestUseCases
+    admin: AdminUseCases
+    map_admin: MapAdministration
+    dispatcher: Dispatcher
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
+    """A regional brain started on `settings`: the schema migrated, the built-in map loaded
+    into an empty database, the first admin installed, the map and engine built, the replicas
+    followed, the federation joined (when `region` is set), the requests an earlier stop left
+    pending recovered and the dispatcher running. On exit (or when a step of the start
+    raises) what was started is stopped in reverse."""
+    async with AsyncExitStack() as stack:
+        database: AsyncEngine = create_engine(settings.database_url)
+        stack.push_async_callback(database.dispose)
+        sessions = session_factory(database)
+        caches = build_cache(settings.redis_url, namespace=settings.bus_namespace)
+        stack.push_async_callback(caches.aclose)
+        await prepare_database(settings, sessions)
+
+        live_map = LiveMap(
+            sessions, owner=settings.region, restrict=settings.region is not None
+        )
+        await live_map.reload()
+        replicas = Replicas(caches, instance_id=settings.instance_id, live_map=live_map)
+        stack.push_async_callback(replicas.drain)
+        background(stack, replicas.follow(), "replicas")
+        national = await _join_federation(stack, settings, sessions, live_map, replicas)
+
+        brain = _assemble(settings, sessions, caches, live_map, replicas, national)
+        recovery = await start_recovery(brain.requests.recover)
+        if recovery is not None:
+            stack.push_async_callback(stop_task, recovery)
+        await brain.dispatcher.start()
+        stack.push_async_callback(brain.dispatcher.stop)
+        yield brain
+
+
+def _assemble(
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    caches: Caches,
+    live_map: LiveMap,
+    replicas: Replicas,
+    national: NationalLink | None,
+) -> RegionalBrain:
+    """The parts above the map and the federation, each handed what it uses."""
+    credentials = CredentialStore(settings.credentials)
+    changes = CapacityChanges(
+        sessions, watch=live_map, announce=lambda: replicas.announce("capacity")
+    )
+    decider = Decider(
+        snapshot=live_map.snapshot,
+        engine=lambda: live_map.engine,
+        forget=live_map.capacity_changed,
+        lock=asyncio.Semaphore(1),
+    )
+    dispatcher = Dispatcher(
+        settings=settings,
+        sessions=sessions,
+        credentials=credentials,
+        live_map=live_map,
+        changes=changes,
+        decider=decider,
+        national=national,
+    )
+    authenticator = Authenticator(sessions)
+    return RegionalBrain(
+        settings=settings,
+        sessions=sessions,
+        caches=caches,
+        credentials=credentials,
+        live_map=live_map,
+        replicas=replicas,
+        changes=changes,
+        authenticator=authenticator,
+        national=national,
+        requests=RequestUseCases.build(
+            settings=settings,
+            sessions=sessions,
+            caches=caches,
+            live_map=live_map,
+            changes=changes,
+            decider=decider,
+            national=national,
+            peer_changed=replicas.peer_changed,
+            wake_jobs=dispatcher.wake,
+        ),
+        admin=AdminUseCases.build(sessions=sessions, forget_keys=authenticator.forget),
+        map_admin=MapAdministration(
+            sessions=sessions,
+            live_map=live_map,
+            changes=changes,
+            replicas=replicas,
+            credentials=credentials,
+        ),
+        dispatcher=dispatcher,
+    )
+
+
+async def prepare_database(settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> None:
+    """Migrate the schema, load the built-in map into an empty database, and install the
+    first admin (its API key written to `admin_token_file` before the commit: if it cannot be
+    written, no admin is stored and the next start tries again)."""
+    await upgrade_schema(settings.database_url)
+    async with sessions.begin() as session:
+        if await registry.seed_if_empty(session, document=load_document(settings.map)):
+            log.info("loaded map %s into an empty database", settings.map)
+    async with sessions.begin() as session:
+        if await tenants.has_users(session):
+            return
+        admin = await tenants.create_user(session, name="admin", role=Role.ADMIN, tenant_id=None)
+        secret = settings.admin_token.get_secret_value() if settings.admin_token else None
+        token = await tenants.create_api_key(session, user_id=admin.id, token=secret)
+        write_private(settings.admin_token_file, token + "\n")
+    log.warning("first start: the admin API key is in %s", settings.admin_token_file)
+
+
+async def _join_federation(
+    stack: AsyncExitStack,
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    live_map: LiveMap,
+    replicas: Replicas,
+) -> NationalLink | None:
+    """As a region's brain (`region` set): expire the parts peers prepared here and left,
+    serve the national brain over gRPC (when `grpc_port` is set), and link to it (when
+    `national_endpoint` is set; the link is returned)."""
+    region = settings.region
+    if region is None:
+        return None
+    security = settings.security(region)
+    background(stack, expire_forever(sessions, changed=replicas.peer_changed), "expiry")
+    server: RunningServer | None = None
+    if settings.grpc_port is not None:
+
+        def register(grpc_server: grpc.aio.Server) -> list[str]:
+            regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(
+                RegionalServicer(live_map, region_id=region), grpc_server
+            )
+            ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
+                LedgerServicer(
+                    sessions, view=live_map.view, watch=AnnouncingWatch(live_map, replicas)
+                ),
+                grpc_server,
+            )
+            return [
+                regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name,
+                ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+            ]
+
+        server = await start_server(
+            address=f"{settings.grpc_host}:{settings.grpc_port}",
+            security=security,
+            register=register,
+        )
+        stack.push_async_callback(server.stop, 2.0)
+    advertised = settings.advertise_endpoint or (
+        f"{settings.grpc_host}:{server.port if server else settings.grpc_port}"
+    )
+    if server is not None:
+        log.info("region %s: gRPC on %s", region, advertised)
+    if not settings.national_endpoint:
+        return None
+    national = NationalLink(
+        settings.national_endpoint,
+        settings=settings,
+        security=security,
+        region_id=region,
+        advertised_endpoint=advertised,
+        live_map=live_map,
+    )
+    stack.push_async_callback(national.close)
+    background(stack, national.run(), "national-link")
+    return national

@@ -1,0 +1,62 @@
+"""The replicas of one regional brain (processes sharing its database), kept in step over the
+capacity bus: each tells the others when it changed capacity or the map, and follows what
+they tell it."""
+
+import asyncio
+import logging
+
+from cnbrain.cache import Caches, follow
+from cnbrain.cache.base import CapacityEvent, CapacityKind
+from cnbrain.federation.live_map import LiveMap
+
+log = logging.getLogger("cnbrain.regional")
+
+
+class Replicas:
+    """This replica's side of the bus. `instance_id` names it in its events, so it ignores
+    its own. `follow` runs until cancelled; `announce` never raises."""
+
+    def __init__(self, caches: Caches, *, instance_id: str, live_map: LiveMap) -> None:
+        self._bus = caches.bus
+        self._instance_id = instance_id
+        self._live_map = live_map
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def announce(self, kind: CapacityKind) -> None:
+        """Tell the other replicas that capacity (or the map) changed here. It comes after a
+        commit, which a bus outage must not turn into an error: a lost announcement is
+        logged, and the replicas resync when their subscriptions come back."""
+        event = CapacityEvent(kind=kind, origin=self._instance_id)
+        try:
+            await self._bus.publish(event)
+        except Exception as exc:  # whatever failed, the change is committed
+            log.warning("could not announce a %s change to the replicas: %s", kind, exc)
+
+    def announce_soon(self) -> None:
+        """`announce("capacity")` in the background."""
+        task = asyncio.get_running_loop().create_task(self.announce("capacity"))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def peer_changed(self) -> None:
+        """A peer's call changed capacity here: forget the snapshot, tell the replicas."""
+        self._live_map.capacity_changed()
+        self.announce_soon()
+
+    async def follow(self) -> None:
+        """Follow the other replicas' events until cancelled, resubscribing after outages (and
+        reloading the map then, since events may have been missed)."""
+        await follow(self._bus, on_event=self._heard, resync=self._live_map.reload)
+
+    async def _heard(self, event: CapacityEvent) -> None:
+        if event.origin == self._instance_id:
+            return
+        if event.kind == "map":
+            await self._live_map.reload()
+        else:
+            self._live_map.capacity_changed()
+
+    async def drain(self) -> None:
+        """Wait for the announcements under way."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)

@@ -1,0 +1,223 @@
+"""The operators' changes of the map (算力注册): sites and links registered, updated and
+retired, capacity reported in use outside the brain (算力感知), and the weight matrix.
+
+Every change is one transaction with its audit entry. A change of the map then rebuilds this
+replica's map and tells the others; a report of capacity in use is a change of capacity, made
+in the capacity unit of work (`CapacityChanges`).
+"""
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
+from cnbrain.domain.errors import Forbidden, Invalid
+from cnbrain.domain.network import Link
+from cnbrain.domain.site import Site
+from cnbrain.execution import CredentialRefusedError, CredentialStore
+from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
+from cnbrain.placement.weights import WeightMatrix
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.regional.replicas import Replicas
+from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
+from cnbrain.regional.security import Principal, Role
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.storage import audit, registry
+from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
+
+Write = Callable[[AsyncSession], Awaitable[None]]
+
+
+class MapAdministration:
+    """The map changes of staff callers (the HTTP edge admits only operators and admins).
+    Raises the error tree: Invalid (naming the field) for a change that would leave the map
+    invalid, NotFound for an unknown site or link, Forbidden for a backend change by a
+    non-admin."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        live_map: LiveMap,
+        changes: CapacityChanges,
+        replicas: Replicas,
+        credentials: CredentialStore,
+    ) -> None:
+        self._sessions = sessions
+        self._live_map = live_map
+        self._changes = changes
+        self._replicas = replicas
+        self._credentials = credentials
+
+    def sites(self) -> list[Site]:
+        return list(self._live_map.map.sites)
+
+    def links(self) -> list[Link]:
+        return list(self._live_map.map.links)
+
+    async def register_site(self, principal: Principal, site: Site, links: list[Link]) -> None:
+        self._check_execution(principal, site, current=SIMULATOR, field="site.execution")
+
+        async def write(session: AsyncSession) -> None:
+            await registry.register_site(session, site=site, links=tuple(links))
+
+        await self._change_map(principal, "site.registered", "site", site.id, write)
+
+    async def update_site(self, principal: Principal, site_id: str, site: Site) -> None:
+        if site.id != site_id:
+            raise Invalid(f"the body's site {site.id!r} is not the path's {site_id!r}", field="id")
+
+        def check(current: BackendRef) -> None:
+            self._check_execution(principal, site, current=current, field="execution")
+
+        async def write(session: AsyncSession) -> None:
+            await registry.update_site(session, site=site, check_execution=check)
+
+        await self._change_map(principal, "site.updated", "site", site_id, write)
+
+    async def retire_site(self, principal: Principal, site_id: str) -> None:
+        async def write(session: AsyncSession) -> None:
+            await registry.retire_site(session, site_id=site_id)
+
+        await self._change_map(principal, "site.retired", "site", site_id, write)
+
+    async def report_site_usage(
+        self, principal: Principal, site_id: str, report: SiteUsageReport
+    ) -> None:
+        async def write(session: AsyncSession) -> None:
+            await registry.report_site_usage(
+                session,
+                site_id=site_id,
+                cpu_m=cores_to_millicores(report.cpu_cores),
+                mem_mib=gib_to_mib(report.memory_gib),
+                storage_gib=whole_gib(report.storage_gib),
+                accelerators=report.accelerators,
+            )
+
+        await self._change_capacity(
+            principal, "site.usage_reported", "site", site_id, write, report.model_dump()
+        )
+
+    async def register_link(self, principal: Principal, link: Link) -> None:
+        async def write(session: AsyncSession) -> None:
+            await registry.register_link(session, link=link)
+
+        await self._change_map(principal, "link.registered", "link", link.id, write)
+
+    async def update_link(self, principal: Principal, link_id: str, link: Link) -> None:
+        if link.id != link_id:
+            raise Invalid(f"the body's link {link.id!r} is not the path's {link_id!r}", field="id")
+
+        async def write(session: AsyncSession) -> None:
+            await registry.update_link(session, link=link)
+
+        await self._change_map(principal, "link.updated", "link", link_id, write)
+
+    async def retire_link(self, principal: Principal, link_id: str) -> None:
+        async def write(session: AsyncSession) -> None:
+            await registry.retire_link(session, link_id=link_id)
+
+        await self._change_map(principal, "link.retired", "link", link_id, write)
+
+    async def report_link_usage(
+        self, principal: Principal, link_id: str, report: LinkUsageReport
+    ) -> None:
+        async def write(session: AsyncSession) -> None:
+            await registry.report_link_usage(
+                session, link_id=link_id, mbps=gbps_to_mbps(report.bandwidth_gbps)
+            )
+
+        await self._change_capacity(
+            principal, "link.usage_reported", "link", link_id, write, report.model_dump()
+        )
+
+    async def weight_matrix(self) -> WeightMatrix:
+        async with self._sessions() as session:
+            return await get_weight_matrix(session)
+
+    async def set_weight_matrix(self, principal: Principal, matrix: WeightMatrix) -> None:
+        async def write(session: AsyncSession) -> None:
+            await set_weight_matrix(session, matrix=matrix)
+
+        await self._change_map(
+            principal,
+            "weights.updated",
+            "weight_matrix",
+            "default",
+            write,
+            matrix.model_dump(mode="json"),
+        )
+
+    async def _change_map(
+        self,
+        principal: Principal,
+        action: str,
+        object_type: str,
+        object_id: str,
+        write: Write,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """`write` and its audit entry in one transaction; then this replica's map is rebuilt
+        and the others are told."""
+        async with self._sessions.begin() as session:
+            await write(session)
+            await _audit(session, principal, action, object_type, object_id, detail)
+        await self._live_map.reload()
+        await self._replicas.announce("map")
+
+    async def _change_capacity(
+        self,
+        principal: Principal,
+        action: str,
+        object_type: str,
+        object_id: str,
+        write: Write,
+        detail: dict[str, Any],
+    ) -> None:
+        """`write` (which changes what is free) and its audit entry in one unit of work."""
+        async with self._changes.begin() as (session, change):
+            await write(session)
+            await _audit(session, principal, action, object_type, object_id, detail)
+            change.free()
+
+    def _check_execution(
+        self, principal: Principal, site: Site, *, current: BackendRef, field: str
+    ) -> None:
+        """Refuse a change of a site's backend (`site.execution` differs from `current`)
+        unless an admin makes it (Forbidden), and a Slurm backend whose credential the store
+        lacks or holds for another URL (Invalid naming `field` + `.credential` or `.url`). An
+        unchanged backend passes: operators update sites without seeing or choosing where
+        their jobs go."""
+        ref = site.execution
+        if ref == current:
+            return
+        if principal.role != Role.ADMIN:
+            raise Forbidden(
+                f"only an admin sets a site's execution backend; {field} differs from the "
+                f"site's current one"
+            )
+        if ref.kind == "slurm":
+            assert ref.credential is not None and ref.url is not None  # BackendRef ensures it
+            try:
+                self._credentials.check(ref.credential, str(ref.url))
+            except CredentialRefusedError as refused:
+                raise Invalid(refused.message, field=f"{field}.{refused.field}") from None
+
+
+async def _audit(
+    session: AsyncSession,
+    principal: Principal,
+    action: str,
+    object_type: str,
+    object_id: str,
+    detail: dict[str, Any] | None,
+) -> None:
+    await audit.record(
+        session,
+        actor=principal.user_id,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        detail=detail or {},
+    )
