@@ -14,11 +14,13 @@ from cnbrain import __version__
 from cnbrain.heap import freeze_heap
 from cnbrain.regional import openapi, problems
 from cnbrain.regional.brain import Brain
+from cnbrain.regional.deps import forget_verified
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
 from cnbrain.regional.routers import audit, health, jobs, operator, requests, tenants, usage
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases import RequestUseCases
+from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.recover import RecoverPending
 
 log = logging.getLogger("cnbrain.regional")
@@ -41,6 +43,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         brain = Brain(settings)
         await brain.start()
+        app.state.admin = AdminUseCases.build(
+            sessions=brain.sessions, forget_keys=lambda user_id: forget_verified(brain, user_id)
+        )
         app.state.brain = brain
         cases = RequestUseCases.of(brain)
         app.state.use_cases = cases

@@ -14,6 +14,7 @@ from cnbrain.regional.brain import Brain
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases import RequestUseCases
+from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.storage import tenants
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
@@ -139,3 +140,11 @@ def require(*roles: Role) -> Callable[[Principal], Coroutine[Any, Any, Principal
 
 StaffDep = Annotated[Principal, Depends(require(Role.OPERATOR, Role.ADMIN))]
 AdminDep = Annotated[Principal, Depends(require(Role.ADMIN))]
+
+
+async def get_admin_use_cases(request: Request) -> AdminUseCases:
+    cases: AdminUseCases = request.app.state.admin
+    return cases
+
+
+AdminUseCasesDep = Annotated[AdminUseCases, Depends(get_admin_use_cases)]
