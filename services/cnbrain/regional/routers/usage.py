@@ -1,32 +1,21 @@
 """Metering: usage records of jobs, and per-tenant reports for a period (JSON or CSV).
 
-A record is what one attempt of a job used, from its scheduler's accounting, with its cost at
-the site's prices; it belongs to the period in which the attempt ended. Tenant users and
-admins see their own tenant's; staff see every tenant's, or the one they name.
+What a record is and who sees which is said by `cnbrain.regional.use_cases.usage_reports`.
 """
 
 import csv
 import io
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from cnbrain.regional.deps import BrainDep, PrincipalDep
-from cnbrain.regional.problems import invalid, not_found, responses
-from cnbrain.regional.schemas import (
-    UsagePage,
-    UsageReport,
-    UsageReportRow,
-    UsageTotals,
-    UsageView,
-)
-from cnbrain.regional.security import Principal
-from cnbrain.storage import tenants, usage
+from cnbrain.regional.deps import AdminUseCasesDep, PrincipalDep
+from cnbrain.regional.problems import responses
+from cnbrain.regional.schemas import UsagePage, UsageReport
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
-DEFAULT_PERIOD = timedelta(days=30)
 CSV_COLUMNS = (
     "tenant",
     "site",
@@ -70,73 +59,6 @@ TenantParam = Annotated[
 ]
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def period(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
-    """The period [start, end) in UTC, with the defaults; 422 naming `from` when it is empty."""
-    end = _utc(end) if end is not None else datetime.now(UTC)
-    start = _utc(start) if start is not None else end - DEFAULT_PERIOD
-    if start >= end:
-        raise invalid("from", f"the period is empty: from {start.isoformat()} is not before to")
-    return start, end
-
-
-async def _scope(brain: BrainDep, principal: Principal, tenant: str | None) -> str | None:
-    """The tenant the caller's query is about (None: every tenant, for staff); 404 for a
-    tenant the caller may not see, or that does not exist."""
-    if not principal.is_staff:
-        if tenant is not None and tenant != principal.tenant_id:
-            raise not_found("tenant", tenant)
-        return principal.tenant_id
-    if tenant is not None:
-        async with brain.sessions() as session:
-            if await tenants.get_tenant(session, tenant_id=tenant) is None:
-                raise not_found("tenant", tenant)
-    return tenant
-
-
-def _view(record: usage.Usage) -> UsageView:
-    return UsageView(
-        id=record.id,
-        tenant=record.tenant_id,
-        request=record.request_id,
-        attempt=record.attempt,
-        site=record.site_id,
-        backend_job_id=record.backend_job_id,
-        simulated=record.simulated,
-        started_at=_utc(record.started_at),
-        ended_at=_utc(record.ended_at),
-        elapsed_s=record.elapsed_s,
-        cpus=record.cpus,
-        memory_mib=record.memory_mib,
-        gpus=record.gpus,
-        accelerator_model=record.accelerator_model,
-        bandwidth_gbps=record.bandwidth_gbps,
-        cpu_core_hours=record.cpu_core_hours,
-        memory_gib_hours=record.memory_gib_hours,
-        accelerator_hours=record.accelerator_hours,
-        compute_cost_cny=record.compute_cost_cny,
-        network_cost_cny=record.network_cost_cny,
-        cost_cny=record.cost_cny,
-        source=record.source,
-    )
-
-
-def _totals(totals: usage.Totals) -> UsageTotals:
-    return UsageTotals(
-        records=totals.records,
-        elapsed_s=totals.elapsed_s,
-        cpu_core_hours=totals.cpu_core_hours,
-        memory_gib_hours=totals.memory_gib_hours,
-        accelerator_hours=totals.accelerator_hours,
-        compute_cost_cny=totals.compute_cost_cny,
-        network_cost_cny=totals.network_cost_cny,
-        cost_cny=totals.cost_cny,
-    )
-
-
 @router.get(
     "/usage",
     response_model=UsagePage,
@@ -144,8 +66,8 @@ def _totals(totals: usage.Totals) -> UsageTotals:
     summary="Usage records of jobs that ended in a period, with the period's totals",
 )
 async def list_usage(
-    brain: BrainDep,
     principal: PrincipalDep,
+    cases: AdminUseCasesDep,
     start: From = None,
     to: To = None,
     tenant: TenantParam = None,
@@ -154,23 +76,8 @@ async def list_usage(
         str | None, Query(description="From the previous page's next_cursor.")
     ] = None,
 ) -> UsagePage:
-    begin, end = period(start, to)
-    scope = await _scope(brain, principal, tenant)
-    async with brain.sessions() as session:
-        try:
-            records, next_cursor = await usage.page(
-                session, tenant_id=scope, start=begin, end=end, limit=limit, cursor=cursor
-            )
-        except usage.BadCursor:
-            raise invalid("cursor", "not a cursor this brain issued") from None
-        totals = await usage.totals(session, tenant_id=scope, start=begin, end=end)
-    return UsagePage(
-        tenant=scope,
-        start=begin,
-        end=end,
-        totals=_totals(totals),
-        items=[_view(r) for r in records],
-        next_cursor=next_cursor,
+    return await cases.usage.records(
+        principal, start=start, end=to, tenant=tenant, limit=limit, cursor=cursor
     )
 
 
@@ -192,64 +99,33 @@ async def list_usage(
     summary="Per-tenant usage report for a period, by site (JSON or CSV)",
 )
 async def usage_report(
-    brain: BrainDep,
     principal: PrincipalDep,
+    cases: AdminUseCasesDep,
     start: From = None,
     to: To = None,
     tenant: TenantParam = None,
     format: Annotated[Literal["json", "csv"], Query(description="json (default) or csv.")] = "json",
 ) -> UsageReport | Response:
-    begin, end = period(start, to)
-    scope = await _scope(brain, principal, tenant)
-    async with brain.sessions() as session:
-        rows = await usage.report(session, tenant_id=scope, start=begin, end=end)
-    if format == "csv":
-        return _csv(rows, begin, end)
-    per_tenant: dict[str, list[usage.ReportRow]] = {}
-    for row in rows:
-        per_tenant.setdefault(row.tenant_id, []).append(row)
-    return UsageReport(
-        start=begin,
-        end=end,
-        rows=[
-            UsageReportRow(
-                tenant=row.tenant_id,
-                site=row.site_id,
-                simulated=row.simulated,
-                **_totals(row).model_dump(),
-            )
-            for row in rows
-        ],
-        tenants={tenant_id: _sum(group) for tenant_id, group in per_tenant.items()},
-    )
+    report = await cases.usage.report(principal, start=start, end=to, tenant=tenant)
+    return _csv(report) if format == "csv" else report
 
 
-def _sum(rows: list[usage.ReportRow]) -> UsageTotals:
-    return UsageTotals(
-        records=sum(r.records for r in rows),
-        **{
-            name: sum(getattr(r, name) for r in rows)
-            for name in UsageTotals.model_fields
-            if name != "records"
-        },
-    )
-
-
-def _csv(rows: list[usage.ReportRow], begin: datetime, end: datetime) -> Response:
+def _csv(report: UsageReport) -> Response:
+    """The report's rows as CSV (`CSV_COLUMNS`), as an attachment named by its period."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for row in rows:
+    for row in report.rows:
         writer.writerow(
             [
-                row.tenant_id,
-                row.site_id,
+                row.tenant,
+                row.site,
                 "true" if row.simulated else "false",
                 row.records,
                 *(repr(round(getattr(row, name), 6)) for name in CSV_COLUMNS[4:]),
             ]
         )
-    name = f"usage-{begin:%Y%m%dT%H%M%SZ}-{end:%Y%m%dT%H%M%SZ}.csv"
+    name = f"usage-{report.start:%Y%m%dT%H%M%SZ}-{report.end:%Y%m%dT%H%M%SZ}.csv"
     return Response(
         out.getvalue(),
         media_type="text/csv; charset=utf-8",

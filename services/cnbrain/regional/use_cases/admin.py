@@ -1,0 +1,34 @@
+"""The regional brain's use cases for administration: tenancy, usage and the audit log,
+each depending on the database's sessions only, and tenancy on a way to forget the cached
+verifications of a user's keys."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.regional.use_cases.audit_log import AuditLog
+from cnbrain.regional.use_cases.tenancy import ManageTenants, ManageUsers
+from cnbrain.regional.use_cases.usage_reports import UsageReports
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AdminUseCases:
+    tenants: ManageTenants
+    users: ManageUsers
+    usage: UsageReports
+    audit: AuditLog
+
+    @classmethod
+    def build(
+        cls, *, sessions: async_sessionmaker[AsyncSession], forget_keys: Callable[[str], None]
+    ) -> "AdminUseCases":
+        """The use cases on the database of `sessions`; `forget_keys(user_id)` drops this
+        replica's cached verifications of the user's keys (after a revocation or disabling
+        committed)."""
+        return cls(
+            tenants=ManageTenants(sessions),
+            users=ManageUsers(sessions=sessions, forget_keys=forget_keys),
+            usage=UsageReports(sessions),
+            audit=AuditLog(sessions),
+        )
