@@ -23,6 +23,7 @@ class RequestUseCases:
     read: ReadRequests
     recover: RecoverPending
     placer: Placer
+    decider: Decider
 
     @classmethod
     def of(cls, brain: Brain) -> "RequestUseCases":
@@ -72,4 +73,5 @@ class RequestUseCases:
             read=read,
             recover=RecoverPending(sessions=sessions, placer=placer),
             placer=placer,
+            decider=decider,
         )
