@@ -45,7 +45,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cases = RequestUseCases.of(brain)
         app.state.use_cases = cases
         recovery = await start_recovery(cases.recover)
-        dispatcher = Dispatcher(brain)
+        dispatcher = Dispatcher(
+            sessions=brain.sessions,
+            settings=brain.settings,
+            credentials=brain.credentials,
+            map=lambda: brain.placement.map,
+            changes=brain.changes,
+            decider=cases.decider,
+            forget=brain.capacity_changed,
+            national=brain.national,
+        )
+        brain.wake_dispatcher = dispatcher.wake
         app.state.dispatcher = dispatcher
         await dispatcher.start()
         freeze_heap()
