@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.storage import ledger_store
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.execution import local_slurm
@@ -114,7 +115,22 @@ def job_request(site: str | None = None, **changes: Any) -> dict[str, Any]:
 class Brain(Api):
     """A running brain's client (see `Api`), with its dispatcher, and the calls of jobs."""
 
-    dispatcher: Any
+    dispatcher: Dispatcher
+
+    def another_dispatcher(self) -> Dispatcher:
+        """A dispatcher (not started) on this brain's database, map and ledger, built as the
+        app builds its own; as another instance's once its `owner` is changed."""
+        brain = self.brain
+        return Dispatcher(
+            sessions=brain.sessions,
+            settings=brain.settings,
+            credentials=brain.credentials,
+            map=lambda: brain.live_map.map,
+            changes=brain.changes,
+            decider=self.use_cases.decider,
+            forget=brain.live_map.capacity_changed,
+            national=brain.national,
+        )
 
     async def register_site(self, body: dict[str, Any]) -> None:
         answer = await self.as_admin("POST", "/v1/sites", json=body)
@@ -169,8 +185,10 @@ async def running_brain(
 ) -> AsyncIterator[Brain]:
     """A brain on a new PostgreSQL database (dropped afterwards) and the test Redis; with
     `embedded`, on a SQLite file in `workdir` and the in-process cache instead. Its
-    credential store is the local Slurm's unless `settings` names `credentials`."""
+    credential store is the local Slurm's unless `settings` names `credentials`; its
+    dispatcher asks every `POLL_S` unless `settings` names `execution_poll_s`."""
     settings.setdefault("credentials", local_slurm.CREDENTIALS)
+    settings.setdefault("execution_poll_s", POLL_S)
     if embedded:
         database, redis = f"sqlite+aiosqlite:///{workdir / 'brain.db'}", None
     else:
@@ -181,12 +199,16 @@ async def running_brain(
         redis,
         workdir,
         map=str(execution_map(workdir / "map.json")),
-        execution_poll_s=POLL_S,
         **settings,
     )
     try:
         async with serving(chosen) as (app, client):
-            yield Brain(client=client, brain=app.state.brain, dispatcher=app.state.brain.dispatcher)
+            yield Brain(
+                client=client,
+                brain=app.state.brain,
+                cases=app.state.brain.requests,
+                dispatcher=app.state.brain.dispatcher,
+            )
     finally:
         if not embedded:
             await drop_postgres_database(database)

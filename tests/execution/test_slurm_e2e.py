@@ -18,7 +18,6 @@ from sqlalchemy import update
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import JobAccounting, JobState, SlurmBackend, backend_for
-from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.storage import jobs
 from cnbrain.storage.models import JobRecord
 from tests.execution.execution_brain import (
@@ -244,7 +243,7 @@ async def test_another_instance_takes_over_a_job_whose_follower_stopped(
     made = await brain.submit(user, job_request(SITE, job={"command": "sleep 4"}))
     await brain.states_until(user, made["id"], "running", timeout_s=60)
     await brain.dispatcher.stop()
-    second = Dispatcher(brain.brain)
+    second = brain.another_dispatcher()
     second.owner = "another-instance"
     try:
         await second.run_once()

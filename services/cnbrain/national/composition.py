@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.background import background
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
 from cnbrain.federation.live_map import LiveMap
@@ -22,7 +23,6 @@ from cnbrain.national.service import NationalServicer
 from cnbrain.national.settings import NationalSettings
 from cnbrain.netmap.load import load_document
 from cnbrain.rpc.server import RunningServer, start_server
-from cnbrain.background import background
 from cnbrain.storage import registry
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc, national_pb2, national_pb2_grpc

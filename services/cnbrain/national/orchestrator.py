@@ -24,8 +24,8 @@ from typing import Any, Protocol
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import PathReader, WireError, request_json
-from cnbrain.group_commit import GroupCommit
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.group_commit import GroupCommit
 from cnbrain.national import planner
 from cnbrain.national.coordinator import Commitment, Coordinator
 from cnbrain.national.planner import Answers, AttemptError, Plan

@@ -50,5 +50,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     openapi.install(app)
     return app
-
-

@@ -24,12 +24,12 @@ from cnbrain.background import background, stop_task
 from cnbrain.cache import Caches, build_cache
 from cnbrain.execution import CredentialStore
 from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
+from cnbrain.federation.live_map import LiveMap
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
 from cnbrain.regional.authentication import Authenticator
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.federation import AnnouncingWatch, NationalLink, RegionalServicer
-from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.security import Role
 from cnbrain.regional.settings import Settings
@@ -84,9 +84,7 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         stack.push_async_callback(caches.aclose)
         await prepare_database(settings, sessions)
 
-        live_map = LiveMap(
-            sessions, owner=settings.region, restrict=settings.region is not None
-        )
+        live_map = LiveMap(sessions, owner=settings.region, restrict=settings.region is not None)
         await live_map.reload()
         replicas = Replicas(caches, instance_id=settings.instance_id, live_map=live_map)
         stack.push_async_callback(replicas.drain)
@@ -122,12 +120,13 @@ def _assemble(
         lock=asyncio.Semaphore(1),
     )
     dispatcher = Dispatcher(
-        settings=settings,
         sessions=sessions,
+        settings=settings,
         credentials=credentials,
-        live_map=live_map,
+        map=lambda: live_map.map,
         changes=changes,
         decider=decider,
+        forget=live_map.capacity_changed,
         national=national,
     )
     authenticator = Authenticator(sessions)

@@ -28,9 +28,10 @@ failed (`lost`) attempt.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.decision import Decision
@@ -43,18 +44,23 @@ from cnbrain.execution import (
     BackendUnavailable,
     Clock,
     ClusterBackend,
+    CredentialStore,
     JobState,
     JobStatus,
     SystemClock,
     UnknownJob,
 )
+from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.regional import job_outcomes
-from cnbrain.regional.brain import Brain
+from cnbrain.regional.federation import NationalLink
 from cnbrain.regional.job_specs import job_spec
 from cnbrain.regional.metering import NotMeterableError, usage_of
-from cnbrain.regional.replacement import BackendKind, place_elsewhere
+from cnbrain.regional.replacement import BackendKind, PlaceElsewhere
+from cnbrain.regional.settings import Settings
 from cnbrain.regional.simulated_time import RealTime
 from cnbrain.regional.site_backends import SiteBackends, site_ref
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.storage import audit, jobs, registry, requests, usage
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.jobs import Job
@@ -86,17 +92,55 @@ def update_of(status: JobStatus) -> jobs.StatusUpdate:
 class Dispatcher:
     """The execution side of one brain instance (see the module docstring).
 
-    `clock` is the simulators' clock (the system's by default). Use `start`/`stop` around
-    the brain's life, or `run_once` to drive it by hand.
+    It reads and writes the brain's database through `sessions`, and every change of
+    capacity (a request that ends, or moves) through the unit of work `changes`. From
+    `settings` it takes its `instance_id` (it owns the attempts it follows under that name),
+    the poll interval and lease of its rounds, how long it waits for accounting, how many
+    decisions a re-placement may take, and whether the brain is federated. `credentials`
+    are the deployment's for sites' schedulers; `map()` gives the map in use; `decider` is
+    the request use cases' (re-placements decide with it) and `forget()` drops the cached
+    snapshot it decides on; `national` is the link to the national brain (None: standalone)
+    that cross-region parts of ended requests are released through. `clock` is the
+    simulators' clock (the system's by default).
+
+    Use `start`/`stop` around the brain's life, or `run_once` to drive it by hand; `wake`
+    starts the next round at once.
     """
 
-    def __init__(self, brain: Brain, *, clock: Clock | None = None) -> None:
-        self.brain = brain
-        self.owner = brain.settings.instance_id
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        credentials: CredentialStore,
+        map: Callable[[], ComputeNetworkMap],
+        changes: CapacityChanges,
+        decider: Decider,
+        forget: Callable[[], None],
+        national: NationalLink | None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.sessions = sessions
+        """The database's sessions (job control reads requests with them)."""
+        self.owner = settings.instance_id
+        self._poll_s = settings.execution_poll_s
+        self._lease_s = settings.execution_lease_s
+        self._metering_wait_s = settings.metering_wait_s
+        self._map = map
+        self._changes = changes
+        self._national = national
         clock = clock or SystemClock()
-        self.backends = SiteBackends(clock=clock, credentials=brain.credentials)
+        self.backends = SiteBackends(clock=clock, credentials=credentials)
         self.real_time = RealTime(clock)
-        self._backend_kind = BackendKind(brain)
+        self._place_elsewhere = PlaceElsewhere(
+            sessions=sessions,
+            changes=changes,
+            decider=decider,
+            forget=forget,
+            attempts=settings.placement_attempts,
+            federated=settings.region is not None,
+            backend_of=BackendKind(map),
+        )
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._round = asyncio.Lock()
@@ -108,14 +152,11 @@ class Dispatcher:
         """Run rounds in the background until `stop`."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="cnbrain-dispatcher")
-            self.brain.wake_dispatcher = self.wake
 
     async def stop(self) -> None:
         """Stop the rounds and close every backend. Attempts stay in the database: another
         instance (or this one, started again) takes them over when their leases lapse."""
         task, self._task = self._task, None
-        if self.brain.wake_dispatcher == self.wake:
-            self.brain.wake_dispatcher = None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -127,7 +168,7 @@ class Dispatcher:
         self._wake.set()
 
     async def _run(self) -> None:
-        interval = self.brain.settings.execution_poll_s
+        interval = self._poll_s
         while True:
             try:
                 await self.run_once()
@@ -143,23 +184,23 @@ class Dispatcher:
         """One round (see the module docstring); rounds never overlap."""
         async with self._round:
             await self._take_over()
-            async with self.brain.sessions.begin() as session:
+            async with self.sessions.begin() as session:
                 await jobs.queue_first_attempts(session)
             await self._submit_queued()
             await self._follow()
             await self._settle_stalled()
             await self._meter()
-            async with self.brain.sessions.begin() as session:
+            async with self.sessions.begin() as session:
                 await jobs.renew_leases(session, owner=self.owner, until=self._lease())
-            await job_outcomes.release_elsewhere(self.brain)
+            await job_outcomes.release_elsewhere(self.sessions, self._national)
 
     # -------------------------------------------------------------------------------- helpers
 
     def _lease(self) -> datetime:
-        return utcnow() + timedelta(seconds=self.brain.settings.execution_lease_s)
+        return utcnow() + timedelta(seconds=self._lease_s)
 
     async def ref_of(self, site_id: str) -> BackendRef:
-        return await site_ref(self.brain.placement.map, self.brain.sessions, site_id)
+        return await site_ref(self._map(), self.sessions, site_id)
 
     async def backend_of(self, site_id: str) -> tuple[BackendRef, ClusterBackend]:
         """The site's backend reference and backend; `registry.UnknownItem` for a site the
@@ -167,16 +208,14 @@ class Dispatcher:
         ref = await self.ref_of(site_id)
         return ref, self.backends.get(site_id, ref)
 
-    async def _released(self, request_ids: list[str]) -> None:
-        """Capacity was given back: refresh this replica, tell the others, release parts."""
-        self.brain.capacity_changed()
-        await self.brain.announce("capacity")
-        await job_outcomes.release_elsewhere(self.brain, request_ids=request_ids)
+    async def _release_elsewhere(self, request_ids: list[str]) -> None:
+        """The requests ended: release their cross-region parts."""
+        await job_outcomes.release_elsewhere(self.sessions, self._national, request_ids=request_ids)
 
     # ------------------------------------------------------------------------------ take over
 
     async def _take_over(self) -> None:
-        async with self.brain.sessions.begin() as session:
+        async with self.sessions.begin() as session:
             lost = await jobs.take_over(session, owner=self.owner, until=self._lease())
         for job in lost:
             log.warning("attempt %s on %s: lost while being submitted", JobKey.of(job), job.site_id)
@@ -184,18 +223,18 @@ class Dispatcher:
     # --------------------------------------------------------------------------------- submit
 
     async def _submit_queued(self) -> None:
-        async with self.brain.sessions.begin() as session:
+        async with self.sessions.begin() as session:
             claimed = await jobs.claim_queued(session, owner=self.owner, lease_until=self._lease())
         if claimed:
             await asyncio.gather(*(self._submit(job) for job in claimed))
 
     async def _submit(self, job: Job) -> None:
         key = JobKey.of(job)
-        async with self.brain.sessions() as session:
+        async with self.sessions() as session:
             record = await requests.get_request(session, tenant_id=None, request_id=job.request_id)
         if record is None or record.state not in RUNNABLE:
             state = record.state if record is not None else "gone"
-            async with self.brain.sessions.begin() as session:
+            async with self.sessions.begin() as session:
                 await jobs.mark_not_submitted(
                     session,
                     key,
@@ -222,7 +261,7 @@ class Dispatcher:
             await self._not_submitted(job, ref.kind, f"its {describe(ref)} refused: {exc}")
             return
         message = f"submitted to the {describe(ref)} of site {job.site_id} as job {backend_job_id}"
-        async with self.brain.sessions.begin() as session:
+        async with self.sessions.begin() as session:
             ours = await jobs.mark_submitted(
                 session, key, backend=ref.kind, backend_job_id=backend_job_id, message=message
             )
@@ -248,7 +287,7 @@ class Dispatcher:
 
     async def _not_submitted(self, job: Job, kind: str, why: str) -> None:
         log.warning("attempt %s on %s not submitted: %s", JobKey.of(job), job.site_id, why)
-        async with self.brain.sessions.begin() as session:
+        async with self.sessions.begin() as session:
             if await jobs.mark_not_submitted(session, JobKey.of(job), backend=kind, message=why):
                 await audit.record(
                     session,
@@ -263,7 +302,7 @@ class Dispatcher:
     # --------------------------------------------------------------------------------- follow
 
     async def _follow(self) -> None:
-        async with self.brain.sessions() as session:
+        async with self.sessions() as session:
             followed = await jobs.followed(session, owner=self.owner)
             states = await jobs.request_states(session, [j.request_id for j in followed])
         if followed:
@@ -308,10 +347,10 @@ class Dispatcher:
         running/suspended move a runnable request there; completed completes it and releases
         its reservation; any other end leaves the request for `_settle_stalled`.
         """
-        key = JobKey.of(job)
-        released = False
-        async with self.brain.sessions.begin() as session:
-            if not await jobs.set_status(session, key, update):
+        if update.state == JobState.COMPLETED:
+            return await self._complete(job, update)
+        async with self.sessions.begin() as session:
+            if not await jobs.set_status(session, JobKey.of(job), update):
                 return False
             if update.state in (JobState.RUNNING, JobState.SUSPENDED):
                 before = await jobs.advance_request(
@@ -328,14 +367,6 @@ class Dispatcher:
                         object_id=job.request_id,
                         detail={"attempt": job.attempt, "backend_state": update.backend_state},
                     )
-            elif update.state == JobState.COMPLETED:
-                released = await job_outcomes.finish_request(
-                    session,
-                    request_id=job.request_id,
-                    tenant_id=job.tenant_id,
-                    state=RequestState.COMPLETED,
-                    reason=None,
-                )
             elif update.state in ENDED_ATTEMPT:
                 await audit.record(
                     session,
@@ -346,8 +377,26 @@ class Dispatcher:
                     object_id=job.request_id,
                     detail={"attempt": job.attempt, "message": update.message},
                 )
+        return True
+
+    async def _complete(self, job: Job, update: jobs.StatusUpdate) -> bool:
+        """Record the completed attempt, complete its request and release its reservation, in
+        one unit of work; True if recorded."""
+        released = False
+        async with self._changes.begin() as (session, change):
+            if not await jobs.set_status(session, JobKey.of(job), update):
+                return False
+            released = await job_outcomes.finish_request(
+                session,
+                request_id=job.request_id,
+                tenant_id=job.tenant_id,
+                state=RequestState.COMPLETED,
+                reason=None,
+            )
+            if released:
+                change.free()
         if released:
-            await self._released([job.request_id])
+            await self._release_elsewhere([job.request_id])
         return True
 
     def _cannot_ask(self, site_id: str, problem: str | None) -> None:
@@ -366,7 +415,7 @@ class Dispatcher:
     # --------------------------------------------------------------------------------- settle
 
     async def _settle_stalled(self) -> None:
-        async with self.brain.sessions() as session:
+        async with self.sessions() as session:
             stalled = await jobs.stalled_requests(session)
         for item in stalled:
             try:
@@ -379,11 +428,11 @@ class Dispatcher:
         assert request.job is not None  # stalled requests have jobs
         last, max_attempts = item.last, request.job.max_attempts
         if last.attempt < max_attempts and last.state == AttemptState.NOT_SUBMITTED:
-            await place_elsewhere(self.brain, request, last=last, backend_of=self._backend_kind)
+            await self._place_elsewhere(request, last=last)
             self.wake()
             return
         released = False
-        async with self.brain.sessions.begin() as session:
+        async with self._changes.begin() as (session, change):
             record = await requests.get_request(
                 session, tenant_id=None, request_id=request.id, for_update=True
             )
@@ -407,14 +456,16 @@ class Dispatcher:
                     state=RequestState.FAILED,
                     reason=job_outcomes.failure_reason(latest[-1], max_attempts),
                 )
+                if released:
+                    change.free()
         if released:
-            await self._released([request.id])
+            await self._release_elsewhere([request.id])
         self.wake()
 
     # ---------------------------------------------------------------------------------- meter
 
     async def _meter(self) -> None:
-        async with self.brain.sessions() as session:
+        async with self.sessions() as session:
             ended = await jobs.unmetered(session, owner=self.owner)
         for job in ended:
             try:
@@ -426,7 +477,7 @@ class Dispatcher:
         assert job.backend_job_id is not None
         key = JobKey.of(job)
         waited = (utcnow() - _aware(job.updated_at)).total_seconds()
-        late = waited > self.brain.settings.metering_wait_s
+        late = waited > self._metering_wait_s
         try:
             ref, backend = await self.backend_of(job.site_id)
             accounting = await backend.accounting(job.backend_job_id)
@@ -444,7 +495,7 @@ class Dispatcher:
                 await self._unmetered(key, f"no complete accounting after {waited:.0f} s")
             return
         assert accounting is not None
-        async with self.brain.sessions.begin() as session:
+        async with self.sessions.begin() as session:
             record = await requests.get_request(session, tenant_id=None, request_id=job.request_id)
             decision = await requests.get_decision(session, request_id=job.request_id)
             site = await self._site(session, job.site_id)
@@ -457,7 +508,7 @@ class Dispatcher:
                     attempt=job.attempt,
                     site=site,
                     decision=Decision.model_validate(decision) if decision else None,
-                    links={link.id: link for link in self.brain.placement.map.links},
+                    links={link.id: link for link in self._map().links},
                     accounting=accounting,
                     simulated=ref.kind == "simulator",
                 )
@@ -468,7 +519,7 @@ class Dispatcher:
             await jobs.mark_metered(session, key)
 
     async def _site(self, session: AsyncSession, site_id: str) -> Site | None:
-        cmap = self.brain.placement.map
+        cmap = self._map()
         index = cmap.site_index.get(site_id)
         if index is not None:
             return cmap.sites[index]
@@ -476,7 +527,7 @@ class Dispatcher:
 
     async def _unmetered(self, key: JobKey, note: str) -> None:
         log.warning("attempt %s: no usage record: %s", key, note)
-        async with self.brain.sessions.begin() as session:
+        async with self.sessions.begin() as session:
             await jobs.mark_metered(session, key, note=f"not metered: {note}")
 
 

@@ -19,13 +19,13 @@ from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
-from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.rpc.client import open_channel
@@ -156,9 +156,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             answers.append(
                 self._source(placement, snapshot, blocked=blocked, k=max(1, request.paths))
             )
-        return regional_pb2.GetSourceSegmentsResponse(
-            region_id=self._region_id, answers=answers
-        )
+        return regional_pb2.GetSourceSegmentsResponse(region_id=self._region_id, answers=answers)
 
     def _source(
         self,
@@ -172,8 +170,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         province = engine.map.provinces[placement.source_province]
         if province.region != self._region_id:
             return regional_pb2.SourceSegments(
-                error=f"province {placement.source_province!r} is not in region "
-                f"{self._region_id!r}"
+                error=f"province {placement.source_province!r} is not in region {self._region_id!r}"
             )
         access_node = placement.access_node or province.access_nodes[0]
         paths = engine.router.source_paths(access_node, k=k, blocked=blocked.of(placement))

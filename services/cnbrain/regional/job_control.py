@@ -79,7 +79,7 @@ async def _act(
 async def _live_job(
     dispatcher: Dispatcher, principal: Principal, request_id: str, action: _Action
 ) -> Job:
-    async with dispatcher.brain.sessions() as session:
+    async with dispatcher.sessions() as session:
         record = await requests.get_request(
             session, tenant_id=principal.tenant_scope(), request_id=request_id
         )

@@ -10,11 +10,11 @@ caller releases those through the national brain after committing (`release_else
 
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.states import RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.regional.brain import Brain
+from cnbrain.regional.federation import NationalLink
 from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
 from cnbrain.storage.jobs import Job
 
@@ -27,8 +27,9 @@ async def finish_request(
     session: AsyncSession, *, request_id: str, tenant_id: str, state: str, reason: str | None
 ) -> bool:
     """Move the request to `state` ("completed" or "failed") if it may go there, and release
-    every reservation it holds in this brain's ledger; True if it moved (then the caller
-    announces the capacity, and releases any cross-region parts after committing)."""
+    every reservation it holds in this brain's ledger; True if it moved (then the caller tells
+    its unit of work that it freed capacity, and releases any cross-region parts after
+    committing)."""
     before = await jobs.advance_request(session, request_id=request_id, state=state, reason=reason)
     if before is None:
         return False
@@ -101,15 +102,20 @@ async def held_parts(session: AsyncSession, *, request_id: str) -> list[str]:
     return [p.id for p in parts if p.state != ReservationState.RELEASED]
 
 
-async def release_elsewhere(brain: Brain, *, request_ids: list[str] | None = None) -> int:
-    """Release, through the national brain, the cross-region parts of this brain's requests
-    that have ended (completed, failed or cancelled), or of `request_ids`; returns how many.
-    Nothing happens on a standalone brain. A national brain that cannot be reached leaves the
-    rest for the next call (the dispatcher calls this every round)."""
-    national = brain.national
+async def release_elsewhere(
+    sessions: async_sessionmaker[AsyncSession],
+    national: NationalLink | None,
+    *,
+    request_ids: list[str] | None = None,
+) -> int:
+    """Release, through `national` (the link to the national brain), the cross-region parts
+    of this brain's requests that have ended (completed, failed or cancelled), or of
+    `request_ids`; returns how many. Nothing happens on a standalone brain (`national` None).
+    A national brain that cannot be reached leaves the rest for the next call (the dispatcher
+    calls this every round)."""
     if national is None:
         return 0
-    async with brain.sessions() as session:
+    async with sessions() as session:
         part_ids = await peer_ledger.unreleased_parts_of_ended_requests(
             session, request_ids=request_ids
         )

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.cache import Caches
-from cnbrain.regional.federation import NationalLink
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -16,6 +15,7 @@ from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.intake import Intake
 from cnbrain.regional.use_cases.placing import Placer
+from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.regional.use_cases.quote import QuoteRequest
 from cnbrain.regional.use_cases.read import ReadRequests
 from cnbrain.regional.use_cases.recover import RecoverPending
@@ -42,7 +42,7 @@ class RequestUseCases:
         live_map: LiveMap,
         changes: CapacityChanges,
         decider: Decider,
-        national: NationalLink | None,
+        national: NationalClient | None,
         peer_changed: Callable[[], None],
         wake_jobs: Callable[[], None],
     ) -> "RequestUseCases":

@@ -8,10 +8,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.errors import Conflict, NotFound, Unavailable
 from cnbrain.domain.states import RUNNABLE, RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.regional.federation import NationalLink
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.regional.use_cases.read import ReadRequests
 from cnbrain.storage import audit, ledger_store, peer_ledger, requests
 
@@ -25,7 +25,7 @@ class CancelRequest:
         *,
         sessions: async_sessionmaker[AsyncSession],
         changes: CapacityChanges,
-        national: NationalLink | None,
+        national: NationalClient | None,
         read: ReadRequests,
         peer_changed: Callable[[], None],
         wake_jobs: Callable[[], None],

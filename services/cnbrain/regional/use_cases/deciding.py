@@ -33,18 +33,24 @@ class Decider:
         self._lock = lock
 
     async def decide(
-        self, batch: Sequence[PlacementRequest]
+        self,
+        batch: Sequence[PlacementRequest],
+        *,
+        adjust: Callable[[Snapshot], Snapshot] | None = None,
     ) -> tuple[MapArrays, list[Decision], list[Reservation | None], bool]:
         """Decisions for `batch` taken together on the current snapshot (nothing reserved):
         the arrays of the map they were taken on (reservations hold indices into them), the
         decisions, the reservation each placed one needs (None for a rejection), and whether
-        the snapshot was read from the database just now."""
+        the snapshot was read from the database just now. With `adjust`, they are taken on
+        `adjust(snapshot)` instead (a snapshot of the same map arrays)."""
         snapshot, fresh = await self._snapshot()
         engine = self._engine()
         if snapshot.arrays is not engine.arrays:
             self._forget()
             snapshot, fresh = await self._snapshot()
             engine = self._engine()
+        if adjust is not None:
+            snapshot = adjust(snapshot)
 
         def decide() -> tuple[list[Decision], list[Reservation | None]]:
             decisions = engine.place_batch(batch, reserve=False, snapshot=snapshot)

@@ -16,9 +16,9 @@ from cnbrain.domain.errors import Forbidden, Invalid
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
 from cnbrain.execution import CredentialRefusedError, CredentialStore
+from cnbrain.federation.live_map import LiveMap
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.placement.weights import WeightMatrix
-from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
 from cnbrain.regional.security import Principal, Role

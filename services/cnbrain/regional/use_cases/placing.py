@@ -18,11 +18,11 @@ from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.claim import claim_from
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.regional.federation import NationalLink
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
+from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.storage import ledger_store, requests
 
 log = logging.getLogger("cnbrain.regional")
@@ -87,7 +87,7 @@ class Placer:
         sessions: async_sessionmaker[AsyncSession],
         changes: CapacityChanges,
         decider: Decider,
-        national: NationalLink | None,
+        national: NationalClient | None,
         forget: Callable[[], None],
         attempts: int,
     ) -> None:

@@ -1,0 +1,22 @@
+"""What the use cases need of the world beyond the brain's database and cache, as ports: the
+adapters that implement them live outside `use_cases` (the national link over gRPC,
+`regional.federation.NationalLink`)."""
+
+from typing import Protocol
+
+from cnbrain.domain.decision import Decision
+from cnbrain.domain.request import PlacementRequest
+
+
+class NationalClient(Protocol):
+    """The national brain, seen from a regional brain."""
+
+    async def escalate(self, request: PlacementRequest) -> Decision:
+        """The national brain's decision for a request no site of this region fits: placed
+        (committed in every owner) or rejected; a rejection naming the cause when the
+        national brain cannot be reached."""
+
+    async def release(self, reservation_id: str, reason: str) -> bool:
+        """Release a cross-region reservation in every owner; True when the national brain
+        held it. Raises PeerUnavailable when it cannot be reached or does not answer in
+        time (then nothing is known to have been released)."""
