@@ -100,16 +100,16 @@ async def test_replicas_hear_each_other_again_after_a_redis_restart(tmp_path: Pa
                 assert took <= MAX_DELAY_S + WAIT_S
                 assert (await one.get("/readyz")).status_code == 200
                 # Two hears one again: a reservation on one drops two's cached snapshot.
-                await brain_two.snapshot()
-                assert brain_two._snapshots.cached is not None
+                await brain_two.live_map.snapshot()
+                assert brain_two.live_map.cached_snapshot is not None
                 again = await one.post("/v1/requests", json=gpu)
                 assert again.status_code == 201, again.text
-                await wait_until(lambda: brain_two._snapshots.cached is None, WAIT_S)
+                await wait_until(lambda: brain_two.live_map.cached_snapshot is None, WAIT_S)
                 # And one hears two.
                 brain_one = app_one.state.brain
                 await brain_one.snapshot()
                 assert (await two.post(f"/v1/requests/{again.json()['id']}/cancel")).is_success
-                await wait_until(lambda: brain_one._snapshots.cached is None, WAIT_S)
+                await wait_until(lambda: brain_one.live_map.cached_snapshot is None, WAIT_S)
     finally:
         await drop_postgres_database(database)
 

@@ -28,7 +28,7 @@ async def test_a_capacity_event_refreshes_the_other_replica(tmp_path: Path) -> N
             app_two.router.lifespan_context(app_two),
         ):
             one, two = app_one.state.brain, app_two.state.brain
-            before, _ = await two.snapshot()
+            before, _ = await two.live_map.snapshot()
             transport = httpx.ASGITransport(app=app_one)
             async with httpx.AsyncClient(transport=transport, base_url="http://one") as client:
                 await client.post("/v1/tenants", json={"id": "bus", "name": "bus"}, headers=auth)
@@ -37,13 +37,13 @@ async def test_a_capacity_event_refreshes_the_other_replica(tmp_path: Path) -> N
                 )
             assert placed.json()["state"] == "placed"
             for _ in range(100):
-                if two._snapshots.cached is None:
+                if two.live_map.cached_snapshot is None:
                     break
                 await asyncio.sleep(0.02)
-            after, fresh = await two.snapshot()
+            after, fresh = await two.live_map.snapshot()
             assert fresh
             assert int(before.free_acc.sum()) - int(after.free_acc.sum()) == 8
-            mine, _ = await one.snapshot()
+            mine, _ = await one.live_map.snapshot()
             assert (mine.free_acc == after.free_acc).all()
     finally:
         await drop_postgres_database(database)

@@ -101,6 +101,11 @@ class LiveMap:
             snapshot = await ledger_store.load_snapshot(session, arrays=placement.engine.arrays)
         return placement.ownership.restrict(snapshot) if self._restrict else snapshot
 
+    @property
+    def cached_snapshot(self) -> Snapshot | None:
+        """The cached snapshot, if there is one (None: the next `snapshot` reads one)."""
+        return self._snapshots.cached
+
     def capacity_changed(self) -> None:
         """Forget the cached snapshot, and any read of it that began before this call."""
         self._snapshots.invalidate()

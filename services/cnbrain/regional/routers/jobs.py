@@ -5,18 +5,12 @@ docs/execution.md). Tenant users and admins act on their tenant's requests, staf
 tenant's; another tenant's request answers 404.
 """
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends, Request
-
-from cnbrain.domain.states import AttemptState
 from cnbrain.regional import job_control
-from cnbrain.regional.deps import BrainDep, PrincipalDep, UseCasesDep
-from cnbrain.regional.dispatcher import Dispatcher
-from cnbrain.regional.problems import Problem, not_found, responses
-from cnbrain.regional.schemas import AttemptList, AttemptView, RequestView
-from cnbrain.regional.stored_requests import stored_request
-from cnbrain.storage import jobs, requests
+from cnbrain.regional.deps import DispatcherDep, PrincipalDep, UseCasesDep
+from cnbrain.regional.problems import Problem, responses
+from cnbrain.regional.schemas import AttemptList, RequestView
 
 router = APIRouter(prefix="/v1", tags=["requests"])
 
@@ -30,52 +24,16 @@ ERRORS = responses(
 )
 
 
-def get_dispatcher(request: Request) -> Dispatcher:
-    dispatcher: Dispatcher = request.app.state.dispatcher
-    return dispatcher
-
-
-DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
-
-
 @router.get(
     "/requests/{request_id}/attempts",
     response_model=AttemptList,
     responses={404: ERRORS[404], 401: ERRORS[401]},
     summary="Every attempt to run the request's job, first to last",
 )
-async def list_attempts(request_id: str, principal: PrincipalDep, brain: BrainDep) -> AttemptList:
-    async with brain.sessions() as session:
-        record = await requests.get_request(
-            session, tenant_id=principal.tenant_scope(), request_id=request_id
-        )
-        if record is None:
-            raise not_found("request", request_id)
-        attempts = await jobs.attempts_of(session, request_id=request_id)
-    stored, _ = stored_request(record.body)
-    job = stored.job if stored is not None else None
-    return AttemptList(
-        request=record.id,
-        state=record.state,
-        max_attempts=job.max_attempts if job is not None else None,
-        attempts=[
-            AttemptView(
-                attempt=a.attempt,
-                site=a.site_id,
-                backend=a.backend,
-                backend_job_id=a.backend_job_id,
-                state=AttemptState(a.state),
-                backend_state=a.backend_state,
-                message=a.message,
-                exit_code=a.exit_code,
-                queued_at=a.queued_at,
-                submitted_at=a.submitted_at,
-                started_at=a.started_at,
-                ended_at=a.ended_at,
-            )
-            for a in attempts
-        ],
-    )
+async def list_attempts(
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep
+) -> AttemptList:
+    return await cases.attempts(principal, request_id)
 
 
 @router.post(

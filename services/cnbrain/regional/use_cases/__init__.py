@@ -11,6 +11,7 @@ from cnbrain.cache import Caches
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.attempts import ListAttempts
 from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.intake import Intake
@@ -29,6 +30,7 @@ class RequestUseCases:
     cancel: CancelRequest
     read: ReadRequests
     recover: RecoverPending
+    attempts: ListAttempts
     placer: Placer
     decider: Decider
 
@@ -81,6 +83,7 @@ class RequestUseCases:
                 wake_jobs=wake_jobs,
             ),
             read=read,
+            attempts=ListAttempts(sessions),
             recover=RecoverPending(sessions=sessions, placer=placer),
             placer=placer,
             decider=decider,
