@@ -107,7 +107,7 @@ async def test_replicas_hear_each_other_again_after_a_redis_restart(tmp_path: Pa
                 await wait_until(lambda: brain_two.live_map.cached_snapshot is None, WAIT_S)
                 # And one hears two.
                 brain_one = app_one.state.brain
-                await brain_one.snapshot()
+                await brain_one.live_map.snapshot()
                 assert (await two.post(f"/v1/requests/{again.json()['id']}/cancel")).is_success
                 await wait_until(lambda: brain_one.live_map.cached_snapshot is None, WAIT_S)
     finally:
