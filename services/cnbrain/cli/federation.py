@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,23 +205,10 @@ def run_up(args: argparse.Namespace) -> int:
     make_private_folder(data_dir)
     cmap = load_map(args.map)
     token_file = data_dir / "admin.token"
-    if not token_file.exists():
-        token = f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}"
-        write_private(token_file, token + "\n")
-    regional_config = write_regional_config(
-        data_dir, admin_token=token_file.read_text(encoding="utf-8").strip()
-    )
-    peer_file = data_dir / "peer.token"
-    if not peer_file.exists():
-        write_private(peer_file, secrets.token_urlsafe(32) + "\n")
-    shared = {"CNBRAIN_PEER_TOKEN": peer_file.read_text(encoding="utf-8").strip()}
+    regional_config = write_regional_config(data_dir, admin_token=_secret(token_file, _api_key))
+    shared = {"CNBRAIN_PEER_TOKEN": _secret(data_dir / "peer.token", _peer_token)}
     if args.tls:
-        from cnbrain.rpc.certs import write_certificates
-
-        tls_dir = data_dir / "tls"
-        if not (tls_dir / "ca.pem").exists():
-            write_certificates(tls_dir, ["national", *cmap.regions])
-        shared["CNBRAIN_TLS_DIR"] = str(tls_dir)
+        shared["CNBRAIN_TLS_DIR"] = str(_certificates(data_dir / "tls", cmap.regions))
     regions = sorted(cmap.regions)
     databases = (
         asyncio.run(_postgres_databases(args.postgres, ["national", *regions]))
@@ -241,33 +229,93 @@ def run_up(args: argparse.Namespace) -> int:
     _stop_on_signals()
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
     try:
-        for member in members:
-            env = {**os.environ, **shared, **member.environment}
-            process = subprocess.Popen(
-                [sys.executable, "-m", "cnbrain.cli.main", *member.command], env=env
-            )
-            processes.append((member, process))
-            if member.name == "national":
-                _wait_port(member.grpc_port, process)
-        for member, process in processes:
-            if member.rest_port is not None:
-                _wait_ready(member.rest_port, process)
-        print()
-        print(f"local federation on map {args.map} (data in {data_dir}):")
-        for member in members:
-            rest = f"REST http://127.0.0.1:{member.rest_port}  " if member.rest_port else ""
-            print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}")
-        print(f"  admin API key (every regional brain): {token_file}")
-        print("Ctrl-C stops them all.", flush=True)
-        while all(p.poll() is None for _, p in processes):
-            time.sleep(0.5)
-        failed = [m.name for m, p in processes if p.poll() is not None]
-        print(f"stopped: {', '.join(failed)} exited", file=sys.stderr)
-        return 1
+        _start_members(members, shared, processes)
+        _wait_all_ready(processes)
+        _print_endpoints(members, map_name=args.map, data_dir=data_dir, token_file=token_file)
+        return _watch(processes)
     except KeyboardInterrupt:
         return 0
     finally:
         _stop_all(processes)
+
+
+def _secret(path: Path, new: Callable[[], str]) -> str:
+    """The secret held in `path`, stripped; when the file is missing, `new()` is written
+    there first (mode 0600), so a restarted federation keeps its keys."""
+    if not path.exists():
+        write_private(path, new() + "\n")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def _api_key() -> str:
+    """A fresh admin API key, `ck_<id>.<secret>`: the form a brain installs as its admin key."""
+    return f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}"
+
+
+def _peer_token() -> str:
+    """A fresh token shared by the brains of the federation to call one another."""
+    return secrets.token_urlsafe(32)
+
+
+def _certificates(tls_dir: Path, regions: Iterable[str]) -> Path:
+    """`tls_dir`, holding a CA and certificates for the national brain and every region;
+    written only when it has no CA yet."""
+    from cnbrain.rpc.certs import write_certificates
+
+    if not (tls_dir / "ca.pem").exists():
+        write_certificates(tls_dir, ["national", *regions])
+    return tls_dir
+
+
+def _start_members(
+    members: list[Member],
+    shared: dict[str, str],
+    processes: "list[tuple[Member, subprocess.Popen[bytes]]]",
+) -> None:
+    """Start every member in order, each with this process's environment, then `shared`,
+    then its own; append each to `processes` as soon as it runs (so that the caller stops
+    it whatever happens next). The national brain's gRPC port must answer before the
+    regions start."""
+    for member in members:
+        env = {**os.environ, **shared, **member.environment}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cnbrain.cli.main", *member.command], env=env
+        )
+        processes.append((member, process))
+        if member.name == "national":
+            _wait_port(member.grpc_port, process)
+
+
+def _wait_all_ready(processes: "list[tuple[Member, subprocess.Popen[bytes]]]") -> None:
+    """Return once every member with a REST port answers `/readyz`; SystemExit when one
+    exits or is not ready in time."""
+    for member, process in processes:
+        if member.rest_port is not None:
+            _wait_ready(member.rest_port, process)
+
+
+def _print_endpoints(
+    members: list[Member], *, map_name: str, data_dir: Path, token_file: Path
+) -> None:
+    """Print every member's endpoints and where the admin API key is; the last line,
+    "Ctrl-C stops them all.", tells a reader that the federation is up."""
+    print()
+    print(f"local federation on map {map_name} (data in {data_dir}):")
+    for member in members:
+        rest = f"REST http://127.0.0.1:{member.rest_port}  " if member.rest_port else ""
+        print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}")
+    print(f"  admin API key (every regional brain): {token_file}")
+    print("Ctrl-C stops them all.", flush=True)
+
+
+def _watch(processes: "list[tuple[Member, subprocess.Popen[bytes]]]") -> int:
+    """Wait until a member exits by itself, say which exited, and return 1 (Ctrl-C or
+    SIGTERM interrupt the wait with KeyboardInterrupt)."""
+    while all(p.poll() is None for _, p in processes):
+        time.sleep(0.5)
+    failed = [m.name for m, p in processes if p.poll() is not None]
+    print(f"stopped: {', '.join(failed)} exited", file=sys.stderr)
+    return 1
 
 
 async def _postgres_databases(server: str, names: list[str]) -> dict[str, str]:

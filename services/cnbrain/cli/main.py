@@ -4,9 +4,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from cnbrain.netmap.errors import MapError
 from cnbrain.placement.errors import RequestError
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+MAP_HELP = (
+    "china, synthetic:provinces=P,sites_per_province=S,seed=K, a .gml file, or a YAML/JSON map"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,27 +30,48 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from cnbrain.cli import commands
-    from cnbrain.placement.registry import DEFAULT_STRATEGY, STRATEGIES
+    """The whole command tree; every command sets `run`, which takes the parsed arguments
+    and returns the exit status."""
+    from cnbrain.cli.certs import add_certs_command
+    from cnbrain.cli.db import add_db_commands
+    from cnbrain.cli.simulate import add_simulate_command
+    from cnbrain.cli.trace import add_trace_commands
 
     parser = argparse.ArgumentParser(prog="cnbrain", description="The compute-network brain.")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-    map_help = (
-        "china, synthetic:provinces=P,sites_per_province=S,seed=K, a .gml file, or a YAML/JSON map"
-    )
+    _add_map_commands(sub)
+    _add_place_command(sub)
+    _add_bench_commands(sub)
+    _add_service_commands(sub)
+    add_trace_commands(sub, MAP_HELP)
+    add_simulate_command(sub, MAP_HELP)
+    add_certs_command(sub)
+    add_db_commands(sub)
+    return parser
+
+
+def _add_map_commands(sub: Subcommands) -> None:
+    """`cnbrain map show`."""
+    from cnbrain.cli import commands
 
     maps = sub.add_parser("map", help="inspect maps").add_subparsers(
         required=True, metavar="ACTION"
     )
     show = maps.add_parser("show", help="summarise a map")
-    show.add_argument("--map", default="china", help=map_help)
+    show.add_argument("--map", default="china", help=MAP_HELP)
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(run=commands.map_show)
+
+
+def _add_place_command(sub: Subcommands) -> None:
+    """`cnbrain place`: a decision on a map loaded in-process, without a running brain."""
+    from cnbrain.cli import commands
+    from cnbrain.placement.registry import DEFAULT_STRATEGY, STRATEGIES
 
     place = sub.add_parser(
         "place", help="place one request (or a JSON list of them) and print the decision"
     )
-    place.add_argument("--map", default="china", help=map_help)
+    place.add_argument("--map", default="china", help=MAP_HELP)
     place.add_argument(
         "--request", required=True, type=Path, help="request JSON file ('-' for stdin)"
     )
@@ -52,12 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     place.add_argument("--quote", action="store_true", help="reserve nothing")
     place.set_defaults(run=commands.place)
 
+
+def _add_bench_commands(sub: Subcommands) -> None:
+    """`cnbrain bench placement|map`, in-process, and `bench api|federation`, against
+    running brains."""
+    from cnbrain.cli import commands
+    from cnbrain.cli.rest import add_connection_options
+
     bench = sub.add_parser("bench", help="benchmarks that print figures").add_subparsers(
         required=True, metavar="WHAT"
     )
     placement = bench.add_parser("placement", help="throughput, latency and outcome per policy")
     placement.add_argument(
-        "--map", default="synthetic:provinces=31,sites_per_province=100,seed=1", help=map_help
+        "--map", default="synthetic:provinces=31,sites_per_province=100,seed=1", help=MAP_HELP
     )
     placement.add_argument("--requests", type=int, default=2000)
     placement.add_argument(
@@ -70,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
 
     scale = bench.add_parser("map", help="load time, first decision and peak memory of a map")
     scale.add_argument(
-        "--map", default="synthetic:provinces=100,sites_per_province=1000,seed=1", help=map_help
+        "--map", default="synthetic:provinces=100,sites_per_province=1000,seed=1", help=MAP_HELP
     )
     scale.add_argument("--seed", type=int, default=7)
     scale.set_defaults(run=commands.bench_map)
@@ -79,10 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--requests", type=int, default=2000)
     api.add_argument("--concurrency", type=int, default=32)
     api.add_argument("--seed", type=int, default=7)
-    from cnbrain.cli.rest import add_connection_options
-
     add_connection_options(api)
     api.set_defaults(run=commands.bench_api)
+
     federated = bench.add_parser(
         "federation", help="cross-region decisions/s and latency on a running `cnbrain up`"
     )
@@ -92,22 +126,19 @@ def _parser() -> argparse.ArgumentParser:
     federated.add_argument("--map", default="china", help="the federation's map")
     add_connection_options(federated)
     federated.set_defaults(run=commands.bench_federation)
-    _add_service_commands(sub)
-    from cnbrain.cli.trace import add_trace_commands
-
-    add_trace_commands(sub, map_help)
-    from cnbrain.cli.simulate import add_simulate_command
-
-    add_simulate_command(sub, map_help)
-    from cnbrain.cli.certs import add_certs_command
-    from cnbrain.cli.db import add_db_commands
-
-    add_certs_command(sub)
-    add_db_commands(sub)
-    return parser
 
 
-def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_service_commands(sub: Subcommands) -> None:
+    """The commands that run brains, and those that call a running brain's REST API."""
+    _add_brain_commands(sub)
+    _add_tenant_commands(sub)
+    _add_apikey_commands(sub)
+    _add_user_commands(sub)
+    _add_request_commands(sub)
+
+
+def _add_brain_commands(sub: Subcommands) -> None:
+    """`cnbrain brain regional|national` and `cnbrain up`."""
     from cnbrain.cli import federation, rest
 
     brain = sub.add_parser("brain", help="run a brain").add_subparsers(
@@ -135,6 +166,11 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     federation.add_national_command(brain)
     federation.add_up_command(sub)
 
+
+def _add_tenant_commands(sub: Subcommands) -> None:
+    """`cnbrain tenant create`."""
+    from cnbrain.cli import rest
+
     tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
         required=True, metavar="ACTION"
     )
@@ -143,6 +179,11 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     create.add_argument("--name")
     rest.add_connection_options(create)
     create.set_defaults(run=rest.tenant_create)
+
+
+def _add_apikey_commands(sub: Subcommands) -> None:
+    """`cnbrain apikey create|list|revoke`."""
+    from cnbrain.cli import rest
 
     apikey = sub.add_parser("apikey", help="manage API keys").add_subparsers(
         required=True, metavar="ACTION"
@@ -168,6 +209,11 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     rest.add_connection_options(revoke)
     revoke.set_defaults(run=rest.apikey_revoke)
 
+
+def _add_user_commands(sub: Subcommands) -> None:
+    """`cnbrain user disable`."""
+    from cnbrain.cli import rest
+
     user = sub.add_parser("user", help="manage users").add_subparsers(
         required=True, metavar="ACTION"
     )
@@ -175,6 +221,11 @@ def _add_service_commands(sub: "argparse._SubParsersAction[argparse.ArgumentPars
     disable.add_argument("user_id", metavar="USER_ID")
     rest.add_connection_options(disable)
     disable.set_defaults(run=rest.user_disable)
+
+
+def _add_request_commands(sub: Subcommands) -> None:
+    """`cnbrain submit` and `cnbrain requests list|show|cancel`."""
+    from cnbrain.cli import rest
 
     submit = sub.add_parser("submit", help="submit a request to a running brain")
     submit.add_argument("file", type=Path, help="request JSON ('-' for stdin)")

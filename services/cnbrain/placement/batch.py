@@ -63,75 +63,111 @@ class RequestBatch:
         for request in requests:
             check_request(request, cmap)
         province_idx = {code: i for i, code in enumerate(cmap.province_codes)}
-        regions = list(cmap.regions)
-        region_of_province = np.asarray(
-            [regions.index(cmap.provinces[c].region) for c in cmap.province_codes], dtype=np.int64
-        )
-        n, p = len(requests), len(cmap.province_codes)
-        allowed = np.ones((n, p), dtype=bool)
-        acc_column, acc_count, power = [], [], []
-        for i, r in enumerate(requests):
-            c = r.constraints
-            if c.regions_allowed:
-                allowed[i] = _named(c.regions_allowed, province_idx, regions, region_of_province)
-            if c.regions_denied:
-                allowed[i] &= ~_named(c.regions_denied, province_idx, regions, region_of_province)
-            acc = r.resources.accelerator
-            if acc is None:
-                acc_column.append(-1)
-                acc_count.append(0)
-            else:
-                acc_column.append(arrays.accelerator_column.get(acc.model, ABSENT_MODEL))
-                acc_count.append(acc.count)
-            power.append(
-                r.resources.cpu * CPU_CORE_POWER_W
-                + r.resources.memory_gib * MEMORY_GIB_POWER_W
-                + (acc.count * ACCELERATOR_POWER_W[acc.model] if acc else 0.0)
-            )
-
-        def ints(values: Sequence[int]) -> IntArray:
-            return np.asarray(values, dtype=np.int64).reshape(n)
-
-        def floats(values: Sequence[float]) -> FloatArray:
-            return np.asarray(values, dtype=np.float64).reshape(n)
-
+        allowed = _allowed_provinces(requests, arrays, province_idx)
+        acc_column, acc_count = _accelerator_columns(requests, arrays)
+        power = _power_w(requests)
+        n = len(requests)
         return cls(
             requests=tuple(requests),
             access_nodes=tuple(
                 r.access_node or cmap.provinces[r.source_province].access_nodes[0] for r in requests
             ),
-            cpu_m=ints([cores_to_millicores(r.resources.cpu) for r in requests]),
-            mem_mib=ints([gib_to_mib(r.resources.memory_gib) for r in requests]),
-            storage_gib=ints([whole_gib(r.resources.storage_gib) for r in requests]),
-            acc_column=ints(acc_column),
-            acc_count=ints(acc_count),
-            need_mbps=ints([gbps_to_mbps(r.constraints.min_bandwidth_gbps) for r in requests]),
-            max_latency_ms=floats([r.constraints.max_latency_ms or math.inf for r in requests]),
-            arch=ints(
+            cpu_m=_ints([cores_to_millicores(r.resources.cpu) for r in requests], n),
+            mem_mib=_ints([gib_to_mib(r.resources.memory_gib) for r in requests], n),
+            storage_gib=_ints([whole_gib(r.resources.storage_gib) for r in requests], n),
+            acc_column=_ints(acc_column, n),
+            acc_count=_ints(acc_count, n),
+            need_mbps=_ints([gbps_to_mbps(r.constraints.min_bandwidth_gbps) for r in requests], n),
+            max_latency_ms=_floats([r.constraints.max_latency_ms or math.inf for r in requests], n),
+            arch=_ints(
                 [
                     ARCH_CODES[r.constraints.cpu_arch] if r.constraints.cpu_arch else -1
                     for r in requests
-                ]
+                ],
+                n,
             ),
-            interconnect_rank=ints(
+            interconnect_rank=_ints(
                 [
                     r.constraints.interconnect.rank if r.constraints.interconnect else 0
                     for r in requests
-                ]
+                ],
+                n,
             ),
-            source_province=ints([province_idx[r.source_province] for r in requests]),
+            source_province=_ints([province_idx[r.source_province] for r in requests], n),
             national_optimum=np.asarray([r.national_optimum for r in requests], dtype=bool).reshape(
                 n
             ),
             allowed_province=allowed,
-            duration_h=floats([r.duration_hours for r in requests]),
-            power_w=floats(power),
+            duration_h=_floats([r.duration_hours for r in requests], n),
+            power_w=_floats(power, n),
             weights=np.asarray(
                 [matrix.effective(r.workload_class, r.objective) for r in requests],
                 dtype=np.float64,
             ).reshape(n, 4),
-            priority=ints([r.priority for r in requests]),
+            priority=_ints([r.priority for r in requests], n),
         )
+
+
+def _ints(values: Sequence[int], n: int) -> IntArray:
+    """`values` (n of them) as an int64 column."""
+    return np.asarray(values, dtype=np.int64).reshape(n)
+
+
+def _floats(values: Sequence[float], n: int) -> FloatArray:
+    """`values` (n of them) as a float64 column."""
+    return np.asarray(values, dtype=np.float64).reshape(n)
+
+
+def _accelerator_columns(
+    requests: Sequence[PlacementRequest], arrays: MapArrays
+) -> tuple[list[int], list[int]]:
+    """Per request, the map's accelerator column of its model (-1 for no accelerator,
+    ABSENT_MODEL for a model the map lacks) and how many it asks for (0 for none)."""
+    acc_column: list[int] = []
+    acc_count: list[int] = []
+    for r in requests:
+        acc = r.resources.accelerator
+        if acc is None:
+            acc_column.append(-1)
+            acc_count.append(0)
+        else:
+            acc_column.append(arrays.accelerator_column.get(acc.model, ABSENT_MODEL))
+            acc_count.append(acc.count)
+    return acc_column, acc_count
+
+
+def _power_w(requests: Sequence[PlacementRequest]) -> list[float]:
+    """Per request, the power its CPU cores, memory and accelerators draw, in W."""
+    power: list[float] = []
+    for r in requests:
+        acc = r.resources.accelerator
+        power.append(
+            r.resources.cpu * CPU_CORE_POWER_W
+            + r.resources.memory_gib * MEMORY_GIB_POWER_W
+            + (acc.count * ACCELERATOR_POWER_W[acc.model] if acc else 0.0)
+        )
+    return power
+
+
+def _allowed_provinces(
+    requests: Sequence[PlacementRequest], arrays: MapArrays, province_idx: dict[str, int]
+) -> npt.NDArray[np.bool_]:
+    """(B, P): may request b use a site of province p (in `province_idx` order)? All are
+    allowed but those outside a request's `regions_allowed` (when it names any) and those
+    in its `regions_denied`."""
+    cmap = arrays.map
+    regions = list(cmap.regions)
+    region_of_province = np.asarray(
+        [regions.index(cmap.provinces[c].region) for c in cmap.province_codes], dtype=np.int64
+    )
+    allowed = np.ones((len(requests), len(cmap.province_codes)), dtype=bool)
+    for i, r in enumerate(requests):
+        c = r.constraints
+        if c.regions_allowed:
+            allowed[i] = _named(c.regions_allowed, province_idx, regions, region_of_province)
+        if c.regions_denied:
+            allowed[i] &= ~_named(c.regions_denied, province_idx, regions, region_of_province)
+    return allowed
 
 
 def _named(

@@ -9,10 +9,10 @@ import numpy as np
 import numpy.typing as npt
 
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.netmap.arrays import IntArray, MapArrays
+from cnbrain.netmap.arrays import FloatArray, IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.cache import CycleCache
-from cnbrain.placement.framework import ScorePlugin
+from cnbrain.placement.framework import FloatMatrix, ScorePlugin
 from cnbrain.placement.objective import References
 from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.terms import OptionFacts, weighted_terms
@@ -134,52 +134,16 @@ class CycleState:
     ) -> dict[int, list[Option]]:
         """For each request row, every (site, route) option over its candidate sites that fits
         working capacity, with up to k routes per site (default: the cycle's k)."""
-        b, a = self.batch, self.arrays
         out: dict[int, list[Option]] = {row: [] for row in candidates}
         if not candidates:
             return out
-        rows = np.concatenate(
-            [np.full(len(s), row, dtype=np.int64) for row, s in candidates.items()]
-        )
-        sites = np.concatenate([np.asarray(s, dtype=np.int64) for s in candidates.values()])
-        keep = self.fits(rows, sites)
-        group = np.repeat(np.arange(len(candidates)), [len(s) for s in candidates.values()])
-        kept_per_row = np.bincount(group[keep], minlength=len(candidates))
-        rows, sites = rows[keep], sites[keep]
-        pair_of_option: list[int] = []
-        routes: list[Route] = []
-        start = 0
-        for row, kept in zip(candidates, kept_per_row.tolist(), strict=True):
-            if not kept:
-                continue
-            per_site = self.router.routes(
-                access_node=b.access_nodes[row],
-                sites=sites[start : start + kept].tolist(),
-                k=k or self.k_paths,
-                blocked=self.blocked(int(b.need_mbps[row])),
-                max_latency_ms=float(b.max_latency_ms[row]),
-            )
-            for offset, site_routes in enumerate(per_site):
-                for route in site_routes:
-                    pair_of_option.append(start + offset)
-                    routes.append(route)
-            start += kept
+        rows, sites, kept_per_row = self._fitting_pairs(candidates)
+        pair_of_option, routes = self._routes(candidates, sites, kept_per_row, k or self.k_paths)
         if not routes:
             return out
         pair = np.asarray(pair_of_option, dtype=np.int64)
         o_rows, o_sites = rows[pair], sites[pair]
-        lengths = np.asarray([len(r.links) for r in routes], dtype=np.int64)
-        links = np.concatenate([r.link_array for r in routes])
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        need = np.repeat(b.need_mbps[o_rows], lengths)
-        cap = a.link_cap_mbps[links]
-        link_util = np.maximum.reduceat((cap - self.residual_mbps[links] + need) / cap, starts)
-        bw_cost = (
-            b.need_mbps[o_rows]
-            / 1000
-            * b.duration_h[o_rows]
-            * np.add.reduceat(a.link_cost[links], starts)
-        )
+        link_util, bw_cost = self._route_loads(o_rows, routes)
         facts = OptionFacts.of_routes(
             self,
             o_rows,
@@ -189,26 +153,75 @@ class CycleState:
             link_utilisation=link_util,
         )
         terms, objective = weighted_terms(self, facts)
-        row_l, site_l, cost_l = o_rows.tolist(), o_sites.tolist(), facts.cost_cny.tolist()
-        kwh_l, carbon_l = facts.energy_kwh.tolist(), facts.carbon_kg.tolist()
-        site_util_l, link_util_l = facts.site_utilisation.tolist(), link_util.tolist()
-        terms_l, objective_l = terms.tolist(), objective.tolist()
-        for n, route in enumerate(routes):
-            out[row_l[n]].append(
-                Option(
-                    row=row_l[n],
-                    site=site_l[n],
-                    route=route,
-                    cost_cny=cost_l[n],
-                    energy_kwh=kwh_l[n],
-                    carbon_kg=carbon_l[n],
-                    site_utilisation=site_util_l[n],
-                    link_utilisation=link_util_l[n],
-                    terms=tuple(terms_l[n]),
-                    objective=objective_l[n],
-                )
-            )
+        _add_options(out, routes, facts, terms, objective)
         return out
+
+    def _fitting_pairs(
+        self, candidates: Mapping[int, IntArray]
+    ) -> tuple[IntArray, IntArray, list[int]]:
+        """The (row, site) pairs of `candidates` that fit working capacity, as aligned arrays
+        grouped by row in the order of `candidates`, and how many pairs each row kept (one
+        count per row of `candidates`, in that order, zeros included)."""
+        rows = np.concatenate(
+            [np.full(len(s), row, dtype=np.int64) for row, s in candidates.items()]
+        )
+        sites = np.concatenate([np.asarray(s, dtype=np.int64) for s in candidates.values()])
+        keep = self.fits(rows, sites)
+        group = np.repeat(np.arange(len(candidates)), [len(s) for s in candidates.values()])
+        kept_per_row = np.bincount(group[keep], minlength=len(candidates))
+        return rows[keep], sites[keep], kept_per_row.tolist()
+
+    def _routes(
+        self,
+        candidates: Mapping[int, IntArray],
+        sites: IntArray,
+        kept_per_row: list[int],
+        k: int,
+    ) -> tuple[list[int], list[Route]]:
+        """Up to k routes from each row's access node to each of its kept `sites` (as made by
+        `_fitting_pairs`), over links with room for its bandwidth and within its latency
+        bound; and, aligned with the routes, the index of the pair each route serves."""
+        b = self.batch
+        pair_of_option: list[int] = []
+        routes: list[Route] = []
+        start = 0
+        for row, kept in zip(candidates, kept_per_row, strict=True):
+            if not kept:
+                continue
+            per_site = self.router.routes(
+                access_node=b.access_nodes[row],
+                sites=sites[start : start + kept].tolist(),
+                k=k,
+                blocked=self.blocked(int(b.need_mbps[row])),
+                max_latency_ms=float(b.max_latency_ms[row]),
+            )
+            for offset, site_routes in enumerate(per_site):
+                for route in site_routes:
+                    pair_of_option.append(start + offset)
+                    routes.append(route)
+            start += kept
+        return pair_of_option, routes
+
+    def _route_loads(
+        self, rows: IntArray, routes: Sequence[Route]
+    ) -> tuple[FloatArray, FloatArray]:
+        """For non-empty aligned (row, route) pairs: the utilisation of the route's busiest link
+        once the row's bandwidth is added to working load, and the bandwidth's cost over the
+        row's duration."""
+        b, a = self.batch, self.arrays
+        lengths = np.asarray([len(r.links) for r in routes], dtype=np.int64)
+        links = np.concatenate([r.link_array for r in routes])
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        need = np.repeat(b.need_mbps[rows], lengths)
+        cap = a.link_cap_mbps[links]
+        link_util = np.maximum.reduceat((cap - self.residual_mbps[links] + need) / cap, starts)
+        bw_cost = (
+            b.need_mbps[rows]
+            / 1000
+            * b.duration_h[rows]
+            * np.add.reduceat(a.link_cost[links], starts)
+        )
+        return link_util, bw_cost
 
     def blocked(self, need_mbps: int) -> Blocked:
         """Links whose working residual is below `need_mbps`."""
@@ -231,3 +244,33 @@ class CycleState:
         if option.route.links and b.need_mbps[row] > 0:
             self.residual_mbps[option.route.link_array] -= b.need_mbps[row]
             self._blocked.clear()
+
+
+def _add_options(
+    out: dict[int, list[Option]],
+    routes: Sequence[Route],
+    facts: OptionFacts,
+    terms: FloatMatrix,
+    objective: FloatArray,
+) -> None:
+    """Append to `out[row]` one Option per route, in route order, from the facts, terms and
+    objectives aligned with `routes` (converted to Python numbers once, not per option)."""
+    row_l, site_l, cost_l = facts.rows.tolist(), facts.sites.tolist(), facts.cost_cny.tolist()
+    kwh_l, carbon_l = facts.energy_kwh.tolist(), facts.carbon_kg.tolist()
+    site_util_l, link_util_l = facts.site_utilisation.tolist(), facts.link_utilisation.tolist()
+    terms_l, objective_l = terms.tolist(), objective.tolist()
+    for n, route in enumerate(routes):
+        out[row_l[n]].append(
+            Option(
+                row=row_l[n],
+                site=site_l[n],
+                route=route,
+                cost_cny=cost_l[n],
+                energy_kwh=kwh_l[n],
+                carbon_kg=carbon_l[n],
+                site_utilisation=site_util_l[n],
+                link_utilisation=link_util_l[n],
+                terms=tuple(terms_l[n]),
+                objective=objective_l[n],
+            )
+        )

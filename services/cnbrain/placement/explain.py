@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cnbrain.domain.decision import Decision, DecisionStatus
-from cnbrain.placement.cycle import CycleState, Option
+from cnbrain.placement.cycle import CycleState, Option, RowInsight
 from cnbrain.placement.filtering import Filtered
 from cnbrain.placement.framework import FilterRejection, SelectionPolicy
 from cnbrain.placement.terms import plugin_weights
@@ -33,42 +33,53 @@ class CycleFacts:
 def build_decision(
     facts: CycleFacts, row: int, option: Option | None, reservation_id: str | None
 ) -> Decision:
-    """The decision for request `row`: built as plain data and validated once."""
-    state = facts.state
-    request = state.batch.requests[row]
-    cmap = state.arrays.map
+    """The decision for request `row`: built as plain data and validated once. `option` is
+    what the cycle chose for it (None: rejected); `reservation_id` what holds it, if any."""
     found = facts.filtered.rejections(row)
-    rejections: list[dict[str, object]] = [
-        {
-            "plugin": r.plugin,
-            "code": r.code.value,
-            "reason": r.reason,
-            "message": r.message,
-            "sites": r.sites,
-        }
-        for r in found
-    ]
-    insight = state.insights.get(row)
     feasible = int(np.count_nonzero(facts.filtered.feasible[row]))
-    notes: list[str] = []
-    if len(state.batch) > 1:
-        notes.append(f"timings are for the whole batch of {len(state.batch)} requests")
-    if (
-        insight is not None
-        and not insight.optimal
-        and insight.solver_status not in ("SEQUENTIAL", "NO_OPTIONS")
-    ):
-        notes.append("the solver hit its time limit; this is its best feasible answer")
-    if option is not None and not facts.reserved:
-        notes.append("quote only: nothing was reserved")
-    explanation = {
+    decision: dict[str, object] = {
+        "request_id": facts.state.batch.requests[row].id,
+        "policy": facts.policy,
+        "explanation": _explanation(facts, row, option, found, feasible),
+    }
+    if option is None:
+        decision["status"] = DecisionStatus.REJECTED
+        decision["reason"] = _rejection_reason(facts, row, feasible, found)
+    else:
+        decision.update(_placement(facts, row, option), reservation_id=reservation_id)
+    return Decision.model_validate(decision)
+
+
+def _explanation(
+    facts: CycleFacts,
+    row: int,
+    option: Option | None,
+    rejections: list[FilterRejection],
+    feasible: int,
+) -> dict[str, object]:
+    """The explanation of request `row`'s decision, as plain data: how many sites were
+    feasible (`feasible`) and why the others were not, how local-first selection applied,
+    the candidates the strategy weighed, the solver's status, timings and notes."""
+    state = facts.state
+    sites = state.arrays.map.sites
+    insight = state.insights.get(row)
+    return {
         "sites_total": state.arrays.n_sites,
         "sites_feasible": feasible,
-        "rejections": rejections,
+        "rejections": [
+            {
+                "plugin": r.plugin,
+                "code": r.code.value,
+                "reason": r.reason,
+                "message": r.message,
+                "sites": r.sites,
+            }
+            for r in rejections
+        ],
         "local_first": facts.selection.explain(state, row, bool(facts.first_tier[row]), option),
         "candidates": [
             {
-                "site": cmap.sites[site].id,
+                "site": sites[site].id,
                 "score": score,
                 "objective": obj,
             }
@@ -77,26 +88,42 @@ def build_decision(
         "solver_status": insight.solver_status if insight else "NOT_RUN",
         "optimal": insight.optimal if insight else True,
         "timings_ms": facts.timings_ms,
-        "notes": notes,
+        "notes": _notes(facts, insight, option),
     }
-    decision: dict[str, object] = {
-        "request_id": request.id,
-        "policy": facts.policy,
-        "explanation": explanation,
-    }
-    if option is None:
-        decision["status"] = DecisionStatus.REJECTED
-        decision["reason"] = _rejection_reason(facts, row, feasible, found)
-        return Decision.model_validate(decision)
-    site = cmap.sites[option.site]
+
+
+def _notes(facts: CycleFacts, insight: RowInsight | None, option: Option | None) -> list[str]:
+    """What a reader of the explanation should know to read it right: that timings are the
+    batch's, that the solver stopped at its time limit, that a quote reserved nothing."""
+    notes: list[str] = []
+    batch_size = len(facts.state.batch)
+    if batch_size > 1:
+        notes.append(f"timings are for the whole batch of {batch_size} requests")
+    if (
+        insight is not None
+        and not insight.optimal
+        and insight.solver_status not in ("SEQUENTIAL", "NO_OPTIONS")
+    ):
+        notes.append("the solver hit its time limit; this is its best feasible answer")
+    if option is not None and not facts.reserved:
+        notes.append("quote only: nothing was reserved")
+    return notes
+
+
+def _placement(facts: CycleFacts, row: int, option: Option) -> dict[str, object]:
+    """The fields of a placed decision but its reservation: the chosen site, the path to it
+    and the outcome (metrics, the objective's terms and the request's weights)."""
+    state = facts.state
+    request = state.batch.requests[row]
+    site = state.arrays.map.sites[option.site]
     names = state.term_names
-    decision.update(
-        status=DecisionStatus.PLACED,
-        site=site.id,
-        province=site.province,
-        site_kind=site.kind.value,
-        path=_path(facts, option.route, request.constraints.min_bandwidth_gbps),
-        outcome={
+    return {
+        "status": DecisionStatus.PLACED,
+        "site": site.id,
+        "province": site.province,
+        "site_kind": site.kind.value,
+        "path": _path(facts, option.route, request.constraints.min_bandwidth_gbps),
+        "outcome": {
             "cost_cny": round(option.cost_cny, 4),
             "energy_kwh": round(option.energy_kwh, 4),
             "carbon_kg": round(option.carbon_kg, 4),
@@ -107,9 +134,7 @@ def build_decision(
             "weights": dict(zip(names, plugin_weights(state)[row].tolist(), strict=True)),
             "objective": round(option.objective, 6),
         },
-        reservation_id=reservation_id,
-    )
-    return Decision.model_validate(decision)
+    }
 
 
 def _path(facts: CycleFacts, route: Route, need_gbps: float) -> dict[str, object]:

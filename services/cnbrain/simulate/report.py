@@ -76,6 +76,45 @@ def compare(
         raise ValueError("need at least one policy and one load")
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    summaries = _run_all(
+        cmap,
+        jobs,
+        policies=policies,
+        loads=loads,
+        seed=seed,
+        queue_limit_s=queue_limit_s,
+        retry_every_s=retry_every_s,
+        batch_window_s=batch_window_s,
+        on_run=on_run,
+    )
+    settings = {
+        "seed": seed,
+        "policies": list(policies),
+        "loads": list(loads),
+        "queue_limit_s": queue_limit_s,
+        "retry_every_s": retry_every_s,
+        "batch_window_s": batch_window_s,
+        "wall_s": round(time.perf_counter() - started, 1),
+        **(context or {}),
+    }
+    _write_report_files(out_dir, cmap, jobs, summaries, settings)
+    return summaries
+
+
+def _run_all(
+    cmap: ComputeNetworkMap,
+    jobs: Sequence[TraceJob],
+    *,
+    policies: Sequence[str],
+    loads: Sequence[float],
+    seed: int,
+    queue_limit_s: float,
+    retry_every_s: float,
+    batch_window_s: float,
+    on_run: Callable[[SimulationSummary], None] | None,
+) -> list[SimulationSummary]:
+    """Simulate every policy at every load, one after another (policy major), each run on a
+    fresh engine; the summaries in that order. `on_run` is called after every run."""
     summaries: list[SimulationSummary] = []
     for policy in policies:
         for load in loads:
@@ -93,24 +132,61 @@ def compare(
             summaries.append(summary)
             if on_run is not None:
                 on_run(summary)
-    settings = {
-        "seed": seed,
-        "policies": list(policies),
-        "loads": list(loads),
-        "queue_limit_s": queue_limit_s,
-        "retry_every_s": retry_every_s,
-        "batch_window_s": batch_window_s,
-        "wall_s": round(time.perf_counter() - started, 1),
-        **(context or {}),
-    }
+    return summaries
+
+
+def _write_report_files(
+    out_dir: Path,
+    cmap: ComputeNetworkMap,
+    jobs: Sequence[TraceJob],
+    summaries: Sequence[SimulationSummary],
+    settings: Mapping[str, Any],
+) -> None:
+    """Write the plots, `summary.json` and `report.md` of `summaries` into `out_dir`."""
     standings = standings_of(summaries)
-    figures = [
+    figures = _plot_all(summaries, out_dir)
+    map_facts, trace_facts = map_summary(cmap), trace_summary(jobs, cmap)
+    _write_summary_json(
+        out_dir / "summary.json",
+        settings=settings,
+        map_facts=map_facts,
+        trace_facts=trace_facts,
+        summaries=summaries,
+        standings=standings,
+    )
+    (out_dir / "report.md").write_text(
+        render_report(
+            settings=settings,
+            map_facts=map_facts,
+            trace_facts=trace_facts,
+            summaries=summaries,
+            standings=standings,
+            figures=[f.name for f in figures],
+        ),
+        encoding="utf-8",
+    )
+
+
+def _plot_all(summaries: Sequence[SimulationSummary], out_dir: Path) -> list[Path]:
+    """Draw the report's plots into `out_dir`; their files, in the report's order."""
+    return [
         plots.acceptance_vs_load(summaries, out_dir),
         plots.utilisation_over_time(summaries, out_dir),
         plots.cost_vs_latency(summaries, out_dir),
     ]
-    map_facts, trace_facts = map_summary(cmap), trace_summary(jobs, cmap)
-    (out_dir / "summary.json").write_text(
+
+
+def _write_summary_json(
+    path: Path,
+    *,
+    settings: Mapping[str, Any],
+    map_facts: Mapping[str, Any],
+    trace_facts: Mapping[str, Any],
+    summaries: Sequence[SimulationSummary],
+    standings: Sequence[Standing],
+) -> None:
+    """Write the report's figures and every run's time series to `path` as JSON."""
+    path.write_text(
         json.dumps(
             {
                 "settings": settings,
@@ -125,18 +201,6 @@ def compare(
         + "\n",
         encoding="utf-8",
     )
-    (out_dir / "report.md").write_text(
-        render_report(
-            settings=settings,
-            map_facts=map_facts,
-            trace_facts=trace_facts,
-            summaries=summaries,
-            standings=standings,
-            figures=[f.name for f in figures],
-        ),
-        encoding="utf-8",
-    )
-    return summaries
 
 
 def standings_of(summaries: Sequence[SimulationSummary]) -> list[Standing]:
