@@ -478,7 +478,7 @@ async def advance_request(
     if not request_may_go(record.state, state):
         return None
     before = record.state
-    await requests.set_state(session, request_id=request_id, state=state, reason=reason)
+    await requests.set_states(session, [requests.StateChange(request_id, state, reason=reason)])
     return before
 
 
