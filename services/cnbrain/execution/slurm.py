@@ -31,11 +31,11 @@ slurmrestd's JSON, a refused credential or one of Slurm's communication errors r
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
+from cnbrain.closing import Closing
 from cnbrain.execution.credentials import TokenSource
 from cnbrain.execution.errors import BackendRejected, BackendUnavailable, UnknownJob
 from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus
@@ -77,7 +77,7 @@ def _is_communication_error(number: int | None) -> bool:
     )
 
 
-class SlurmBackend:
+class SlurmBackend(Closing):
     """A `ClusterBackend` over slurmrestd (JWT auth, OpenAPI v0.0.38).
 
     Keyword-only configuration: `url` of slurmrestd, `user` the Slurm user jobs run as,
@@ -111,17 +111,6 @@ class SlurmBackend:
         self._client = httpx.AsyncClient(
             base_url=self.url, timeout=httpx.Timeout(timeout_s), transport=transport
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._client.aclose()
