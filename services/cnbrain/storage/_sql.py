@@ -4,6 +4,7 @@ driver, and opaque cursors."""
 import base64
 import binascii
 import json
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import CursorResult
@@ -12,10 +13,12 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import Delete, Update
 
 from cnbrain.domain.bounds import has_control_characters
+from cnbrain.storage.clock import as_utc
 from cnbrain.storage.errors import BadCursor
 
 MAX_PAGE = 1000
 _T = TypeVar("_T")
+_Id = TypeVar("_Id", str, int)
 
 
 async def fetch_scalar(session: AsyncSession, statement: Select[_T]) -> _T | None:
@@ -54,6 +57,23 @@ def decode_cursor(cursor: str, *, arity: int) -> list[Any]:
     if not isinstance(values, list) or len(values) != arity or not all(map(_plain, values)):
         raise BadCursor(f"cursor {cursor!r} is not valid")
     return values
+
+
+def encode_keyset(at: datetime, last_id: str | int) -> str:
+    """The cursor of a page ordered by (time, id) whose last row is (`at`, `last_id`)."""
+    return encode_cursor([as_utc(at).isoformat(), last_id])
+
+
+def decode_keyset(cursor: str, id_type: type[_Id]) -> tuple[datetime, _Id]:
+    """The (time, id) of a cursor made by `encode_keyset` with an id of `id_type`; BadCursor
+    if it is not one."""
+    at, last_id = decode_cursor(cursor, arity=2)
+    if not isinstance(at, str) or not isinstance(last_id, id_type):
+        raise BadCursor(f"cursor {cursor!r} is not valid")
+    try:
+        return as_utc(datetime.fromisoformat(at)), last_id
+    except ValueError:
+        raise BadCursor(f"cursor {cursor!r} is not valid") from None
 
 
 _ID_RANGE = range(-(2**31), 2**31)

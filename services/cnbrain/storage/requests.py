@@ -27,9 +27,9 @@ from sqlalchemy.sql import Select
 from cnbrain.domain.states import REQUEST_TRANSITIONS, RequestState
 from cnbrain.storage._sql import (
     check_limit,
-    decode_cursor,
+    decode_keyset,
     driver_sql,
-    encode_cursor,
+    encode_keyset,
     fetch_scalar,
 )
 from cnbrain.storage.clock import as_utc, utcnow
@@ -303,7 +303,7 @@ async def list_requests(
     if created_before is not None:
         query = query.where(r.created_at < as_utc(created_before))
     if cursor is not None:
-        at, last_id = _decode(cursor)
+        at, last_id = decode_keyset(cursor, str)
         query = query.where(or_(r.created_at < at, and_(r.created_at == at, r.id < last_id)))
     rows = [
         stored(record)
@@ -315,7 +315,7 @@ async def list_requests(
         return rows, None
     page = rows[:limit]
     last = page[-1]
-    return page, encode_cursor([as_utc(last.created_at).isoformat(), last.id])
+    return page, encode_keyset(last.created_at, last.id)
 
 
 async def set_states(
@@ -486,13 +486,3 @@ def _scoped(query: _Query, tenant_id: str | None) -> _Query:
     if tenant_id is None:
         return query
     return query.where(PlacementRequestRecord.tenant_id == tenant_id)
-
-
-def _decode(cursor: str) -> tuple[datetime, str]:
-    at, last_id = decode_cursor(cursor, arity=2)
-    if not isinstance(at, str) or not isinstance(last_id, str):
-        raise BadCursor(f"cursor {cursor!r} is not valid")
-    try:
-        return as_utc(datetime.fromisoformat(at)), last_id
-    except ValueError:
-        raise BadCursor(f"cursor {cursor!r} is not valid") from None
