@@ -229,9 +229,9 @@ class SlurmBackend(Closing):
     async def _controller_job(self, job_id: str) -> Json | None:
         """The controller's record of the job, or None once it has forgotten it."""
         body = await self._call("GET", f"{_JOB}/{_checked_id(job_id)}")
-        jobs = body.get("jobs")
-        if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
-            return jobs[0]
+        job = _first_job(body)
+        if job is not None:
+            return job
         errors = errors_of(body)
         if any(error_number(e) == _INVALID_JOB_ID for e in errors):
             return None
@@ -241,9 +241,9 @@ class SlurmBackend(Closing):
     async def _db_job(self, job_id: str) -> Json | None:
         """The accounting's record of the job, or None while it has none."""
         body = await self._call("GET", f"{_DB_JOB}/{_checked_id(job_id)}")
-        jobs = body.get("jobs")
-        if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
-            return jobs[0]
+        job = _first_job(body)
+        if job is not None:
+            return job
         errors = errors_of(body)
         if not errors or any(error_number(e) == _NOTHING_FOUND for e in errors):
             return None
@@ -333,6 +333,14 @@ def _json_or_none(response: httpx.Response) -> Json | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _first_job(body: Json) -> Json | None:
+    """The first record of a job query's `jobs`, if it holds one."""
+    jobs = body.get("jobs")
+    if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
+        return jobs[0]
+    return None
 
 
 def _checked_id(job_id: str) -> str:
