@@ -69,7 +69,7 @@ def test_every_error_of_the_package_is_in_the_tree() -> None:
         (storage_errors.LastAdmin, "conflict"),
         (storage_errors.CapacityConflict, "conflict"),
         (storage_errors.QuotaExceeded, "conflict"),
-        (storage_errors.DuplicateIdempotencyKey, "conflict"),
+        (storage_errors.RequestStoreError, "conflict"),
         (storage_errors.InvalidTransition, "conflict"),
         (LedgerError, "conflict"),
         (execution_errors.BackendRejected, "conflict"),

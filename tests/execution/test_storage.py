@@ -81,14 +81,20 @@ async def _placed(
     if not job:
         body["job"] = None
     async with sessions.begin() as session:
-        await requests.insert_request(
+        await requests.insert_requests(
             session,
-            request_id=request_id,
-            tenant_id=tenant,
-            user_id=sessions.users[tenant],
-            body=body,
+            [
+                requests.NewRequest(
+                    request_id=request_id,
+                    tenant_id=tenant,
+                    user_id=sessions.users[tenant],
+                    body=body,
+                )
+            ],
         )
-        await requests.set_state(session, request_id=request_id, state="placed", site_id="AA-dc")
+        await requests.set_states(
+            session, [requests.StateChange(request_id, "placed", site_id="AA-dc")]
+        )
 
 
 async def test_a_sites_scheduler_is_kept_in_its_own_column(sessions: Store) -> None:

@@ -227,12 +227,16 @@ async def test_a_request_left_pending_is_decided_at_start_while_the_national_bra
     try:
         async with session_factory(engine).begin() as session:
             admin = (await session.execute(text("SELECT id FROM users LIMIT 1"))).scalar_one()
-            await requests.insert_request(
+            await requests.insert_requests(
                 session,
-                request_id=request_id,
-                tenant_id="acme",
-                user_id=admin,
-                body={**GPU_REQUEST, "id": request_id, "tenant": "acme"},
+                [
+                    requests.NewRequest(
+                        request_id=request_id,
+                        tenant_id="acme",
+                        user_id=admin,
+                        body={**GPU_REQUEST, "id": request_id, "tenant": "acme"},
+                    )
+                ],
             )
     finally:
         await engine.dispose()

@@ -376,12 +376,16 @@ async def test_national_answers_are_recorded_together_and_a_failing_one_alone(
         user = await tenants.create_user(session, name="u", role="tenant-user", tenant_id=tenant)
         for i in range(6):
             request = parse_request({**ONE_GPU, "id": f"req-{tenant}-{i}", "tenant": tenant})
-            await requests.insert_request(
+            await requests.insert_requests(
                 session,
-                request_id=request.id,
-                tenant_id=tenant,
-                user_id=user.id,
-                body=request.model_dump(mode="json"),
+                [
+                    requests.NewRequest(
+                        request_id=request.id,
+                        tenant_id=tenant,
+                        user_id=user.id,
+                        body=request.model_dump(mode="json"),
+                    )
+                ],
             )
             pending.append(request)
     group = api.use_cases.placer.escalation_records
@@ -401,7 +405,7 @@ async def test_national_answers_are_recorded_together_and_a_failing_one_alone(
     assert len(writes) == 1
 
     async with api.brain.sessions.begin() as session:
-        await requests.set_state(session, request_id=pending[4].id, state="failed")
+        await requests.set_states(session, [requests.StateChange(pending[4].id, "failed")])
     writes.clear()
     apart = await asyncio.gather(
         *(group.submit(answer(r)) for r in pending[3:]), return_exceptions=True

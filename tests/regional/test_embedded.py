@@ -44,12 +44,16 @@ async def test_a_pending_request_is_placed_at_the_next_start(tmp_path: Path) -> 
             user = await tenants.create_user(
                 session, name="u", role="tenant-user", tenant_id="late"
             )
-            await requests.insert_request(
+            await requests.insert_requests(
                 session,
-                request_id="req-left-pending",
-                tenant_id="late",
-                user_id=user.id,
-                body={**GPU_TRAINING, "id": "req-left-pending", "tenant": "late"},
+                [
+                    requests.NewRequest(
+                        request_id="req-left-pending",
+                        tenant_id="late",
+                        user_id=user.id,
+                        body={**GPU_TRAINING, "id": "req-left-pending", "tenant": "late"},
+                    )
+                ],
             )
     again = create_app(settings)
     async with again.router.lifespan_context(again), again.state.brain.sessions() as session:

@@ -346,12 +346,16 @@ async def test_rows_an_earlier_version_stored_fail_at_start_and_never_stop_it(
                     session, name="u", role="tenant-user", tenant_id=tenant
                 )
                 for request_id, change in OLD_POISON.items():
-                    await requests.insert_request(
+                    await requests.insert_requests(
                         session,
-                        request_id=request_id,
-                        tenant_id=tenant,
-                        user_id=user.id,
-                        body={**LOCAL_CPU, **change, "id": request_id, "tenant": tenant},
+                        [
+                            requests.NewRequest(
+                                request_id=request_id,
+                                tenant_id=tenant,
+                                user_id=user.id,
+                                body={**LOCAL_CPU, **change, "id": request_id, "tenant": tenant},
+                            )
+                        ],
                     )
             async with httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=app), base_url="http://brain"

@@ -21,9 +21,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from cnbrain.cache import CacheUnavailable, channel_name
 from cnbrain.cache.follow import MAX_DELAY_S
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.app import create_app
-from cnbrain.regional.problems import outage_of
+from cnbrain.regional.outages import outage_of
+from cnbrain.regional.problems import server_down
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.use_cases.placing import leaves_pending
+from cnbrain.storage.errors import InvalidTransition
 from tests.databases import create_postgres_database, drop_postgres_database
 from tests.outages import TcpProxy, private_redis, target_of, through_proxy
 from tests.polling import wait_until
@@ -237,3 +241,19 @@ async def test_only_outages_are_503_not_bugs() -> None:
     assert outage_of(sqlalchemy.exc.OperationalError("SELECT", {}, Exception("deadlock"))) is None
     assert outage_of(FileNotFoundError(2, "No such file")) is None
     assert outage_of(RuntimeError("a bug")) is None
+    peer = PeerUnavailable("the national brain", "unavailable")
+    assert outage_of(peer) == "peer"
+    assert server_down(peer) is None  # answered as any unavailable error, with its message
+    assert server_down(lost) == "database"
+
+
+async def test_a_decision_interrupted_by_an_outage_leaves_its_request_pending() -> None:
+    lost = sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("closed"))
+    lost.__cause__ = ConnectionRefusedError(111, "Connect call failed")
+    assert leaves_pending(lost)
+    assert leaves_pending(sqlalchemy.exc.TimeoutError("QueuePool limit reached"))
+    assert leaves_pending(PeerUnavailable("the national brain", "deadline_exceeded"))
+    assert leaves_pending(InvalidTransition("r1", "cancelled", "placed"))  # another replica
+    assert leaves_pending(sqlalchemy.exc.OperationalError("UPDATE", {}, Exception("deadlock")))
+    assert not leaves_pending(RuntimeError("a bug"))
+    assert not leaves_pending(FileNotFoundError(2, "No such file"))

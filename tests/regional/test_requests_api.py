@@ -71,12 +71,16 @@ async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Ap
     tenant, _, user = await api.tenant()
     async with api.brain.sessions.begin() as session:
         user_id = (await tenants.list_users(session, tenant_id=tenant))[0].id
-        await requests.insert_request(
+        await requests.insert_requests(
             session,
-            request_id="req-being-decided",
-            tenant_id=tenant,
-            user_id=user_id,
-            body={**GPU_TRAINING, "id": "req-being-decided", "tenant": tenant},
+            [
+                requests.NewRequest(
+                    request_id="req-being-decided",
+                    tenant_id=tenant,
+                    user_id=user_id,
+                    body={**GPU_TRAINING, "id": "req-being-decided", "tenant": tenant},
+                )
+            ],
         )
     refused = await api.call(user, "POST", "/v1/requests/req-being-decided/cancel")
     assert refused.status_code == 409

@@ -17,7 +17,7 @@ from cnbrain.placement.engine import PlacementEngine
 from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import SiteCapacity
-from cnbrain.storage.requests import insert_request
+from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
 from tests.databases import Sessions
 from tests.ledger.snapshots import assert_snapshot_equals, copy_of
@@ -41,10 +41,10 @@ async def ledger(sessions: Sessions, seeded: MapArrays) -> MapArrays:
 async def _requests(sessions: Sessions, count: int, *, tenant: str = TENANT) -> list[str]:
     ids = [f"req-{tenant}-{i}" for i in range(count)]
     async with sessions.begin() as session:
-        for request_id in ids:
-            await insert_request(
-                session, request_id=request_id, tenant_id=tenant, user_id="alice", body={}
-            )
+        await insert_requests(
+            session,
+            [NewRequest(request_id=i, tenant_id=tenant, user_id="alice", body={}) for i in ids],
+        )
     return ids
 
 
@@ -276,8 +276,8 @@ async def test_engine_reservations_convert_to_claims(sessions: Sessions, ledger:
     hops = [hop.link for segment in decision.path.segments for hop in segment.hops]
     assert set(claim.link_ids) == set(hops)
     async with sessions.begin() as session:
-        await insert_request(
-            session, request_id=request.id, tenant_id=TENANT, user_id="alice", body={}
+        await insert_requests(
+            session, [NewRequest(request_id=request.id, tenant_id=TENANT, user_id="alice", body={})]
         )
         await ledger_store.reserve_many(session, claims=[claim])
     await _check(sessions)

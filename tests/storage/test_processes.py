@@ -19,7 +19,7 @@ from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.database import create_engine, session_factory
 from cnbrain.storage.errors import CapacityConflict, QuotaExceeded
 from cnbrain.storage.models import Quota
-from cnbrain.storage.requests import insert_request
+from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user, set_quota
 from tests.storage.capacity import leave_cpu_free
 
@@ -59,8 +59,13 @@ async def _prepare(url: str, document: MapDocument) -> list[list[Claim]]:
             for i in range(ATTEMPTS + ATTEMPTS // 2):
                 tenant, site = ("free", crowded) if i < ATTEMPTS else ("limited", roomy)
                 request_id = f"req-{process}-{i}"
-                await insert_request(
-                    session, request_id=request_id, tenant_id=tenant, user_id=f"{tenant}-u", body={}
+                await insert_requests(
+                    session,
+                    [
+                        NewRequest(
+                            request_id=request_id, tenant_id=tenant, user_id=f"{tenant}-u", body={}
+                        )
+                    ],
                 )
                 links = (*_attachments(document, site.id)[: 1 + i % 2], shared)
                 work[process].append(

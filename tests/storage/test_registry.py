@@ -15,7 +15,7 @@ from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.errors import RegistryError, UnknownItem
 from cnbrain.storage.models import LinkCapacity, SiteAccelerators, SiteCapacity, Tenant
-from cnbrain.storage.requests import insert_request
+from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
 
@@ -205,8 +205,9 @@ async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
             await create_user(
                 session, user_id="alice", name="Alice", role="tenant-user", tenant_id="acme"
             )
-        await insert_request(
-            session, request_id=f"req-{site.id}", tenant_id="acme", user_id="alice", body={}
+        await insert_requests(
+            session,
+            [NewRequest(request_id=f"req-{site.id}", tenant_id="acme", user_id="alice", body={})],
         )
         claim = Claim(
             reservation_id=f"rsv-{site.id}",

@@ -10,7 +10,6 @@ from cnbrain.domain.states import ENDED_REQUEST
 from cnbrain.storage import requests
 from cnbrain.storage.errors import (
     BadCursor,
-    DuplicateIdempotencyKey,
     InvalidTransition,
     NotFoundError,
     RequestStoreError,
@@ -33,15 +32,31 @@ async def _tenants(sessions: Sessions) -> None:
 
 async def _insert(
     session: AsyncSession, request_id: str, tenant: str = "acme", key: str | None = None
-) -> requests.StoredRequest:
-    return await requests.insert_request(
-        session,
+) -> str | None:
+    """Insert one request: None, or the earlier request that holds `key` (see
+    `insert_requests`)."""
+    new = requests.NewRequest(
         request_id=request_id,
         tenant_id=tenant,
         user_id=f"{tenant}-user",
         body={"id": request_id},
         idempotency_key=key,
     )
+    [earlier] = await requests.insert_requests(session, [new])
+    return earlier
+
+
+async def _move(
+    session: AsyncSession,
+    request_id: str,
+    state: str,
+    *,
+    tenant: str | None = None,
+    reason: str | None = None,
+    site_id: str | None = None,
+) -> None:
+    change = requests.StateChange(request_id, state, reason=reason, site_id=site_id)
+    await requests.set_states(session, [change], tenant_id=tenant)
 
 
 async def test_a_duplicate_key_names_the_first_request_and_keeps_the_transaction(
@@ -49,13 +64,12 @@ async def test_a_duplicate_key_names_the_first_request_and_keeps_the_transaction
 ) -> None:
     await _tenants(sessions)
     async with sessions.begin() as session:
-        first = await _insert(session, "r1", key="k")
-        with pytest.raises(DuplicateIdempotencyKey) as raised:
-            await _insert(session, "r2", key="k")
-        assert raised.value.existing_request_id == raised.value.request_id == "r1"
-        await _insert(session, "r3", key="other")
-        await _insert(session, "r4", tenant="umbrella", key="k")  # keys are per tenant
-    assert first.state == "pending"
+        assert await _insert(session, "r1", key="k") is None
+        assert await _insert(session, "r2", key="k") == "r1"
+        assert await _insert(session, "r3", key="other") is None
+        assert await _insert(session, "r4", tenant="umbrella", key="k") is None  # per tenant
+        first = await requests.get_request(session, tenant_id="acme", request_id="r1")
+    assert first is not None and first.state == "pending"
     async with sessions() as session:
         ids = {r.id for r in (await requests.list_requests(session, tenant_id=None))[0]}
         again = await requests.find_by_idempotency_key(
@@ -64,12 +78,15 @@ async def test_a_duplicate_key_names_the_first_request_and_keeps_the_transaction
     assert ids == {"r1", "r3", "r4"}
     assert again is not None and again.id == "r1"
     async with sessions.begin() as session:
-        with pytest.raises(DuplicateIdempotencyKey, match="'r1'"):
-            await _insert(session, "r5", key="k")
-        with pytest.raises(RequestStoreError, match="'r1' cannot be stored"):
-            await _insert(session, "r1")
-        with pytest.raises(RequestStoreError, match="'r6' cannot be stored"):
-            await _insert(session, "r6", tenant="nobody")
+        assert await _insert(session, "r5", key="k") == "r1"
+        # Another integrity failure needs a rollback; a savepoint keeps the transaction.
+        with pytest.raises(RequestStoreError, match="request 'r1' cannot be stored"):
+            async with session.begin_nested():
+                await _insert(session, "r1")
+        with pytest.raises(RequestStoreError, match="request 'r6' cannot be stored"):
+            async with session.begin_nested():
+                await _insert(session, "r6", tenant="nobody")
+        assert await _insert(session, "r7", key="k") == "r1"
 
 
 async def test_other_tenants_requests_are_not_found(sessions: Sessions) -> None:
@@ -82,11 +99,12 @@ async def test_other_tenants_requests_are_not_found(sessions: Sessions) -> None:
         assert await requests.get_decision(session, tenant_id="umbrella", request_id="r1") is None
         assert (await requests.list_requests(session, tenant_id="umbrella"))[0] == []
         with pytest.raises(NotFoundError):
-            await requests.set_state(session, tenant_id="umbrella", request_id="r1", state="placed")
+            await _move(session, "r1", "placed", tenant="umbrella")
+        await _move(session, "r1", "placed", tenant="acme")
         mine = await requests.get_request(session, tenant_id="acme", request_id="r1")
         anyone = await requests.get_request(session, tenant_id=None, request_id="r1")
         decision = await requests.get_decision(session, tenant_id="acme", request_id="r1")
-    assert mine is not None and anyone is not None
+    assert mine is not None and anyone is not None and mine.state == "placed"
     assert decision == {"site": "BJ-dc-1"}
 
 
@@ -107,12 +125,12 @@ async def test_allowed_transitions(sessions: Sessions, path: list[str]) -> None:
     async with sessions.begin() as session:
         await _insert(session, "r1")
         for state in path:
-            record = await requests.set_state(
-                session, request_id="r1", state=state, reason=f"now {state}", site_id="BJ-dc-1"
-            )
+            await _move(session, "r1", state, reason=f"now {state}", site_id="BJ-dc-1")
+            record = await requests.get_request(session, tenant_id=None, request_id="r1")
+            assert record is not None
             assert (record.state, record.reason) == (state, f"now {state}")
         with pytest.raises(InvalidTransition) as raised:
-            await requests.set_state(session, request_id="r1", state="placed")
+            await _move(session, "r1", "placed")
     assert (raised.value.current, raised.value.target) == (path[-1], "placed")
     assert path[-1] in ENDED_REQUEST
 
@@ -134,14 +152,14 @@ async def test_forbidden_transitions(sessions: Sessions, path: list[str], bad: s
     async with sessions.begin() as session:
         await _insert(session, "r1")
         for state in path:
-            await requests.set_state(session, request_id="r1", state=state)
+            await _move(session, "r1", state)
         current = path[-1] if path else "pending"
         with pytest.raises(InvalidTransition, match=f"from '{current}' to '{bad}'"):
-            await requests.set_state(session, request_id="r1", state=bad)
+            await _move(session, "r1", bad)
         with pytest.raises(ValueError, match="'paused' is not one of"):
-            await requests.set_state(session, request_id="r1", state="paused")
+            await _move(session, "r1", "paused")
         with pytest.raises(NotFoundError):
-            await requests.set_state(session, request_id="nope", state="placed")
+            await _move(session, "nope", "placed")
 
 
 async def test_pages_list_every_request_once_newest_first(sessions: Sessions) -> None:
@@ -159,7 +177,7 @@ async def test_pages_list_every_request_once_newest_first(sessions: Sessions) ->
             )
         await _insert(session, "other", tenant="umbrella")
         for i in range(0, 23, 3):
-            await requests.set_state(session, request_id=f"r{i:02d}", state="rejected")
+            await _move(session, f"r{i:02d}", "rejected")
     seen: list[str] = []
     cursor: str | None = None
     async with sessions() as session:

@@ -42,6 +42,24 @@ def channel_name(namespace: str) -> str:
     return CHANNEL_PREFIX + validate_namespace(namespace)
 
 
+def check_ttl(ttl_s: int) -> None:
+    """The `ValueError` of the contracts for `ttl_s < 1`."""
+    if ttl_s < 1:
+        raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+
+
+def check_request_id(request_id: str) -> None:
+    """The `ValueError` of `IdempotencyStore.complete` for an empty or `PENDING` answer."""
+    if not request_id or request_id == PENDING:
+        raise ValueError(f"request_id must be a real id, got {request_id!r}")
+
+
+def check_limit(limit_per_minute: int) -> None:
+    """The `ValueError` of `RateLimiter.hit` and `Gate.admit` for `limit_per_minute < 1`."""
+    if limit_per_minute < 1:
+        raise ValueError(f"limit_per_minute must be >= 1, got {limit_per_minute}")
+
+
 @runtime_checkable
 class IdempotencyStore(Protocol):
     """Per-tenant idempotency keys: the first caller of a key wins; the others learn its answer.

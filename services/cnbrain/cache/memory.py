@@ -9,7 +9,6 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Self
 
 from cnbrain.cache.base import (
@@ -17,20 +16,14 @@ from cnbrain.cache.base import (
     Admission,
     CapacityEvent,
     RateDecision,
+    check_limit,
+    check_request_id,
+    check_ttl,
     validate_namespace,
 )
+from cnbrain.closing import Closing
 
 Clock = Callable[[], float]
-
-
-def _check_ttl(ttl_s: int) -> None:
-    if ttl_s < 1:
-        raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
-
-
-def _check_request_id(request_id: str) -> None:
-    if not request_id or request_id == PENDING:
-        raise ValueError(f"request_id must be a real id, got {request_id!r}")
 
 
 class MemoryIdempotencyStore:
@@ -61,7 +54,7 @@ class MemoryIdempotencyStore:
 
     async def claim(self, *, tenant_id: str, key: str, ttl_s: int) -> str | None:
         """See `IdempotencyStore.claim`."""
-        _check_ttl(ttl_s)
+        check_ttl(ttl_s)
         now = self._clock()
         self._sweep(now)
         slot = (tenant_id, key)
@@ -73,15 +66,15 @@ class MemoryIdempotencyStore:
 
     async def complete(self, *, tenant_id: str, key: str, request_id: str, ttl_s: int) -> None:
         """See `IdempotencyStore.complete`."""
-        _check_ttl(ttl_s)
-        _check_request_id(request_id)
+        check_ttl(ttl_s)
+        check_request_id(request_id)
         self._entries[(tenant_id, key)] = (request_id, self._clock() + ttl_s)
 
     async def complete_many(self, answers: Sequence[tuple[str, str, str]], *, ttl_s: int) -> None:
         """See `IdempotencyStore.complete_many`."""
-        _check_ttl(ttl_s)
+        check_ttl(ttl_s)
         for _, _, request_id in answers:
-            _check_request_id(request_id)
+            check_request_id(request_id)
         until = self._clock() + ttl_s
         for tenant_id, key, request_id in answers:
             self._entries[(tenant_id, key)] = (request_id, until)
@@ -105,8 +98,7 @@ class MemoryRateLimiter:
 
     async def hit(self, *, tenant_id: str, limit_per_minute: int) -> RateDecision:
         """See `RateLimiter.hit`."""
-        if limit_per_minute < 1:
-            raise ValueError(f"limit_per_minute must be >= 1, got {limit_per_minute}")
+        check_limit(limit_per_minute)
         now = self._clock()
         log = self._hits.setdefault(tenant_id, deque())
         while log and log[0] <= now - self._window_s:
@@ -138,7 +130,7 @@ class MemoryGate:
         ttl_s: int,
     ) -> Admission:
         """See `Gate.admit`."""
-        _check_ttl(ttl_s)
+        check_ttl(ttl_s)
         rate = await self._limiter.hit(tenant_id=rate_key, limit_per_minute=limit_per_minute)
         if not rate.allowed or idempotency_key is None:
             return Admission(rate=rate, earlier=None)
@@ -146,7 +138,7 @@ class MemoryGate:
         return Admission(rate=rate, earlier=earlier)
 
 
-class MemorySubscription:
+class MemorySubscription(Closing):
     """A `Subscription` of a `MemoryCapacityBus`; active from its creation until `aclose()`."""
 
     def __init__(self, bus: "MemoryCapacityBus", max_backlog: int) -> None:
@@ -169,17 +161,6 @@ class MemorySubscription:
         if item is None:
             raise StopAsyncIteration
         return item
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """See `Subscription.aclose`."""

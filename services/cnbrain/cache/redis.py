@@ -11,7 +11,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,8 +29,12 @@ from cnbrain.cache.base import (
     CapacityEvent,
     RateDecision,
     channel_name,
+    check_limit,
+    check_request_id,
+    check_ttl,
     validate_namespace,
 )
+from cnbrain.closing import Closing
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# Sliding-window log in a sorted set scored by server time in microseconds.
-# KEYS[1] = key; ARGV[1] = window us, ARGV[2] = limit, ARGV[3] = unique member.
-# Returns {allowed 0/1, remaining, retry_after us}.
-_HIT = """
+# The hit of a sliding-window log in a sorted set scored by server time in microseconds:
+# KEYS[1] = key; ARGV[1] = window us, ARGV[2] = limit, ARGV[3] = unique member. A refused hit
+# returns {0, 0, retry_after us}; an allowed one is logged and the script goes on, with
+# `limit - count - 1` hits left.
+_WINDOW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window = tonumber(ARGV[1])
@@ -68,34 +72,25 @@ if count >= limit then
 end
 redis.call('ZADD', KEYS[1], now, ARGV[3])
 redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
-return {1, limit - count - 1, 0}
 """
 
+# `_WINDOW`. Returns {allowed 0/1, remaining, retry_after us}.
+_HIT = _WINDOW + "return {1, limit - count - 1, 0}\n"
 
-# `_HIT`, then (only when allowed and KEYS[2] is given) `_CLAIM` on KEYS[2].
+# `_WINDOW`, then (only when allowed and KEYS[2] is given) `_CLAIM` on KEYS[2].
 # KEYS[1] = rate key, KEYS[2] = idempotency key (optional);
 # ARGV[1] = window us, ARGV[2] = limit, ARGV[3] = unique member, ARGV[4] = pending marker,
-# ARGV[5] = ttl seconds. Returns {allowed 0/1, remaining, retry_after us, claim answer or nil}.
-_ADMIT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local window = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local count = redis.call('ZCARD', KEYS[1])
-if count >= limit then
-  local oldest = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
-  return {0, 0, tonumber(oldest[2]) + window - now, false}
-end
-redis.call('ZADD', KEYS[1], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
-local earlier = false
+# ARGV[5] = ttl seconds. Returns {allowed 0/1, remaining, retry_after us[, claim answer]}.
+_ADMIT = (
+    _WINDOW
+    + """local earlier = false
 if KEYS[2] then
   earlier = redis.call('GET', KEYS[2])
   if not earlier then redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5]) end
 end
 return {1, limit - count - 1, 0, earlier}
 """
+)
 
 
 def redact(url: str) -> str:
@@ -180,26 +175,21 @@ class RedisIdempotencyStore:
 
     async def claim(self, *, tenant_id: str, key: str, ttl_s: int) -> str | None:
         """See `IdempotencyStore.claim`."""
-        if ttl_s < 1:
-            raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+        check_ttl(ttl_s)
         value = await self._claim(keys=[self.key(tenant_id, key)], args=[PENDING, ttl_s])
         return None if value is None else _text(value)
 
     async def complete(self, *, tenant_id: str, key: str, request_id: str, ttl_s: int) -> None:
         """See `IdempotencyStore.complete`."""
-        if ttl_s < 1:
-            raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
-        if not request_id or request_id == PENDING:
-            raise ValueError(f"request_id must be a real id, got {request_id!r}")
+        check_ttl(ttl_s)
+        check_request_id(request_id)
         await self._client.set(self.key(tenant_id, key), request_id, ex=ttl_s)
 
     async def complete_many(self, answers: Sequence[tuple[str, str, str]], *, ttl_s: int) -> None:
         """See `IdempotencyStore.complete_many`."""
-        if ttl_s < 1:
-            raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+        check_ttl(ttl_s)
         for _, _, request_id in answers:
-            if not request_id or request_id == PENDING:
-                raise ValueError(f"request_id must be a real id, got {request_id!r}")
+            check_request_id(request_id)
         if not answers:
             return
         async with self._client.pipeline(transaction=False) as pipe:
@@ -228,16 +218,12 @@ class RedisRateLimiter:
 
     async def hit(self, *, tenant_id: str, limit_per_minute: int) -> RateDecision:
         """See `RateLimiter.hit`."""
-        if limit_per_minute < 1:
-            raise ValueError(f"limit_per_minute must be >= 1, got {limit_per_minute}")
+        check_limit(limit_per_minute)
         reply: Any = await self._hit(
             keys=[self.key(tenant_id)],
             args=[self.window_us, limit_per_minute, uuid.uuid4().hex],
         )
-        allowed, remaining, retry_us = (int(x) for x in reply)
-        if allowed:
-            return RateDecision(allowed=True, remaining=remaining, retry_after_s=0.0)
-        return RateDecision(allowed=False, remaining=0, retry_after_s=max(retry_us / 1e6, 1e-3))
+        return _decision(reply)
 
 
 class RedisGate:
@@ -261,10 +247,8 @@ class RedisGate:
         ttl_s: int,
     ) -> Admission:
         """See `Gate.admit`."""
-        if limit_per_minute < 1:
-            raise ValueError(f"limit_per_minute must be >= 1, got {limit_per_minute}")
-        if ttl_s < 1:
-            raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
+        check_limit(limit_per_minute)
+        check_ttl(ttl_s)
         keys = [self._limiter.key(rate_key)]
         if idempotency_key is not None:
             keys.append(self._store.key(tenant_id, idempotency_key))
@@ -272,13 +256,18 @@ class RedisGate:
             keys=keys,
             args=[self._limiter.window_us, limit_per_minute, uuid.uuid4().hex, PENDING, ttl_s],
         )
-        allowed, remaining, retry_us = (int(x) for x in reply[:3])
-        earlier = reply[3] if len(reply) > 3 else None
-        if not allowed:
-            rate = RateDecision(allowed=False, remaining=0, retry_after_s=max(retry_us / 1e6, 1e-3))
-            return Admission(rate=rate, earlier=None)
-        rate = RateDecision(allowed=True, remaining=remaining, retry_after_s=0.0)
+        rate = _decision(reply)
+        earlier = reply[3] if rate.allowed and len(reply) > 3 else None
         return Admission(rate=rate, earlier=None if earlier is None else _text(earlier))
+
+
+def _decision(reply: Any) -> RateDecision:
+    """The decision of a `_WINDOW` script's reply: {allowed 0/1, remaining, retry_after us,
+    ...}."""
+    allowed, remaining, retry_us = (int(x) for x in reply[:3])
+    if allowed:
+        return RateDecision(allowed=True, remaining=remaining, retry_after_s=0.0)
+    return RateDecision(allowed=False, remaining=0, retry_after_s=max(retry_us / 1e6, 1e-3))
 
 
 def _raise_if_cancelled() -> None:
@@ -290,7 +279,7 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-class RedisSubscription:
+class RedisSubscription(Closing):
     """A `Subscription` on one dedicated connection.
 
     It becomes active on `async with` entry or, when iterated bare, on the first `__anext__`;
@@ -357,14 +346,6 @@ class RedisSubscription:
     async def __aenter__(self) -> Self:
         await self._activate()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """See `Subscription.aclose`; drops the connection, which ends the subscription."""

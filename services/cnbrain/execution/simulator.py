@@ -20,9 +20,8 @@ import itertools
 import re
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
+from cnbrain.closing import Closing
 from cnbrain.execution.clock import Clock, SystemClock
 from cnbrain.execution.errors import BackendRejected, UnknownJob
 from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus, utc_from_epoch
@@ -71,7 +70,7 @@ class _Job:
     exit_code: int | None = None
 
 
-class SimulatedBackend:
+class SimulatedBackend(Closing):
     """A simulator of a cluster scheduler (a `ClusterBackend`): jobs "run" on a clock only.
 
     Keyword-only: `clock` (default the system's; a `ManualClock` in tests), `time_scale`
@@ -106,17 +105,6 @@ class SimulatedBackend:
         self._origin = self._clock.now()
         self._jobs: dict[str, _Job] = {}
         self._ids = itertools.count(1)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         return None

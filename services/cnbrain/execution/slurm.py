@@ -31,11 +31,11 @@ slurmrestd's JSON, a refused credential or one of Slurm's communication errors r
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
+from cnbrain.closing import Closing
 from cnbrain.execution.credentials import TokenSource
 from cnbrain.execution.errors import BackendRejected, BackendUnavailable, UnknownJob
 from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus
@@ -77,7 +77,7 @@ def _is_communication_error(number: int | None) -> bool:
     )
 
 
-class SlurmBackend:
+class SlurmBackend(Closing):
     """A `ClusterBackend` over slurmrestd (JWT auth, OpenAPI v0.0.38).
 
     Keyword-only configuration: `url` of slurmrestd, `user` the Slurm user jobs run as,
@@ -111,17 +111,6 @@ class SlurmBackend:
         self._client = httpx.AsyncClient(
             base_url=self.url, timeout=httpx.Timeout(timeout_s), transport=transport
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -240,9 +229,9 @@ class SlurmBackend:
     async def _controller_job(self, job_id: str) -> Json | None:
         """The controller's record of the job, or None once it has forgotten it."""
         body = await self._call("GET", f"{_JOB}/{_checked_id(job_id)}")
-        jobs = body.get("jobs")
-        if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
-            return jobs[0]
+        job = _first_job(body)
+        if job is not None:
+            return job
         errors = errors_of(body)
         if any(error_number(e) == _INVALID_JOB_ID for e in errors):
             return None
@@ -252,9 +241,9 @@ class SlurmBackend:
     async def _db_job(self, job_id: str) -> Json | None:
         """The accounting's record of the job, or None while it has none."""
         body = await self._call("GET", f"{_DB_JOB}/{_checked_id(job_id)}")
-        jobs = body.get("jobs")
-        if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
-            return jobs[0]
+        job = _first_job(body)
+        if job is not None:
+            return job
         errors = errors_of(body)
         if not errors or any(error_number(e) == _NOTHING_FOUND for e in errors):
             return None
@@ -344,6 +333,14 @@ def _json_or_none(response: httpx.Response) -> Json | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _first_job(body: Json) -> Json | None:
+    """The first record of a job query's `jobs`, if it holds one."""
+    jobs = body.get("jobs")
+    if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
+        return jobs[0]
+    return None
 
 
 def _checked_id(job_id: str) -> str:

@@ -1,29 +1,23 @@
 """Errors as problem details (RFC 9457): every error names what was wrong and where.
 
 Exceptions that no handler takes reach `ErrorEdge`, the outermost layer of the application:
-an outage of the database or the cache (see `outage_of`) answers 503 with `Retry-After` and
+an outage of the database or the cache (see `server_down`) answers 503 with `Retry-After` and
 keeps the connection open; anything else is a bug, answered 500 with `Connection: close`.
 """
 
-import errno
 import logging
-import socket
 from http import HTTPStatus
 from typing import Any, Literal
 
-import asyncpg  # type: ignore[import-untyped]
-import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cnbrain.cache.base import CacheUnavailable
 from cnbrain.domain.errors import CnbrainError, ErrorKind, Exhausted, Invalid
+from cnbrain.regional.outages import outage_of
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_S = 5
@@ -97,57 +91,11 @@ def unavailable(detail: str, *, down: list[Dependency] | None = None) -> ApiErro
     )
 
 
-_CONNECTION_FAILURES: tuple[type[BaseException], ...] = (
-    ConnectionError,  # refused, reset, aborted, broken pipe
-    TimeoutError,  # a connect timeout
-    socket.gaierror,  # the host name does not resolve
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
-)
-_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
-
-
-def _is_connection_failure(exc: BaseException) -> bool:
-    if isinstance(exc, _CONNECTION_FAILURES):
-        return True
-    return isinstance(exc, OSError) and exc.errno in _UNREACHABLE
-
-
-def _caused_by_connection_failure(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if _is_connection_failure(cause):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-def outage_of(exc: BaseException) -> Dependency | None:
-    """Which server `exc` says is unreachable, or None when it is no outage (a bug).
-
-    The cache: Redis' connection and timeout errors, `CacheUnavailable`. The database: the
-    pool's timeout, a database error that invalidated its connection or was caused by a
-    connection failure, the driver's connection errors, and a bare connection error of a
-    socket (the Redis client wraps its own, so a bare one comes from connecting to the
-    database). Integrity and programming errors, and other OS errors (files), are bugs.
-    """
-    if isinstance(exc, CacheUnavailable | RedisConnectionError | RedisTimeoutError):
-        return "cache"
-    if isinstance(exc, sqlalchemy.exc.TimeoutError):
-        return "database"
-    if isinstance(exc, sqlalchemy.exc.DBAPIError):
-        if isinstance(exc, sqlalchemy.exc.IntegrityError | sqlalchemy.exc.ProgrammingError):
-            return None
-        if exc.connection_invalidated or _caused_by_connection_failure(exc):
-            return "database"
-        return None
-    if _is_connection_failure(exc):
-        return "database"
-    return None
+def server_down(exc: BaseException) -> Dependency | None:
+    """Which of the brain's servers `exc` says does not answer (`outages.outage_of`), or None:
+    no outage, or one of another brain (answered as any other error of its kind)."""
+    which = outage_of(exc)
+    return None if which is None or which == "peer" else which
 
 
 def _down(which: Dependency) -> Problem:
@@ -163,7 +111,7 @@ def _server_error() -> Problem:
 
 class ErrorEdge:
     """The outermost handling of an exception no handler took, before the response began:
-    503 problem with `Retry-After` for an outage (`outage_of`; the connection stays open),
+    503 problem with `Retry-After` for an outage (`server_down`; the connection stays open),
     else 500 problem with `Connection: close`, after which the server closes the connection.
     The exception goes no further (it is logged here). One that comes after the response
     began is raised on: the server then drops the connection."""
@@ -188,7 +136,7 @@ class ErrorEdge:
         except Exception as exc:
             if started:
                 raise
-            which = outage_of(exc)
+            which = server_down(exc)
             if which is not None:
                 log.warning("answered 503, the %s is unavailable: %r", which, exc)
                 response = _respond(_down(which), {"Retry-After": str(RETRY_AFTER_S)})
@@ -227,7 +175,7 @@ def answer_of(exc: CnbrainError) -> JSONResponse:
     if isinstance(exc, Invalid) and exc.field is not None:
         return _respond(invalid(exc.field, exc.message).problem)
     if exc.kind == "unavailable":
-        which = outage_of(exc)
+        which = server_down(exc)
         if which is not None:
             log.warning("answered 503, the %s is unavailable: %r", which, exc)
             return _respond(_down(which), {"Retry-After": str(RETRY_AFTER_S)})

@@ -23,7 +23,6 @@ import hmac
 import logging
 import time
 from collections.abc import (
-    AsyncIterable,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -58,12 +57,12 @@ log = logging.getLogger("cnbrain.rpc")
 
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
+_Call = TypeVar("_Call")
 if TYPE_CHECKING:
     _Continuation = Callable[
         [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[_Req, _Resp] | None]
     ]
     _Context = grpc.aio.ServicerContext[Any, Any]
-    _Requests = AsyncIterable[_Req] | Iterable[_Req]
 
 
 def service_of(method: str) -> str:
@@ -225,63 +224,49 @@ class _OutgoingMetadata:
             details.wait_for_ready,
         )
 
+    async def _continue(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, _Req], Awaitable[_Call]],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: _Req,
+    ) -> _Call:
+        """A call of one request, continued with the request id and the token in its details.
+        gRPC files an interceptor under one kind of call only, hence one class per kind
+        below, each with this method (or `_continue_stream`) under its kind's name."""
+        return await continuation(self._details(client_call_details), request)
+
+    async def _continue_stream(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, _Req], Awaitable[_Call]],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request_iterator: _Req,
+    ) -> _Call:
+        """`_continue` for a call of a stream of requests."""
+        return await continuation(self._details(client_call_details), request_iterator)
+
 
 class UnaryUnaryMetadataInterceptor(_OutgoingMetadata, grpc.aio.UnaryUnaryClientInterceptor):
     """Request id and token on unary-unary calls."""
 
-    async def intercept_unary_unary(
-        self,
-        continuation: Callable[
-            [grpc.aio.ClientCallDetails, _Req], Awaitable[grpc.aio.UnaryUnaryCall[_Req, _Resp]]
-        ],
-        client_call_details: grpc.aio.ClientCallDetails,
-        request: _Req,
-    ) -> _Resp | grpc.aio.UnaryUnaryCall[_Req, _Resp]:
-        return await continuation(self._details(client_call_details), request)
+    intercept_unary_unary = _OutgoingMetadata._continue
 
 
 class UnaryStreamMetadataInterceptor(_OutgoingMetadata, grpc.aio.UnaryStreamClientInterceptor):
     """Request id and token on unary-stream calls."""
 
-    async def intercept_unary_stream(
-        self,
-        continuation: Callable[
-            [grpc.aio.ClientCallDetails, _Req], Awaitable[grpc.aio.UnaryStreamCall[_Req, _Resp]]
-        ],
-        client_call_details: grpc.aio.ClientCallDetails,
-        request: _Req,
-    ) -> AsyncIterator[_Resp] | grpc.aio.UnaryStreamCall[_Req, _Resp]:
-        return await continuation(self._details(client_call_details), request)
+    intercept_unary_stream = _OutgoingMetadata._continue
 
 
 class StreamUnaryMetadataInterceptor(_OutgoingMetadata, grpc.aio.StreamUnaryClientInterceptor):
     """Request id and token on stream-unary calls."""
 
-    async def intercept_stream_unary(
-        self,
-        continuation: Callable[
-            [grpc.aio.ClientCallDetails, _Requests[_Req]],
-            Awaitable[grpc.aio.StreamUnaryCall[_Req, _Resp]],
-        ],
-        client_call_details: grpc.aio.ClientCallDetails,
-        request_iterator: _Requests[_Req],
-    ) -> _Resp | grpc.aio.StreamUnaryCall[_Req, _Resp]:
-        return await continuation(self._details(client_call_details), request_iterator)
+    intercept_stream_unary = _OutgoingMetadata._continue_stream
 
 
 class StreamStreamMetadataInterceptor(_OutgoingMetadata, grpc.aio.StreamStreamClientInterceptor):
     """Request id and token on stream-stream calls."""
 
-    async def intercept_stream_stream(
-        self,
-        continuation: Callable[
-            [grpc.aio.ClientCallDetails, _Requests[_Req]],
-            Awaitable[grpc.aio.StreamStreamCall[_Req, _Resp]],
-        ],
-        client_call_details: grpc.aio.ClientCallDetails,
-        request_iterator: _Requests[_Req],
-    ) -> AsyncIterator[_Resp] | grpc.aio.StreamStreamCall[_Req, _Resp]:
-        return await continuation(self._details(client_call_details), request_iterator)
+    intercept_stream_stream = _OutgoingMetadata._continue_stream
 
 
 def client_interceptors(token: str | None) -> list[grpc.aio.ClientInterceptor]:

@@ -1,8 +1,10 @@
-"""Small helpers shared by the repository modules: counted updates and opaque cursors."""
+"""Small helpers shared by the repository modules: counted updates, plain SQL through the
+driver, and opaque cursors."""
 
 import base64
 import binascii
 import json
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import CursorResult
@@ -11,10 +13,12 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import Delete, Update
 
 from cnbrain.domain.bounds import has_control_characters
+from cnbrain.storage.clock import as_utc
 from cnbrain.storage.errors import BadCursor
 
 MAX_PAGE = 1000
 _T = TypeVar("_T")
+_Id = TypeVar("_Id", str, int)
 
 
 async def fetch_scalar(session: AsyncSession, statement: Select[_T]) -> _T | None:
@@ -26,6 +30,15 @@ async def execute_counted(session: AsyncSession, statement: Update | Delete) -> 
     """Run an UPDATE/DELETE without ORM synchronisation and return the number of rows matched."""
     result = await session.execute(statement.execution_options(synchronize_session=False))
     return int(cast("CursorResult[Any]", result).rowcount)
+
+
+async def driver_sql(session: AsyncSession, statement: str, *parameters: Any) -> Any:
+    """Run `statement` (PostgreSQL, `$n` parameters) through the driver in the session's
+    transaction: no SQLAlchemy compilation, so about a sixth of the CPU time of a Core
+    statement; the batch writes use it with arrays (`unnest`), one statement whatever the
+    batch. Pending ORM changes are not flushed first."""
+    connection = await session.connection()
+    return await connection.exec_driver_sql(statement, parameters)
 
 
 def encode_cursor(values: list[Any]) -> str:
@@ -44,6 +57,23 @@ def decode_cursor(cursor: str, *, arity: int) -> list[Any]:
     if not isinstance(values, list) or len(values) != arity or not all(map(_plain, values)):
         raise BadCursor(f"cursor {cursor!r} is not valid")
     return values
+
+
+def encode_keyset(at: datetime, last_id: str | int) -> str:
+    """The cursor of a page ordered by (time, id) whose last row is (`at`, `last_id`)."""
+    return encode_cursor([as_utc(at).isoformat(), last_id])
+
+
+def decode_keyset(cursor: str, id_type: type[_Id]) -> tuple[datetime, _Id]:
+    """The (time, id) of a cursor made by `encode_keyset` with an id of `id_type`; BadCursor
+    if it is not one."""
+    at, last_id = decode_cursor(cursor, arity=2)
+    if not isinstance(at, str) or not isinstance(last_id, id_type):
+        raise BadCursor(f"cursor {cursor!r} is not valid")
+    try:
+        return as_utc(datetime.fromisoformat(at)), last_id
+    except ValueError:
+        raise BadCursor(f"cursor {cursor!r} is not valid") from None
 
 
 _ID_RANGE = range(-(2**31), 2**31)

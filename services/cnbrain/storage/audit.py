@@ -1,7 +1,7 @@
 """The audit log: every state change and operator action, who did it, to what.
 
-Entries are append-only (`record` one, `record_many` several in one statement);
-`list_entries` pages through them newest first.
+Entries are append-only (`record_many` several in one statement, `record` one: the same
+statement with one entry); `list_entries` pages through them newest first.
 """
 
 import json
@@ -13,7 +13,7 @@ from typing import Any, cast
 from sqlalchemy import Table, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
+from cnbrain.storage._sql import check_limit, decode_cursor, driver_sql, encode_cursor
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import on_postgresql
 from cnbrain.storage.errors import BadCursor
@@ -52,17 +52,15 @@ async def record(
     `actor` is a user id (or a component name such as "scheduler"); `action` a verb such as
     "request.cancel" or "site.register"; `detail` any JSON-able facts.
     """
-    await session.execute(
-        insert(AuditEntry).values(
-            at=utcnow(),
-            actor=actor,
-            tenant_id=tenant_id,
-            action=action,
-            object_type=object_type,
-            object_id=object_id,
-            detail=detail or {},
-        )
+    entry = Entry(
+        actor=actor,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        tenant_id=tenant_id,
+        detail=detail,
     )
+    await record_many(session, [entry])
 
 
 async def record_many(session: AsyncSession, entries: Sequence[Entry]) -> None:
@@ -70,22 +68,20 @@ async def record_many(session: AsyncSession, entries: Sequence[Entry]) -> None:
     if not entries:
         return
     if on_postgresql(session):  # one statement without compiling it
-        connection = await session.connection()
-        await connection.exec_driver_sql(
+        await driver_sql(
+            session,
             "INSERT INTO audit_log (at, actor, tenant_id, action, object_type, object_id, detail)"
             " SELECT v.at, v.actor, v.tenant_id, v.action, v.object_type, v.object_id, v.detail"
             " FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[],"
             " $6::text[], $7::json[]) WITH ORDINALITY"
             " AS v(at, actor, tenant_id, action, object_type, object_id, detail, i) ORDER BY v.i",
-            (
-                [e.at for e in entries],
-                [e.actor for e in entries],
-                [e.tenant_id for e in entries],
-                [e.action for e in entries],
-                [e.object_type for e in entries],
-                [e.object_id for e in entries],
-                [json.dumps(e.detail or {}) for e in entries],
-            ),
+            [e.at for e in entries],
+            [e.actor for e in entries],
+            [e.tenant_id for e in entries],
+            [e.action for e in entries],
+            [e.object_type for e in entries],
+            [e.object_id for e in entries],
+            [json.dumps(e.detail or {}) for e in entries],
         )
         return
     await session.execute(

@@ -1,7 +1,7 @@
 """Errors of the storage layer, in the tree of `cnbrain.domain.errors`; each message names
 the item at fault. Their kinds: NotFoundError (and UnknownItem) not found; RegistryError,
 TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded,
-InvalidTransition and DuplicateIdempotencyKey conflict (the API may replay the first answer).
+RequestStoreError and InvalidTransition conflict.
 """
 
 from typing import ClassVar
@@ -64,19 +64,6 @@ class QuotaExceeded(LedgerStoreError):  # noqa: N818
 
 class RequestStoreError(StorageError, Conflict):
     """A request cannot be stored or changed."""
-
-
-class DuplicateIdempotencyKey(RequestStoreError):  # noqa: N818
-    """The tenant used this idempotency key already, for `existing_request_id` (also readable
-    as `request_id`)."""
-
-    def __init__(self, existing_request_id: str) -> None:
-        self.existing_request_id = existing_request_id
-        super().__init__(f"idempotency key already used by request {existing_request_id!r}")
-
-    @property
-    def request_id(self) -> str:
-        return self.existing_request_id
 
 
 class InvalidTransition(RequestStoreError, ValueError):  # noqa: N818

@@ -311,40 +311,45 @@ async def mark_submitted(
     """The scheduler took the attempt as `backend_job_id`: it is pending. False if the
     attempt was no longer being submitted."""
     now = utcnow()
-    changed = await execute_counted(
+    return await _submitted_as(
         session,
-        update(JobRecord)
-        .where(_key(key), JobRecord.state == AttemptState.SUBMITTING)
-        .values(
-            state=AttemptState.PENDING,
-            backend=backend,
-            backend_job_id=backend_job_id,
-            backend_state="SUBMITTED",
-            message=message,
-            submitted_at=now,
-            updated_at=now,
-        ),
+        key,
+        state=AttemptState.PENDING,
+        backend=backend,
+        backend_job_id=backend_job_id,
+        backend_state="SUBMITTED",
+        message=message,
+        submitted_at=now,
+        updated_at=now,
     )
-    return bool(changed)
 
 
 async def mark_not_submitted(
     session: AsyncSession, key: JobKey, *, backend: str, message: str
 ) -> bool:
-    """The scheduler refused the attempt or could not be reached: it ends `not_submitted`."""
+    """The scheduler refused the attempt or could not be reached: it ends `not_submitted`.
+    False if the attempt was no longer being submitted."""
     now = utcnow()
+    return await _submitted_as(
+        session,
+        key,
+        state=AttemptState.NOT_SUBMITTED,
+        backend=backend,
+        message=message,
+        ended_at=now,
+        metered_at=now,
+        updated_at=now,
+    )
+
+
+async def _submitted_as(session: AsyncSession, key: JobKey, **values: Any) -> bool:
+    """Write `values` on the attempt if it is still being submitted (one conditional UPDATE,
+    so a submission ends once); whether it was."""
     changed = await execute_counted(
         session,
         update(JobRecord)
         .where(_key(key), JobRecord.state == AttemptState.SUBMITTING)
-        .values(
-            state=AttemptState.NOT_SUBMITTED,
-            backend=backend,
-            message=message,
-            ended_at=now,
-            metered_at=now,
-            updated_at=now,
-        ),
+        .values(**values),
     )
     return bool(changed)
 
@@ -478,7 +483,7 @@ async def advance_request(
     if not request_may_go(record.state, state):
         return None
     before = record.state
-    await requests.set_state(session, request_id=request_id, state=state, reason=reason)
+    await requests.set_states(session, [requests.StateChange(request_id, state, reason=reason)])
     return before
 
 

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import ReservationState
 from cnbrain.ledger.claim import Claim
+from cnbrain.storage._sql import driver_sql, execute_counted
 from cnbrain.storage.database import Dialect, dialect_of
 from cnbrain.storage.errors import LedgerStoreError
 from cnbrain.storage.models import (
@@ -301,8 +302,7 @@ class _PortableSql:
             await self._session.execute(insert(_RESERVATION_LINKS), links)
 
     async def _update(self, statement: Any) -> int:
-        result = await self._session.execute(statement.execution_options(synchronize_session=False))
-        return int(cast("Any", result).rowcount)
+        return await execute_counted(self._session, statement)
 
 
 class _PostgresSql:
@@ -314,8 +314,7 @@ class _PostgresSql:
         self._session = session
 
     async def _sql(self, statement: str, *parameters: Any) -> Any:
-        connection = await self._session.connection()
-        return await connection.exec_driver_sql(statement, parameters)
+        return await driver_sql(self._session, statement, *parameters)
 
     async def free_capacity(self) -> FreeCapacity:
         rows: Sequence[Any] = (await self._sql(_CAPACITY_ROWS)).all()

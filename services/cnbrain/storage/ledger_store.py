@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Row, func, select, update
+from sqlalchemy import Row, Select, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -464,35 +464,36 @@ async def _check_links(session: AsyncSession, require_fit: bool) -> None:
         raise AssertionError(f"bandwidth held on links without capacity rows: {sorted(held)}")
 
 
+def _per_tenant(
+    table: type[ReservationRecord] | type[PeerReservation], *condition: Any
+) -> Select[str, int, int, int, int, int]:
+    """Per tenant, the sums of cpu, memory, accelerators and bandwidth and the count of the
+    rows of `table` (reservations or peer parts) that meet `condition`."""
+    return (
+        select(
+            table.tenant_id,
+            func.sum(table.cpu_m),
+            func.sum(table.mem_mib),
+            func.sum(table.accelerator_count),
+            func.sum(table.mbps),
+            func.count(),
+        )
+        .where(*condition)
+        .group_by(table.tenant_id)
+    )
+
+
 async def _check_quotas(session: AsyncSession, require_fit: bool) -> None:
     r = ReservationRecord
     held = {
         tenant: (cpu, mem, acc, mbps, count)
         for tenant, cpu, mem, acc, mbps, count in await session.execute(
-            select(
-                r.tenant_id,
-                func.sum(r.cpu_m),
-                func.sum(r.mem_mib),
-                func.sum(r.accelerator_count),
-                func.sum(r.mbps),
-                func.count(),
-            )
-            .where(r.state == ReservationState.HELD)
-            .group_by(r.tenant_id)
+            _per_tenant(r, r.state == ReservationState.HELD)
         )
     }
     p = PeerReservation
     for tenant, cpu, mem, acc, mbps, count in await session.execute(
-        select(
-            p.tenant_id,
-            func.sum(p.cpu_m),
-            func.sum(p.mem_mib),
-            func.sum(p.accelerator_count),
-            func.sum(p.mbps),
-            func.count(),
-        )
-        .where(p.state.in_(_HOLDING), p.counts_quota.is_(True))
-        .group_by(p.tenant_id)
+        _per_tenant(p, p.state.in_(_HOLDING), p.counts_quota.is_(True))
     ):
         b = held.get(tenant, (0, 0, 0, 0, 0))
         held[tenant] = (b[0] + cpu, b[1] + mem, b[2] + acc, b[3] + mbps, b[4] + count)

@@ -2,15 +2,15 @@
 their decisions.
 
 States and the only transitions allowed are the domain's (`cnbrain.domain.states`:
-`RequestState`, `REQUEST_TRANSITIONS`); `set_state` and `set_states` refuse any other change
-with InvalidTransition.
+`RequestState`, `REQUEST_TRANSITIONS`); `set_states` refuses any other change with
+InvalidTransition.
 
 Tenant scoping: functions taking `tenant_id: str | None` see only that tenant's requests;
 None (operators) sees every tenant's. A request of another tenant is simply not found.
 
-The `..._many` functions (`insert_requests`, `set_states`, `save_decisions`) do for many
-requests in one statement what their one-request counterparts do; the regional brain stores
-and settles batches of submissions with them.
+The writes (`insert_requests`, `set_states`, `save_decisions`) take many requests and cost the
+same statements for one as for many: one request is a batch of one. The regional brain
+stores and settles batches of submissions with them.
 """
 
 import json
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, and_, case, insert, or_, select, update
+from sqlalchemy import Table, and_, case, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -27,16 +27,15 @@ from sqlalchemy.sql import Select
 from cnbrain.domain.states import REQUEST_TRANSITIONS, RequestState
 from cnbrain.storage._sql import (
     check_limit,
-    decode_cursor,
-    encode_cursor,
-    execute_counted,
+    decode_keyset,
+    driver_sql,
+    encode_keyset,
     fetch_scalar,
 )
 from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.database import insert_on_conflict, on_postgresql
 from cnbrain.storage.errors import (
     BadCursor,
-    DuplicateIdempotencyKey,
     InvalidTransition,
     NotFoundError,
     RequestStoreError,
@@ -46,7 +45,6 @@ from cnbrain.storage.models import DecisionRecord, PlacementRequestRecord
 __all__ = [
     "BadCursor",
     "Document",
-    "DuplicateIdempotencyKey",
     "InvalidTransition",
     "JsonText",
     "NewRequest",
@@ -59,12 +57,10 @@ __all__ = [
     "get_decisions",
     "get_request",
     "get_request_and_decision",
-    "insert_request",
     "insert_requests",
     "list_requests",
     "pending_requests",
     "save_decisions",
-    "set_state",
     "set_states",
 ]
 
@@ -146,60 +142,16 @@ class StateChange:
     site_id: str | None = None
 
 
-async def insert_request(
-    session: AsyncSession,
-    *,
-    request_id: str,
-    tenant_id: str,
-    user_id: str,
-    body: dict[str, Any],
-    idempotency_key: str | None = None,
-) -> StoredRequest:
-    """Insert a pending request inside the caller's transaction.
-
-    With `idempotency_key`, raises DuplicateIdempotencyKey(existing_request_id) when the tenant
-    used the key before; the insert runs in a SAVEPOINT, so the caller's transaction stays
-    usable. Raises RequestStoreError for any other integrity failure (say, an unknown tenant).
-    """
-    now = utcnow()
-    statement = (
-        insert(PlacementRequestRecord)
-        .values(
-            id=request_id,
-            tenant_id=tenant_id,
-            user_id=user_id,
-            idempotency_key=idempotency_key,
-            body=body,
-            state=RequestState.PENDING,
-            created_at=now,
-            updated_at=now,
-        )
-        .returning(PlacementRequestRecord)
-    )
-    try:
-        async with session.begin_nested():
-            record = stored((await session.scalars(statement)).one())
-    except IntegrityError as exc:
-        if idempotency_key is not None:
-            existing = await find_by_idempotency_key(
-                session, tenant_id=tenant_id, idempotency_key=idempotency_key
-            )
-            if existing is not None:
-                raise DuplicateIdempotencyKey(existing.id) from None
-        raise RequestStoreError(
-            f"request {request_id!r} cannot be stored: {exc.orig or exc}"
-        ) from None
-    return record
-
-
 async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> list[str | None]:
     """Insert pending requests with one statement, inside the caller's transaction.
 
     Returns, aligned with `new`: None for a request stored, or the id of the request that holds
     its (tenant, idempotency key) already (stored earlier, or earlier in `new`); that one is
-    not stored. Raises RequestStoreError when any other integrity rule fails (say, an unknown
-    tenant or user): then none of `new` is stored and the caller must roll back (PostgreSQL
-    aborts the transaction). Duplicate request ids in `new` are a ValueError.
+    not stored, and the transaction stays usable. Raises RequestStoreError, naming the
+    requests, when any other integrity rule fails (say, an unknown tenant or user, or a
+    request id stored already): then none of `new` is stored and the caller must roll back
+    (PostgreSQL aborts the transaction; a caller that goes on runs the insert in a
+    SAVEPOINT). Duplicate request ids in `new` are a ValueError.
     """
     if not new:
         return []
@@ -207,7 +159,7 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
         raise ValueError("a request id appears more than once")
     try:
         if on_postgresql(session):
-            result = await _driver_sql(
+            result = await driver_sql(
                 session,
                 "INSERT INTO placement_requests (id, tenant_id, user_id, idempotency_key, body,"
                 " state, created_at, updated_at)"
@@ -248,7 +200,11 @@ async def insert_requests(session: AsyncSession, new: Sequence[NewRequest]) -> l
             result = await session.execute(statement, rows)
         stored = set(result.scalars())
     except IntegrityError as exc:
-        raise RequestStoreError(f"requests cannot be stored: {exc.orig or exc}") from None
+        names = ", ".join(repr(n.request_id) for n in new)
+        raise RequestStoreError(
+            f"{'request' if len(new) == 1 else 'requests'} {names} cannot be stored: "
+            f"{exc.orig or exc}"
+        ) from None
     answers: list[str | None] = []
     for n in new:
         if n.request_id in stored:
@@ -347,7 +303,7 @@ async def list_requests(
     if created_before is not None:
         query = query.where(r.created_at < as_utc(created_before))
     if cursor is not None:
-        at, last_id = _decode(cursor)
+        at, last_id = decode_keyset(cursor, str)
         query = query.where(or_(r.created_at < at, and_(r.created_at == at, r.id < last_id)))
     rows = [
         stored(record)
@@ -359,44 +315,20 @@ async def list_requests(
         return rows, None
     page = rows[:limit]
     last = page[-1]
-    return page, encode_cursor([as_utc(last.created_at).isoformat(), last.id])
-
-
-async def set_state(
-    session: AsyncSession,
-    *,
-    request_id: str,
-    tenant_id: str | None = None,
-    state: str,
-    reason: str | None = None,
-    site_id: str | None = None,
-) -> StoredRequest:
-    """Move the request to `state` if `REQUEST_TRANSITIONS` allow it from its current state, setting
-    `reason` and `site_id` when given. The check and the change are one conditional UPDATE, so
-    concurrent changes cannot both win. Raises NotFoundError or InvalidTransition."""
-    _check_state(state)
-    r = PlacementRequestRecord
-    values: dict[str, Any] = {"state": state, "updated_at": utcnow()}
-    if reason is not None:
-        values["reason"] = reason
-    if site_id is not None:
-        values["site_id"] = site_id
-    condition = [r.id == request_id, r.state.in_(_PREDECESSORS[state])]
-    if tenant_id is not None:
-        condition.append(r.tenant_id == tenant_id)
-    changed = await execute_counted(session, update(r).where(*condition).values(**values))
-    record = await get_request(session, tenant_id=tenant_id, request_id=request_id)
-    if record is None:
-        raise NotFoundError(f"request {request_id!r} does not exist")
-    if not changed:
-        raise InvalidTransition(request_id, record.state, state)
-    return record
+    return page, encode_keyset(last.created_at, last.id)
 
 
 async def set_states(
-    session: AsyncSession, changes: Sequence[StateChange], *, at: datetime | None = None
+    session: AsyncSession,
+    changes: Sequence[StateChange],
+    *,
+    tenant_id: str | None = None,
+    at: datetime | None = None,
 ) -> datetime:
-    """`set_state` for many requests (each at most once), with one UPDATE per target state;
+    """Move each request of `changes` (each at most once) to its state if `REQUEST_TRANSITIONS`
+    allow it from its current state, setting its `reason` and `site_id` when given; with
+    `tenant_id`, only that tenant's requests (another's is not found). One conditional UPDATE
+    per target state does the check and the change, so concurrent changes cannot both win.
     `updated_at` becomes `at` (default: now), which is returned. Raises NotFoundError or
     InvalidTransition naming a request that cannot make its change; the others may have been
     changed, so the caller must roll back."""
@@ -411,18 +343,20 @@ async def set_states(
     for state, group in groups.items():
         ids = [c.request_id for c in group]
         if on_postgresql(session):
-            changed = await _driver_sql(
+            changed = await driver_sql(
                 session,
                 "UPDATE placement_requests AS r SET state = $1, updated_at = $2,"
                 " reason = COALESCE(v.reason, r.reason), site_id = COALESCE(v.site_id, r.site_id)"
                 " FROM unnest($3::text[], $4::text[], $5::text[]) AS v(id, reason, site_id)"
-                " WHERE r.id = v.id AND r.state = ANY($6::text[]) RETURNING r.id",
+                " WHERE r.id = v.id AND r.state = ANY($6::text[])"
+                " AND ($7::text IS NULL OR r.tenant_id = $7) RETURNING r.id",
                 state,
                 at,
                 ids,
                 [c.reason for c in group],
                 [c.site_id for c in group],
                 _PREDECESSORS[state],
+                tenant_id,
             )
         else:
             values: dict[str, Any] = {"state": state, "updated_at": at}
@@ -432,23 +366,26 @@ async def set_states(
             sites = {c.request_id: c.site_id for c in group if c.site_id is not None}
             if sites:
                 values["site_id"] = case(sites, value=r.id, else_=r.site_id)
-            changed = await session.execute(
-                update(_REQUESTS)
-                .where(r.id.in_(ids), r.state.in_(_PREDECESSORS[state]))
-                .values(**values)
-                .returning(r.id)
-            )
+            statement = update(_REQUESTS).where(r.id.in_(ids), r.state.in_(_PREDECESSORS[state]))
+            if tenant_id is not None:
+                statement = statement.where(r.tenant_id == tenant_id)
+            changed = await session.execute(statement.values(**values).returning(r.id))
         unchanged = set(ids) - set(changed.scalars())
         if unchanged:
-            await _refuse(session, [i for i in ids if i in unchanged], state)
+            await _refuse(session, [i for i in ids if i in unchanged], state, tenant_id)
     return at
 
 
-async def _refuse(session: AsyncSession, ids: Sequence[str], state: str) -> None:
-    """Raise for the first of `ids` (requests that did not change) that does not exist, or
-    whose state cannot go to `state`."""
+async def _refuse(
+    session: AsyncSession, ids: Sequence[str], state: str, tenant_id: str | None
+) -> None:
+    """Raise for the first of `ids` (requests that did not change) that does not exist (or is
+    not the tenant's), or whose state cannot go to `state`."""
     r = _REQUESTS.c
-    found = dict((await session.execute(select(r.id, r.state).where(r.id.in_(ids)))).all())
+    query = select(r.id, r.state).where(r.id.in_(ids))
+    if tenant_id is not None:
+        query = query.where(r.tenant_id == tenant_id)
+    found = dict((await session.execute(query)).all())
     for request_id in ids:
         if request_id not in found:
             raise NotFoundError(f"request {request_id!r} does not exist")
@@ -464,7 +401,7 @@ async def save_decisions(
         return
     at = at or utcnow()
     if on_postgresql(session):
-        await _driver_sql(
+        await driver_sql(
             session,
             "INSERT INTO decisions (request_id, document, created_at)"
             " SELECT v.id, v.document, $3 FROM unnest($1::text[], $2::json[]) AS v(id, document)"
@@ -545,25 +482,7 @@ def _decoded(document: Document) -> dict[str, Any]:
     return document
 
 
-async def _driver_sql(session: AsyncSession, statement: str, *parameters: Any) -> Any:
-    """Run `statement` (PostgreSQL, `$n` parameters) through the driver in the session's
-    transaction: no SQLAlchemy compilation, so about a sixth of the CPU time of a Core
-    statement; the `..._many` functions use it with arrays (`unnest`) on PostgreSQL."""
-    connection = await session.connection()
-    return await connection.exec_driver_sql(statement, parameters)
-
-
 def _scoped(query: _Query, tenant_id: str | None) -> _Query:
     if tenant_id is None:
         return query
     return query.where(PlacementRequestRecord.tenant_id == tenant_id)
-
-
-def _decode(cursor: str) -> tuple[datetime, str]:
-    at, last_id = decode_cursor(cursor, arity=2)
-    if not isinstance(at, str) or not isinstance(last_id, str):
-        raise BadCursor(f"cursor {cursor!r} is not valid")
-    try:
-        return as_utc(datetime.fromisoformat(at)), last_id
-    except ValueError:
-        raise BadCursor(f"cursor {cursor!r} is not valid") from None

@@ -12,14 +12,15 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.storage._sql import check_limit, decode_cursor, encode_cursor
-from cnbrain.storage.clock import as_utc, utcnow
+from cnbrain.storage._sql import check_limit, decode_keyset, encode_keyset
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.errors import BadCursor
 from cnbrain.storage.models import UsageRecord
 
 __all__ = [
     "BadCursor",
+    "Measures",
     "NewUsage",
     "ReportRow",
     "Totals",
@@ -34,14 +35,10 @@ _USAGE = cast("Table", UsageRecord.__table__)
 
 
 @dataclass(frozen=True, slots=True)
-class NewUsage:
-    """One attempt's usage (see `UsageRecord` for the meaning of each field)."""
+class Measures:
+    """What one attempt used, from its scheduler's accounting, and its costs at the site's
+    prices (see `UsageRecord` for the meaning of each field)."""
 
-    tenant_id: str
-    request_id: str
-    attempt: int
-    site_id: str
-    backend_job_id: str
     started_at: datetime
     ended_at: datetime
     elapsed_s: float
@@ -55,6 +52,17 @@ class NewUsage:
     accelerator_hours: float
     compute_cost_cny: float
     network_cost_cny: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewUsage(Measures):
+    """One attempt's usage, to store (see `UsageRecord` for the meaning of each field)."""
+
+    tenant_id: str
+    request_id: str
+    attempt: int
+    site_id: str
+    backend_job_id: str
     source: str
     simulated: bool
 
@@ -64,7 +72,7 @@ class NewUsage:
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(Measures):
     """A stored usage record (see `UsageRecord` for the meaning of each field); `id` orders
     records that ended at the same time."""
 
@@ -74,19 +82,6 @@ class Usage:
     attempt: int | None
     site_id: str
     backend_job_id: str | None
-    started_at: datetime
-    ended_at: datetime
-    elapsed_s: float
-    cpus: int
-    memory_mib: int
-    gpus: int
-    accelerator_model: str | None
-    bandwidth_gbps: float
-    cpu_core_hours: float
-    memory_gib_hours: float
-    accelerator_hours: float
-    compute_cost_cny: float
-    network_cost_cny: float
     cost_cny: float
     source: str | None
     simulated: bool
@@ -110,6 +105,9 @@ class Totals:
     compute_cost_cny: float
     network_cost_cny: float
     cost_cny: float
+
+
+_TOTALS = tuple(f.name for f in fields(Totals))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +156,7 @@ async def page(
     u = UsageRecord
     query = select(u).where(*_period(tenant_id, start, end))
     if cursor is not None:
-        after_end, after_id = _decode(cursor)
+        after_end, after_id = decode_keyset(cursor, int)
         query = query.where(
             or_(u.ended_at > after_end, and_(u.ended_at == after_end, u.id > after_id))
         )
@@ -169,42 +167,23 @@ async def page(
     if len(rows) <= limit:
         return rows, None
     last = rows[limit - 1]
-    return rows[:limit], encode_cursor([as_utc(last.ended_at).isoformat(), last.id])
+    return rows[:limit], encode_keyset(last.ended_at, last.id)
 
 
 def _sums() -> list[Any]:
+    """The columns of `Totals`: the count of records, then the sum of each measure."""
     u = UsageRecord
     return [
         func.count(u.id),
-        *(
-            func.coalesce(func.sum(column), 0.0)
-            for column in (
-                u.elapsed_s,
-                u.cpu_core_hours,
-                u.memory_gib_hours,
-                u.accelerator_hours,
-                u.compute_cost_cny,
-                u.network_cost_cny,
-                u.cost_cny,
-            )
-        ),
+        *(func.coalesce(func.sum(getattr(u, name)), 0.0) for name in _TOTALS[1:]),
     ]
 
 
 def _totals(values: Any) -> dict[str, Any]:
-    names = (
-        "records",
-        "elapsed_s",
-        "cpu_core_hours",
-        "memory_gib_hours",
-        "accelerator_hours",
-        "compute_cost_cny",
-        "network_cost_cny",
-        "cost_cny",
-    )
+    """The fields of `Totals` from the values of `_sums`."""
     return {
         name: int(value) if name == "records" else float(value)
-        for name, value in zip(names, values, strict=True)
+        for name, value in zip(_TOTALS, values, strict=True)
     }
 
 
@@ -232,13 +211,3 @@ async def report(
         ReportRow(tenant_id=tenant, site_id=site, simulated=bool(simulated), **_totals(rest))
         for tenant, site, simulated, *rest in rows.all()
     ]
-
-
-def _decode(cursor: str) -> tuple[datetime, int]:
-    ended, record_id = decode_cursor(cursor, arity=2)
-    if not isinstance(ended, str) or not isinstance(record_id, int):
-        raise BadCursor(f"cursor {cursor!r} is not valid")
-    try:
-        return as_utc(datetime.fromisoformat(ended)), record_id
-    except ValueError:
-        raise BadCursor(f"cursor {cursor!r} is not valid") from None

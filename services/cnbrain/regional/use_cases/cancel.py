@@ -97,11 +97,13 @@ class CancelRequest:
             ):
                 await ledger_store.release(session, reservation_id=reservation_id)
             change.free()
-            await requests.set_state(
+            await requests.set_states(
                 session,
-                request_id=request_id,
-                state=RequestState.CANCELLED,
-                reason="cancelled by the tenant",
+                [
+                    requests.StateChange(
+                        request_id, RequestState.CANCELLED, reason="cancelled by the tenant"
+                    )
+                ],
             )
             await audit.record(
                 session,

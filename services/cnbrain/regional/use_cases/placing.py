@@ -7,17 +7,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
-from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.claim import claim_from
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
+from cnbrain.regional.outages import outage_of
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.deciding import Decider
@@ -307,11 +307,10 @@ def needs_national(request: PlacementRequest, decision: Decision, fresh: bool) -
 
 def leaves_pending(error: BaseException) -> bool:
     """Whether a decision that raised `error` leaves its request pending, to be decided again
-    (with the next batch, or at the next start): an outage of the database or of the national
-    brain, or a change another replica made meanwhile."""
-    if isinstance(error, DBAPIError):
-        return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
-    return isinstance(
-        error,
-        OSError | TimeoutError | PeerUnavailable | requests.InvalidTransition,
+    (with the next batch, or at the next start): an outage (`outages.outage_of`: the
+    database, the cache or the national brain), a database error that another try may not
+    meet (a deadlock, a lock not granted in time), or a change another replica made
+    meanwhile."""
+    return outage_of(error) is not None or isinstance(
+        error, OperationalError | InterfaceError | requests.InvalidTransition
     )

@@ -75,8 +75,8 @@ class RecoverPending:
         reason = f"its stored form is no longer a valid request: {problem}"
         try:
             async with self._sessions.begin() as session:
-                await requests.set_state(
-                    session, request_id=record.id, state=RequestState.FAILED, reason=reason
+                await requests.set_states(
+                    session, [requests.StateChange(record.id, RequestState.FAILED, reason=reason)]
                 )
                 await audit.record(
                     session,

@@ -25,7 +25,6 @@ Each caller gets its own answer, built from what was written (no read-back), exc
 one-request way, which reads the request back.
 """
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -173,34 +172,9 @@ class SubmitRequest:
         or (when the batch cannot be stored together) each one's outcome the one-request way."""
         if not submissions:
             return [], {}
-        new = [
-            requests.NewRequest(
-                request_id=s.request.id,
-                tenant_id=s.request.tenant,
-                user_id=s.user_id,
-                body=s.body,
-                idempotency_key=s.idempotency_key,
-            )
-            for s in submissions
-        ]
         try:
             async with session.begin():
-                earlier = await requests.insert_requests(session, new)
-                await audit.record_many(
-                    session,
-                    [
-                        audit.Entry(
-                            actor=n.user_id,
-                            tenant_id=n.tenant_id,
-                            action="request.submitted",
-                            object_type="request",
-                            object_id=n.request_id,
-                            at=n.created_at,
-                        )
-                        for n, e in zip(new, earlier, strict=True)
-                        if e is None
-                    ],
-                )
+                new, earlier = await _insert(session, submissions)
         except requests.RequestStoreError:
             # One of them cannot be stored (say, its user was removed meanwhile): each alone.
             return [], {s.request.id: await self._submit_alone(s) for s in submissions}
@@ -226,26 +200,11 @@ class SubmitRequest:
         request = submission.request
         try:
             async with self._sessions.begin() as session:
-                await requests.insert_request(
-                    session,
-                    request_id=request.id,
-                    tenant_id=request.tenant,
-                    user_id=submission.user_id,
-                    idempotency_key=submission.idempotency_key,
-                    body=json.loads(submission.body),
-                )
-                await audit.record(
-                    session,
-                    actor=submission.user_id,
-                    tenant_id=request.tenant,
-                    action="request.submitted",
-                    object_type="request",
-                    object_id=request.id,
-                )
-        except requests.DuplicateIdempotencyKey as duplicate:
-            return SubmissionOutcome(request_id=duplicate.request_id, created=False)
+                _, [earlier] = await _insert(session, [submission])
         except Exception as exc:
             return exc
+        if earlier is not None:
+            return SubmissionOutcome(request_id=earlier, created=False)
         try:
             await self._placer.place(request, actor=submission.user_id)
         except Exception as exc:
@@ -261,6 +220,42 @@ class SubmitRequest:
             except Exception:  # the database's unique key keeps the promise without the cache
                 log.warning("could not remember idempotency key of %s", request.id, exc_info=True)
         return SubmissionOutcome(request_id=request.id, created=True)
+
+
+async def _insert(
+    session: AsyncSession, submissions: Sequence[Submission]
+) -> tuple[list[requests.NewRequest], list[str | None]]:
+    """Store `submissions` as pending, with the audit entries of those stored, in the caller's
+    transaction (one statement each). Returns the requests as stored and, aligned with them,
+    None or the earlier request that holds the idempotency key (that one is not stored).
+    Raises RequestStoreError when any of them cannot be stored: the caller rolls back."""
+    new = [
+        requests.NewRequest(
+            request_id=s.request.id,
+            tenant_id=s.request.tenant,
+            user_id=s.user_id,
+            body=s.body,
+            idempotency_key=s.idempotency_key,
+        )
+        for s in submissions
+    ]
+    earlier = await requests.insert_requests(session, new)
+    await audit.record_many(
+        session,
+        [
+            audit.Entry(
+                actor=n.user_id,
+                tenant_id=n.tenant_id,
+                action="request.submitted",
+                object_type="request",
+                object_id=n.request_id,
+                at=n.created_at,
+            )
+            for n, e in zip(new, earlier, strict=True)
+            if e is None
+        ],
+    )
+    return new, earlier
 
 
 def too_many(limit_per_minute: int, retry_after_s: float) -> Exhausted:
