@@ -6,13 +6,11 @@ an idempotency key in one round trip) as one `Caches`: Redis when `url` is set
 embedded default, one process). The contracts are in `cnbrain.cache.base`.
 """
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-
 from cnbrain.cache import redis as backend
 from cnbrain.cache.base import (
     PENDING,
     Admission,
+    Caches,
     CacheUnavailable,
     CapacityBus,
     CapacityEvent,
@@ -50,36 +48,6 @@ __all__ = [
     "channel_name",
     "follow",
 ]
-
-
-async def _nothing() -> None:
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class Caches:
-    """The three caches of one brain instance and what closes them.
-
-    `url` is the (password-redacted) Redis URL, or None for memory. `ping()` raises
-    `CacheUnavailable` when the backing server does not answer (readiness); `aclose()` releases
-    its connections and may be called more than once.
-    """
-
-    idempotency: IdempotencyStore
-    rate_limiter: RateLimiter
-    bus: CapacityBus
-    gate: Gate
-    url: str | None = None
-    _ping: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
-    _close: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
-
-    async def ping(self) -> None:
-        """Raise `CacheUnavailable` (naming the URL) if the backing server does not answer."""
-        await self._ping()
-
-    async def aclose(self) -> None:
-        """Release connections; the caches must not be used afterwards."""
-        await self._close()
 
 
 def build_cache(url: str | None, *, namespace: str, rate_window_s: float = 60.0) -> Caches:

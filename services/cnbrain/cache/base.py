@@ -5,8 +5,8 @@ Redis one (`cnbrain.cache.redis`, shared by every replica that uses the same ser
 namespace). Both honour the same behaviour; `tests/cache` runs one suite against both.
 """
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Literal, Protocol, Self, runtime_checkable
@@ -259,3 +259,33 @@ class CapacityBus(Protocol):
     def subscribe(self) -> Subscription:
         """A new subscription (see `Subscription` for when it becomes active)."""
         ...
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Caches:
+    """The three caches of one brain instance and what closes them.
+
+    `url` is the (password-redacted) Redis URL, or None for memory. `ping()` raises
+    `CacheUnavailable` when the backing server does not answer (readiness); `aclose()` releases
+    its connections and may be called more than once.
+    """
+
+    idempotency: IdempotencyStore
+    rate_limiter: RateLimiter
+    bus: CapacityBus
+    gate: Gate
+    url: str | None = None
+    _ping: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+    _close: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+
+    async def ping(self) -> None:
+        """Raise `CacheUnavailable` (naming the URL) if the backing server does not answer."""
+        await self._ping()
+
+    async def aclose(self) -> None:
+        """Release connections; the caches must not be used afterwards."""
+        await self._close()

@@ -3,7 +3,7 @@
 The map (and the engine and ownership built on it) is read from the registry in the database
 and replaced whole by `reload`. Free capacity is a snapshot of the ledger, cached between
 changes: this brain's own changes are bracketed (`begin_local_change`/`end_local_change`, see
-`federation.ledger_service.local_change`) so the cached copy follows them, and any other
+`federation.local_ledger.local_change`) so the cached copy follows them, and any other
 change (a replica's, a peer's, a release) calls `capacity_changed` to forget it.
 """
 

@@ -13,8 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.background import background
 from cnbrain.domain.network import NATIONAL_OWNER
-from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
+from cnbrain.federation.ledger_service import LedgerServicer
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.states import ReservationState
 from cnbrain.federation.codec import part_message
-from cnbrain.federation.ledger_service import (
+from cnbrain.federation.local_ledger import (
     CapacityWatch,
     commit_parts,
     prepare_parts,

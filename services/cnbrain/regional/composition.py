@@ -23,8 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from cnbrain.background import background, stop_task
 from cnbrain.cache import Caches, build_cache
 from cnbrain.execution import CredentialStore
-from cnbrain.federation.ledger_service import LedgerServicer, expire_forever
+from cnbrain.federation.ledger_service import LedgerServicer
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
 from cnbrain.regional.authentication import Authenticator

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.federation.ledger_service import CapacityWatch, LocalChange, local_change
+from cnbrain.federation.local_ledger import CapacityWatch, LocalChange, local_change
 
 
 class CapacityChanges:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.cache import Caches
+from cnbrain.cache.base import Caches
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges

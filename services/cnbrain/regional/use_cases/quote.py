@@ -3,7 +3,7 @@ stored or reserved."""
 
 from typing import Any
 
-from cnbrain.cache import Caches
+from cnbrain.cache.base import Caches
 from cnbrain.regional.schemas import Quote
 from cnbrain.regional.security import Principal
 from cnbrain.regional.use_cases.deciding import Decider

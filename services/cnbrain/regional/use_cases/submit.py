@@ -32,7 +32,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.cache import PENDING, Caches
+from cnbrain.cache.base import PENDING, Caches
 from cnbrain.domain.errors import Exhausted, Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.group_commit import Again, GroupCommit
