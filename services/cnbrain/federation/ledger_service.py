@@ -133,3 +133,9 @@ def _refusal(part: ledger_pb2.PartClaim, arrays: MapArrays, ownership: Ownership
         if j is None or not ownership.owns_link(j):
             return f"link {link_id!r} is not owned by {ownership.owner}"
     return None
+
+
+def add_ledger_service(server: grpc.aio.Server, servicer: LedgerServicer) -> str:
+    """Serve `servicer` on `server`; the service's full name (for health and reflection)."""
+    ledger_pb2_grpc.add_LedgerServiceServicer_to_server(servicer, server)
+    return ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name

@@ -13,20 +13,19 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.background import background
 from cnbrain.domain.network import NATIONAL_OWNER
-from cnbrain.federation.ledger_service import LedgerServicer
+from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.regions import RegionDirectory
-from cnbrain.national.service import NationalServicer
+from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
 from cnbrain.netmap.load import load_document
 from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import registry
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
-from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc, national_pb2, national_pb2_grpc
 
 log = logging.getLogger("cnbrain.national")
 
@@ -83,20 +82,15 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
 
         server: RunningServer | None = None
         if settings.grpc_port is not None:
+            national = NationalServicer(
+                settings=settings, live_map=live_map, directory=directory, placer=placer
+            )
+            ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
 
             def register(grpc_server: grpc.aio.Server) -> list[str]:
-                national_pb2_grpc.add_NationalBrainServiceServicer_to_server(
-                    NationalServicer(
-                        settings=settings, live_map=live_map, directory=directory, placer=placer
-                    ),
-                    grpc_server,
-                )
-                ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-                    LedgerServicer(sessions, view=live_map.view, watch=live_map), grpc_server
-                )
                 return [
-                    national_pb2.DESCRIPTOR.services_by_name["NationalBrainService"].full_name,
-                    ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+                    add_national_service(grpc_server, national),
+                    add_ledger_service(grpc_server, ledger),
                 ]
 
             server = await start_server(

@@ -95,3 +95,9 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     ) -> national_pb2.ReleaseCrossRegionResponse:
         released = await self._placer.release(request.reservation_id, request.reason)
         return national_pb2.ReleaseCrossRegionResponse(released=released)
+
+
+def add_national_service(server: grpc.aio.Server, servicer: NationalServicer) -> str:
+    """Serve `servicer` on `server`; the service's full name (for health and reflection)."""
+    national_pb2_grpc.add_NationalBrainServiceServicer_to_server(servicer, server)
+    return national_pb2.DESCRIPTOR.services_by_name["NationalBrainService"].full_name

@@ -23,14 +23,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from cnbrain.background import background, stop_task
 from cnbrain.cache import Caches, build_cache
 from cnbrain.execution import CredentialStore
-from cnbrain.federation.ledger_service import LedgerServicer
+from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
 from cnbrain.regional.authentication import Authenticator
 from cnbrain.regional.dispatcher import Dispatcher
-from cnbrain.regional.federation import AnnouncingWatch, NationalLink, RegionalServicer
+from cnbrain.regional.federation import (
+    AnnouncingWatch,
+    NationalLink,
+    RegionalServicer,
+    add_regional_service,
+)
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.security import Role
 from cnbrain.regional.settings import Settings
@@ -43,7 +48,6 @@ from cnbrain.regional.use_cases.recover import start_recovery
 from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import registry, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
-from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc, regional_pb2, regional_pb2_grpc
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -199,20 +203,15 @@ async def _join_federation(
     background(stack, expire_forever(sessions, changed=replicas.peer_changed), "expiry")
     server: RunningServer | None = None
     if settings.grpc_port is not None:
+        regional = RegionalServicer(live_map, region_id=region)
+        ledger = LedgerServicer(
+            sessions, view=live_map.view, watch=AnnouncingWatch(live_map, replicas)
+        )
 
         def register(grpc_server: grpc.aio.Server) -> list[str]:
-            regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(
-                RegionalServicer(live_map, region_id=region), grpc_server
-            )
-            ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-                LedgerServicer(
-                    sessions, view=live_map.view, watch=AnnouncingWatch(live_map, replicas)
-                ),
-                grpc_server,
-            )
             return [
-                regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name,
-                ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+                add_regional_service(grpc_server, regional),
+                add_ledger_service(grpc_server, ledger),
             ]
 
         server = await start_server(

@@ -52,7 +52,6 @@ from cnbrain.execution import (
 )
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.regional import job_outcomes
-from cnbrain.regional.federation import NationalLink
 from cnbrain.regional.job_specs import job_spec
 from cnbrain.regional.metering import NotMeterableError, usage_of
 from cnbrain.regional.replacement import BackendKind, PlaceElsewhere
@@ -61,6 +60,7 @@ from cnbrain.regional.simulated_time import RealTime
 from cnbrain.regional.site_backends import SiteBackends, site_ref
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.deciding import Decider
+from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.storage import audit, jobs, registry, requests, usage
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.jobs import Job
@@ -117,7 +117,7 @@ class Dispatcher:
         changes: CapacityChanges,
         decider: Decider,
         forget: Callable[[], None],
-        national: NationalLink | None,
+        national: NationalClient | None,
         clock: Clock | None = None,
     ) -> None:
         self.sessions = sessions

@@ -193,6 +193,12 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         return placement
 
 
+def add_regional_service(server: grpc.aio.Server, servicer: RegionalServicer) -> str:
+    """Serve `servicer` on `server`; the service's full name (for health and reflection)."""
+    regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(servicer, server)
+    return regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name
+
+
 class _BlockedLinks:
     """`_blocked` for the requests of one call on one snapshot, computed once per distinct
     bandwidth need."""

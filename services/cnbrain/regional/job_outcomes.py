@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.states import RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.regional.federation import NationalLink
+from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
 from cnbrain.storage.jobs import Job
 
@@ -104,7 +104,7 @@ async def held_parts(session: AsyncSession, *, request_id: str) -> list[str]:
 
 async def release_elsewhere(
     sessions: async_sessionmaker[AsyncSession],
-    national: NationalLink | None,
+    national: NationalClient | None,
     *,
     request_ids: list[str] | None = None,
 ) -> int:
