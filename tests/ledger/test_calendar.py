@@ -7,6 +7,7 @@ Breakpoints are integers, so agreeing on every second is agreeing everywhere.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -248,7 +249,7 @@ def test_successful_takes_never_go_below_zero_and_refused_ones_change_nothing(
         assert all(profile.free_at(t) >= 0 for t in range(HORIZON + 2))
         _assert_matches(profile, applied, since=0)
     steps = profile.steps()
-    assert all(a[1] != b[1] for a, b in zip(steps, steps[1:], strict=False))
+    assert all(a[1] != b[1] for a, b in pairwise(steps))
     assert steps[-1][1] == CAPACITY
 
 
@@ -308,12 +309,13 @@ def test_advance_keeps_every_instant_from_now_on(
 
 # --- calendars -------------------------------------------------------------------------------
 
-CPU = ("site", 3, "cpu_m")
-MEM = ("site", 3, "mem_mib")
-LINK = ("link", 17)
+Key = tuple[str | int, ...]
+CPU: Key = ("site", 3, "cpu_m")
+MEM: Key = ("site", 3, "mem_mib")
+LINK: Key = ("link", 17)
 
 
-def _calendar() -> Calendar[tuple[object, ...]]:
+def _calendar() -> Calendar[Key]:
     return Calendar({CPU: 8000, MEM: 16384, LINK: 1000}, now=0)
 
 
@@ -321,7 +323,7 @@ def test_take_is_all_or_nothing_across_resources() -> None:
     calendar = _calendar()
     calendar.take({LINK: 800}, Window(10, 20))
     before = {key: calendar.profile(key).steps() for key in (CPU, MEM, LINK)}
-    demand = {CPU: 4000, MEM: 8192, LINK: 300}
+    demand: dict[Key, int] = {CPU: 4000, MEM: 8192, LINK: 300}
     assert not calendar.fits(demand, Window(0, 15))
     with pytest.raises(CalendarConflict, match=r"\('link', 17\): 300 does not fit"):
         calendar.take(demand, Window(0, 15))
@@ -358,7 +360,7 @@ def test_earliest_waits_for_every_resource_of_the_demand() -> None:
     calendar.take({CPU: 8000}, Window(0, 10))
     calendar.take({LINK: 1000}, Window(12, 20))
     calendar.take({MEM: 16384}, Window(25, 30))
-    demand = {CPU: 1000, MEM: 1024, LINK: 100}
+    demand: dict[Key, int] = {CPU: 1000, MEM: 1024, LINK: 100}
     assert calendar.earliest(demand, 2, not_before=0, deadline=100) == 10
     assert calendar.earliest(demand, 3, not_before=0, deadline=100) == 20
     assert calendar.earliest(demand, 6, not_before=0, deadline=100) == 30

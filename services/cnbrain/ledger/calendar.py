@@ -256,7 +256,8 @@ class Calendar(Generic[K]):
         return len(self._profiles)
 
     def profile(self, key: K) -> Profile:
-        """The profile of `key`; UnknownResource if there is none."""
+        """The profile of `key`, to read (change it through the calendar only); UnknownResource
+        if there is none."""
         profile = self._profiles.get(key)
         if profile is None:
             raise UnknownResource(f"the calendar holds no resource {key!r}")
@@ -265,8 +266,7 @@ class Calendar(Generic[K]):
     def fits(self, demand: Mapping[K, int], window: Window) -> bool:
         """Whether every amount of `demand` is free over the whole of `window`."""
         return all(
-            profile.first_short(window, amount) is None
-            for profile, amount in self._resolve(demand)
+            profile.first_short(window, amount) is None for profile, amount in self._resolve(demand)
         )
 
     def take(self, demand: Mapping[K, int], window: Window) -> None:
