@@ -1,0 +1,356 @@
+"""Reservations over time: the free capacity of each resource as a step function of time.
+
+A reservation holds an amount of a resource over a window `[start, end)` of integer seconds
+(callers pass epoch seconds). For each resource (a site's millicores, MiB, GiB or accelerators
+of one model, a link's Mbps) a `Profile` keeps a resource profile: the free amount from `now`
+on, as a list of breakpoints where it changes. Taking a window lowers the step function over
+it, giving raises it back; neither may leave `[0, capacity]` at any instant. A `Calendar`
+holds one profile per named resource and takes a demand on several of them all or nothing;
+`earliest` finds the first start at which a demand fits for its whole duration, and
+`end_early` gives back the rest of a window at once.
+
+Only `[now, infinity)` matters: `advance` drops what lies before `now`, a window is read or
+changed only where it overlaps `[now, infinity)` (a window wholly before `now` holds nothing),
+and no start is earlier than `now`. Every window ends, so after the last breakpoint the whole
+capacity is free. Neither class is thread-safe: one owner drives a calendar.
+"""
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from cnbrain.domain.errors import Conflict, Invalid, NotFound
+
+K = TypeVar("K", bound=Hashable)
+
+
+class CalendarConflict(Conflict):
+    """A take or give would leave a resource's free amount outside [0, capacity]."""
+
+
+class UnknownResource(NotFound):
+    """A demand names a resource the calendar does not hold."""
+
+
+def _check_int(value: object, name: str, *, minimum: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Invalid(f"must be an integer, not {value!r}", field=name)
+    if minimum is not None and value < minimum:
+        raise Invalid(f"must be at least {minimum}, not {value}", field=name)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The half-open interval `[start, end)` of integer seconds, with `start < end`."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        _check_int(self.start, "start")
+        _check_int(self.end, "end")
+        if self.start >= self.end:
+            raise Invalid(f"a window needs start < end, not [{self.start}, {self.end})")
+
+    @classmethod
+    def of(cls, start: int, duration: int) -> "Window":
+        """The window of `duration` seconds (at least 1) from `start`."""
+        _check_int(duration, "duration", minimum=1)
+        return cls(start, start + duration)
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+    def __str__(self) -> str:
+        return f"[{self.start}, {self.end})"
+
+
+class Profile:
+    """The free amount of one resource, an integer in [0, capacity], from `now` on.
+
+    Representation: `_times` strictly increasing with `_times[0] == now`, and `_free[i]` the
+    free amount over `[_times[i], _times[i + 1])` (the last one to infinity, and always the
+    whole capacity). Adjacent steps differ, so equal profiles have equal steps. With n
+    breakpoints, `free_at` costs O(log n); a window over m steps costs O(log n + m) to read
+    and O(n) to change (list insertions); `earliest` costs O(log n + k) for the k steps from
+    `not_before` to the end of the answer.
+    """
+
+    __slots__ = ("_capacity", "_free", "_times")
+
+    def __init__(self, capacity: int, *, now: int) -> None:
+        self._capacity = _check_int(capacity, "capacity", minimum=0)
+        self._times = [_check_int(now, "now")]
+        self._free = [capacity]
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def now(self) -> int:
+        return self._times[0]
+
+    def steps(self) -> tuple[tuple[int, int], ...]:
+        """The breakpoints `(time, free from then on)`, the first at `now`."""
+        return tuple(zip(self._times, self._free, strict=True))
+
+    def free_at(self, t: int) -> int:
+        """The free amount at instant `t`; Invalid if `t` is before `now`."""
+        _check_int(t, "t")
+        if t < self.now:
+            raise Invalid(f"{t} is before now ({self.now})", field="t")
+        return self._free[bisect_right(self._times, t) - 1]
+
+    def min_free(self, window: Window) -> int:
+        """The least free amount over `window` (the capacity if it lies wholly before now)."""
+        first, stop = self._span(window)
+        return min(self._free[first:stop], default=self._capacity)
+
+    def first_short(self, window: Window, amount: int) -> int | None:
+        """The first instant of `window` with less than `amount` free, or None if none."""
+        _check_int(amount, "amount", minimum=0)
+        first, stop = self._span(window)
+        for i in range(first, stop):
+            if self._free[i] < amount:
+                return max(self._times[i], window.start)
+        return None
+
+    def first_over(self, window: Window, amount: int) -> int | None:
+        """The first instant of `window` where `amount` more would exceed capacity, or None."""
+        _check_int(amount, "amount", minimum=0)
+        first, stop = self._span(window)
+        for i in range(first, stop):
+            if self._free[i] + amount > self._capacity:
+                return max(self._times[i], window.start)
+        return None
+
+    def take(self, window: Window, amount: int) -> None:
+        """Lower the free amount by `amount` over `window`.
+
+        Raises CalendarConflict, and takes nothing, if any instant would go below zero.
+        """
+        short = self.first_short(window, amount)
+        if short is not None:
+            raise CalendarConflict(
+                f"{amount} does not fit over {window}: {self.free_at(short)} free at {short}"
+            )
+        self._add(window, -amount)
+
+    def give(self, window: Window, amount: int) -> None:
+        """Raise the free amount by `amount` over `window`, the inverse of `take`.
+
+        Raises CalendarConflict, and gives nothing, if any instant would exceed capacity.
+        """
+        over = self.first_over(window, amount)
+        if over is not None:
+            raise CalendarConflict(
+                f"giving {amount} over {window} exceeds the capacity {self._capacity}: "
+                f"{self.free_at(over)} free at {over}"
+            )
+        self._add(window, amount)
+
+    def earliest(self, amount: int, duration: int, *, not_before: int, deadline: int) -> int | None:
+        """The earliest start `s` with `max(not_before, now) <= s <= deadline` such that at
+        least `amount` is free over `[s, s + duration)`; None if there is none.
+
+        `s` is `max(not_before, now)` or a breakpoint where the free amount rises to
+        `amount` or more. Scans the steps once from `not_before`: O(log n + k).
+        """
+        _check_int(amount, "amount", minimum=0)
+        _check_int(duration, "duration", minimum=1)
+        _check_int(not_before, "not_before")
+        _check_int(deadline, "deadline")
+        start = max(not_before, self.now)
+        if start > deadline or amount > self._capacity:
+            return None
+        times, free = self._times, self._free
+        n = len(times)
+        i = bisect_right(times, start) - 1
+        while True:
+            # The last step is the whole capacity, so this stops before running off the end.
+            while free[i] < amount:
+                i += 1
+                start = times[i]
+            if start > deadline:
+                return None
+            end = start + duration
+            j = i + 1
+            while j < n and times[j] < end:
+                if free[j] < amount:
+                    break
+                j += 1
+            else:
+                return start
+            i = j
+
+    def advance(self, now: int) -> None:
+        """Forget everything before `now`; Invalid if `now` is earlier than the current one."""
+        _check_int(now, "now")
+        if now < self.now:
+            raise Invalid(f"time does not go back: {now} is before now ({self.now})", field="now")
+        first = bisect_right(self._times, now) - 1
+        del self._times[:first]
+        del self._free[:first]
+        self._times[0] = now
+
+    def _span(self, window: Window) -> tuple[int, int]:
+        """The indices `[first, stop)` of the steps overlapping `window` from now on."""
+        start = max(window.start, self.now)
+        if start >= window.end:
+            return 0, 0
+        return bisect_right(self._times, start) - 1, bisect_left(self._times, window.end)
+
+    def _add(self, window: Window, delta: int) -> None:
+        """Add `delta` over `window` from now on, with no check, keeping the steps canonical."""
+        start = max(window.start, self.now)
+        if delta == 0 or start >= window.end:
+            return
+        first = self._split(start)
+        stop = self._split(window.end)
+        free = self._free
+        for i in range(first, stop):
+            free[i] += delta
+        # Only the two edges can now equal their neighbours; merge the later one first.
+        if free[stop - 1] == free[stop]:
+            del self._times[stop]
+            del free[stop]
+        if first > 0 and free[first - 1] == free[first]:
+            del self._times[first]
+            del free[first]
+
+    def _split(self, t: int) -> int:
+        """Make `t` (not before now) a breakpoint and return its index."""
+        i = bisect_right(self._times, t) - 1
+        if self._times[i] == t:
+            return i
+        self._times.insert(i + 1, t)
+        self._free.insert(i + 1, self._free[i])
+        return i + 1
+
+
+class Calendar(Generic[K]):
+    """A profile per named resource; demands on several resources are taken all or nothing.
+
+    A demand maps resource keys (e.g. `("site", 3, "cpu_m")`, `("link", 17)`) to amounts
+    (integers, at least 0; 0 holds nothing). A key not in the calendar raises UnknownResource.
+    """
+
+    __slots__ = ("_now", "_profiles")
+
+    def __init__(self, capacities: Mapping[K, int], *, now: int) -> None:
+        self._now = _check_int(now, "now")
+        self._profiles = {key: Profile(capacity, now=now) for key, capacity in capacities.items()}
+
+    @property
+    def now(self) -> int:
+        return self._now
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._profiles
+
+    def __len__(self) -> int:
+        return len(self._profiles)
+
+    def profile(self, key: K) -> Profile:
+        """The profile of `key`, to read (change it through the calendar only); UnknownResource
+        if there is none."""
+        profile = self._profiles.get(key)
+        if profile is None:
+            raise UnknownResource(f"the calendar holds no resource {key!r}")
+        return profile
+
+    def fits(self, demand: Mapping[K, int], window: Window) -> bool:
+        """Whether every amount of `demand` is free over the whole of `window`."""
+        return all(
+            profile.first_short(window, amount) is None for profile, amount in self._resolve(demand)
+        )
+
+    def take(self, demand: Mapping[K, int], window: Window) -> None:
+        """Take `demand` over `window` on every resource, or raise CalendarConflict (naming
+        the first resource that does not fit) and take nothing."""
+        resolved = self._resolve(demand)
+        for (key, _), (profile, amount) in zip(demand.items(), resolved, strict=True):
+            short = profile.first_short(window, amount)
+            if short is not None:
+                raise CalendarConflict(
+                    f"{key!r}: {amount} does not fit over {window}: "
+                    f"{profile.free_at(short)} free at {short}"
+                )
+        for profile, amount in resolved:
+            profile.take(window, amount)
+
+    def give(self, demand: Mapping[K, int], window: Window) -> None:
+        """Give `demand` back over `window` on every resource, or raise CalendarConflict
+        (naming the first resource it would take above capacity) and give nothing."""
+        resolved = self._resolve(demand)
+        for (key, _), (profile, amount) in zip(demand.items(), resolved, strict=True):
+            over = profile.first_over(window, amount)
+            if over is not None:
+                raise CalendarConflict(
+                    f"{key!r}: giving {amount} over {window} exceeds the capacity "
+                    f"{profile.capacity}: {profile.free_at(over)} free at {over}"
+                )
+        for profile, amount in resolved:
+            profile.give(window, amount)
+
+    def end_early(self, demand: Mapping[K, int], window: Window, at: int) -> Window:
+        """End a reservation of `demand` over `window` at `at` (`start <= at < end`): give
+        back `[at, end)` at once and return that window. Raises as `give` does."""
+        _check_int(at, "at")
+        if not window.start <= at < window.end:
+            raise Invalid(f"{at} is not within {window}", field="at")
+        rest = Window(at, window.end)
+        self.give(demand, rest)
+        return rest
+
+    def earliest(
+        self, demand: Mapping[K, int], duration: int, *, not_before: int, deadline: int
+    ) -> int | None:
+        """The earliest start `s` with `max(not_before, now) <= s <= deadline` at which every
+        resource of `demand` fits over `[s, s + duration)`; None if there is none.
+
+        Leapfrog over the resources: each profile in turn moves the candidate start to its own
+        earliest fit from there (a breakpoint where it rises), until all of them agree on one.
+        Each move passes at least one step of one profile, so this ends.
+        """
+        _check_int(duration, "duration", minimum=1)
+        _check_int(not_before, "not_before")
+        _check_int(deadline, "deadline")
+        resolved = [(profile, amount) for profile, amount in self._resolve(demand) if amount]
+        start = max(not_before, self._now)
+        if start > deadline:
+            return None
+        agreed = 0
+        i = 0
+        while agreed < len(resolved):
+            profile, amount = resolved[i]
+            fit = profile.earliest(amount, duration, not_before=start, deadline=deadline)
+            if fit is None:
+                return None
+            if fit == start:
+                agreed += 1
+            else:
+                start = fit
+                agreed = 1
+            i = (i + 1) % len(resolved)
+        return start
+
+    def advance(self, now: int) -> None:
+        """Forget everything before `now` on every resource; time does not go back."""
+        _check_int(now, "now")
+        if now < self._now:
+            raise Invalid(f"time does not go back: {now} is before now ({self._now})", field="now")
+        for profile in self._profiles.values():
+            profile.advance(now)
+        self._now = now
+
+    def _resolve(self, demand: Mapping[K, int]) -> list[tuple[Profile, int]]:
+        """The profile and the checked amount of each key of `demand`, in its order."""
+        return [
+            (self.profile(key), _check_int(amount, f"demand[{key!r}]", minimum=0))
+            for key, amount in demand.items()
+        ]
