@@ -11,6 +11,7 @@ from cnbrain.execution.errors import UnknownJob
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.memory import LedgerError
 from cnbrain.placement.errors import PlacementError, RequestError
+from tests.polling import wait_until
 from tests.rpc.rpc_ledger import RecordingLedger, Rpc, prepare_of
 
 pytestmark = pytest.mark.asyncio
@@ -49,6 +50,12 @@ async def test_the_call_is_logged_with_the_code_of_the_kind(
     rpc: Rpc, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, _ = await rpc.serve(RecordingLedger(raises=UnknownJob("7")))
-    with caplog.at_level(logging.INFO, logger="cnbrain.rpc"), pytest.raises(grpc.aio.AioRpcError):
-        await rpc.ledger(server).Prepare(prepare_of("r1"), timeout=2)
-    assert any("code=NOT_FOUND" in record.getMessage() for record in caplog.records)
+    with caplog.at_level(logging.INFO, logger="cnbrain.rpc"):
+        with pytest.raises(grpc.aio.AioRpcError):
+            await rpc.ledger(server).Prepare(prepare_of("r1"), timeout=2)
+        # the server writes its line once the call has ended, which may be after the client
+        # has its answer
+        await wait_until(
+            lambda: any("code=NOT_FOUND" in record.getMessage() for record in caplog.records),
+            5.0,
+        )
