@@ -119,3 +119,50 @@ def test_errors_are_clear(brain: str) -> None:
     )
     assert done.returncode == 2
     assert "404" in done.stderr and "req-none" in done.stderr
+
+
+def test_priority_classes_list_put_delete(brain: str) -> None:
+    put = cnbrain(
+        brain,
+        ADMIN,
+        "priority-classes",
+        "put",
+        "cli-urgent",
+        "--value",
+        "950",
+        "--no-preemptible",
+        "--max-wait-s",
+        "300",
+    )
+    assert put == {
+        "name": "cli-urgent",
+        "value": 950,
+        "preemptible": False,
+        "default_max_wait_s": 300.0,
+        "default": False,
+    }
+    listed = cnbrain(brain, ADMIN, "priority-classes", "list", "--json")
+    assert [one["name"] for one in listed][:2] == ["cli-urgent", "high"]
+    table = cnbrain(brain, ADMIN, "priority-classes", "list")
+    assert "cli-urgent" in table and "normal" in table and "default" in table
+    deleted = cnbrain(brain, ADMIN, "priority-classes", "delete", "cli-urgent")
+    assert "deleted priority class cli-urgent" in deleted
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cnbrain.cli.main",
+            "priority-classes",
+            "delete",
+            "normal",
+            "--url",
+            brain,
+            "--token",
+            ADMIN,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2 and "409" in refused.stderr and "default" in refused.stderr

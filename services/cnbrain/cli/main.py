@@ -135,6 +135,7 @@ def _add_service_commands(sub: Subcommands) -> None:
     _add_apikey_commands(sub)
     _add_user_commands(sub)
     _add_request_commands(sub)
+    _add_priority_class_commands(sub)
 
 
 def _add_brain_commands(sub: Subcommands) -> None:
@@ -248,6 +249,43 @@ def _add_request_commands(sub: Subcommands) -> None:
         one.add_argument("id")
         rest.add_connection_options(one)
         one.set_defaults(run=run)
+
+
+def _add_priority_class_commands(sub: Subcommands) -> None:
+    """`cnbrain priority-classes list|put|delete`."""
+    from cnbrain.cli import rest
+
+    classes = sub.add_parser(
+        "priority-classes", help="list, put or delete priority classes"
+    ).add_subparsers(required=True, metavar="ACTION")
+    listing = classes.add_parser("list", help="the classes, highest value first")
+    listing.add_argument("--json", action="store_true")
+    rest.add_connection_options(listing)
+    listing.set_defaults(run=rest.priority_classes_list)
+    put = classes.add_parser("put", help="create or replace a class (operators and admins)")
+    put.add_argument("name")
+    put.add_argument("--value", type=int, required=True, help="higher classes go first")
+    put.add_argument(
+        "--preemptible",
+        action=argparse.BooleanOptionalAction,
+        required=True,
+        help="whether higher classes may preempt its work",
+    )
+    put.add_argument(
+        "--max-wait-s",
+        type=float,
+        required=True,
+        help="the default max wait of its requests, in seconds",
+    )
+    put.add_argument(
+        "--default", action="store_true", help="make it the class of requests that name none"
+    )
+    rest.add_connection_options(put)
+    put.set_defaults(run=rest.priority_classes_put)
+    delete = classes.add_parser("delete", help="delete a class (operators and admins)")
+    delete.add_argument("name")
+    rest.add_connection_options(delete)
+    delete.set_defaults(run=rest.priority_classes_delete)
 
 
 if __name__ == "__main__":

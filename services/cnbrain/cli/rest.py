@@ -132,6 +132,38 @@ def requests_cancel(args: argparse.Namespace) -> int:
     return _print(_call(args, "POST", f"/v1/requests/{args.id}/cancel"))
 
 
+def priority_classes_list(args: argparse.Namespace) -> int:
+    classes = _call(args, "GET", "/v1/priority-classes")
+    if args.json:
+        return _print(classes)
+    for one in classes:
+        flags = ", ".join(
+            flag
+            for flag, on in (("preemptible", one["preemptible"]), ("default", one["default"]))
+            if on
+        )
+        wait = f"max wait {one['default_max_wait_s']:g} s"
+        print(f"{one['name']:<24} {one['value']:>11}  {wait}{'  ' + flags if flags else ''}")
+    return 0
+
+
+def priority_classes_put(args: argparse.Namespace) -> int:
+    body = {
+        "value": args.value,
+        "preemptible": args.preemptible,
+        "default_max_wait_s": args.max_wait_s,
+        "default": args.default,
+    }
+    path = f"/v1/priority-classes/{quote(args.name, safe='')}"
+    return _print(_call(args, "PUT", path, json=body))
+
+
+def priority_classes_delete(args: argparse.Namespace) -> int:
+    _call(args, "DELETE", f"/v1/priority-classes/{quote(args.name, safe='')}")
+    print(f"deleted priority class {args.name}")
+    return 0
+
+
 def brain_regional(args: argparse.Namespace) -> int:
     import uvicorn
 

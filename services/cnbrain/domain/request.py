@@ -2,6 +2,7 @@
 
 import re
 import uuid
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, field_validator
 
@@ -124,6 +125,14 @@ class JobPart(DomainModel):
         return environment
 
 
+MAX_WAIT_S: Final = bounds.MAX_DURATION_HOURS * 3600
+"""The longest a request may wait to start (seconds): as long as it may hold its resources."""
+
+Start = Literal["now", "queue"]
+"""When a request starts: `now` or it is rejected, or `queue`: wait for the earliest start at
+which it fits, within its max wait."""
+
+
 def _new_request_id() -> str:
     return f"req-{uuid.uuid4().hex[:12]}"
 
@@ -139,6 +148,25 @@ class PlacementRequest(DomainModel):
         gt=0, le=bounds.MAX_DURATION_HOURS, strict=True, allow_inf_nan=False
     )
     priority: int = Field(default=0, strict=True, ge=0, le=9, description="0 lowest, 9 highest.")
+    priority_class: Annotated[Name, Field(min_length=1)] | None = Field(
+        default=None,
+        description="An operator's priority class (GET /v1/priority-classes); none: the "
+        "default class.",
+    )
+    max_wait_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WAIT_S,
+        strict=True,
+        allow_inf_nan=False,
+        description="How long it may wait to start (seconds); none: its class's default.",
+    )
+    start: Start = Field(
+        default="now",
+        description='"now": start now or be rejected. "queue": wait for the earliest start at '
+        "which it fits, within max_wait_s; the regional brain refuses it (422) until its "
+        "admission queue runs.",
+    )
     workload_class: WorkloadClass = WorkloadClass.BATCH
     objective: ObjectiveWeights = Field(default_factory=ObjectiveWeights)
     national_optimum: bool = Field(

@@ -10,7 +10,16 @@ from cnbrain.heap import freeze_heap
 from cnbrain.regional import openapi, problems
 from cnbrain.regional.composition import running
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
-from cnbrain.regional.routers import audit, health, jobs, operator, requests, tenants, usage
+from cnbrain.regional.routers import (
+    audit,
+    health,
+    jobs,
+    operator,
+    priority_classes,
+    requests,
+    tenants,
+    usage,
+)
 from cnbrain.regional.settings import Settings
 
 DESCRIPTION = """
@@ -18,7 +27,10 @@ The regional brain of cnbrain: tenants submit compute requests; the brain decide
 the three-segment network path, reserves compute and bandwidth atomically in its database,
 and explains the decision. A request with a `job` is then run on the chosen site's cluster
 scheduler (Slurm, or a simulator for sites without one) and followed to its end; its usage is
-metered from the scheduler's accounting. Authenticate with an API key:
+metered from the scheduler's accounting. A request is decided when it arrives: placed, or
+rejected when it does not fit now. It may name an operator's priority class
+(`/v1/priority-classes`) and a max wait, which are stored for the admission queue; until that
+queue runs, `start: "queue"` is refused (422). Authenticate with an API key:
 `Authorization: Bearer ck_...`.
 Errors are problem details (RFC 9457) that name the field and the reason.
 """
@@ -46,7 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     problems.install(app)
-    for module in (health, requests, jobs, usage, tenants, operator, audit):
+    for module in (health, requests, jobs, usage, tenants, operator, priority_classes, audit):
         app.include_router(module.router)
     openapi.install(app)
     return app

@@ -44,9 +44,10 @@ from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.map_admin import MapAdministration
+from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
 from cnbrain.regional.use_cases.recover import start_recovery
 from cnbrain.rpc.server import RunningServer, start_server
-from cnbrain.storage import registry, tenants
+from cnbrain.storage import priority_classes, registry, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 
 log = logging.getLogger("cnbrain.regional")
@@ -71,6 +72,7 @@ class RegionalBrain:
     requests: RequestUseCases
     admin: AdminUseCases
     map_admin: MapAdministration
+    priority_classes: ManagePriorityClasses
     dispatcher: Dispatcher
 
 
@@ -164,18 +166,22 @@ def _assemble(
             replicas=replicas,
             credentials=credentials,
         ),
+        priority_classes=ManagePriorityClasses(sessions),
         dispatcher=dispatcher,
     )
 
 
 async def prepare_database(settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> None:
-    """Migrate the schema, load the built-in map into an empty database, and install the
-    first admin (its API key written to `admin_token_file` before the commit: if it cannot be
-    written, no admin is stored and the next start tries again)."""
+    """Migrate the schema, load the built-in map and priority classes into an empty database,
+    and install the first admin (its API key written to `admin_token_file` before the commit:
+    if it cannot be written, no admin is stored and the next start tries again)."""
     await upgrade_schema(settings.database_url)
     async with sessions.begin() as session:
         if await registry.seed_if_empty(session, document=load_document(settings.map)):
             log.info("loaded map %s into an empty database", settings.map)
+    async with sessions.begin() as session:
+        if await priority_classes.seed_if_empty(session):
+            log.info("stored the built-in priority classes")
     async with sessions.begin() as session:
         if await tenants.has_users(session):
             return

@@ -13,6 +13,7 @@ from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.map_admin import MapAdministration
+from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
 
@@ -49,6 +50,13 @@ async def get_map_admin(brain: BrainDep) -> MapAdministration:
 
 
 MapAdminDep = Annotated[MapAdministration, Depends(get_map_admin)]
+
+
+async def get_priority_classes(brain: BrainDep) -> ManagePriorityClasses:
+    return brain.priority_classes
+
+
+PriorityClassesDep = Annotated[ManagePriorityClasses, Depends(get_priority_classes)]
 
 
 async def get_dispatcher(brain: BrainDep) -> Dispatcher:

@@ -382,3 +382,18 @@ class WeightRow(Base):
     latency: Mapped[float]
     energy: Mapped[float]
     balance: Mapped[float]
+
+
+class PriorityClassRecord(Base):
+    """An operator's priority class (`cnbrain.scheduling.classes.PriorityClass`); exactly one
+    row is the default (`is_default`), the class of a request that names none. Values are
+    unique: a lower class is a lower value."""
+
+    __tablename__ = "priority_classes"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, unique=True)
+    preemptible: Mapped[bool]
+    default_max_wait_s: Mapped[float]
+    is_default: Mapped[bool]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

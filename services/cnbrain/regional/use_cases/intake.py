@@ -1,4 +1,9 @@
-"""A request body as the caller sent it, made a checked request of one tenant."""
+"""A request body as the caller sent it, made a checked request of one tenant.
+
+What a request asks of time is checked here too: the priority class it names must exist, and
+it may only ask to start now (`start: "now"`), until the admission queue runs; the class and
+the max wait are stored with it for that queue.
+"""
 
 import uuid
 from collections.abc import Callable
@@ -12,7 +17,12 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.security import Principal
-from cnbrain.storage import tenants
+from cnbrain.storage import priority_classes, tenants
+
+QUEUE_NOT_YET = (
+    'queueing is not available yet: this brain decides every request at once; send "now" '
+    "(or leave start out) to be placed now or rejected"
+)
 
 
 def new_request_id() -> str:
@@ -52,9 +62,22 @@ class Intake:
         return principal.tenant_id
 
     async def checked(self, principal: Principal, body: dict[str, Any]) -> PlacementRequest:
-        """`body` as a new request (new id) of its tenant, checked against the map. Raises
-        Forbidden or Invalid."""
+        """`body` as a new request (new id) of its tenant, checked against the map and the
+        priority classes. Raises Forbidden or Invalid (field `start` for "queue", field
+        `priority_class` for a class that does not exist)."""
         tenant = await self.tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self._map())
+        if request.start != "now":
+            raise Invalid(QUEUE_NOT_YET, field="start")
+        if request.priority_class is not None:
+            await self._check_class(request.priority_class)
         return request
+
+    async def _check_class(self, name: str) -> None:
+        """Raise Invalid (field `priority_class`) unless a class called `name` is stored."""
+        async with self._sessions() as session:
+            classes = await priority_classes.list_classes(session)
+        if classes is None:
+            raise Invalid(f"unknown class {name!r}: no class is stored", field="priority_class")
+        classes.get(name)
