@@ -54,7 +54,7 @@ class Outcome:
         """The request's event of this outcome, written at `at`: placed on its site, or
         rejected or failed with the reason."""
         kind = _EVENT_OF_STATE[RequestState(self.state)]
-        placed = kind is RequestEventKind.PLACED and self.decision is not None
+        placed = kind is RequestEventKind.PLACED
         site = self.decision.site if placed and self.decision is not None else None
         return RequestEvent.of(self.request.id, kind, at, site=site, reason=self.reason)
 
