@@ -22,7 +22,7 @@ def test_the_issue_names_every_kind_the_admission_queue_will_write() -> None:
 
 def test_an_event_keeps_its_detail_without_nones_and_cuts_long_text() -> None:
     event = RequestEvent.of(
-        "req-1", RequestEventKind.FAILED, AT, attempt=3, reason="x" * 2000, site=None, ok=True
+        "req-1", RequestEventKind.FAILED, AT, attempt=3, reason="x" * 5000, site=None, ok=True
     )
     assert set(event.detail) == {"attempt", "reason", "ok"}
     assert event.detail["attempt"] == 3 and event.detail["ok"] is True

@@ -64,7 +64,7 @@ MAX_DETAIL_KEYS: Final = 8
 MAX_DETAIL_KEY: Final = 32
 """Characters of a detail's name."""
 
-MAX_DETAIL_TEXT: Final = 500
+MAX_DETAIL_TEXT: Final = 2000
 """Characters of a detail's text; longer text (a scheduler's message) is cut, ending in "…"."""
 
 
