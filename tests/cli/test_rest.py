@@ -40,7 +40,7 @@ def cnbrain(url: str, token: str, *args: str) -> Any:
     return json.loads(done.stdout) if done.stdout.startswith(("{", "[")) else done.stdout
 
 
-def test_tenant_key_submit_list_show_cancel(brain: str) -> None:
+def test_tenant_key_submit_list_show_cancel_and_events(brain: str) -> None:
     tenant = cnbrain(brain, ADMIN, "tenant", "create", "cli-tenant", "--name", "CLI tenant")
     assert tenant["id"] == "cli-tenant"
     key = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-tenant", "--name", "ana")
@@ -69,6 +69,11 @@ def test_tenant_key_submit_list_show_cancel(brain: str) -> None:
     assert shown["decision"]["site"] == submitted["site"]
     cancelled = cnbrain(brain, token, "requests", "cancel", submitted["id"])
     assert cancelled["state"] == "cancelled"
+    told = cnbrain(brain, token, "requests", "events", submitted["id"], "--json")
+    assert [e["kind"] for e in told["events"]] == ["submitted", "placed", "cancelled"]
+    lines = cnbrain(brain, token, "requests", "events", submitted["id"]).splitlines()
+    assert [line.split()[1] for line in lines] == ["submitted", "placed", "cancelled"]
+    assert f"site={submitted['site']}" in lines[1]
 
 
 def test_list_and_revoke_keys_and_disable_a_user(brain: str) -> None:

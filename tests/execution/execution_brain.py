@@ -154,6 +154,12 @@ class Brain(Api):
         attempts: list[dict[str, Any]] = answer.json()["attempts"]
         return attempts
 
+    async def events(self, token: str, request_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """The request's events, oldest first: (kind, detail) each."""
+        answer = await self.call(token, "GET", f"/v1/requests/{request_id}/events")
+        assert answer.status_code == 200, answer.text
+        return [(e["kind"], e["detail"]) for e in answer.json()["events"]]
+
     async def states_until(
         self, token: str, request_id: str, *final: str, timeout_s: float = 30.0
     ) -> list[str]:

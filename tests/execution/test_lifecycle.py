@@ -75,6 +75,22 @@ async def test_a_job_runs_to_completion_and_is_metered(brain: Brain) -> None:
     ]
     assert attempts[0]["backend_job_id"].startswith("sim-")
     assert "simulated" in attempts[0]["message"] and attempts[0]["exit_code"] == 0
+    events = await brain.events(user, made["id"])
+    assert [kind for kind, _ in events] == [
+        "submitted",
+        "placed",
+        "job_submitted",
+        "started",
+        "ended",
+    ]
+    assert events[1][1] == {"site": "AA-sim"}
+    assert events[2][1] == {
+        "attempt": 1,
+        "site": "AA-sim",
+        "backend": "simulator",
+        "backend_job_id": attempts[0]["backend_job_id"],
+    }
+    assert events[3][1] == events[4][1] == {"attempt": 1}
 
     async def record() -> dict[str, Any] | None:
         page = (await brain.call(user, "GET", "/v1/usage")).json()
@@ -108,6 +124,26 @@ async def test_a_failing_job_is_retried_then_fails_and_every_attempt_shows(brain
     ]
     assert {a["site"] for a in attempts} == {"AA-sim"}
     assert await brain.held(made["id"]) == []
+    told = [
+        (kind, detail.get("attempt"), detail.get("state"))
+        for kind, detail in await brain.events(user, made["id"])
+        if kind != "started"  # a job this short may end before the dispatcher sees it run
+    ]
+    assert told == [
+        ("submitted", None, None),
+        ("placed", None, None),
+        ("job_submitted", 1, None),
+        ("attempt_ended", 1, "failed"),
+        ("requeued", 2, None),
+        ("job_submitted", 2, None),
+        ("attempt_ended", 2, "failed"),
+        ("requeued", 3, None),
+        ("job_submitted", 3, None),
+        ("attempt_ended", 3, "failed"),
+        ("failed", 3, None),
+    ]
+    *_, (_, failed) = await brain.events(user, made["id"])
+    assert failed["reason"] == view["reason"]
 
     async def three() -> list[Any] | None:
         page = (await brain.call(user, "GET", "/v1/usage")).json()["items"]
@@ -138,6 +174,12 @@ async def test_suspend_and_resume_a_running_job(brain: Brain) -> None:
     resumed = await brain.call(user, "POST", f"/v1/requests/{made['id']}/resume")
     assert resumed.status_code == 200, resumed.text
     assert resumed.json()["state"] == "running"
+    paused_and_resumed = [
+        (kind, detail["attempt"])
+        for kind, detail in await brain.events(user, made["id"])
+        if kind in ("suspended", "resumed")
+    ]
+    assert paused_and_resumed == [("suspended", 1), ("resumed", 1)]
     assert (await backend.status(attempt["backend_job_id"])).state is JobState.RUNNING
     assert len(await brain.held(made["id"])) == 1
 
@@ -179,6 +221,10 @@ async def test_a_site_whose_scheduler_is_down_fails_over_to_another(brain: Brain
     ]
     assert "unavailable" in attempts[0]["message"] and attempts[0]["backend_job_id"] is None
     assert await brain.held(made["id"]) == []
+    told = dict(await brain.events(user, made["id"]))
+    assert told["attempt_ended"]["state"] == "not_submitted"
+    assert (told["moved"]["site"], told["moved"]["previous_site"]) == ("AA-dc", "AA-dead")
+    assert told["moved"]["attempt"] == 2 and told["ended"] == {"attempt": 2}
 
 
 async def test_no_other_site_fails_with_the_reason_and_keeps_nothing(brain: Brain) -> None:
@@ -271,6 +317,7 @@ async def test_another_tenants_job_is_404(brain: Brain) -> None:
         ("POST", f"/v1/requests/{made['id']}/suspend"),
         ("POST", f"/v1/requests/{made['id']}/resume"),
         ("POST", f"/v1/requests/{made['id']}/cancel"),
+        ("GET", f"/v1/requests/{made['id']}/events"),
     ):
         answer = await brain.call(other, method, path)
         assert answer.status_code == 404, (path, answer.text)

@@ -28,7 +28,7 @@ from cnbrain.regional.app import create_app
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.placing import EscalatedAnswer, Placer
-from cnbrain.storage import ledger_store, requests, tenants
+from cnbrain.storage import ledger_store, request_events, requests, tenants
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings
 from tests.regional.fifty_gpus import CAPACITY, ONE_GPU, fifty_gpu_map
@@ -88,6 +88,19 @@ async def states(api: Api, tenant: str) -> dict[str, str]:
     async with api.brain.sessions() as session:
         page, _ = await requests.list_requests(session, tenant_id=tenant, limit=1000)
     return {r.id: r.state for r in page}
+
+
+async def event_kinds(api: Api, tenant: str) -> dict[str, tuple[str, ...]]:
+    """The kinds of the events of each of the tenant's requests, oldest first."""
+    found: dict[str, tuple[str, ...]] = {}
+    for request_id in await states(api, tenant):
+        async with api.brain.sessions() as session:
+            events = await request_events.events_of(
+                session, request_id=request_id, tenant_id=tenant
+            )
+        assert events is not None
+        found[request_id] = tuple(e.kind for e in events)
+    return found
 
 
 async def replica_takes(api: Api, taken: dict[str, int]) -> list[str]:
@@ -260,6 +273,7 @@ async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothin
     assert {a.status_code for a in answers} == {201}
     assert all(a.json()["state"] == "placed" for a in answers)
     assert await held(api, tenant) == 12  # each exactly once: the batch's were rolled back
+    assert set((await event_kinds(api, tenant)).values()) == {("submitted", "placed")}
     await api.invariants()
 
 
@@ -315,6 +329,7 @@ async def test_a_brain_stopped_mid_batch_leaves_its_requests_pending_and_places_
     async with running(settings) as again:
         assert await states(again, tenant) == dict.fromkeys(stored, "placed")
         assert await held(again, tenant) == len(stored)
+        assert await event_kinds(again, tenant) == dict.fromkeys(stored, ("submitted", "placed"))
         await again.invariants()
 
 

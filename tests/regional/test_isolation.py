@@ -45,6 +45,7 @@ async def test_no_cross_tenant_read_or_write(api: Api) -> None:
             ("GET", f"/v1/tenants/{w['b']}"),
             ("GET", f"/v1/tenants/{w['b']}/quota"),
             ("GET", f"/v1/requests/{w['b_request']}/attempts"),
+            ("GET", f"/v1/requests/{w['b_request']}/events"),
             ("POST", f"/v1/requests/{w['b_request']}/suspend"),
             ("POST", f"/v1/requests/{w['b_request']}/resume"),
             ("GET", f"/v1/usage?tenant={w['b']}"),

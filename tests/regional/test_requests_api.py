@@ -1,5 +1,6 @@
 """The tenant API on PostgreSQL and Redis: submit, read, list, cancel, quote, idempotency."""
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -65,6 +66,45 @@ async def test_cancel_releases_everything(api: Api) -> None:
     assert again.status_code == 409
     assert again.headers["content-type"].startswith("application/problem+json")
     await api.invariants()
+
+
+async def events(api: Api, token: str, request_id: str) -> list[dict[str, Any]]:
+    answer = await api.call(token, "GET", f"/v1/requests/{request_id}/events")
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    assert body["request"] == request_id
+    listed: list[dict[str, Any]] = body["events"]
+    times = [datetime.fromisoformat(e["at"]) for e in listed]
+    assert times == sorted(times)
+    return listed
+
+
+async def test_events_tell_submitted_placed_and_cancelled(api: Api) -> None:
+    _, _, user = await api.tenant()
+    operator = await api.user(role="operator", tenant=None)
+    made = (await api.call(user, "POST", "/v1/requests", json=LOCAL_CPU)).json()
+    placed = await events(api, user, made["id"])
+    assert [(e["kind"], e["detail"]) for e in placed[1:]] == [("placed", {"site": made["site"]})]
+    assert placed[0]["kind"] == "submitted" and placed[0]["detail"]["by"]
+    await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
+    cancelled = await events(api, user, made["id"])
+    assert [e["kind"] for e in cancelled] == ["submitted", "placed", "cancelled"]
+    assert cancelled[-1]["detail"] == {"by": placed[0]["detail"]["by"]}
+    assert await events(api, operator, made["id"]) == cancelled
+    missing = await api.call(user, "GET", "/v1/requests/req-nothing/events")
+    assert missing.status_code == 404
+
+
+async def test_events_of_a_rejected_request_give_the_reason(api: Api) -> None:
+    _, _, user = await api.tenant()
+    impossible = {
+        **LOCAL_CPU,
+        "resources": {"cpu": 1, "memory_gib": 1, "accelerator": {"model": "A100", "count": 100000}},
+    }
+    made = (await api.call(user, "POST", "/v1/requests", json=impossible)).json()
+    told = await events(api, user, made["id"])
+    assert [e["kind"] for e in told] == ["submitted", "rejected"]
+    assert told[-1]["detail"] == {"reason": made["reason"]}
 
 
 async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Api) -> None:
@@ -201,6 +241,7 @@ async def test_openapi_documents_every_endpoint(api: Api) -> None:
         "/v1/requests",
         "/v1/requests/{request_id}",
         "/v1/requests/{request_id}/cancel",
+        "/v1/requests/{request_id}/events",
         "/v1/quotes",
         "/v1/sites",
         "/v1/links",

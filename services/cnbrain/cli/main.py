@@ -225,7 +225,7 @@ def _add_user_commands(sub: Subcommands) -> None:
 
 
 def _add_request_commands(sub: Subcommands) -> None:
-    """`cnbrain submit` and `cnbrain requests list|show|cancel`."""
+    """`cnbrain submit` and `cnbrain requests list|show|cancel|events`."""
     from cnbrain.cli import rest
 
     submit = sub.add_parser("submit", help="submit a request to a running brain")
@@ -234,9 +234,9 @@ def _add_request_commands(sub: Subcommands) -> None:
     rest.add_connection_options(submit)
     submit.set_defaults(run=rest.submit)
 
-    reqs = sub.add_parser("requests", help="list, show or cancel requests").add_subparsers(
-        required=True, metavar="ACTION"
-    )
+    reqs = sub.add_parser(
+        "requests", help="list, show or cancel requests, or show their events"
+    ).add_subparsers(required=True, metavar="ACTION")
     listing = reqs.add_parser("list")
     listing.add_argument("--state")
     listing.add_argument("--limit", type=int)
@@ -249,6 +249,11 @@ def _add_request_commands(sub: Subcommands) -> None:
         one.add_argument("id")
         rest.add_connection_options(one)
         one.set_defaults(run=run)
+    events = reqs.add_parser("events", help="what happened to a request, oldest first")
+    events.add_argument("id")
+    events.add_argument("--json", action="store_true")
+    rest.add_connection_options(events)
+    events.set_defaults(run=rest.requests_events)
 
 
 def _add_priority_class_commands(sub: Subcommands) -> None:

@@ -128,6 +128,17 @@ def requests_show(args: argparse.Namespace) -> int:
     return _print(_call(args, "GET", f"/v1/requests/{args.id}"))
 
 
+def requests_events(args: argparse.Namespace) -> int:
+    """A request's events, oldest first: one line each (time, kind, detail), or JSON."""
+    answer = _call(args, "GET", f"/v1/requests/{quote(args.id, safe='')}/events")
+    if args.json:
+        return _print(answer)
+    for event in answer["events"]:
+        detail = "  ".join(f"{name}={value}" for name, value in event["detail"].items())
+        print(f"{event['at']}  {event['kind']:<14} {detail}".rstrip())
+    return 0
+
+
 def requests_cancel(args: argparse.Namespace) -> int:
     return _print(_call(args, "POST", f"/v1/requests/{args.id}/cancel"))
 

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.decision import Decision
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.site import Site
 from cnbrain.domain.states import ENDED_ATTEMPT, RUNNABLE, AttemptState, RequestState
@@ -61,7 +62,7 @@ from cnbrain.regional.site_backends import SiteBackends, site_ref
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.ports import NationalClient
-from cnbrain.storage import audit, jobs, registry, requests, usage
+from cnbrain.storage import audit, jobs, registry, request_events, requests, usage
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.jobs import Job
 
@@ -217,6 +218,13 @@ class Dispatcher:
     async def _take_over(self) -> None:
         async with self.sessions.begin() as session:
             lost = await jobs.take_over(session, owner=self.owner, until=self._lease())
+            await request_events.append_many(
+                session,
+                [
+                    job_outcomes.attempt_ended(job, state=AttemptState.LOST, message=job.message)
+                    for job in lost
+                ],
+            )
         for job in lost:
             log.warning("attempt %s on %s: lost while being submitted", JobKey.of(job), job.site_id)
 
@@ -267,6 +275,20 @@ class Dispatcher:
             )
             if ours:
                 await jobs.advance_request(session, request_id=job.request_id, state="submitted")
+                await request_events.append_many(
+                    session,
+                    [
+                        RequestEvent.of(
+                            job.request_id,
+                            RequestEventKind.JOB_SUBMITTED,
+                            utcnow(),
+                            attempt=job.attempt,
+                            site=job.site_id,
+                            backend=ref.kind,
+                            backend_job_id=backend_job_id,
+                        )
+                    ],
+                )
                 await audit.record(
                     session,
                     actor=job_outcomes.SYSTEM,
@@ -289,6 +311,14 @@ class Dispatcher:
         log.warning("attempt %s on %s not submitted: %s", JobKey.of(job), job.site_id, why)
         async with self.sessions.begin() as session:
             if await jobs.mark_not_submitted(session, JobKey.of(job), backend=kind, message=why):
+                await request_events.append_many(
+                    session,
+                    [
+                        job_outcomes.attempt_ended(
+                            job, state=AttemptState.NOT_SUBMITTED, message=why
+                        )
+                    ],
+                )
                 await audit.record(
                     session,
                     actor=job_outcomes.SYSTEM,
@@ -345,7 +375,8 @@ class Dispatcher:
         """Record `update` of a live attempt and move its request along; True if recorded.
 
         running/suspended move a runnable request there; completed completes it and releases
-        its reservation; any other end leaves the request for `_settle_stalled`.
+        its reservation; any other end leaves the request for `_settle_stalled`. Each writes
+        the request's event (`started`, `resumed`, `suspended`, `ended`, `attempt_ended`).
         """
         if update.state == JobState.COMPLETED:
             return await self._complete(job, update)
@@ -358,6 +389,18 @@ class Dispatcher:
                 )
                 if before is not None:
                     action = "resumed" if before == RequestState.SUSPENDED else update.state
+                    await request_events.append_many(
+                        session,
+                        [
+                            RequestEvent.of(
+                                job.request_id,
+                                _MOVE_EVENTS[action],
+                                utcnow(),
+                                attempt=job.attempt,
+                                by=None if actor == job_outcomes.SYSTEM else actor,
+                            )
+                        ],
+                    )
                     await audit.record(
                         session,
                         actor=actor,
@@ -368,6 +411,10 @@ class Dispatcher:
                         detail={"attempt": job.attempt, "backend_state": update.backend_state},
                     )
             elif update.state in ENDED_ATTEMPT:
+                ended = job_outcomes.attempt_ended(
+                    job, state=update.state, message=update.message, exit_code=update.exit_code
+                )
+                await request_events.append_many(session, [ended])
                 await audit.record(
                     session,
                     actor=actor,
@@ -392,6 +439,7 @@ class Dispatcher:
                 tenant_id=job.tenant_id,
                 state=RequestState.COMPLETED,
                 reason=None,
+                attempt=job.attempt,
             )
             if released:
                 change.free()
@@ -455,6 +503,7 @@ class Dispatcher:
                     tenant_id=request.tenant,
                     state=RequestState.FAILED,
                     reason=job_outcomes.failure_reason(latest[-1], max_attempts),
+                    attempt=last.attempt,
                 )
                 if released:
                     change.free()
@@ -529,6 +578,14 @@ class Dispatcher:
         log.warning("attempt %s: no usage record: %s", key, note)
         async with self.sessions.begin() as session:
             await jobs.mark_metered(session, key, note=f"not metered: {note}")
+
+
+_MOVE_EVENTS: dict[str, RequestEventKind] = {
+    JobState.RUNNING: RequestEventKind.STARTED,
+    JobState.SUSPENDED: RequestEventKind.SUSPENDED,
+    "resumed": RequestEventKind.RESUMED,
+}
+"""The event of a request whose job the scheduler runs, pauses, or runs again."""
 
 
 def _aware(moment: datetime) -> datetime:

@@ -1,8 +1,10 @@
-"""What an attempt's end does to its request, inside the caller's transaction.
+"""What an attempt's end does to its request, inside the caller's transaction, each with the
+request's event (`cnbrain.domain.events`).
 
 - `finish_request`: the request ends (completed or failed) and its reservations in this
   brain's ledger are released at once.
 - `retry_on_same_site`: the next attempt is queued on the same site, keeping the reservation.
+- `attempt_ended`: the event of an attempt that ended without completing.
 
 A request placed across regions holds its reservation in parts kept by their owners; the
 caller releases those through the national brain after committing (`release_elsewhere`).
@@ -12,10 +14,12 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.states import RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.use_cases.ports import NationalClient
-from cnbrain.storage import audit, jobs, ledger_store, peer_ledger
+from cnbrain.storage import audit, jobs, ledger_store, peer_ledger, request_events
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.jobs import Job
 
 log = logging.getLogger("cnbrain.regional")
@@ -23,16 +27,34 @@ log = logging.getLogger("cnbrain.regional")
 SYSTEM = "system"
 
 
+_END_OF_STATE = {
+    RequestState.COMPLETED: RequestEventKind.ENDED,
+    RequestState.FAILED: RequestEventKind.FAILED,
+}
+"""The event of each state an attempt's end leaves its request in."""
+
+
 async def finish_request(
-    session: AsyncSession, *, request_id: str, tenant_id: str, state: str, reason: str | None
+    session: AsyncSession,
+    *,
+    request_id: str,
+    tenant_id: str,
+    state: str,
+    reason: str | None,
+    attempt: int | None = None,
 ) -> bool:
-    """Move the request to `state` ("completed" or "failed") if it may go there, and release
-    every reservation it holds in this brain's ledger; True if it moved (then the caller tells
+    """Move the request to `state` ("completed" or "failed") if it may go there, release
+    every reservation it holds in this brain's ledger, and append its event (`ended` or
+    `failed`, naming its last `attempt` when given); True if it moved (then the caller tells
     its unit of work that it freed capacity, and releases any cross-region parts after
     committing)."""
+    kind = _END_OF_STATE[RequestState(state)]
     before = await jobs.advance_request(session, request_id=request_id, state=state, reason=reason)
     if before is None:
         return False
+    await request_events.append_many(
+        session, [RequestEvent.of(request_id, kind, utcnow(), attempt=attempt, reason=reason)]
+    )
     for reservation_id in await ledger_store.held_reservations(session, request_id=request_id):
         await ledger_store.release(session, reservation_id=reservation_id)
     await audit.record(
@@ -49,7 +71,7 @@ async def finish_request(
 
 async def retry_on_same_site(session: AsyncSession, *, last: Job, max_attempts: int) -> None:
     """Queue the attempt after `last` on `last`'s site (the reservation stays), and say so
-    in the request's reason; the request goes back to `submitted`."""
+    in the request's reason and its `requeued` event; the request goes back to `submitted`."""
     attempt = last.attempt + 1
     reason = (
         f"attempt {last.attempt} {_ended(last)}; attempt {attempt} of {max_attempts} "
@@ -67,6 +89,19 @@ async def retry_on_same_site(session: AsyncSession, *, last: Job, max_attempts: 
     await jobs.advance_request(
         session, request_id=last.request_id, state=RequestState.SUBMITTED, reason=reason
     )
+    await request_events.append_many(
+        session,
+        [
+            RequestEvent.of(
+                last.request_id,
+                RequestEventKind.REQUEUED,
+                utcnow(),
+                attempt=attempt,
+                site=last.site_id,
+                reason=reason,
+            )
+        ],
+    )
     await audit.record(
         session,
         actor=SYSTEM,
@@ -75,6 +110,23 @@ async def retry_on_same_site(session: AsyncSession, *, last: Job, max_attempts: 
         object_type="request",
         object_id=last.request_id,
         detail={"attempt": attempt, "site": last.site_id, "after": _ended(last)},
+    )
+
+
+def attempt_ended(
+    job: Job, *, state: str, message: str | None, exit_code: int | None = None
+) -> RequestEvent:
+    """The `attempt_ended` event of `job`'s request: the attempt ended in `state` (not
+    completed), as its scheduler (or the brain) said in `message`."""
+    return RequestEvent.of(
+        job.request_id,
+        RequestEventKind.ATTEMPT_ENDED,
+        utcnow(),
+        attempt=job.attempt,
+        site=job.site_id,
+        state=state,
+        message=message,
+        exit_code=exit_code,
     )
 
 

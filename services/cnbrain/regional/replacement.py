@@ -21,6 +21,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.decision import Decision, SegmentKind
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import ENDED_ATTEMPT, RUNNABLE, RequestState
 from cnbrain.ledger.claim import Claim, claim_from, reservation_of
@@ -30,7 +31,8 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.regional.job_outcomes import SYSTEM, finish_request, held_parts
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.deciding import Decider
-from cnbrain.storage import audit, jobs, ledger_store, requests
+from cnbrain.storage import audit, jobs, ledger_store, request_events, requests
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.jobs import Job
 
 log = logging.getLogger("cnbrain.regional")
@@ -132,8 +134,8 @@ class PlaceElsewhere:
         why: str,
     ) -> Failover | None:
         """One unit of work: the old reservations (`held`) for the new one (`claim`, of
-        `decision`), the request on the new site, its next attempt queued. None when capacity
-        changed meanwhile (decide again)."""
+        `decision`), the request on the new site (its `moved` event), its next attempt queued.
+        None when capacity changed meanwhile (decide again)."""
         site = str(decision.site)
         reason = f"{why}; placed again on site {site}"
         try:
@@ -159,6 +161,16 @@ class PlaceElsewhere:
                     backend=self._backend_of(site),
                     message=f"placed again after attempt {last.attempt} on site {last.site_id}",
                 )
+                moved = RequestEvent.of(
+                    request.id,
+                    RequestEventKind.MOVED,
+                    utcnow(),
+                    attempt=last.attempt + 1,
+                    site=site,
+                    previous_site=last.site_id,
+                    reason=why,
+                )
+                await request_events.append_many(session, [moved])
                 await audit.record(
                     session,
                     actor=SYSTEM,
@@ -192,6 +204,7 @@ class PlaceElsewhere:
                 tenant_id=request.tenant,
                 state=RequestState.FAILED,
                 reason=reason,
+                attempt=last.attempt,
             ):
                 change.free()
         return Failover(site=None, reason=reason)

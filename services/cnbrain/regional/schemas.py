@@ -8,6 +8,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from cnbrain.domain import bounds
 from cnbrain.domain.bounds import Name, control_free
 from cnbrain.domain.decision import Candidate, Decision
+from cnbrain.domain.events import RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import AttemptState, RequestState
 from cnbrain.regional.security import Role
@@ -213,6 +214,24 @@ class AttemptList(BaseModel):
     state: str = Field(description="The request's state.")
     max_attempts: int | None = Field(description="The request's limit; null: it has no job.")
     attempts: list[AttemptView]
+
+
+class RequestEventView(BaseModel):
+    """One thing that happened to a request (see docs/regional-brain.md, "Events")."""
+
+    kind: RequestEventKind = Field(
+        description=f"One of: {', '.join(RequestEventKind)}.", examples=["placed"]
+    )
+    at: datetime
+    detail: dict[str, str | int | float | bool] = Field(
+        description="What the event names: the site, the attempt, the reason...",
+        examples=[{"site": "ZJ-hz-1"}],
+    )
+
+
+class RequestEventList(BaseModel):
+    request: str
+    events: list[RequestEventView] = Field(description="Oldest first.")
 
 
 class UsageView(BaseModel):

@@ -217,6 +217,20 @@ class DecisionRecord(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class RequestEventRecord(Base):
+    """One event of a request (a `cnbrain.domain.events.RequestEvent`): appended in the
+    transaction of the change it tells of, never changed."""
+
+    __tablename__ = "request_events"
+    __table_args__ = (Index("ix_request_events_request_at", "request_id", "at", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"))
+    kind: Mapped[str] = mapped_column(String(32))
+    at: Mapped[datetime]
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
 class ReservationRecord(Base):
     """Compute on one site and bandwidth on the links in `reservation_links`."""
 

@@ -1,4 +1,4 @@
-"""The tenant API: submit, read, list and cancel requests; quotes."""
+"""The tenant API: submit, read, list and cancel requests, and read their events; quotes."""
 
 from typing import Annotated, Any
 
@@ -11,6 +11,7 @@ from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
     EXAMPLE_REQUEST,
     Quote,
+    RequestEventList,
     RequestPage,
     RequestView,
 )
@@ -96,6 +97,18 @@ async def list_requests(
 )
 async def get_request(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -> RequestView:
     return await cases.read.one(principal, request_id)
+
+
+@router.get(
+    "/requests/{request_id}/events",
+    response_model=RequestEventList,
+    responses={404: ERRORS[404], 401: ERRORS[401]},
+    summary="What happened to the request, oldest first: submitted, placed, started, ended...",
+)
+async def list_events(
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep
+) -> RequestEventList:
+    return await cases.events(principal, request_id)
 
 
 @router.post(

@@ -14,6 +14,7 @@ from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.attempts import ListAttempts
 from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.deciding import Decider
+from cnbrain.regional.use_cases.events import ListEvents
 from cnbrain.regional.use_cases.intake import Intake
 from cnbrain.regional.use_cases.placing import Placer
 from cnbrain.regional.use_cases.ports import NationalClient
@@ -31,6 +32,7 @@ class RequestUseCases:
     read: ReadRequests
     recover: RecoverPending
     attempts: ListAttempts
+    events: ListEvents
     placer: Placer
     decider: Decider
 
@@ -84,6 +86,7 @@ class RequestUseCases:
             ),
             read=read,
             attempts=ListAttempts(sessions),
+            events=ListEvents(sessions),
             recover=RecoverPending(sessions=sessions, placer=placer),
             placer=placer,
             decider=decider,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import Conflict, NotFound, Unavailable
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.states import RUNNABLE, RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.schemas import RequestView
@@ -13,7 +14,7 @@ from cnbrain.regional.security import Principal
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.regional.use_cases.read import ReadRequests
-from cnbrain.storage import audit, ledger_store, peer_ledger, requests
+from cnbrain.storage import audit, ledger_store, peer_ledger, request_events, requests
 
 
 class CancelRequest:
@@ -97,13 +98,17 @@ class CancelRequest:
             ):
                 await ledger_store.release(session, reservation_id=reservation_id)
             change.free()
-            await requests.set_states(
+            at = await requests.set_states(
                 session,
                 [
                     requests.StateChange(
                         request_id, RequestState.CANCELLED, reason="cancelled by the tenant"
                     )
                 ],
+            )
+            await request_events.append_many(
+                session,
+                [RequestEvent.of(request_id, RequestEventKind.CANCELLED, at, by=principal.user_id)],
             )
             await audit.record(
                 session,

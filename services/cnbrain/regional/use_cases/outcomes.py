@@ -7,11 +7,19 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.schemas import RequestView
-from cnbrain.storage import audit, requests
+from cnbrain.storage import audit, request_events, requests
+
+_EVENT_OF_STATE = {
+    RequestState.PLACED: RequestEventKind.PLACED,
+    RequestState.REJECTED: RequestEventKind.REJECTED,
+    RequestState.FAILED: RequestEventKind.FAILED,
+}
+"""The event of each state an outcome settles a request in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,14 @@ class Outcome:
             return cls(request, decision, RequestState.PLACED, None, actor)
         return cls(request, decision, RequestState.REJECTED, decision.reason or "rejected", actor)
 
+    def event(self, at: datetime) -> RequestEvent:
+        """The request's event of this outcome, written at `at`: placed on its site, or
+        rejected or failed with the reason."""
+        kind = _EVENT_OF_STATE[RequestState(self.state)]
+        placed = kind is RequestEventKind.PLACED
+        site = self.decision.site if placed and self.decision is not None else None
+        return RequestEvent.of(self.request.id, kind, at, site=site, reason=self.reason)
+
     def as_of(self, created_at: datetime) -> RequestView:
         """The request's view, built from what was written."""
         assert self.at is not None
@@ -60,8 +76,8 @@ class Outcome:
 
 
 async def write_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> datetime:
-    """Move every request of `outcomes` to its state, store its decision and audit it, with
-    one statement each for all of them; returns the time written. Raises like
+    """Move every request of `outcomes` to its state, store its decision, audit it and append
+    its event, with one statement each for all of them; returns the time written. Raises like
     `requests.set_states` (the caller rolls back)."""
     at = await requests.set_states(
         session,
@@ -103,4 +119,5 @@ async def write_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> 
             for o in outcomes
         ],
     )
+    await request_events.append_many(session, [o.event(at) for o in outcomes])
     return at

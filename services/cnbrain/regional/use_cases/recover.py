@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.states import RequestState
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.regional.use_cases.placing import Placer, Settled, Stored, SubmissionOutcome
-from cnbrain.storage import audit, requests
+from cnbrain.storage import audit, request_events, requests
 from cnbrain.storage.requests import StoredRequest
 
 log = logging.getLogger("cnbrain.regional")
@@ -70,13 +71,18 @@ class RecoverPending:
 
     async def _fail_unreadable(self, record: StoredRequest, problem: str) -> None:
         """End a pending request whose stored form is not a valid request: failed, with the
-        reason, in one transaction with its audit entry (unless it was settled meanwhile)."""
+        reason, in one transaction with its audit entry and event (unless it was settled
+        meanwhile)."""
         log.error("request %s cannot be read back (%s); it fails", record.id, problem)
         reason = f"its stored form is no longer a valid request: {problem}"
         try:
             async with self._sessions.begin() as session:
-                await requests.set_states(
+                at = await requests.set_states(
                     session, [requests.StateChange(record.id, RequestState.FAILED, reason=reason)]
+                )
+                await request_events.append_many(
+                    session,
+                    [RequestEvent.of(record.id, RequestEventKind.FAILED, at, reason=reason)],
                 )
                 await audit.record(
                     session,

@@ -4,9 +4,9 @@ A submission passes the gate (the tenant's rate limit and the claim of its idemp
 one round trip to the cache) and is checked against the map; then it joins the brain's
 group commit (`cnbrain.group_commit`), which settles the submissions waiting together:
 
-1. One transaction stores all of them as `pending` (with their audit entries), so an accepted
-   request is never lost: a brain that stops before step 3 commits leaves them pending, and
-   decides them when it starts again (`recover`).
+1. One transaction stores all of them as `pending` (with their audit entries and events), so
+   an accepted request is never lost: a brain that stops before step 3 commits leaves them
+   pending, and decides them when it starts again (`recover`).
 2. The engine decides them together on the brain's snapshot (`Decider`: requests of one
    batch never count on the same capacity).
 3. One unit of work takes every reservation with `ledger_store.reserve_many` (the sums per
@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.cache.base import PENDING, Caches
 from cnbrain.domain.errors import Exhausted, Invalid
+from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.group_commit import Again, GroupCommit
 from cnbrain.regional.schemas import RequestView
@@ -42,7 +43,7 @@ from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.intake import Intake
 from cnbrain.regional.use_cases.placing import Placer, Stored, SubmissionOutcome
 from cnbrain.regional.use_cases.read import ReadRequests
-from cnbrain.storage import audit, requests
+from cnbrain.storage import audit, request_events, requests
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -225,9 +226,10 @@ class SubmitRequest:
 async def _insert(
     session: AsyncSession, submissions: Sequence[Submission]
 ) -> tuple[list[requests.NewRequest], list[str | None]]:
-    """Store `submissions` as pending, with the audit entries of those stored, in the caller's
-    transaction (one statement each). Returns the requests as stored and, aligned with them,
-    None or the earlier request that holds the idempotency key (that one is not stored).
+    """Store `submissions` as pending, with the audit entries and `submitted` events of those
+    stored, in the caller's transaction (one statement each). Returns the requests as stored
+    and, aligned with them, None or the earlier request that holds the idempotency key (that
+    one is not stored).
     Raises RequestStoreError when any of them cannot be stored: the caller rolls back."""
     new = [
         requests.NewRequest(
@@ -240,6 +242,7 @@ async def _insert(
         for s in submissions
     ]
     earlier = await requests.insert_requests(session, new)
+    stored = [n for n, e in zip(new, earlier, strict=True) if e is None]
     await audit.record_many(
         session,
         [
@@ -251,8 +254,14 @@ async def _insert(
                 object_id=n.request_id,
                 at=n.created_at,
             )
-            for n, e in zip(new, earlier, strict=True)
-            if e is None
+            for n in stored
+        ],
+    )
+    await request_events.append_many(
+        session,
+        [
+            RequestEvent.of(n.request_id, RequestEventKind.SUBMITTED, n.created_at, by=n.user_id)
+            for n in stored
         ],
     )
     return new, earlier
