@@ -13,7 +13,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 async def test_submit_places_and_reserves(api: Api) -> None:
-    tenant, _, user = await api.tenant()
+    _, _, user = await api.tenant()
     made = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)
     assert made.status_code == 201, made.text
     view = made.json()
@@ -52,7 +52,7 @@ async def test_get_list_and_paginate(api: Api) -> None:
 
 
 async def test_cancel_releases_everything(api: Api) -> None:
-    tenant, _, user = await api.tenant()
+    _, _, user = await api.tenant()
     before, _ = await api.brain.live_map.snapshot()
     made = (await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)).json()
     cancelled = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
@@ -95,6 +95,18 @@ async def test_events_tell_submitted_placed_and_cancelled(api: Api) -> None:
     assert missing.status_code == 404
 
 
+async def test_a_tenant_does_not_learn_who_acted_for_staff(api: Api) -> None:
+    _, _, user = await api.tenant()
+    operator = await api.user(role="operator", tenant=None)
+    made = (await api.call(user, "POST", "/v1/requests", json=LOCAL_CPU)).json()
+    assert (await api.call(operator, "POST", f"/v1/requests/{made['id']}/cancel")).is_success
+    seen_by_staff = await events(api, operator, made["id"])
+    assert seen_by_staff[-1]["kind"] == "cancelled" and seen_by_staff[-1]["detail"]["by"]
+    seen_by_tenant = await events(api, user, made["id"])
+    assert seen_by_tenant[-1] == {**seen_by_staff[-1], "detail": {}}
+    assert seen_by_tenant[0]["detail"]["by"] == seen_by_staff[0]["detail"]["by"]  # its own
+
+
 async def test_events_of_a_rejected_request_give_the_reason(api: Api) -> None:
     _, _, user = await api.tenant()
     impossible = {
@@ -108,7 +120,7 @@ async def test_events_of_a_rejected_request_give_the_reason(api: Api) -> None:
 
 
 async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Api) -> None:
-    tenant, _, user = await api.tenant()
+    _, _, user = await api.tenant()
     async with api.brain.sessions.begin() as session:
         user_id = (await tenants.list_users(session, tenant_id=tenant))[0].id
         await requests.insert_requests(
@@ -202,7 +214,7 @@ async def test_bad_request_is_422_problem_naming_the_field(
 
 
 async def test_idempotency_key_returns_the_first_answer(api: Api) -> None:
-    tenant, _, user = await api.tenant()
+    _, _, user = await api.tenant()
     headers = {"Idempotency-Key": "order-42"}
     first = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
     second = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
@@ -216,7 +228,7 @@ async def test_idempotency_key_returns_the_first_answer(api: Api) -> None:
 
 
 async def test_quota_limits_acceptance(api: Api) -> None:
-    tenant, _, user = await api.tenant()
+    _, _, user = await api.tenant()
     limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 16})
     assert limited.status_code == 200, limited.text
     states = [

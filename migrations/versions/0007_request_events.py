@@ -4,8 +4,8 @@
 Requests stored before this revision have no events; the brain writes them from now on.
 Downgrading drops the table (the previous release keeps no events).
 
-Revision ID: 0006_request_events
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0006_request_events"
-down_revision: str | Sequence[str] | None = "0005"
+revision: str = "0007"
+down_revision: str | Sequence[str] | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
