@@ -13,7 +13,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 async def test_submit_places_and_reserves(api: Api) -> None:
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     made = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)
     assert made.status_code == 201, made.text
     view = made.json()
@@ -52,7 +52,7 @@ async def test_get_list_and_paginate(api: Api) -> None:
 
 
 async def test_cancel_releases_everything(api: Api) -> None:
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     before, _ = await api.brain.live_map.snapshot()
     made = (await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING)).json()
     cancelled = await api.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
@@ -120,7 +120,7 @@ async def test_events_of_a_rejected_request_give_the_reason(api: Api) -> None:
 
 
 async def test_a_pending_request_cannot_be_cancelled_while_it_is_decided(api: Api) -> None:
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     async with api.brain.sessions.begin() as session:
         user_id = (await tenants.list_users(session, tenant_id=tenant))[0].id
         await requests.insert_requests(
@@ -214,7 +214,7 @@ async def test_bad_request_is_422_problem_naming_the_field(
 
 
 async def test_idempotency_key_returns_the_first_answer(api: Api) -> None:
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     headers = {"Idempotency-Key": "order-42"}
     first = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
     second = await api.call(user, "POST", "/v1/requests", json=GPU_TRAINING, headers=headers)
@@ -228,7 +228,7 @@ async def test_idempotency_key_returns_the_first_answer(api: Api) -> None:
 
 
 async def test_quota_limits_acceptance(api: Api) -> None:
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 16})
     assert limited.status_code == 200, limited.text
     states = [
