@@ -26,7 +26,12 @@ estimated start, and are planned again, from scratch, in the next cycle.
 Cost: per item, one `Calendar.earliest` per option tried (its leapfrog over the option's
 resources) and one `Calendar.take`. Options after the first are searched only up to one second
 before the best start found so far (a later start would lose), and not at all once an option
-starts at `not_before`. Pure: no I/O, no clock; the only state changed is the calendar given.
+starts at `not_before`. A search leaves out the resources with room for their amount at every
+instant (a lower bound of each resource's least free amount is kept through the plan), so it
+scans only the steps of resources that may bind; and a search of a demand and duration
+searched before in the plan starts where the last one found no earlier start (free capacity
+only falls during a plan). Neither changes an answer. Pure: no I/O, no clock; the only state
+changed is the calendar given.
 """
 
 from collections.abc import Hashable, Iterable, Mapping
@@ -116,8 +121,8 @@ def plan(calendar: Calendar[K], items: Iterable[PlanItem[K]]) -> list[PlanResult
     afterwards holds the whole plan; a caller that wants it as it was plans on a fresh one
     (or gives the windows back). A demand naming a key the calendar lacks raises
     `UnknownResource`, a negative amount `Invalid`."""
-    least = _LeastFree(calendar)
-    return [_plan_one(calendar, least, item) for item in items]
+    least, searched = _LeastFree(calendar), _Searched(calendar)
+    return [_plan_one(calendar, least, searched, item) for item in items]
 
 
 _FOREVER = 2**62
@@ -166,7 +171,37 @@ class _LeastFree(Generic[K]):
                 self._exact.discard(key)
 
 
-def _plan_one(calendar: Calendar[K], least: _LeastFree[K], item: PlanItem[K]) -> PlanResult:
+class _Searched(Generic[K]):
+    """`Calendar.earliest`, remembering per (demand, duration) a time before which it has no
+    start. A plan only takes, so free capacity only falls and an earliest start never moves
+    earlier: a later search of the same demand and duration starts from there, which skips
+    the steps already found too full (the many items that wait for one busy resource)."""
+
+    __slots__ = ("_calendar", "_low")
+
+    def __init__(self, calendar: Calendar[K]) -> None:
+        self._calendar = calendar
+        self._low: dict[tuple[frozenset[tuple[K, int]], int], int] = {}
+
+    def earliest(
+        self, demand: Mapping[K, int], duration: int, *, not_before: int, deadline: int
+    ) -> int | None:
+        now = self._calendar.now
+        key = (frozenset(demand.items()), duration)
+        low = self._low.get(key, now)
+        start = max(not_before, now, low)
+        if start > deadline:
+            return None
+        found = self._calendar.earliest(demand, duration, not_before=start, deadline=deadline)
+        if start == max(low, now):
+            # Searched from `low` on: no start before what was found, or after the deadline.
+            self._low[key] = deadline + 1 if found is None else found
+        return found
+
+
+def _plan_one(
+    calendar: Calendar[K], least: _LeastFree[K], searched: _Searched[K], item: PlanItem[K]
+) -> PlanResult:
     first = max(item.not_before, calendar.now)
     if item.deadline < first:
         return NoStart(
@@ -181,7 +216,7 @@ def _plan_one(calendar: Calendar[K], least: _LeastFree[K], item: PlanItem[K]) ->
         deadline = item.deadline if best_start is None else best_start - 1
         if deadline < first:
             break
-        start = calendar.earliest(
+        start = searched.earliest(
             least.binding(option.demand), item.duration, not_before=first, deadline=deadline
         )
         if start is not None:
