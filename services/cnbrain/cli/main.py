@@ -82,8 +82,8 @@ def _add_place_command(sub: Subcommands) -> None:
 
 
 def _add_bench_commands(sub: Subcommands) -> None:
-    """`cnbrain bench placement|map`, in-process, and `bench api|federation`, against
-    running brains."""
+    """`cnbrain bench placement|map|admission`, in-process, and `bench api|federation`,
+    against running brains."""
     from cnbrain.cli import commands
     from cnbrain.cli.rest import add_connection_options
 
@@ -109,6 +109,21 @@ def _add_bench_commands(sub: Subcommands) -> None:
     )
     scale.add_argument("--seed", type=int, default=7)
     scale.set_defaults(run=commands.bench_map)
+
+    admission = bench.add_parser(
+        "admission", help="one admission cycle (backfill) over a full queue on the calendar"
+    )
+    admission.add_argument(
+        "--map", default="synthetic:provinces=31,sites_per_province=100,seed=1", help=MAP_HELP
+    )
+    admission.add_argument("--queued", type=int, default=10_000, help="requests in the queue")
+    admission.add_argument(
+        "--running", type=int, default=5_000, help="requests generated as running work"
+    )
+    admission.add_argument("--top-n", type=int, default=3, help="options per request")
+    admission.add_argument("--seed", type=int, default=7)
+    admission.add_argument("--json", action="store_true")
+    admission.set_defaults(run=commands.bench_admission)
 
     api = bench.add_parser("api", help="submissions/s and latency against a running brain")
     api.add_argument("--requests", type=int, default=2000)

@@ -114,8 +114,11 @@ class Profile:
         """The first instant of `window` with less than `amount` free, or None if none."""
         _check_int(amount, "amount", minimum=0)
         first, stop = self._span(window)
+        free = self._free
+        if min(free[first:stop], default=amount) >= amount:
+            return None
         for i in range(first, stop):
-            if self._free[i] < amount:
+            if free[i] < amount:
                 return max(self._times[i], window.start)
         return None
 
@@ -212,8 +215,7 @@ class Profile:
         first = self._split(start)
         stop = self._split(window.end)
         free = self._free
-        for i in range(first, stop):
-            free[i] += delta
+        free[first:stop] = [amount + delta for amount in free[first:stop]]
         # Only the two edges can now equal their neighbours; merge the later one first.
         if free[stop - 1] == free[stop]:
             del self._times[stop]
@@ -281,7 +283,7 @@ class Calendar(Generic[K]):
                     f"{profile.free_at(short)} free at {short}"
                 )
         for profile, amount in resolved:
-            profile.take(window, amount)
+            profile._add(window, -amount)  # checked above
 
     def give(self, demand: Mapping[K, int], window: Window) -> None:
         """Give `demand` back over `window` on every resource, or raise CalendarConflict
@@ -295,7 +297,7 @@ class Calendar(Generic[K]):
                     f"{profile.capacity}: {profile.free_at(over)} free at {over}"
                 )
         for profile, amount in resolved:
-            profile.give(window, amount)
+            profile._add(window, amount)  # checked above
 
     def end_early(self, demand: Mapping[K, int], window: Window, at: int) -> Window:
         """End a reservation of `demand` over `window` at `at` (`start <= at < end`): give

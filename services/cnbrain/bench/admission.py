@@ -1,0 +1,272 @@
+"""`cnbrain bench admission`: one admission cycle (conservative backfill) over a full queue.
+
+Steps, on one map, in one process:
+1. a calendar of every site's compute (millicores, MiB, GiB, accelerators per model) and every
+   link's Mbps, at a fixed `NOW`;
+2. running work: `running` generated requests, each held from now for a random part of its
+   duration on its first option that fits now (planned with a deadline of now; those that do
+   not fit are dropped);
+3. the queue: `queued` generated requests (`cnbrain.bench.workload`) of a few tenants and
+   priority classes, submitted up to `MAX_AGE_S` ago, each waiting at most its class's
+   default max wait;
+4. the options of each request, built once and timed apart (the engine's part): the engine's
+   Top-N sites for it on the empty map (its static filters, and the capacity check against
+   whole capacity), each with its path (the engine's router, over links wide enough for its
+   bandwidth);
+5. the queue ranked by `fair_share.fair_order`, timed apart;
+6. timed: one admission cycle, `backfill.plan` of every queued request in rank order, with
+   the objects alive before it frozen out of the garbage collector's scans (`gc.freeze`), as
+   `bench placement` does.
+
+The options come from `cnbrain.scheduling.options`, the bridge between the placement engine
+and the calendar.
+"""
+
+import gc
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from cnbrain.bench.workload import random_requests
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gib_to_mib, whole_gib
+from cnbrain.netmap.load import load_map
+from cnbrain.placement.engine import PlacementEngine
+from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanResult, plan
+from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
+from cnbrain.scheduling.fair_share import fair_order
+from cnbrain.scheduling.options import CalendarKeys, request_options
+from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.work import QueuedWork
+
+NOW = 1_800_000_000
+"""The calendar's now, in epoch seconds (a fixed instant, so runs repeat)."""
+
+MAX_AGE_S = 1800
+"""A queued request was submitted up to this long before now."""
+
+TENANT_WEIGHTS = {"tenant-a": 1.0, "tenant-b": 1.0, "tenant-c": 2.0, "tenant-d": 3.0}
+
+CLASSES = PriorityClasses(
+    [
+        PriorityClass("urgent", 100, preemptible=False, default_max_wait_s=3600),
+        PriorityClass("normal", 0, preemptible=True, default_max_wait_s=6 * 3600),
+        PriorityClass("batch", -100, preemptible=True, default_max_wait_s=24 * 3600),
+    ],
+    default="normal",
+)
+CLASS_SHARES = {"urgent": 0.2, "normal": 0.5, "batch": 0.3}
+
+
+def _resources(request: PlacementRequest) -> Resources:
+    r = request.resources
+    return Resources.of(
+        cpu_m=cores_to_millicores(r.cpu),
+        mem_mib=gib_to_mib(r.memory_gib),
+        storage_gib=whole_gib(r.storage_gib),
+        accelerators={r.accelerator.model: r.accelerator.count} if r.accelerator else None,
+    )
+
+
+def _capacity(arrays: MapArrays) -> Resources:
+    models = arrays.map.accelerator_models
+    return Resources.of(
+        cpu_m=int(arrays.cap_cpu_m.sum()),
+        mem_mib=int(arrays.cap_mem_mib.sum()),
+        storage_gib=int(arrays.cap_storage_gib.sum()),
+        accelerators={m: int(arrays.cap_acc[:, c].sum()) for c, m in enumerate(models)},
+    )
+
+
+def _duration_s(request: PlacementRequest) -> int:
+    return max(1, round(request.duration_hours * 3600))
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionFigures:
+    map: str
+    sites: int
+    links: int
+    calendar_resources: int
+    running_asked: int
+    running_held: int
+    queued: int
+    top_n: int
+    options: int
+    options_s: float
+    """Building every request's options (the engine's ranking and routes), once."""
+    order_s: float
+    """`fair_order` of the queue."""
+    cycle_s: float
+    """One admission cycle: planning every queued request on the calendar (wall time)."""
+    cycle_cpu_s: float
+    """The same cycle's CPU time in this process (apart from other processes' load)."""
+    planned_now: int
+    planned_later: int
+    no_start: int
+    no_start_by_cause: dict[str, int]
+    mean_delay_s: float
+    """Mean of planned start minus now, over the planned requests (0 when none)."""
+    max_delay_s: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def bench_admission(
+    spec: str, *, queued: int, running: int, seed: int, top_n: int = 3
+) -> AdmissionFigures:
+    """Run the benchmark (module docstring) on the map `spec`."""
+    cmap = load_map(spec)
+    engine = PlacementEngine(cmap)
+    keys = CalendarKeys(engine.arrays)
+    calendar: Calendar[int] = Calendar(keys.capacities(), now=NOW)
+    rng = np.random.default_rng(seed)
+    tenants = list(TENANT_WEIGHTS)
+
+    running_requests = random_requests(cmap, count=running, seed=seed + 1_000_003)
+    running_items = [
+        PlanItem(
+            id=request.id,
+            options=options,
+            duration=int(rng.integers(1, _duration_s(request) + 1)),
+            not_before=NOW,
+            deadline=NOW,
+        )
+        for request, options in zip(
+            running_requests, request_options(engine, running_requests, top_n=top_n), strict=True
+        )
+    ]
+    usage: dict[str, Resources] = {}
+    held = 0
+    for request, result in zip(running_requests, plan(calendar, running_items), strict=True):
+        if isinstance(result, Planned):
+            held += 1
+            tenant = tenants[int(rng.integers(len(tenants)))]
+            usage[tenant] = usage.get(tenant, Resources()) + _resources(request)
+
+    requests = random_requests(cmap, count=queued, seed=seed)
+    started = time.perf_counter()
+    options_of = dict(
+        zip(
+            (r.id for r in requests),
+            request_options(engine, requests, top_n=top_n),
+            strict=True,
+        )
+    )
+    options_s = time.perf_counter() - started
+    by_id = {r.id: r for r in requests}
+    class_names = list(CLASS_SHARES)
+    class_p = np.asarray(list(CLASS_SHARES.values()))
+    works = [
+        QueuedWork(
+            id=r.id,
+            tenant=tenants[int(rng.integers(len(tenants)))],
+            class_name=class_names[int(rng.choice(len(class_names), p=class_p))],
+            demand=_resources(r),
+            submitted_at=float(NOW - int(rng.integers(0, MAX_AGE_S + 1))),
+        )
+        for r in requests
+    ]
+    started = time.perf_counter()
+    order = fair_order(
+        works,
+        classes=CLASSES,
+        usage=usage,
+        capacity=_capacity(engine.arrays),
+        weights=TENANT_WEIGHTS,
+    )
+    order_s = time.perf_counter() - started
+    items = [
+        PlanItem(
+            id=work.id,
+            options=options_of[work.id],
+            duration=_duration_s(by_id[work.id]),
+            not_before=NOW,
+            deadline=int(work.submitted_at + CLASSES.get(work.class_name).default_max_wait_s),
+        )
+        for work in order
+    ]
+
+    gc.collect()
+    gc.freeze()
+    started, started_cpu = time.perf_counter(), time.process_time()
+    results = plan(calendar, items)
+    cycle_s = time.perf_counter() - started
+    cycle_cpu_s = time.process_time() - started_cpu
+    gc.unfreeze()
+    return _figures(
+        spec=spec,
+        engine=engine,
+        calendar=calendar,
+        running=(running, held),
+        top_n=top_n,
+        options=sum(len(o) for o in options_of.values()),
+        timings=(options_s, order_s, cycle_s, cycle_cpu_s),
+        results=results,
+    )
+
+
+def _figures(
+    *,
+    spec: str,
+    engine: PlacementEngine,
+    calendar: Calendar[int],
+    running: tuple[int, int],
+    top_n: int,
+    options: int,
+    timings: tuple[float, float, float, float],
+    results: Sequence[PlanResult],
+) -> AdmissionFigures:
+    planned = [r for r in results if isinstance(r, Planned)]
+    delays = [r.start - NOW for r in planned]
+    causes: dict[str, int] = {}
+    for r in results:
+        if isinstance(r, NoStart):
+            causes[r.cause] = causes.get(r.cause, 0) + 1
+    now = sum(1 for r in planned if r.starts_now)
+    return AdmissionFigures(
+        map=spec,
+        sites=len(engine.map.sites),
+        links=len(engine.map.links),
+        calendar_resources=len(calendar),
+        running_asked=running[0],
+        running_held=running[1],
+        queued=len(results),
+        top_n=top_n,
+        options=options,
+        options_s=timings[0],
+        order_s=timings[1],
+        cycle_s=timings[2],
+        cycle_cpu_s=timings[3],
+        planned_now=now,
+        planned_later=len(planned) - now,
+        no_start=len(results) - len(planned),
+        no_start_by_cause=dict(sorted(causes.items())),
+        mean_delay_s=float(np.mean(delays)) if delays else 0.0,
+        max_delay_s=float(max(delays, default=0)),
+    )
+
+
+def format_figures(f: AdmissionFigures) -> str:
+    """The figures as plain-text lines."""
+    causes = ", ".join(f"{cause} {count:,}" for cause, count in f.no_start_by_cause.items())
+    return "\n".join(
+        [
+            f"map {f.map}: {f.sites:,} sites, {f.links:,} links; "
+            f"calendar of {f.calendar_resources:,} resources",
+            f"running work: {f.running_held:,} of {f.running_asked:,} generated requests "
+            "held from now",
+            f"queue: {f.queued:,} requests, up to {f.top_n} options each ({f.options:,} options)",
+            f"options (the engine's ranking and routes, built once): {f.options_s:.2f} s; "
+            f"fair order: {f.order_s:.3f} s",
+            f"admission cycle: {f.cycle_s:.3f} s for {f.queued:,} requests "
+            f"({f.cycle_cpu_s:.3f} s of CPU)",
+            f"  planned now {f.planned_now:,}, later {f.planned_later:,}, "
+            f"no start {f.no_start:,}" + (f" ({causes})" if causes else ""),
+            f"  planned delay: mean {f.mean_delay_s:,.0f} s, max {f.max_delay_s:,.0f} s",
+        ]
+    )

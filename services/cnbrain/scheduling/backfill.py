@@ -1,0 +1,252 @@
+"""Admission planning over the calendar: conservative backfill.
+
+The planner takes a `Calendar` of a region's resources, already holding the windows of its
+running and admitted work, and the queued work in rank order (as `fair_share.fair_order`
+gives it). Each item has a few options, best first; an option is one way to serve it (a
+candidate site) as a demand over calendar keys (the site's compute and the links of its path
+at the item's bandwidth). Items are planned one after another, in rank order:
+
+1. for every option, the earliest start `s` with `not_before <= s <= deadline` at which its
+   demand fits for the item's whole duration (`Calendar.earliest`);
+2. the option of the earliest start wins; between options of equal start, the earlier one;
+3. its window `[start, start + duration)` is taken on the calendar, a reservation in the
+   plan, so that every later item plans around it;
+4. an item with no start within its deadline on any option holds nothing and gets the reason.
+
+The contract, conservative backfill: an item's planned start depends on the calendar and on
+the items ranked before it only, never on those after it. So appending items never moves the
+planned start of an earlier one, and a later item takes a gap (starts before an earlier one
+that is blocked) only where it does not delay it: a big job waiting for room is not starved
+by a stream of small ones. An item is never planned over capacity: the calendar refuses it.
+
+Starting a planned item now is admission: an item whose planned start is the calendar's `now`
+may start at once (`Planned.starts_now`); the others wait with their planned start as the
+estimated start, and are planned again, from scratch, in the next cycle.
+
+Cost: per item, one `Calendar.earliest` per option tried (its leapfrog over the option's
+resources) and one `Calendar.take`. Options after the first are searched only up to one second
+before the best start found so far (a later start would lose), and not at all once an option
+starts at `not_before`. A search leaves out the resources with room for their amount at every
+instant (a lower bound of each resource's least free amount is kept through the plan), so it
+scans only the steps of resources that may bind; and a search of a demand and duration
+searched before in the plan starts where the last one found no earlier start (free capacity
+only falls during a plan). Neither changes an answer. Pure: no I/O, no clock; the only state
+changed is the calendar given.
+"""
+
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.scheduling.checks import checked_name
+
+K = TypeVar("K", bound=Hashable)
+
+
+def _checked_time(value: object, field: str, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid("must be an integer number of seconds", field=field)
+    if minimum is not None and value < minimum:
+        raise Invalid(f"must be at least {minimum}", field=field)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOption(Generic[K]):
+    """One way to serve an item: `label` names it (e.g. the site), `demand` is what it holds
+    over its window, an amount per calendar key (its keys must be in the calendar)."""
+
+    label: str
+    demand: Mapping[K, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem(Generic[K]):
+    """A queued request to plan: its `options`, best first; its `duration` in seconds (at
+    least 1); the earliest start it may have (`not_before`, usually now) and the latest
+    (`deadline`: its submission time plus its max wait). Raises `Invalid` naming the field."""
+
+    id: str
+    options: tuple[PlanOption[K], ...]
+    duration: int
+    not_before: int
+    deadline: int
+
+    def __post_init__(self) -> None:
+        checked_name(self.id, field="id")
+        _checked_time(self.duration, "duration", minimum=1)
+        _checked_time(self.not_before, "not_before")
+        _checked_time(self.deadline, "deadline")
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """Item `id` is planned on its option number `option` over `window`; `starts_now` when
+    the window starts at the calendar's now, that is, when it may be admitted now."""
+
+    id: str
+    option: int
+    window: Window
+    starts_now: bool
+
+    @property
+    def start(self) -> int:
+        return self.window.start
+
+
+NoStartCause = Literal["expired", "no_options", "never_fits", "deadline"]
+"""Why an item has no start: its deadline is before it may start (`expired`); it has no
+option (`no_options`); none of its options ever fits the capacity (`never_fits`); none fits
+by its deadline (`deadline`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoStart:
+    """Item `id` has no start within its deadline on any option, for `cause`, which `reason`
+    says with the amounts; it holds nothing in the plan."""
+
+    id: str
+    cause: NoStartCause
+    reason: str
+
+
+PlanResult = Planned | NoStart
+
+
+def plan(calendar: Calendar[K], items: Iterable[PlanItem[K]]) -> list[PlanResult]:
+    """Plan `items`, given in rank order, one after another on `calendar` (module docstring):
+    one result per item, in order. Each planned item's window is taken on `calendar`, which
+    afterwards holds the whole plan; a caller that wants it as it was plans on a fresh one
+    (or gives the windows back). A demand naming a key the calendar lacks raises
+    `UnknownResource`, a negative amount `Invalid`."""
+    least, searched = _LeastFree(calendar), _Searched(calendar)
+    return [_plan_one(calendar, least, searched, item) for item in items]
+
+
+_FOREVER = 2**62
+"""A time after every breakpoint: the end of the window "from now on"."""
+
+
+class _LeastFree(Generic[K]):
+    """Per key, a lower bound of its least free amount at any instant from now on, kept
+    through the plan's takes (a take of `a` lowers the least free amount by at most `a`).
+
+    A key whose least free amount is at least an amount holds it over any window, so it
+    cannot move an earliest start: searches leave it out (`binding`), which changes no
+    answer and spares scanning the many steps of busy resources that still have room. The
+    bound is made exact (a scan of the key's steps) only when it is below an amount asked.
+    """
+
+    __slots__ = ("_bound", "_calendar", "_exact")
+
+    def __init__(self, calendar: Calendar[K]) -> None:
+        self._calendar = calendar
+        self._bound: dict[K, int] = {}
+        self._exact: set[K] = set()
+
+    def binding(self, demand: Mapping[K, int]) -> dict[K, int]:
+        """The part of `demand` that may not fit somewhere; an amount that is not an int of
+        at least zero is kept, so that the calendar refuses it."""
+        kept: dict[K, int] = {}
+        for key, amount in demand.items():
+            if type(amount) is not int or amount < 0:
+                kept[key] = amount
+                continue
+            bound = self._bound.get(key)
+            if (bound is None or bound < amount) and key not in self._exact:
+                bound = self._calendar.profile(key).min_free(Window(self._calendar.now, _FOREVER))
+                self._bound[key] = bound
+                self._exact.add(key)
+            if bound is None or bound < amount:
+                kept[key] = amount
+        return kept
+
+    def took(self, demand: Mapping[K, int]) -> None:
+        """Lower the bounds by a demand just taken."""
+        for key, amount in demand.items():
+            if key in self._bound:
+                self._bound[key] -= amount
+                self._exact.discard(key)
+
+
+class _Searched(Generic[K]):
+    """`Calendar.earliest`, remembering per (demand, duration) a time before which it has no
+    start. A plan only takes, so free capacity only falls and an earliest start never moves
+    earlier: a later search of the same demand and duration starts from there, which skips
+    the steps already found too full (the many items that wait for one busy resource)."""
+
+    __slots__ = ("_calendar", "_low")
+
+    def __init__(self, calendar: Calendar[K]) -> None:
+        self._calendar = calendar
+        self._low: dict[tuple[frozenset[tuple[K, int]], int], int] = {}
+
+    def earliest(
+        self, demand: Mapping[K, int], duration: int, *, not_before: int, deadline: int
+    ) -> int | None:
+        now = self._calendar.now
+        key = (frozenset(demand.items()), duration)
+        low = self._low.get(key, now)
+        start = max(not_before, now, low)
+        if start > deadline:
+            return None
+        found = self._calendar.earliest(demand, duration, not_before=start, deadline=deadline)
+        if start == max(low, now):
+            # Searched from `low` on: no start before what was found, or after the deadline.
+            self._low[key] = deadline + 1 if found is None else found
+        return found
+
+
+def _plan_one(
+    calendar: Calendar[K], least: _LeastFree[K], searched: _Searched[K], item: PlanItem[K]
+) -> PlanResult:
+    first = max(item.not_before, calendar.now)
+    if item.deadline < first:
+        return NoStart(
+            item.id, "expired", f"its deadline {item.deadline} is before its earliest start {first}"
+        )
+    if not item.options:
+        return NoStart(item.id, "no_options", "it has no options (no candidate site)")
+    best_start: int | None = None
+    best = -1
+    for index, option in enumerate(item.options):
+        # Ties go to the earlier option, so a later one must start strictly earlier to win.
+        deadline = item.deadline if best_start is None else best_start - 1
+        if deadline < first:
+            break
+        start = searched.earliest(
+            least.binding(option.demand), item.duration, not_before=first, deadline=deadline
+        )
+        if start is not None:
+            best_start, best = start, index
+    if best_start is None:
+        return _no_start(calendar, item)
+    window = Window.of(best_start, item.duration)
+    demand = item.options[best].demand
+    calendar.take(demand, window)
+    least.took(demand)
+    return Planned(item.id, best, window, starts_now=best_start == calendar.now)
+
+
+def _no_start(calendar: Calendar[K], item: PlanItem[K]) -> NoStart:
+    """An item none of whose options fits by its deadline: `never_fits`, naming each option's
+    first key beyond capacity, when no option ever fits; else `deadline`."""
+    never: list[str] = []
+    for option in item.options:
+        for key, amount in option.demand.items():
+            capacity = calendar.profile(key).capacity
+            if amount > capacity:
+                never.append(f"{option.label}: wants {amount} of {key!r}, capacity {capacity}")
+                break
+    count = len(item.options)
+    if len(never) == count:
+        return NoStart(
+            item.id, "never_fits", f"none of its {count} options ever fits ({'; '.join(never)})"
+        )
+    return NoStart(
+        item.id,
+        "deadline",
+        f"no start by its deadline {item.deadline} on any of its {count} options",
+    )

@@ -1,0 +1,118 @@
+"""Options of queued requests for the admission planner, from the placement engine.
+
+An option (`backfill.PlanOption`) is one candidate site for a request, as a demand over
+calendar keys: the request's compute on the site and its bandwidth on every link of the path
+to it. `CalendarKeys` numbers a map's resources as such keys (and gives their capacities, to
+build the region's `Calendar`); `request_options` asks the engine for each request's Top-N
+sites and their paths. What the engine decides on is static (the map, the request's
+constraints, whole capacity), so options are built once per request, not per cycle.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.placement.batch import RequestBatch
+from cnbrain.placement.engine import PlacementEngine
+from cnbrain.routing.paths import Blocked
+from cnbrain.routing.router import NOTHING_BLOCKED
+from cnbrain.scheduling.backfill import PlanOption
+
+RANK_CHUNK = 1000
+"""Requests ranked by the engine in one batch (bounds the (requests x sites) matrices)."""
+
+
+class CalendarKeys:
+    """The integer calendar keys of a map's resources: site `i`'s dimension `d` is
+    `i * dims + d` (`d`: 0 millicores, 1 MiB, 2 GiB, `3 + c` accelerators of model column
+    `c`), link `j` is `sites * dims + j`."""
+
+    CPU_M, MEM_MIB, STORAGE_GIB, ACCELERATORS = 0, 1, 2, 3
+
+    def __init__(self, arrays: MapArrays) -> None:
+        self.arrays = arrays
+        self.dims: int = self.ACCELERATORS + int(arrays.cap_acc.shape[1])
+        self._links_from: int = arrays.n_sites * self.dims
+
+    def site(self, site: int, dimension: int) -> int:
+        return site * self.dims + dimension
+
+    def link(self, link: int) -> int:
+        return self._links_from + link
+
+    def capacities(self) -> dict[int, int]:
+        """Every key with its whole capacity."""
+        a = self.arrays
+        out: dict[int, int] = {}
+        for i in range(a.n_sites):
+            out[self.site(i, self.CPU_M)] = int(a.cap_cpu_m[i])
+            out[self.site(i, self.MEM_MIB)] = int(a.cap_mem_mib[i])
+            out[self.site(i, self.STORAGE_GIB)] = int(a.cap_storage_gib[i])
+            for column in range(a.cap_acc.shape[1]):
+                out[self.site(i, self.ACCELERATORS + column)] = int(a.cap_acc[i, column])
+        for j, mbps in enumerate(a.link_cap_mbps.tolist()):
+            out[self.link(j)] = int(mbps)
+        return out
+
+
+def request_options(
+    engine: PlacementEngine, requests: Sequence[PlacementRequest], *, top_n: int
+) -> list[tuple[PlanOption[int], ...]]:
+    """Per request, in order, up to `top_n` options, best first: the engine's ranking of the
+    sites that pass its filters and could hold the request on the empty map, each with its
+    best route (links of less capacity than the request's bandwidth avoided). An option holds
+    the request's compute on the site and its bandwidth on every link of the route; a site
+    with no route within the request's latency bound is left out."""
+    arrays = engine.arrays
+    keys = CalendarKeys(arrays)
+    empty = Snapshot.empty(arrays)
+    blocked_by_need: dict[int, Blocked] = {}
+    out: list[tuple[PlanOption[int], ...]] = []
+    for lo in range(0, len(requests), RANK_CHUNK):
+        chunk = list(requests[lo : lo + RANK_CHUNK])
+        ranked = engine.rank_sites_many(chunk, snapshot=empty, n=top_n)
+        batch = RequestBatch.build(chunk, arrays, engine.config.weight_matrix)
+        for row, (sites, _) in enumerate(ranked):
+            need = int(batch.need_mbps[row])
+            if need not in blocked_by_need:
+                blocked_by_need[need] = (
+                    frozenset(np.flatnonzero(arrays.link_cap_mbps < need).tolist())
+                    if need > 0
+                    else NOTHING_BLOCKED
+                )
+            site_ids = [site for site, _ in sites]
+            routes = engine.router.routes(
+                access_node=batch.access_nodes[row],
+                sites=site_ids,
+                k=1,
+                blocked=blocked_by_need[need],
+                max_latency_ms=float(batch.max_latency_ms[row]),
+            )
+            compute = _compute_amounts(batch, row, keys)
+            options = []
+            for site, site_routes in zip(site_ids, routes, strict=True):
+                if not site_routes:
+                    continue
+                demand = {keys.site(site, d): amount for d, amount in compute}
+                if need > 0:
+                    for link in site_routes[0].links:
+                        key = keys.link(link)
+                        demand[key] = demand.get(key, 0) + need
+                options.append(PlanOption(arrays.map.sites[site].id, demand))
+            out.append(tuple(options))
+    return out
+
+
+def _compute_amounts(batch: RequestBatch, row: int, keys: CalendarKeys) -> list[tuple[int, int]]:
+    """The request's non-zero compute amounts as (site dimension, amount)."""
+    amounts = [
+        (keys.CPU_M, int(batch.cpu_m[row])),
+        (keys.MEM_MIB, int(batch.mem_mib[row])),
+        (keys.STORAGE_GIB, int(batch.storage_gib[row])),
+    ]
+    if batch.acc_count[row] > 0:
+        amounts.append((keys.ACCELERATORS + int(batch.acc_column[row]), int(batch.acc_count[row])))
+    return [(d, amount) for d, amount in amounts if amount > 0]

@@ -1,0 +1,45 @@
+"""`cnbrain bench admission` on a small map: its figures add up (timings are not checked)."""
+
+import json
+import re
+
+import pytest
+
+from cnbrain.bench.admission import CLASSES, bench_admission
+from cnbrain.cli.main import main
+
+SMALL_MAP = "synthetic:provinces=3,sites_per_province=5,seed=1"
+LONGEST_WAIT_S = max(c.default_max_wait_s for c in CLASSES)
+
+
+def test_the_figures_add_up_and_repeat() -> None:
+    figures = bench_admission(SMALL_MAP, queued=400, running=150, seed=3)
+    assert figures.sites == 15 and figures.queued == 400
+    assert 0 < figures.running_held <= figures.running_asked == 150
+    assert figures.planned_now + figures.planned_later + figures.no_start == 400
+    assert sum(figures.no_start_by_cause.values()) == figures.no_start
+    # A small map under a full queue: some start now, some wait, some never start in time.
+    assert figures.planned_now > 0 and figures.planned_later > 0 and figures.no_start > 0
+    assert 0 < figures.mean_delay_s <= figures.max_delay_s <= LONGEST_WAIT_S
+    assert 0 < figures.options <= 400 * figures.top_n
+    assert figures.cycle_s > 0 and figures.options_s > 0
+    again = bench_admission(SMALL_MAP, queued=400, running=150, seed=3)
+    untimed = {"options_s", "order_s", "cycle_s", "cycle_cpu_s"}
+    first = {k: v for k, v in figures.as_dict().items() if k not in untimed}
+    assert first == {k: v for k, v in again.as_dict().items() if k not in untimed}
+
+
+def test_the_command_prints_figures_that_add_up(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "admission", "--map", SMALL_MAP, "--queued", "300", "--running", "100"]
+    assert main([*args, "--seed", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "admission cycle:" in printed and "for 300 requests" in printed
+    found = re.search(r"planned now ([\d,]+), later ([\d,]+), no start ([\d,]+)", printed)
+    assert found is not None
+    assert sum(int(n.replace(",", "")) for n in found.groups()) == 300
+    assert main([*args, "--seed", "4", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["planned_now"] + figures["planned_later"] + figures["no_start"] == 300
+    assert figures["mean_delay_s"] <= figures["max_delay_s"] <= LONGEST_WAIT_S
+    assert main(["bench", "admission", "--map", SMALL_MAP, "--top-n", "0"]) == 2
+    assert "--top-n at least 1" in capsys.readouterr().err

@@ -1,0 +1,273 @@
+"""Conservative backfill over the calendar: each item planned in rank order at its earliest
+start, around the items before it only.
+
+The properties compare the planner with a brute-force model that holds the free amount of
+every integer second of a small horizon and tries every start second by second.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.ledger.calendar import Calendar, UnknownResource, Window
+from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, plan
+
+KEYS = ("a", "b", "c")
+HORIZON = 80
+"""Every window ends before this: deadlines and durations below are bounded so."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """A calendar's capacities and the windows of its running work, to build it afresh."""
+
+    capacities: dict[str, int]
+    running: tuple[tuple[dict[str, int], Window], ...]
+
+    def calendar(self) -> Calendar[str]:
+        calendar = Calendar(self.capacities, now=0)
+        for demand, window in self.running:
+            calendar.take(demand, window)
+        return calendar
+
+
+def _fitting_running(
+    capacities: dict[str, int], takes: Sequence[tuple[dict[str, int], Window]]
+) -> Region:
+    calendar = Calendar(capacities, now=0)
+    kept = []
+    for demand, window in takes:
+        if calendar.fits(demand, window):
+            calendar.take(demand, window)
+            kept.append((demand, window))
+    return Region(capacities, tuple(kept))
+
+
+demands = st.dictionaries(st.sampled_from(KEYS), st.integers(0, 5), min_size=1, max_size=3)
+windows = st.builds(
+    lambda start, length: Window(start, start + length), st.integers(0, 20), st.integers(1, 15)
+)
+regions = st.builds(
+    _fitting_running,
+    st.fixed_dictionaries({key: st.integers(0, 6) for key in KEYS}),
+    st.lists(st.tuples(demands, windows), max_size=6),
+)
+
+
+def _item(
+    index: int, options: list[dict[str, int]], duration: int, not_before: int, wait: int
+) -> PlanItem[str]:
+    return PlanItem(
+        id=f"r{index}",
+        options=tuple(PlanOption(f"o{i}", demand) for i, demand in enumerate(options)),
+        duration=duration,
+        not_before=not_before,
+        deadline=not_before + wait,
+    )
+
+
+def _items(min_size: int = 0, max_size: int = 8) -> st.SearchStrategy[list[PlanItem[str]]]:
+    one = st.tuples(
+        st.lists(demands, min_size=0, max_size=3),
+        st.integers(1, 15),
+        st.integers(0, 10),
+        st.integers(-2, 30),
+    )
+    return st.lists(one, min_size=min_size, max_size=max_size).map(
+        lambda specs: [_item(i, *spec) for i, spec in enumerate(specs)]
+    )
+
+
+def _reference(region: Region, items: Sequence[PlanItem[str]]) -> list[tuple[int, int] | None]:
+    """(option, start) of each item, or None, by trying every second of every option."""
+    free = {key: [capacity] * HORIZON for key, capacity in region.capacities.items()}
+    for demand, window in region.running:
+        for key, amount in demand.items():
+            for t in range(window.start, window.end):
+                free[key][t] -= amount
+    answers: list[tuple[int, int] | None] = []
+    for item in items:
+        best: tuple[int, int] | None = None
+        for index, option in enumerate(item.options):
+            for s in range(item.not_before, item.deadline + 1):
+                if all(
+                    free[key][t] >= amount
+                    for key, amount in option.demand.items()
+                    for t in range(s, s + item.duration)
+                ):
+                    if best is None or s < best[1]:
+                        best = (index, s)
+                    break
+        answers.append(best)
+        if best is not None:
+            index, s = best
+            for key, amount in item.options[index].demand.items():
+                for t in range(s, s + item.duration):
+                    free[key][t] -= amount
+    return answers
+
+
+def _outcomes(results: Sequence[Planned | NoStart]) -> list[tuple[int, int] | None]:
+    return [(r.option, r.start) if isinstance(r, Planned) else None for r in results]
+
+
+# --- properties -------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(regions, _items())
+def test_each_item_gets_its_earliest_start_around_the_items_before_it(
+    region: Region, items: list[PlanItem[str]]
+) -> None:
+    results = plan(region.calendar(), items)
+    assert [r.id for r in results] == [item.id for item in items]
+    assert _outcomes(results) == _reference(region, items)
+    for result in results:
+        if isinstance(result, Planned):
+            assert result.starts_now == (result.start == 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, _items(), _items(min_size=1))
+def test_appending_later_items_never_moves_an_earlier_planned_start(
+    region: Region, items: list[PlanItem[str]], later: list[PlanItem[str]]
+) -> None:
+    renamed = [
+        PlanItem(f"later-{i}", item.options, item.duration, item.not_before, item.deadline)
+        for i, item in enumerate(later)
+    ]
+    alone = plan(region.calendar(), items)
+    together = plan(region.calendar(), items + renamed)
+    assert together[: len(items)] == alone
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, _items(max_size=10))
+def test_no_instant_exceeds_capacity(region: Region, items: list[PlanItem[str]]) -> None:
+    calendar = region.calendar()
+    results = plan(calendar, items)
+    held = [*region.running]
+    for item, result in zip(items, results, strict=True):
+        if isinstance(result, Planned):
+            held.append((dict(item.options[result.option].demand), result.window))
+    for key, capacity in region.capacities.items():
+        for t in range(HORIZON):
+            used = sum(d.get(key, 0) for d, w in held if w.start <= t < w.end)
+            assert used <= capacity
+            assert calendar.profile(key).free_at(t) == capacity - used
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, _items(min_size=1, max_size=1), _items(min_size=1, max_size=1))
+def test_a_later_item_starts_now_only_where_the_earlier_one_does_not_move(
+    region: Region, big: list[PlanItem[str]], small: list[PlanItem[str]]
+) -> None:
+    first = big[0]
+    second = PlanItem("small", small[0].options, small[0].duration, 0, small[0].deadline)
+    (first_alone,) = plan(region.calendar(), [first])
+    calendar = region.calendar()
+    first_planned, second_planned = plan(calendar, [first, second])
+    assert first_planned == first_alone
+    # The small one starts now exactly when one of its options fits now around the big one.
+    around = region.calendar()
+    plan(around, [first])
+    fits_now = any(
+        around.fits(option.demand, Window.of(0, second.duration)) for option in second.options
+    )
+    assert (isinstance(second_planned, Planned) and second_planned.starts_now) == (
+        fits_now and second.deadline >= 0
+    )
+
+
+# --- examples ---------------------------------------------------------------------------------
+
+
+def _blocked_region() -> Region:
+    """Capacity 4 of `a`; running work holds 2 of it until 10."""
+    return Region({"a": 4, "b": 4, "c": 4}, (({"a": 2}, Window(0, 10)),))
+
+
+def _one(item_id: str, amount: int, duration: int, *, deadline: int = 50) -> PlanItem[str]:
+    return PlanItem(item_id, (PlanOption("site", {"a": amount}),), duration, 0, deadline)
+
+
+def test_a_small_item_backfills_the_gap_before_a_blocked_big_one() -> None:
+    big, short, long = _one("big", 4, 5), _one("short", 2, 10), _one("long", 2, 11)
+    results = plan(_blocked_region().calendar(), [big, short, long])
+    assert results == [
+        Planned("big", 0, Window(10, 15), starts_now=False),
+        Planned("short", 0, Window(0, 10), starts_now=True),
+        Planned("long", 0, Window(15, 26), starts_now=False),
+    ]
+
+
+def test_the_earliest_option_wins_and_ties_go_to_the_earlier_option() -> None:
+    options = (
+        PlanOption("busy", {"a": 3}),
+        PlanOption("free", {"b": 3}),
+        PlanOption("also-free", {"c": 3}),
+    )
+    results = plan(_blocked_region().calendar(), [PlanItem("r", options, 5, 0, 50)])
+    assert results == [Planned("r", 1, Window(0, 5), starts_now=True)]
+
+
+def test_an_item_not_before_a_later_time_does_not_start_now() -> None:
+    item = PlanItem("r", (PlanOption("site", {"b": 1}),), 5, not_before=3, deadline=10)
+    assert plan(_blocked_region().calendar(), [item]) == [
+        Planned("r", 0, Window(3, 8), starts_now=False)
+    ]
+
+
+def test_an_item_whose_deadline_passes_before_it_fits_gets_no_start_and_the_reason() -> None:
+    results = plan(_blocked_region().calendar(), [_one("big", 4, 5, deadline=9)])
+    assert results == [
+        NoStart("big", "deadline", "no start by its deadline 9 on any of its 1 options"),
+    ]
+
+
+def test_an_item_with_no_start_holds_nothing() -> None:
+    calendar = _blocked_region().calendar()
+    results = plan(calendar, [_one("big", 4, 5, deadline=9), _one("next", 2, 20)])
+    assert results[1] == Planned("next", 0, Window(0, 20), starts_now=True)
+
+
+def test_other_reasons_of_no_start() -> None:
+    calendar = _blocked_region().calendar()
+    calendar.advance(5)
+    expired = PlanItem("late", (PlanOption("site", {"a": 1}),), 5, not_before=0, deadline=4)
+    too_big = _one("huge", 5, 1)
+    nothing: PlanItem[str] = PlanItem("none", (), 5, 0, 50)
+    assert plan(calendar, [expired, too_big, nothing]) == [
+        NoStart("late", "expired", "its deadline 4 is before its earliest start 5"),
+        NoStart(
+            "huge",
+            "never_fits",
+            "none of its 1 options ever fits (site: wants 5 of 'a', capacity 4)",
+        ),
+        NoStart("none", "no_options", "it has no options (no candidate site)"),
+    ]
+
+
+def test_an_option_naming_an_unknown_resource_raises() -> None:
+    item = PlanItem("r", (PlanOption("site", {"z": 1}),), 5, 0, 50)
+    with pytest.raises(UnknownResource):
+        plan(_blocked_region().calendar(), [item])
+
+
+@pytest.mark.parametrize(
+    ("field", "values"),
+    [
+        ("id", ("", (), 5, 0, 5)),
+        ("duration", ("r", (), 0, 0, 5)),
+        ("not_before", ("r", (), 5, 1.5, 5)),
+        ("deadline", ("r", (), 5, 0, True)),
+    ],
+)
+def test_bad_items_are_invalid(field: str, values: tuple[object, ...]) -> None:
+    with pytest.raises(Invalid) as caught:
+        PlanItem(*values)  # type: ignore[arg-type]
+    assert caught.value.field == field

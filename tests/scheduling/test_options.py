@@ -1,0 +1,53 @@
+"""Options for the admission planner, from the placement engine's ranking and routes."""
+
+from cnbrain.bench.workload import random_requests
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps
+from cnbrain.netmap.load import load_map
+from cnbrain.placement.engine import PlacementEngine
+from cnbrain.scheduling.options import CalendarKeys, request_options
+
+SMALL_MAP = "synthetic:provinces=3,sites_per_province=5,seed=1"
+
+
+def test_keys_number_every_resource_once_with_its_capacity() -> None:
+    engine = PlacementEngine(load_map(SMALL_MAP))
+    a = engine.arrays
+    keys = CalendarKeys(a)
+    capacities = keys.capacities()
+    models = a.cap_acc.shape[1]
+    assert len(capacities) == a.n_sites * (3 + models) + len(a.link_cap_mbps)
+    assert sorted(capacities) == list(range(len(capacities)))
+    last = a.n_sites - 1
+    assert capacities[keys.site(last, keys.CPU_M)] == a.cap_cpu_m[last]
+    assert capacities[keys.site(0, keys.ACCELERATORS + models - 1)] == a.cap_acc[0, models - 1]
+    assert capacities[keys.link(len(a.link_cap_mbps) - 1)] == a.link_cap_mbps[-1]
+    assert len(Calendar(capacities, now=0)) == len(capacities)
+
+
+def test_options_are_the_engines_ranked_sites_with_the_bandwidth_on_their_path() -> None:
+    cmap = load_map(SMALL_MAP)
+    engine = PlacementEngine(cmap)
+    keys = CalendarKeys(engine.arrays)
+    capacities = keys.capacities()
+    requests = random_requests(cmap, count=40, seed=5)
+    options = request_options(engine, requests, top_n=2)
+    ranked = engine.rank_sites_many(requests, snapshot=Snapshot.empty(engine.arrays), n=2)
+    assert len(options) == len(requests)
+    for request, opts, (sites, _) in zip(requests, options, ranked, strict=True):
+        # The ranked sites, best first, less any without a route within the latency bound.
+        ranked_ids = [cmap.sites[s].id for s, _ in sites]
+        positions = [ranked_ids.index(o.label) for o in opts]
+        assert positions == sorted(positions)
+        need = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
+        for option in opts:
+            site = cmap.site_index[option.label]
+            cpu_m = cores_to_millicores(request.resources.cpu)
+            assert option.demand[keys.site(site, keys.CPU_M)] == cpu_m
+            assert set(option.demand) <= set(capacities)
+            assert all(0 < amount <= capacities[key] for key, amount in option.demand.items())
+            links = [k for k in option.demand if k >= keys.link(0)]
+            assert all(option.demand[k] == need for k in links)
+            assert bool(links) == (need > 0)
+    assert sum(len(opts) for opts in options) > len(requests)
