@@ -15,7 +15,9 @@ Contract:
   accelerators by site and model, link capacity by link, quotas by tenant), each table with
   one `SELECT ... ORDER BY ... FOR UPDATE` (PostgreSQL locks such rows in the order of the
   sort), so concurrent reserve_many/take_many/release/retire never deadlock.
-- `release` gives back exactly what `reserve_many` took, once.
+- `release` gives back exactly what `reserve_many` took, once. A reservation holds over its
+  claim's window [start_at, end_at); releasing it (the request completed, failed or was
+  cancelled, however early) frees the rest of that window at once, as it frees its amounts.
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
@@ -29,11 +31,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
+from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage._sql import execute_counted, fetch_scalar
-from cnbrain.storage.clock import utcnow
+from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
     QUOTA_COLUMNS,
@@ -78,7 +81,8 @@ def claim_of_row(
     row: ReservationRecord | PeerReservation | Row[*tuple[Any, ...]], *, link_ids: Sequence[str]
 ) -> Claim:
     """The claim that a stored reservation or cross-brain part (or a row of their columns)
-    holds, on `link_ids`. A reservation counts against the quota; a part when it says so."""
+    holds, on `link_ids`, over its window. A reservation counts against the quota; a part
+    when it says so."""
     return Claim(
         reservation_id=row.id,
         request_id=row.request_id,
@@ -91,6 +95,7 @@ def claim_of_row(
         accelerator_count=row.accelerator_count,
         link_ids=tuple(link_ids),
         mbps=row.mbps,
+        window=Window(epoch_s(row.start_at), epoch_s(row.end_at)),
         counts_quota=True if isinstance(row, ReservationRecord) else bool(row.counts_quota),
     )
 
