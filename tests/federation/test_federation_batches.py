@@ -210,6 +210,11 @@ async def test_a_region_that_owns_the_source_and_the_destination_holds_one_part_
         h["link"] for s in segments if s["owner"] == "east" for h in s["hops"]
     )
     assert (await site_used(databases["east"], "SH-hub-qingpu"))["L40S"] == 200
+    backbone = await part(databases["national"], reservation)
+    assert backbone is not None
+    window = (own["start_at"], own["end_at"])
+    assert (backbone["start_at"], backbone["end_at"]) == window  # one window for every part
+    assert (window[1] - window[0]).total_seconds() == 3600  # the request's duration
     await _settled(federation, [view])
 
     assert cancel(federation, "east", view["id"])["state"] == "cancelled"

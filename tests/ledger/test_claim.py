@@ -4,10 +4,12 @@ import dataclasses
 
 import pytest
 
-from cnbrain.ledger.claim import Claim, claim_from, reservation_of
+from cnbrain.ledger.calendar import Window
+from cnbrain.ledger.claim import Claim, claim_from, duration_seconds, reservation_of, window_of
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
+from tests.ledger.windows import HOUR
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,7 @@ def _reservation(arrays: MapArrays) -> Reservation:
 
 def test_a_reservation_becomes_a_claim_by_ids_and_back(arrays: MapArrays) -> None:
     reservation = _reservation(arrays)
-    claim = claim_from(reservation, arrays=arrays, tenant_id="acme")
+    claim = claim_from(reservation, arrays=arrays, tenant_id="acme", window=HOUR)
     model = arrays.map.accelerator_models[reservation.compute.acc_column]
     assert claim == Claim(
         reservation_id="rsv-1",
@@ -42,6 +44,7 @@ def test_a_reservation_becomes_a_claim_by_ids_and_back(arrays: MapArrays) -> Non
         accelerator_count=2,
         link_ids=(arrays.map.links[0].id, arrays.map.links[3].id),
         mbps=200,
+        window=HOUR,
         counts_quota=True,
     )
     assert reservation_of(claim, arrays=arrays) == reservation
@@ -49,7 +52,8 @@ def test_a_reservation_becomes_a_claim_by_ids_and_back(arrays: MapArrays) -> Non
 
 def test_a_claim_without_a_site_takes_no_compute_in_the_engine(arrays: MapArrays) -> None:
     claim = dataclasses.replace(
-        claim_from(_reservation(arrays), arrays=arrays, tenant_id="acme"), site_id=None
+        claim_from(_reservation(arrays), arrays=arrays, tenant_id="acme", window=HOUR),
+        site_id=None,
     )
     back = reservation_of(claim, arrays=arrays)
     assert back.compute == ComputeClaim(0, 0, 0, 0, -1, 0)
@@ -59,4 +63,16 @@ def test_a_claim_without_a_site_takes_no_compute_in_the_engine(arrays: MapArrays
 def test_the_link_index_of_a_map_follows_its_links(arrays: MapArrays) -> None:
     assert [arrays.link_index[link.id] for link in arrays.map.links] == list(
         range(len(arrays.map.links))
+    )
+
+
+@pytest.mark.parametrize(
+    ("hours", "seconds"), [(2.0, 7200), (0.25, 900), (1e-9, 1), (0.50001, 1801)]
+)
+def test_a_window_lasts_the_duration_in_whole_seconds_rounded_up(
+    hours: float, seconds: int
+) -> None:
+    assert duration_seconds(hours) == seconds
+    assert window_of(start_s=1_800_000_000, duration_hours=hours) == Window(
+        1_800_000_000, 1_800_000_000 + seconds
     )

@@ -13,6 +13,7 @@ from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.national.coordinator import Commitment, Coordinator, Participant
 from cnbrain.national.planner import Part, Plan
+from tests.ledger.windows import HOUR
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,7 +45,7 @@ class Ledger:
 
 def _plan(item: int, owners: Sequence[str]) -> Plan:
     rid = f"r{item}"
-    claim = Claim(rid, f"q{item}", "t", None, 0, 0, 0, None, 0, (), 0, False)
+    claim = Claim(rid, f"q{item}", "t", None, 0, 0, 0, None, 0, (), 0, HOUR, counts_quota=False)
     decision = Decision(request_id=f"q{item}", status=DecisionStatus.PLACED, policy="p")
     compute = ComputeClaim(site=0, cpu_m=0, mem_mib=0, storage_gib=0)
     return Plan(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
+from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.national import planner
 from cnbrain.national.planner import Answers
@@ -14,6 +15,7 @@ from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.paths import GraphPath
 from tests.tiny_map import request
 
+START_S = 1_800_000_000
 ASCEND = {"cpu": 8, "memory_gib": 64, "accelerator": {"model": "Ascend910B", "count": 4}}
 
 
@@ -42,7 +44,7 @@ def test_a_decision_has_one_part_per_owner_with_what_each_owner_holds(
     engine, decision = _cross_region(tiny_map)
     placed = request(resources=ASCEND, constraints={"min_bandwidth_gbps": 10})
     reservation = engine.reservation_for(placed, decision)
-    parts = planner.parts(placed, decision, reservation, engine.arrays)
+    parts = planner.parts(placed, decision, reservation, engine.arrays, start_s=START_S)
     assert decision.path is not None
     links = {s.owner: tuple(h.link for h in s.hops) for s in decision.path.segments}
     assert [p.owner for p in parts] == ["east", "national", "west"]
@@ -57,6 +59,7 @@ def test_a_decision_has_one_part_per_owner_with_what_each_owner_holds(
     for part in parts:
         assert part.claim.link_ids == links[part.owner]
         assert part.claim.mbps == 10_000
+        assert part.claim.window == Window(START_S, START_S + round(placed.duration_hours * 3600))
 
 
 def test_an_owner_of_the_source_and_the_destination_has_one_part_with_both(
@@ -73,7 +76,7 @@ def test_an_owner_of_the_source_and_the_destination_has_one_part_with_both(
     )
     placed = request(resources=ASCEND, constraints={"min_bandwidth_gbps": 10})
     reservation = engine.reservation_for(placed, decision)
-    parts = planner.parts(placed, decision, reservation, engine.arrays)
+    parts = planner.parts(placed, decision, reservation, engine.arrays, start_s=START_S)
     assert [p.owner for p in parts] == ["east", "national"]
     both = parts[0].claim
     assert both.site_id == decision.site and both.counts_quota

@@ -30,6 +30,7 @@ from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.placing import EscalatedAnswer, Placer
 from cnbrain.storage import ledger_store, request_events, requests, tenants
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.ledger.windows import HOUR
 from tests.regional.brain_api import Api, brain_settings
 from tests.regional.fifty_gpus import CAPACITY, ONE_GPU, fifty_gpu_map
 
@@ -148,6 +149,7 @@ def gpu_claim(request_id: str, tenant: str, site: str) -> Claim:
         accelerator_count=1,
         link_ids=(),
         mbps=0,
+        window=HOUR,
     )
 
 

@@ -5,6 +5,7 @@ import pytest
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.claim import Claim
 from cnbrain.scheduling.resources import Resources, accelerator_dimension, dominant_share
+from tests.ledger.windows import HOUR
 
 
 def test_a_vector_drops_zero_amounts_and_reads_zero_elsewhere() -> None:
@@ -65,6 +66,7 @@ def test_the_vector_of_a_claim_counts_its_compute() -> None:
         accelerator_count=2,
         link_ids=("l",),
         mbps=1000,
+        window=HOUR,
     )
     assert Resources.of_claim(claim) == Resources(
         {"cpu_m": 4000, "mem_mib": 8192, "storage_gib": 100, accelerator_dimension("A100"): 2}

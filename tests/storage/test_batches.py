@@ -30,6 +30,7 @@ from cnbrain.storage.models import Quota
 from cnbrain.storage.requests import NewRequest, StateChange
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
 from tests.databases import Sessions
+from tests.ledger.windows import HOUR
 from tests.storage.capacity import leave_cpu_free
 
 pytestmark = pytest.mark.asyncio
@@ -91,6 +92,7 @@ def _claim(arrays: MapArrays, request_id: str, site: int = 0, **changes: object)
         accelerator_count=1,
         link_ids=(link,),
         mbps=100,
+        window=HOUR,
     )
     return dataclasses.replace(claim, **changes)  # type: ignore[arg-type]
 

@@ -21,6 +21,7 @@ from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user, get_quota, set_quota
 from tests.databases import Sessions
 from tests.ledger.snapshots import assert_snapshot_equals, copy_of
+from tests.ledger.windows import HOUR
 from tests.storage.capacity import leave_cpu_free
 
 pytestmark = pytest.mark.asyncio
@@ -64,6 +65,7 @@ def _claim(arrays: MapArrays, request_id: str, **changes: object) -> Claim:
         accelerator_count=2,
         link_ids=links,
         mbps=200,
+        window=HOUR,
     )
     return dataclasses.replace(claim, **changes)  # type: ignore[arg-type]
 
@@ -263,7 +265,7 @@ async def test_engine_reservations_convert_to_claims(sessions: Sessions, ledger:
     decision = engine.place(request, reserve=False, snapshot=snapshot)
     assert decision.site is not None
     reservation = engine.reservation_for(request, decision)
-    claim = claim_from(reservation, arrays=engine_arrays, tenant_id=TENANT)
+    claim = claim_from(reservation, arrays=engine_arrays, tenant_id=TENANT, window=HOUR)
     assert claim.site_id == decision.site
     assert (claim.cpu_m, claim.mem_mib, claim.accelerator_model, claim.accelerator_count) == (
         8000,

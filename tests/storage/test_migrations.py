@@ -2,15 +2,20 @@
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 
 from cnbrain.domain.request import PlacementRequest, ResourceDemand
-from cnbrain.storage import requests, tenants
+from cnbrain.ledger.calendar import Window
+from cnbrain.netmap.document import MapDocument
+from cnbrain.storage import ledger_store, peer_ledger, registry, requests, tenants
+from cnbrain.storage.clock import epoch_s
 from cnbrain.storage.database import (
     create_engine,
     downgrade_schema,
@@ -18,6 +23,7 @@ from cnbrain.storage.database import (
     upgrade_schema,
 )
 from cnbrain.storage.models import Base
+from cnbrain.storage.requests import NewRequest, insert_requests
 
 pytestmark = pytest.mark.asyncio
 
@@ -146,3 +152,111 @@ async def _check_stripped(url: str) -> None:
     assert stored == asked.model_dump(
         mode="json", exclude={"priority_class", "max_wait_s", "start"}
     )
+
+
+_TIME = sa.DateTime(timezone=True)
+_RESERVATIONS_0005 = sa.table(
+    "reservations",
+    *(sa.column(name, sa.String) for name in ("id", "request_id", "tenant_id", "site_id", "state")),
+    *(sa.column(name, sa.BigInteger) for name in ("cpu_m", "mem_mib", "storage_gib", "mbps")),
+    sa.column("accelerator_count", sa.BigInteger),
+    sa.column("created_at", _TIME),
+)
+_PARTS_0005 = sa.table(
+    "peer_reservations",
+    *(sa.column(name, sa.String) for name in ("id", "request_id", "tenant_id", "state")),
+    *(sa.column(name, sa.BigInteger) for name in ("cpu_m", "mem_mib", "storage_gib", "mbps")),
+    sa.column("accelerator_count", sa.BigInteger),
+    sa.column("counts_quota", sa.Boolean),
+    sa.column("request", sa.JSON),
+    sa.column("created_at", _TIME),
+)
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A database without any table: PostgreSQL, then SQLite."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("empty_postgres_url"))
+    return f"sqlite:///{tmp_path / 'fresh.db'}"
+
+
+async def test_upgrading_gives_stored_reservations_the_windows_of_their_requests(
+    fresh_url: str, china: MapDocument
+) -> None:
+    url = fresh_url
+    await upgrade_schema(url, revision="0005")
+    created = datetime(2026, 11, 30, 8, 0, 0, 250_000, tzinfo=UTC)
+    start = epoch_s(created)  # to the second
+    amounts = {"cpu_m": 1000, "mem_mib": 0, "storage_gib": 0, "mbps": 0, "accelerator_count": 0}
+    engine = create_engine(url)
+    try:
+        async with session_factory(engine).begin() as session:
+            await registry.seed_map(session, document=china)
+            await tenants.create_tenant(session, tenant_id="acme", name="Acme")
+            await tenants.create_user(
+                session, user_id="alice", name="Alice", role="tenant-user", tenant_id="acme"
+            )
+            await insert_requests(
+                session,
+                [
+                    NewRequest("req-timed", "acme", "alice", body={"duration_hours": 2.5}),
+                    NewRequest("req-untimed", "acme", "alice", body={}),
+                ],
+            )
+            site = china.sites[0].id
+            await session.execute(
+                sa.insert(_RESERVATIONS_0005),
+                [
+                    {
+                        "id": f"rsv-{name}",
+                        "request_id": f"req-{name}",
+                        "tenant_id": "acme",
+                        "site_id": site,
+                        "state": "held",
+                        "created_at": created,
+                        **amounts,
+                    }
+                    for name in ("timed", "untimed")
+                ],
+            )
+            await session.execute(
+                sa.insert(_PARTS_0005),
+                [
+                    {
+                        "id": rid,
+                        "request_id": request_id,
+                        "tenant_id": "acme",
+                        "state": "held",
+                        "counts_quota": False,
+                        "request": recorded,
+                        "created_at": created,
+                        **amounts,
+                    }
+                    for rid, request_id, recorded in (
+                        ("part-recorded", "elsewhere", {"duration_hours": 1}),
+                        ("part-local", "req-timed", None),
+                        ("part-unknown", "elsewhere", None),
+                    )
+                ],
+            )
+        await upgrade_schema(url)
+        async with session_factory(engine)() as session:
+            windows = {
+                name: (await ledger_store.held_claims(session, request_id=f"req-{name}"))[0].window
+                for name in ("timed", "untimed")
+            }
+            for rid in ("part-recorded", "part-local", "part-unknown"):
+                row = await peer_ledger.get(session, reservation_id=rid)
+                assert row is not None
+                windows[rid] = Window(epoch_s(row.start_at), epoch_s(row.end_at))
+    finally:
+        await engine.dispose()
+    longest = 10**5 * 3600
+    assert windows == {
+        "timed": Window(start, start + 9000),
+        "untimed": Window(start, start + longest),
+        "part-recorded": Window(start, start + 3600),
+        "part-local": Window(start, start + 9000),
+        "part-unknown": Window(start, start + longest),
+    }

@@ -17,6 +17,7 @@ from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExce
 from cnbrain.storage.models import Quota
 from cnbrain.storage.tenants import create_tenant, set_quota
 from tests.databases import Sessions
+from tests.ledger.windows import HOUR
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,6 +48,7 @@ def _part(arrays: MapArrays, reservation_id: str, **changes: object) -> Claim:
         "accelerator_count": 2,
         "link_ids": links,
         "mbps": 200,
+        "window": HOUR,
         "counts_quota": False,
     }
     values.update(changes)

@@ -21,6 +21,7 @@ from cnbrain.storage.errors import CapacityConflict, QuotaExceeded
 from cnbrain.storage.models import Quota
 from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user, set_quota
+from tests.ledger.windows import HOUR
 from tests.storage.capacity import leave_cpu_free
 
 ROOM = 50
@@ -81,6 +82,7 @@ async def _prepare(url: str, document: MapDocument) -> list[list[Claim]]:
                         accelerator_count=0,
                         link_ids=links if i % 3 else links[::-1],
                         mbps=10,
+                        window=HOUR,
                     )
                 )
     await engine.dispose()

@@ -18,6 +18,7 @@ from cnbrain.storage.models import LinkCapacity, SiteAccelerators, SiteCapacity,
 from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
+from tests.ledger.windows import HOUR
 
 pytestmark = pytest.mark.asyncio
 
@@ -221,6 +222,7 @@ async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
             accelerator_count=0,
             link_ids=(link.id,),
             mbps=100,
+            window=HOUR,
         )
         await ledger_store.reserve_many(session, claims=[claim])
     return f"rsv-{site.id}"

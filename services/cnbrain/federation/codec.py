@@ -7,6 +7,7 @@ import numpy as np
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
@@ -114,11 +115,24 @@ def part_message(claim: Claim) -> ledger_pb2.PartClaim:
         link_ids=list(claim.link_ids),
         mbps=claim.mbps,
         count_quota=claim.counts_quota,
+        start_s=claim.window.start,
+        end_s=claim.window.end,
     )
 
 
+def part_window(message: ledger_pb2.PartClaim) -> Window:
+    """The window of one part of a Prepare; raises WireError when it has none (a sender
+    that predates windows) or a malformed one."""
+    if message.start_s >= message.end_s:
+        raise WireError(
+            "a part needs a window [start_s, end_s) with start_s < end_s,"
+            f" not [{message.start_s}, {message.end_s})"
+        )
+    return Window(message.start_s, message.end_s)
+
+
 def claim_of(message: ledger_pb2.PartClaim) -> Claim:
-    """The claim of one part of a Prepare."""
+    """The claim of one part of a Prepare; raises WireError as `part_window` does."""
     compute = message.compute
     return Claim(
         reservation_id=message.reservation_id,
@@ -132,5 +146,6 @@ def claim_of(message: ledger_pb2.PartClaim) -> Claim:
         accelerator_count=compute.accelerator_count,
         link_ids=tuple(message.link_ids),
         mbps=message.mbps,
+        window=part_window(message),
         counts_quota=message.count_quota,
     )

@@ -14,7 +14,7 @@ import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from typing_extensions import override
 
-from cnbrain.federation.codec import claim_of
+from cnbrain.federation.codec import WireError, claim_of, part_window
 from cnbrain.federation.local_ledger import (
     CapacityWatch,
     commit_parts,
@@ -37,7 +37,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     """`view()` gives the current map arrays and ownership (they change when the map is
     reloaded). Every call is one database transaction for all its parts (`prepare_parts`,
     `commit_parts`, `release_parts`); a part that names something this brain does not own,
-    or lacks its ids, is refused on its own."""
+    or lacks its ids or its window, is refused on its own."""
 
     def __init__(
         self,
@@ -123,6 +123,10 @@ def _refusal(part: ledger_pb2.PartClaim, arrays: MapArrays, ownership: Ownership
     """Why `part` cannot be taken here whatever the ledger holds, or None."""
     if not part.reservation_id or not part.request_id:
         return "reservation_id and request_id are required"
+    try:
+        part_window(part)
+    except WireError as malformed:
+        return str(malformed)
     site_id = part.compute.site_id
     if site_id:
         index = arrays.map.site_index.get(site_id)

@@ -1,11 +1,15 @@
-"""What a reservation takes, by id: the form the ledgers, the database and the wire share.
+"""What a reservation takes, by id, and over which window of time: the form the ledgers, the
+database and the wire share.
 
 The engine works on indices into the map (`Reservation`); `claim_from` and `reservation_of`
-turn one form into the other.
+turn one form into the other. `window_of` is the window of a request that starts at a given
+second: its duration (`duration_seconds`), which is also its run-time limit on the backend.
 """
 
+import math
 from dataclasses import dataclass
 
+from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import MapArrays
 
@@ -19,7 +23,11 @@ class Claim:
 
     `site_id` None: no compute here (a part of a cross-brain reservation that only crosses
     this brain's links, or only counts the quota); its compute amounts then count against the
-    quota only."""
+    quota only.
+
+    `window` is when it holds all of that: `[start, end)` in integer epoch seconds, end the
+    start plus the request's duration. Releasing the reservation earlier gives the rest of
+    the window back."""
 
     reservation_id: str
     request_id: str
@@ -32,11 +40,27 @@ class Claim:
     accelerator_count: int
     link_ids: tuple[str, ...]
     mbps: int
+    window: Window
     counts_quota: bool = True
 
 
-def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -> Claim:
-    """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`."""
+def duration_seconds(duration_hours: float) -> int:
+    """A request's duration in whole seconds, rounded up, at least 1: the length of its
+    reservation's window, and its run-time limit on the backend (before the grace that
+    `regional.job_specs` adds)."""
+    return max(1, math.ceil(duration_hours * 3600))
+
+
+def window_of(*, start_s: int, duration_hours: float) -> Window:
+    """The window of a request of `duration_hours` that starts at epoch second `start_s`."""
+    return Window.of(start_s, duration_seconds(duration_hours))
+
+
+def claim_from(
+    reservation: Reservation, *, arrays: MapArrays, tenant_id: str, window: Window
+) -> Claim:
+    """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`, held
+    over `window`."""
     compute = reservation.compute
     model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
     return Claim(
@@ -51,6 +75,7 @@ def claim_from(reservation: Reservation, *, arrays: MapArrays, tenant_id: str) -
         accelerator_count=compute.acc_count if model else 0,
         link_ids=tuple(arrays.map.links[i].id for i in reservation.links),
         mbps=reservation.mbps,
+        window=window,
     )
 
 

@@ -189,6 +189,7 @@ class CrossRegionPlacer:
         )
         decided = time.perf_counter()
         plans: list[Plan] = []
+        start_s = int(time.time())  # every reservation of the attempt holds from now
         for i, decision in zip(deciding, decisions, strict=True):
             item = items[i]
             if decision.status is DecisionStatus.REJECTED:
@@ -196,7 +197,9 @@ class CrossRegionPlacer:
                 outcomes[i] = planner.rejected(item.request, reason)
                 continue
             reservation = engine.reservation_for(item.request, decision)
-            parts = planner.parts(item.request, decision, reservation, engine.arrays)
+            parts = planner.parts(
+                item.request, decision, reservation, engine.arrays, start_s=start_s
+            )
             plans.append(Plan(item=i, decision=decision, reservation=reservation, parts=parts))
         for i, refused in (await self._coordinator.prepare(plans)).items():
             outcomes[i] = refused

@@ -14,7 +14,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.ledger.claim import Claim, claim_from
+from cnbrain.ledger.claim import Claim, claim_from, window_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -129,14 +129,21 @@ def segments(
 
 
 def parts(
-    request: PlacementRequest, decision: Decision, reservation: Reservation, arrays: MapArrays
+    request: PlacementRequest,
+    decision: Decision,
+    reservation: Reservation,
+    arrays: MapArrays,
+    *,
+    start_s: int,
 ) -> list[Part]:
     """One part per owner of the decision's segments, in segment order: the destination's
     compute and links, the backbone's links, the source's links and the tenant's quota. An
     owner of both the source and the destination segment (another province of the same
-    region) has one part with both."""
+    region) has one part with both. Every part holds the same window: the request's duration
+    from epoch second `start_s`."""
     assert decision.path is not None and decision.site is not None
-    whole = claim_from(reservation, arrays=arrays, tenant_id=request.tenant)
+    window = window_of(start_s=start_s, duration_hours=request.duration_hours)
+    whole = claim_from(reservation, arrays=arrays, tenant_id=request.tenant, window=window)
     links_only = replace(
         whole,
         site_id=None,

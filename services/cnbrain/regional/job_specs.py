@@ -4,6 +4,7 @@ import math
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.execution import JobSpec
+from cnbrain.ledger.claim import duration_seconds
 
 GRACE_S = 60
 """Added to `duration_hours` for the scheduler's time limit: start-up, and schedulers that
@@ -24,7 +25,7 @@ def job_spec(request: PlacementRequest, *, attempt: int) -> JobSpec:
     job = request.job
     if job is None:
         raise ValueError(f"request {request.id!r} has no job")
-    duration_s = max(1, math.ceil(request.duration_hours * 3600))
+    duration_s = duration_seconds(request.duration_hours)
     accelerator = request.resources.accelerator
     return JobSpec(
         request_id=request.id,

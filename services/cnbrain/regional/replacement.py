@@ -4,9 +4,10 @@ The brain's decider (the one the request use cases decide with) decides on the b
 snapshot with the request's own reservation given back and the failed site showing nothing
 free; then one unit of work releases the old reservation, takes the new one, stores the new
 decision, moves the request to the new site (its state stays) and queues its next attempt
-there. If no other site fits (or the quota, or capacity that keeps changing, stand in the way),
-one unit of work releases the reservation and fails the request with the reason. Either way the
-request never holds two reservations, nor none while it is placed.
+there. The new reservation holds the request's whole duration from now: its job starts afresh
+on the new site. If no other site fits (or the quota, or capacity that keeps changing, stand in
+the way), one unit of work releases the reservation and fails the request with the reason.
+Either way the request never holds two reservations, nor none while it is placed.
 
 Only this brain's own sites are tried: a federated brain does not escalate a failover to the
 national brain, and a request placed across regions is not placed again (it fails, and its
@@ -14,6 +15,7 @@ parts are released through the national brain).
 """
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -24,7 +26,7 @@ from cnbrain.domain.decision import Decision, SegmentKind
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import ENDED_ATTEMPT, RUNNABLE, RequestState
-from cnbrain.ledger.claim import Claim, claim_from, reservation_of
+from cnbrain.ledger.claim import Claim, claim_from, reservation_of, window_of
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -109,7 +111,8 @@ class PlaceElsewhere:
                     continue
                 other = decision.reason or "only sites of another region fit"
                 return await self._fail(request, last, f"{why}; no other site can take it: {other}")
-            claim = claim_from(reservation, arrays=arrays, tenant_id=request.tenant)
+            window = window_of(start_s=int(time.time()), duration_hours=request.duration_hours)
+            claim = claim_from(reservation, arrays=arrays, tenant_id=request.tenant, window=window)
             decision = decision.model_copy(update={"reservation_id": reservation.id})
             outcome = await self._move(request, last, decision, claim, held, why)
             if outcome is not None:

@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.states import ReservationState
 from cnbrain.ledger.claim import Claim
 from cnbrain.storage._sql import driver_sql, execute_counted
+from cnbrain.storage.clock import moment_of
 from cnbrain.storage.database import Dialect, dialect_of
 from cnbrain.storage.errors import LedgerStoreError
 from cnbrain.storage.models import (
@@ -112,8 +113,8 @@ class LedgerSql(Protocol):
         self, sums: Sums, claims: Sequence[Claim], at: datetime
     ) -> tuple[int, int, int, int]:
         """Add `sums` to the `used` columns of rows locked and checked already, and insert
-        `claims` as reservations held since `at`; the rows changed in site capacity, pools,
-        links and quotas."""
+        `claims` as reservations held since `at`, each over its window; the rows changed in
+        site capacity, pools, links and quotas."""
         ...
 
 
@@ -397,6 +398,8 @@ class _PostgresSql:
                 at,
                 [rid for rid, _ in held],
                 [link for _, link in held],
+                [moment_of(c.window.start) for c in claims],
+                [moment_of(c.window.end) for c in claims],
             )
         ).one()
         if (row[4], row[5]) != (len(claims), len(held)):
@@ -405,7 +408,8 @@ class _PostgresSql:
 
 
 def amount_columns(claim: Claim) -> dict[str, object]:
-    """What `claim` takes, as the columns that reservations and cross-brain parts store."""
+    """What `claim` takes and over which window, as the columns that reservations and
+    cross-brain parts store."""
     return {
         "request_id": claim.request_id,
         "tenant_id": claim.tenant_id,
@@ -416,6 +420,8 @@ def amount_columns(claim: Claim) -> dict[str, object]:
         "accelerator_model": claim.accelerator_model,
         "accelerator_count": claim.accelerator_count,
         "mbps": claim.mbps,
+        "start_at": moment_of(claim.window.start),
+        "end_at": moment_of(claim.window.end),
     }
 
 
@@ -520,10 +526,11 @@ _TAKE = (
     " $14::bigint[], $15::bigint[]) AS v(tenant_id, a0, a1, a2, a3, a4)"
     " WHERE q.tenant_id = v.tenant_id RETURNING 1),"
     " r AS (INSERT INTO reservations (id, request_id, tenant_id, site_id, cpu_m,"
-    " mem_mib, storage_gib, accelerator_model, accelerator_count, mbps, state,"
-    " created_at) SELECT v.*, $26, $27 FROM unnest($16::text[], $17::text[],"
+    " mem_mib, storage_gib, accelerator_model, accelerator_count, mbps, start_at, end_at,"
+    " state, created_at) SELECT v.*, $26, $27 FROM unnest($16::text[], $17::text[],"
     " $18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[],"
-    " $23::text[], $24::bigint[], $25::bigint[]) AS v RETURNING 1),"
+    " $23::text[], $24::bigint[], $25::bigint[], $30::timestamptz[], $31::timestamptz[])"
+    " AS v RETURNING 1),"
     " rl AS (INSERT INTO reservation_links (reservation_id, link_id)"
     " SELECT * FROM unnest($28::text[], $29::text[]) RETURNING 1)"
     " SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM a),"

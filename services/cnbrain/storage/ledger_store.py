@@ -15,25 +15,39 @@ Contract:
   accelerators by site and model, link capacity by link, quotas by tenant), each table with
   one `SELECT ... ORDER BY ... FOR UPDATE` (PostgreSQL locks such rows in the order of the
   sort), so concurrent reserve_many/take_many/release/retire never deadlock.
-- `release` gives back exactly what `reserve_many` took, once.
+- `release` gives back exactly what `reserve_many` took, once. A reservation holds over its
+  claim's window [start_at, end_at); releasing it (the request completed, failed or was
+  cancelled, however early) frees the rest of that window at once, as it frees its amounts.
+- `calendar_of` reads the calendar of the brain's sites and links: what held reservations
+  and cross-brain parts take over their windows. Its free amount now is the snapshot's.
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Row, Select, func, select, update
+from sqlalchemy import Row, Select, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
+from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.keys import (
+    SITE_COMPUTE,
+    ResourceKey,
+    accelerator_key,
+    demand_of,
+    link_key,
+    site_key,
+)
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage._sql import execute_counted, fetch_scalar
-from cnbrain.storage.clock import utcnow
+from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
     QUOTA_COLUMNS,
@@ -44,6 +58,7 @@ from cnbrain.storage.ledger_sql import (
 )
 from cnbrain.storage.models import (
     LinkCapacity,
+    LinkRecord,
     PeerReservation,
     PeerReservationLink,
     Quota,
@@ -51,12 +66,15 @@ from cnbrain.storage.models import (
     ReservationRecord,
     SiteAccelerators,
     SiteCapacity,
+    SiteRecord,
 )
 
 __all__ = [
+    "OVERDUE_S",
     "CapacityConflict",
     "LedgerStoreError",
     "QuotaExceeded",
+    "calendar_of",
     "check_invariants",
     "claim_of_row",
     "give_back_many",
@@ -70,6 +88,10 @@ __all__ = [
 ]
 
 ACTIVE = "active"
+OVERDUE_S = 1
+"""How long the calendar holds a reservation or part that is still held after its window
+ended, from now: its end is not known (its job is in the backend's grace, or its release is
+not written yet), so it holds what it took now, and a calendar read later sees it again."""
 _HOLDING = sorted(HOLDING)
 """States of a cross-brain reservation part that hold capacity (see peer_ledger)."""
 
@@ -78,7 +100,8 @@ def claim_of_row(
     row: ReservationRecord | PeerReservation | Row[*tuple[Any, ...]], *, link_ids: Sequence[str]
 ) -> Claim:
     """The claim that a stored reservation or cross-brain part (or a row of their columns)
-    holds, on `link_ids`. A reservation counts against the quota; a part when it says so."""
+    holds, on `link_ids`, over its window. A reservation counts against the quota; a part
+    when it says so."""
     return Claim(
         reservation_id=row.id,
         request_id=row.request_id,
@@ -91,6 +114,7 @@ def claim_of_row(
         accelerator_count=row.accelerator_count,
         link_ids=tuple(link_ids),
         mbps=row.mbps,
+        window=Window(epoch_s(row.start_at), epoch_s(row.end_at)),
         counts_quota=True if isinstance(row, ReservationRecord) else bool(row.counts_quota),
     )
 
@@ -143,6 +167,147 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         free_storage_gib=storage,
         free_acc=acc,
         residual_mbps=mbps,
+    )
+
+
+async def calendar_of(
+    session: AsyncSession, *, arrays: MapArrays, now: int
+) -> Calendar[ResourceKey]:
+    """The calendar of `arrays`' sites and links from epoch second `now` on (keys as
+    `ledger.keys` names them; a site has an accelerator key for each model of `arrays` it
+    has a pool of).
+
+    Each resource's capacity is what is not used from outside: cap - external, never below
+    0, and 0 on a retired site or link, as `load_snapshot` counts it. Every held reservation
+    and every prepared or held cross-brain part takes its amounts over its window, from now
+    on: a window that has ended holds nothing, unless the reservation or part is still held
+    then (its end passed, its release not yet written); that one holds over
+    [now, now + OVERDUE_S). So the free amount of every resource at `now` is the snapshot's
+    (`load_snapshot`), whenever the `used` columns sum the holdings (`check_invariants`).
+    A released reservation or part holds nothing: its release gave back the rest of its
+    window. On a resource whose holdings exceed its capacity (caps lowered, or external use
+    reported after the reservations were taken) each window takes only what is still free
+    over it, so nothing goes below 0, as in the snapshot. What lies outside `arrays`' map is
+    left out.
+
+    It reads with several statements in the caller's transaction: for one consistent view
+    under concurrent writers, run it in a REPEATABLE READ (snapshot) transaction. Raises
+    LedgerStoreError naming a site or link of `arrays` that the database does not know;
+    Invalid (from the calendar) when `now` is not an integer.
+    """
+    site_index, link_index = arrays.map.site_index, arrays.link_index
+    capacities: dict[ResourceKey, int] = {}
+    c, s = SiteCapacity, SiteRecord
+    seen: set[str] = set()
+    for site_id, status, *amounts in await session.execute(
+        select(
+            c.site_id,
+            s.status,
+            c.cpu_m_cap - c.cpu_m_external,
+            c.mem_mib_cap - c.mem_mib_external,
+            c.storage_gib_cap - c.storage_gib_external,
+        ).join(s, s.id == c.site_id)
+    ):
+        i = site_index.get(site_id)
+        if i is None:
+            continue
+        seen.add(site_id)
+        for resource, amount in zip(SITE_COMPUTE, amounts, strict=True):
+            capacities[site_key(i, resource)] = _capacity(status, amount)
+    missing = [site.id for site in arrays.map.sites if site.id not in seen]
+    if missing:
+        raise LedgerStoreError(f"site {missing[0]!r} is not in the database")
+    a = SiteAccelerators
+    for site_id, model, status, amount in await session.execute(
+        select(a.site_id, a.model, s.status, a.cap - a.external).join(s, s.id == a.site_id)
+    ):
+        i = site_index.get(site_id)
+        if i is not None and model in arrays.accelerator_column:
+            capacities[accelerator_key(i, model)] = _capacity(status, amount)
+    lc, lr = LinkCapacity, LinkRecord
+    seen = set()
+    for link_id, status, amount in await session.execute(
+        select(lc.link_id, lr.status, lc.mbps_cap - lc.mbps_external).join(lr, lr.id == lc.link_id)
+    ):
+        j = link_index.get(link_id)
+        if j is not None:
+            seen.add(link_id)
+            capacities[link_key(j)] = _capacity(status, amount)
+    missing = [link for link in link_index if link not in seen]
+    if missing:
+        raise LedgerStoreError(f"link {missing[0]!r} is not in the database")
+
+    calendar: Calendar[ResourceKey] = Calendar(capacities, now=now)
+    holdings = sorted(
+        await _holding_claims(session), key=lambda held: (held.window.start, held.reservation_id)
+    )
+    for claim in holdings:
+        window = claim.window if claim.window.end > now else Window.of(now, OVERDUE_S)
+        on_map = replace(
+            claim,
+            site_id=claim.site_id if claim.site_id in site_index else None,
+            link_ids=tuple(link for link in claim.link_ids if link in link_index),
+        )
+        for key, amount in demand_of(on_map, arrays=arrays).items():
+            if key in calendar:
+                fits = min(amount, calendar.profile(key).min_free(window))
+                calendar.take({key: fits}, window)
+    return calendar
+
+
+def _capacity(status: str, amount: int) -> int:
+    """What a site's or link's row of `status` offers of a resource with `amount` not used
+    from outside: nothing when retired, never below 0."""
+    return max(0, int(amount)) if status == ACTIVE else 0
+
+
+async def _holding_claims(session: AsyncSession) -> list[Claim]:
+    """The claims of every held reservation and of every prepared or held cross-brain part
+    (one query for each, and one for the links of each)."""
+    r, rl = ReservationRecord, ReservationLink
+    p, pl = PeerReservation, PeerReservationLink
+    found: list[Claim] = []
+    for rows, links in (
+        (
+            select(*_claim_columns(r), literal(True).label("counts_quota")).where(
+                r.state == ReservationState.HELD
+            ),
+            select(rl.reservation_id, rl.link_id)
+            .join(r, r.id == rl.reservation_id)
+            .where(r.state == ReservationState.HELD),
+        ),
+        (
+            select(*_claim_columns(p), p.counts_quota).where(p.state.in_(_HOLDING)),
+            select(pl.reservation_id, pl.link_id)
+            .join(p, p.id == pl.reservation_id)
+            .where(p.state.in_(_HOLDING)),
+        ),
+    ):
+        # The rows before their links: a reservation taken in between (under READ COMMITTED)
+        # is left out whole, not counted without its links.
+        held = (await session.execute(rows)).all()
+        link_ids: dict[str, list[str]] = {}
+        for reservation_id, link_id in await session.execute(links):
+            link_ids.setdefault(reservation_id, []).append(link_id)
+        found += [claim_of_row(row, link_ids=sorted(link_ids.get(row.id, ()))) for row in held]
+    return found
+
+
+def _claim_columns(table: type[ReservationRecord] | type[PeerReservation]) -> tuple[Any, ...]:
+    """The columns of `table` that `claim_of_row` reads, but `counts_quota`."""
+    return (
+        table.id,
+        table.request_id,
+        table.tenant_id,
+        table.site_id,
+        table.cpu_m,
+        table.mem_mib,
+        table.storage_gib,
+        table.accelerator_model,
+        table.accelerator_count,
+        table.mbps,
+        table.start_at,
+        table.end_at,
     )
 
 

@@ -232,7 +232,8 @@ class RequestEventRecord(Base):
 
 
 class ReservationRecord(Base):
-    """Compute on one site and bandwidth on the links in `reservation_links`."""
+    """Compute on one site and bandwidth on the links in `reservation_links`, held over the
+    window [`start_at`, `end_at`) while `state` is held."""
 
     __tablename__ = "reservations"
 
@@ -246,6 +247,8 @@ class ReservationRecord(Base):
     accelerator_model: Mapped[str | None] = mapped_column(String(32))
     accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
     mbps: Mapped[int] = mapped_column(BigInteger, default=0)
+    start_at: Mapped[datetime]
+    end_at: Mapped[datetime]
     state: Mapped[str] = mapped_column(String(16), default=ReservationState.HELD, index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     released_at: Mapped[datetime | None]
@@ -263,9 +266,10 @@ class PeerReservation(Base):
 
     Compute on one of this brain's sites (`site_id` None: a network-only part) and `mbps` on
     the links in `peer_reservation_links`; counted against the tenant's quota here when
-    `counts_quota`. `state` is prepared (released by this brain once `expires_at` passes),
-    held (committed) or released. The request and tenant live in the source brain, so they
-    are plain ids here. Committing records the decision and the request.
+    `counts_quota`, over the window [`start_at`, `end_at`). `state` is prepared (released by
+    this brain once `expires_at` passes), held (committed) or released. The request and
+    tenant live in the source brain, so they are plain ids here. Committing records the
+    decision and the request.
     """
 
     __tablename__ = "peer_reservations"
@@ -280,6 +284,8 @@ class PeerReservation(Base):
     accelerator_model: Mapped[str | None] = mapped_column(String(32))
     accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
     mbps: Mapped[int] = mapped_column(BigInteger, default=0)
+    start_at: Mapped[datetime]
+    end_at: Mapped[datetime]
     counts_quota: Mapped[bool] = mapped_column(default=False)
     state: Mapped[str] = mapped_column(String(16), index=True)
     expires_at: Mapped[datetime | None] = mapped_column(index=True)

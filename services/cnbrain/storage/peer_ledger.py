@@ -5,7 +5,10 @@ Contract:
 - `prepare` takes a part (compute on one of this brain's sites and/or bandwidth on its links,
   and the tenant's quota when the part counts it) with `ledger_store.take_many`, the checks
   and lock order of local reservations, so prepared parts, local reservations and replicas never
-  oversubscribe anything. The part is `prepared` until `expires_at`.
+  oversubscribe anything. The part is `prepared` until `expires_at`. It holds over its
+  claim's window [start_at, end_at) (`ledger_store.calendar_of` reads it); its amounts, as
+  for a local reservation, stay taken until it is released, which frees the rest of its
+  window at once.
 - `commit` makes a prepared, unexpired part `held` and records the decision. `release` gives
   back what a prepared or held part took, exactly once. `expire` releases every prepared
   part whose time has passed.
@@ -28,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.states import HOLDING, RELEASED_AFTER_PLACED, ReservationState
 from cnbrain.ledger.claim import Claim
 from cnbrain.storage import ledger_store
-from cnbrain.storage.clock import utcnow
+from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import amount_columns, link_rows
 from cnbrain.storage.models import (
@@ -42,7 +45,7 @@ async def prepare(session: AsyncSession, *, claim: Claim, expires_at: datetime) 
     """Take `claim` as a prepared part that lapses at `expires_at`; True when this call took
     it, False when a part prepared or held under the same id was left as it is. Raises
     CapacityConflict or QuotaExceeded (something is short), or LedgerStoreError (the id was
-    released, or names other amounts; a malformed claim).
+    released, or names other amounts or another window; a malformed claim).
     """
     earlier = await session.get(PeerReservation, claim.reservation_id, populate_existing=True)
     if earlier is not None:
@@ -58,9 +61,9 @@ async def prepare_many(
 ) -> list[bool | str]:
     """`prepare` of every claim, in order, each on its own within the caller's transaction;
     for each: True (this call took it), False (prepared or held before under the same id, or
-    earlier in `claims` with the same amounts), or why it was refused (something short, the
-    id released or used with other amounts). Other errors (the database's) propagate and
-    leave the caller to roll back everything.
+    earlier in `claims` with the same amounts and window), or why it was refused (something
+    short, the id released or used with other amounts or another window). Other errors (the
+    database's) propagate and leave the caller to roll back everything.
 
     The amounts of all fresh claims are first taken together (`ledger_store.take_many`: the
     sums per row, a fixed number of statements) in one savepoint; only when that is refused
@@ -86,6 +89,7 @@ async def prepare_many(
                 if claims[fresh[claim.reservation_id]] != claim:
                     raise LedgerStoreError(
                         f"reservation {claim.reservation_id!r} was prepared with other amounts"
+                        " or another window"
                     )
                 results[i] = False
             else:
@@ -224,6 +228,8 @@ async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str])
                 p.accelerator_model,
                 p.accelerator_count,
                 p.mbps,
+                p.start_at,
+                p.end_at,
                 p.counts_quota,
             )
             .execution_options(synchronize_session=False)
@@ -371,8 +377,11 @@ def _check_same(earlier: PeerReservation, claim: Claim) -> None:
         and earlier.accelerator_count == claim.accelerator_count
         and earlier.mbps == claim.mbps
         and earlier.counts_quota == claim.counts_quota
+        and (epoch_s(earlier.start_at), epoch_s(earlier.end_at))
+        == (claim.window.start, claim.window.end)
     )
     if not same:
         raise LedgerStoreError(
             f"reservation {claim.reservation_id!r} was prepared with other amounts"
+            " or another window"
         )

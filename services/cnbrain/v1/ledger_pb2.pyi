@@ -32,12 +32,20 @@ class PartClaim(_message.Message):
     LINK_IDS_FIELD_NUMBER: _builtins.int
     MBPS_FIELD_NUMBER: _builtins.int
     COUNT_QUOTA_FIELD_NUMBER: _builtins.int
+    START_S_FIELD_NUMBER: _builtins.int
+    END_S_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     request_id: _builtins.str
     tenant_id: _builtins.str
     mbps: _builtins.int
     count_quota: _builtins.bool
     """True in the brain that holds the tenant: the request counts against its quota there."""
+    start_s: _builtins.int
+    """The window [start_s, end_s) the part holds all of this over, in seconds since the Unix
+    epoch: from its start to the start plus the request's duration. Required, with
+    start_s < end_s; a part without one is refused on its own.
+    """
+    end_s: _builtins.int
     @_builtins.property
     def compute(self) -> _common_pb2.Compute:
         """Compute on a site of this brain; unset when this brain's part is network only."""
@@ -56,10 +64,12 @@ class PartClaim(_message.Message):
         link_ids: _abc.Iterable[_builtins.str] | None = ...,
         mbps: _builtins.int = ...,
         count_quota: _builtins.bool = ...,
+        start_s: _builtins.int = ...,
+        end_s: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "tenant_id", b"tenant_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "end_s", b"end_s", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "start_s", b"start_s", "tenant_id", b"tenant_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3,6 +3,7 @@ commit's batch, or the one-request way when the batch cannot be settled so (see 
 package docstring). The national brain places what this brain cannot place alone."""
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -14,7 +15,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.group_commit import GroupCommit
-from cnbrain.ledger.claim import claim_from
+from cnbrain.ledger.claim import claim_from, window_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.outages import outage_of
@@ -221,11 +222,17 @@ class Placer:
         decided: Sequence[tuple[Outcome, Reservation | None]],
     ) -> datetime:
         """One unit of work on `session`'s connection: take every reservation of `decided`
-        (indices into `arrays`) with `reserve_many` and write every outcome. Returns the time
-        written. Raises (after rolling back) CapacityConflict or QuotaExceeded when the sums
-        do not fit, or any database error."""
+        (indices into `arrays`) with `reserve_many`, each over its request's duration from
+        now, and write every outcome. Returns the time written. Raises (after rolling back)
+        CapacityConflict or QuotaExceeded when the sums do not fit, or any database error."""
+        now_s = int(time.time())
         claims = [
-            claim_from(r, arrays=arrays, tenant_id=o.request.tenant)
+            claim_from(
+                r,
+                arrays=arrays,
+                tenant_id=o.request.tenant,
+                window=window_of(start_s=now_s, duration_hours=o.request.duration_hours),
+            )
             for o, r in decided
             if r is not None
         ]
