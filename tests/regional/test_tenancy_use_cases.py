@@ -2,15 +2,12 @@
 may manage tenants, quotas, users and keys, what is audited, which cached keys are
 forgotten), usage reports (scope and period) and the audit log (scope)."""
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cnbrain.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from cnbrain.regional.schemas import QuotaBody, TenantCreate, UserCreate
@@ -18,56 +15,24 @@ from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.usage_reports import DEFAULT_PERIOD
 from cnbrain.storage import audit, tenants
-from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
-from cnbrain.storage.models import Base
-from tests.databases import Sessions, create_postgres_database, drop_postgres_database
+from cnbrain.storage.database import session_factory
+from tests.databases import Sessions
+from tests.migrated_databases import database_url, engine, postgres_url, sqlite_url
+
+__all__ = ["database_url", "engine", "postgres_url", "sqlite_url"]
 
 pytestmark = pytest.mark.asyncio
 
 ADMIN = Principal(user_id="u-root", role=Role.ADMIN, tenant_id=None)
 
 
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    url = asyncio.run(create_postgres_database("cnbrain_admin_cases"))
-    try:
-        asyncio.run(upgrade_schema(url))
-        yield url
-    finally:
-        asyncio.run(drop_postgres_database(url))
-
-
-@pytest.fixture(scope="module")
-def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path: Path = tmp_path_factory.mktemp("sqlite") / "cnbrain.db"
-    url = f"sqlite:///{path}"
-    asyncio.run(upgrade_schema(url))
-    return url
-
-
-@pytest.fixture(scope="module", params=["postgres", "sqlite"])
-def database_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue(f"{request.param}_url"))
-
-
 @pytest_asyncio.fixture
-async def sessions(database_url: str) -> AsyncIterator[Sessions]:
+async def sessions(engine: AsyncEngine) -> Sessions:
     """The database's sessions, every table emptied first; with the admin `ADMIN` names."""
-    engine = create_engine(database_url)
-    names = [table.name for table in reversed(Base.metadata.sorted_tables)]
-    async with engine.begin() as connection:
-        if engine.dialect.name == "postgresql":
-            await connection.execute(text(f"TRUNCATE {', '.join(names)} RESTART IDENTITY"))
-        else:
-            for name in names:
-                await connection.execute(text(f"DELETE FROM {name}"))
     factory = session_factory(engine)
     async with factory.begin() as session:
         await tenants.create_user(session, name="root", role="admin", user_id=ADMIN.user_id)
-    try:
-        yield factory
-    finally:
-        await engine.dispose()
+    return factory
 
 
 @dataclass
