@@ -7,13 +7,16 @@ from typing import Any
 
 import pytest
 
+from cnbrain.cli.main import main
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.simulate.metrics import summarise
 from cnbrain.simulate.records import JobOutcome, JobStatus, SimulationResult
 from cnbrain.simulate.report import compare
 from cnbrain.simulate.simulation import simulate
 from cnbrain.simulate.trace import TraceJob
+from cnbrain.simulate.trace_files import write_trace
 from tests.simulate.test_simulation import big_gpu_job, by_id, mixed_jobs
+from tests.tiny_map import tiny_map_raw
 
 NO_TIMEOUT = 10**6
 
@@ -217,3 +220,23 @@ def test_backfill_keeps_a_big_job_from_being_starved(tiny_map: ComputeNetworkMap
     assert starts["retry"] == {"s1": 0.0, "s2": 1.0, "b": 3000.0, "s3": 1000.0, "s4": 2000.0}
     assert starts["fair"] == starts["retry"]
     assert starts["backfill"] == {"s1": 0.0, "s2": 1.0, "b": 2001.0, "s3": 1000.0, "s4": 2501.0}
+
+
+def test_simulate_command_takes_admissions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    map_file = tmp_path / "tiny.json"
+    map_file.write_text(json.dumps(tiny_map_raw()))
+    trace = tmp_path / "trace.jsonl"
+    write_trace(flood_and_one(), trace)
+    out = tmp_path / "report"
+    args = ["simulate", "--map", str(map_file), "--trace", str(trace), "--out", str(out)]
+    code = main([*args, "--policies", "greedy", "--load", "1", "--admission", "retry,fair"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "1 policies x 1 loads x 2 admissions" in printed
+    assert printed.count(" s  (total ") == 2
+    runs = json.loads((out / "summary.json").read_text())["runs"]
+    assert [r["admission"] for r in runs] == ["retry", "fair"]
+    assert main([*args, "--admission", "fifo"]) == 2
+    assert "unknown admission fifo" in capsys.readouterr().err
