@@ -1,7 +1,8 @@
-"""`cnbrain simulate`: replay a trace on a map with several policies at several offered loads
-and write the comparison report (see `cnbrain.simulate.report`).
+"""`cnbrain simulate`: replay a trace on a map with several policies at several offered loads,
+with one or more admission orders, and write the comparison report (see
+`cnbrain.simulate.report`).
 
-Prints one progress line per (policy, load) run with its wall time, then where the report
+Prints one progress line per (admission, policy, load) run with its wall time, then where the report
 is. Returns 0; on a bad argument, map or trace prints `cnbrain: <problem>` and returns 2.
 """
 
@@ -22,6 +23,7 @@ from cnbrain.simulate.trace import TraceJob
 SYNTHETIC_TRACE = "synthetic:"
 DEFAULT_POLICIES = "topn-cpsat,greedy,first-fit,least-allocated,most-allocated,random-feasible"
 LOAD_BASES = ("trace", "capacity")
+DEFAULT_ADMISSION = "retry"
 
 
 def add_simulate_command(
@@ -39,6 +41,12 @@ def add_simulate_command(
     )
     sim.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated")
     sim.add_argument("--load", default="0.5,0.9,1.2", help="offered loads, comma-separated")
+    sim.add_argument(
+        "--admission",
+        default=DEFAULT_ADMISSION,
+        help="order of the retry rounds, comma-separated: retry (arrival order) or fair "
+        "(fair_order between tenants); see cnbrain.simulate.admission",
+    )
     sim.add_argument(
         "--load-basis",
         choices=LOAD_BASES,
@@ -64,6 +72,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     try:
         policies = _names(args.policies)
         loads = _loads(args.load)
+        admissions = _admissions(args.admission)
         cmap = load_map(args.map)
         jobs = load_trace(args.trace, cmap)
         context = {
@@ -85,13 +94,15 @@ def simulate_command(args: argparse.Namespace) -> int:
         return 2
     print(
         f"simulating {len(jobs):,} jobs on {cmap.name} ({len(cmap.sites)} sites): "
-        f"{len(policies)} policies x {len(loads)} loads, load basis {args.load_basis}",
+        f"{len(policies)} policies x {len(loads)} loads x {len(admissions)} admissions, "
+        f"load basis {args.load_basis}",
         flush=True,
     )
 
     def progress(summary: SimulationSummary) -> None:
         print(
-            f"  {summary.policy:<16} load {summary.load:<5g} accepted {summary.accepted_share:7.2%}"
+            f"  {summary.policy:<16} load {summary.load:<5g} {summary.admission:<5}"
+            f" accepted {summary.accepted_share:7.2%}"
             f"  wait p95 {summary.queue_delay_p95_s:8,.0f} s"
             f"  cost/job {summary.cost_per_accepted_cny:10,.1f} CNY"
             f"  {summary.wall_s:6.1f} s  (total {time.perf_counter() - started:6.1f} s)",
@@ -111,6 +122,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             batch_window_s=args.batch_window,
             context=context,
             on_run=progress,
+            admissions=admissions,
         )
     except (ValueError, OSError, RequestError) as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
@@ -130,6 +142,7 @@ def command_line(args: argparse.Namespace) -> str:
             "simulate",
             *("--map", args.map, "--trace", args.trace),
             *("--policies", args.policies, "--load", args.load),
+            *("--admission", args.admission),
             *("--load-basis", args.load_basis, "--out", str(args.out)),
             *("--seed", str(args.seed), "--queue-limit", f"{args.queue_limit:g}"),
             *("--retry-every", f"{args.retry_every:g}", "--batch-window", f"{args.batch_window:g}"),
@@ -177,6 +190,18 @@ def _names(text: str) -> list[str]:
     if unknown or not names:
         raise ValueError(
             f"unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(STRATEGIES)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _admissions(text: str) -> list[str]:
+    from cnbrain.simulate.admission import ADMISSIONS
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ADMISSIONS]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown admission {', '.join(unknown) or '(none)'}; known: {', '.join(ADMISSIONS)}"
         )
     return list(dict.fromkeys(names))
 

@@ -6,7 +6,10 @@ Definitions (every figure in `SimulationSummary` and `timeseries` follows them):
   accepted); over time, accepted / (accepted + rejected) among the jobs decided so far.
 - **rejected by reason**: `never_fits` and `queue_timeout` (see `RejectReason`).
 - **queueing delay**: start minus (scaled) arrival, over accepted jobs (0 for a job placed at
-  arrival); mean and 95th percentile.
+  arrival); mean, median (p50) and 95th percentile; p50 and p95 also per tenant, over the
+  tenant's accepted jobs (tenants with none are left out).
+- **accelerator-hours served**: over accepted jobs, accelerators times the hours from start
+  to departure or to the end of the run, whichever is first; in total and per tenant.
 - **site utilisation**: per site, the highest share of CPU, memory, storage or any accelerator
   model in use (`cnbrain.ledger.utilisation.site_utilisation`); **link utilisation**: reserved
   bandwidth / capacity. Per sample: the mean over sites (links), the max, and the spread as the
@@ -25,6 +28,10 @@ Definitions (every figure in `SimulationSummary` and `timeseries` follows them):
   engine never chooses such a path).
 - **fairness**: Jain's index (sum x)^2 / (n sum x^2) over tenants of each tenant's accepted
   share among its decided jobs; 1 is perfectly even (and the value with one tenant).
+  **fairness of accelerator-hours**: Jain's index over the tenants that asked for
+  accelerators of the accelerator-hours each was served (not normalised by what it asked).
+- **preemptions**: always 0, and `preemption_modelled` false: the simulator does not model
+  preemption yet.
 """
 
 from collections import Counter
@@ -88,6 +95,7 @@ class SimulationSummary:
     policy: str
     load: float
     seed: int
+    admission: str
     jobs: int
     accepted: int
     rejected: int
@@ -99,7 +107,17 @@ class SimulationSummary:
     waited: int
     """Accepted jobs that waited in the queue first."""
     queue_delay_mean_s: float
+    queue_delay_p50_s: float
     queue_delay_p95_s: float
+    queue_delay_by_tenant: dict[str, dict[str, float]]
+    """Per tenant with accepted jobs: {"p50_s": ..., "p95_s": ...}."""
+    accelerator_hours: float
+    accelerator_hours_by_tenant: dict[str, float]
+    """Per tenant that asked for accelerators."""
+    fairness_accelerator_hours_jain: float
+    preemptions: int
+    preemption_modelled: bool
+    """False: no preemption is modelled, so `preemptions` is 0 by construction."""
     site_utilisation_mean: float
     site_utilisation_max: float
     site_utilisation_cv: float
@@ -141,6 +159,33 @@ def _mean(values: Sequence[float]) -> float:
 
 def _p95(values: Sequence[float]) -> float:
     return float(np.percentile(values, 95)) if len(values) else 0.0
+
+
+def _p50(values: Sequence[float]) -> float:
+    return float(np.percentile(values, 50)) if len(values) else 0.0
+
+
+def delays_by_tenant(result: SimulationResult) -> dict[str, dict[str, float]]:
+    """Per tenant with accepted jobs: the p50 and p95 of their queueing delays."""
+    delays: dict[str, list[float]] = {}
+    for job in result.jobs:
+        if job.status is JobStatus.ACCEPTED:
+            delays.setdefault(job.tenant, []).append(job.wait_s or 0.0)
+    return {
+        tenant: {"p50_s": _p50(values), "p95_s": _p95(values)}
+        for tenant, values in sorted(delays.items())
+    }
+
+
+def accelerator_hours_by_tenant(result: SimulationResult) -> dict[str, float]:
+    """Per tenant that asked for accelerators: accelerator-hours served by the end of the
+    run (see the module docstring)."""
+    hours = {job.tenant: 0.0 for job in result.jobs if job.accelerators}
+    for job in result.jobs:
+        if job.status is JobStatus.ACCEPTED and job.accelerators and job.start_s is not None:
+            end = result.end_s if job.end_s is None else min(job.end_s, result.end_s)
+            hours[job.tenant] += job.accelerators * max(0.0, end - job.start_s) / 3600
+    return dict(sorted(hours.items()))
 
 
 def jain_index(shares: Sequence[float]) -> float:
@@ -200,6 +245,7 @@ def summarise(result: SimulationResult) -> SimulationSummary:
     asked = sum(j.accelerators for j in jobs)
     series = timeseries(result)
     shares = tenant_shares(result)
+    served = accelerator_hours_by_tenant(result)
     n = len(accepted)
     cost = sum(j.cost_cny for j in accepted)
     energy = sum(j.energy_kwh for j in accepted)
@@ -208,6 +254,7 @@ def summarise(result: SimulationResult) -> SimulationSummary:
         policy=result.policy,
         load=result.load,
         seed=result.seed,
+        admission=result.admission,
         jobs=len(jobs),
         accepted=n,
         rejected=sum(rejected.values()),
@@ -217,7 +264,14 @@ def summarise(result: SimulationResult) -> SimulationSummary:
         rejected_by_reason={r.value: rejected.get(r.value, 0) for r in RejectReason},
         waited=sum(1 for d in delays if d > 0),
         queue_delay_mean_s=_mean(delays),
+        queue_delay_p50_s=_p50(delays),
         queue_delay_p95_s=_p95(delays),
+        queue_delay_by_tenant=delays_by_tenant(result),
+        accelerator_hours=sum(served.values()),
+        accelerator_hours_by_tenant=served,
+        fairness_accelerator_hours_jain=jain_index(list(served.values())),
+        preemptions=0,
+        preemption_modelled=False,
         site_utilisation_mean=_mean(series["site_utilisation_mean"]),
         site_utilisation_max=max(series["site_utilisation_max"], default=0.0),
         site_utilisation_cv=_mean(series["site_utilisation_cv"]),

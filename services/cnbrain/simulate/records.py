@@ -93,6 +93,8 @@ class SimulationResult:
     engine_calls: int
     """Placement cycles the engine ran (arrival batches and retries)."""
     wall_s: float
+    admission: str = "retry"
+    """The order of the retry rounds (`cnbrain.simulate.admission`)."""
 
     def count(self, status: JobStatus) -> int:
         return sum(1 for j in self.jobs if j.status is status)

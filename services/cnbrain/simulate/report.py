@@ -1,9 +1,10 @@
 """Compare policies on one map and trace across offered loads, and write the report.
 
-`compare` runs every policy at every load (sequentially, each run on a fresh engine) and
-writes into `out_dir`: `report.md` (how it was run, the map and trace, a table policy x load,
-where our policy stands against the baselines), `summary.json` (the same figures and every
-run's time series) and the PNG plots of `cnbrain.simulate.plots`.
+`compare` runs every policy at every load with every admission order (sequentially, each
+run on a fresh engine) and writes into `out_dir`: `report.md` (how it was run, the map and
+trace, a table policy x load x admission, queueing delay per tenant, where our policy stands
+against the baselines under each admission), `summary.json` (the same figures and every run's
+time series) and the PNG plots of `cnbrain.simulate.plots` (of the first admission's runs).
 """
 
 import json
@@ -19,6 +20,7 @@ from typing import Any
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.registry import DEFAULT_STRATEGY
 from cnbrain.simulate import plots
+from cnbrain.simulate.admission import Admission, checked_admission
 from cnbrain.simulate.metrics import SimulationSummary, summarise
 from cnbrain.simulate.offered import offered_load
 from cnbrain.simulate.simulation import simulate
@@ -29,13 +31,16 @@ TARGET_GAIN = 0.10
 """Our target: at least 10% more accepted jobs than the best baseline ..."""
 EQUAL_TOLERANCE = 0.001
 """.. or equal acceptance (within 0.1% of the jobs) at lower cost and energy per job."""
+MAX_TENANTS_LISTED = 10
+"""`report.md` lists queueing delay per tenant up to this many tenants (summary.json always)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """Our policy against one baseline at one load."""
+    """Our policy against one baseline at one load, both with one admission order."""
 
     load: float
+    admission: str
     baseline: str
     best: bool
     """This baseline accepts the most jobs of all baselines at this load (ties: lower cost)."""
@@ -68,12 +73,15 @@ def compare(
     batch_window_s: float = 0,
     context: Mapping[str, str] | None = None,
     on_run: Callable[[SimulationSummary], None] | None = None,
+    admissions: Sequence[str] = (Admission.RETRY,),
 ) -> list[SimulationSummary]:
-    """Run each policy at each load, write the report files, return the summaries (policy
-    major, loads in the given order). `context` (for example the command line, the map and
-    trace specs) is quoted in the report; `on_run` is called after every run."""
-    if not policies or not loads:
-        raise ValueError("need at least one policy and one load")
+    """Run each policy at each load with each admission, write the report files, return the
+    summaries (admission major, then policy, loads in the given order). `context` (for
+    example the command line, the map and trace specs) is quoted in the report; `on_run` is
+    called after every run. ValueError for an unknown admission."""
+    if not policies or not loads or not admissions:
+        raise ValueError("need at least one policy, one load and one admission")
+    admissions = [checked_admission(a).value for a in admissions]
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     summaries = _run_all(
@@ -86,11 +94,13 @@ def compare(
         retry_every_s=retry_every_s,
         batch_window_s=batch_window_s,
         on_run=on_run,
+        admissions=admissions,
     )
     settings = {
         "seed": seed,
         "policies": list(policies),
         "loads": list(loads),
+        "admissions": list(admissions),
         "queue_limit_s": queue_limit_s,
         "retry_every_s": retry_every_s,
         "batch_window_s": batch_window_s,
@@ -112,26 +122,30 @@ def _run_all(
     retry_every_s: float,
     batch_window_s: float,
     on_run: Callable[[SimulationSummary], None] | None,
+    admissions: Sequence[str],
 ) -> list[SimulationSummary]:
-    """Simulate every policy at every load, one after another (policy major), each run on a
-    fresh engine; the summaries in that order. `on_run` is called after every run."""
+    """Simulate every policy at every load with every admission, one after another
+    (admission major, then policy), each run on a fresh engine; the summaries in that order.
+    `on_run` is called after every run."""
     summaries: list[SimulationSummary] = []
-    for policy in policies:
-        for load in loads:
-            result = simulate(
-                cmap,
-                jobs,
-                policy=policy,
-                load=load,
-                seed=seed,
-                queue_limit_s=queue_limit_s,
-                retry_every_s=retry_every_s,
-                batch_window_s=batch_window_s,
-            )
-            summary = summarise(result)
-            summaries.append(summary)
-            if on_run is not None:
-                on_run(summary)
+    for admission in admissions:
+        for policy in policies:
+            for load in loads:
+                result = simulate(
+                    cmap,
+                    jobs,
+                    policy=policy,
+                    load=load,
+                    seed=seed,
+                    queue_limit_s=queue_limit_s,
+                    retry_every_s=retry_every_s,
+                    batch_window_s=batch_window_s,
+                    admission=admission,
+                )
+                summary = summarise(result)
+                summaries.append(summary)
+                if on_run is not None:
+                    on_run(summary)
     return summaries
 
 
@@ -168,7 +182,10 @@ def _write_report_files(
 
 
 def _plot_all(summaries: Sequence[SimulationSummary], out_dir: Path) -> list[Path]:
-    """Draw the report's plots into `out_dir`; their files, in the report's order."""
+    """Draw the report's plots of the first admission's runs into `out_dir`; their files,
+    in the report's order."""
+    first = summaries[0].admission if summaries else Admission.RETRY
+    summaries = [s for s in summaries if s.admission == first]
     return [
         plots.acceptance_vs_load(summaries, out_dir),
         plots.utilisation_over_time(summaries, out_dir),
@@ -204,10 +221,10 @@ def _write_summary_json(
 
 
 def standings_of(summaries: Sequence[SimulationSummary]) -> list[Standing]:
-    """Our policy against every baseline, at every load where both ran."""
+    """Our policy against every baseline, at every load and admission where both ran."""
     out: list[Standing] = []
-    for load in dict.fromkeys(s.load for s in summaries):
-        runs = [s for s in summaries if s.load == load]
+    for admission, load in dict.fromkeys((s.admission, s.load) for s in summaries):
+        runs = [s for s in summaries if s.load == load and s.admission == admission]
         ours = next((s for s in runs if s.policy == OURS), None)
         baselines = [s for s in runs if s.policy != OURS]
         if ours is None or not baselines:
@@ -225,6 +242,7 @@ def standings_of(summaries: Sequence[SimulationSummary]) -> list[Standing]:
             out.append(
                 Standing(
                     load=load,
+                    admission=admission,
                     baseline=base.policy,
                     best=base is best,
                     accepted_pp=100 * (ours.accepted_share - base.accepted_share),
@@ -320,6 +338,13 @@ def render_report(
         "",
         *_results_table(summaries),
         "",
+        "Preemptions: 0 in every run; preemption is not modelled by the simulator yet "
+        "(nor priority classes beyond one).",
+        "",
+        "## Queueing delay per tenant",
+        "",
+        *_tenant_table(summaries),
+        "",
         "## Our policy against the baselines",
         "",
         *_standings_text(standings, summaries),
@@ -351,12 +376,16 @@ def _listing(counts: Mapping[str, Any]) -> str:
 RESULT_COLUMNS = (
     "policy",
     "load",
+    "admission",
     "accepted",
     "acc. GPUs",
     "never fits",
     "timed out",
     "wait mean s",
+    "wait p50 s",
     "wait p95 s",
+    "GPU-h",
+    "Jain GPU-h",
     "site util",
     "site cv",
     "GPU util",
@@ -377,16 +406,23 @@ def _results_table(summaries: Sequence[SimulationSummary]) -> list[str]:
         "| " + " | ".join(RESULT_COLUMNS) + " |",
         "|" + "---|" * len(RESULT_COLUMNS),
     ]
-    for s in sorted(summaries, key=lambda s: (s.load, s.policy != OURS, s.policy)):
+    order = list(dict.fromkeys(s.admission for s in summaries))
+    for s in sorted(
+        summaries, key=lambda s: (s.load, s.policy != OURS, s.policy, order.index(s.admission))
+    ):
         cells = (
             s.policy,
             f"{s.load:g}",
+            s.admission,
             f"{s.accepted_share:.2%}",
             f"{s.accepted_accelerator_share:.2%}",
             f"{s.rejected_by_reason.get('never_fits', 0):,}",
             f"{s.rejected_by_reason.get('queue_timeout', 0):,}",
             f"{s.queue_delay_mean_s:,.0f}",
+            f"{s.queue_delay_p50_s:,.0f}",
             f"{s.queue_delay_p95_s:,.0f}",
+            f"{s.accelerator_hours:,.1f}",
+            f"{s.fairness_accelerator_hours_jain:.3f}",
             f"{s.site_utilisation_mean:.1%}",
             f"{s.site_utilisation_cv:.2f}",
             f"{s.accelerator_utilisation_mean:.1%}",
@@ -404,6 +440,33 @@ def _results_table(summaries: Sequence[SimulationSummary]) -> list[str]:
     return rows
 
 
+def _tenant_table(summaries: Sequence[SimulationSummary]) -> list[str]:
+    """Per run and tenant: p50 and p95 of queueing delay, accelerator-hours served."""
+    if any(s.tenants > MAX_TENANTS_LISTED for s in summaries):
+        return [f"More than {MAX_TENANTS_LISTED} tenants: see `summary.json`."]
+    rows = [
+        "| policy | load | admission | tenant | wait p50 s | wait p95 s | GPU-h |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        for tenant in sorted(set(s.queue_delay_by_tenant) | set(s.accelerator_hours_by_tenant)):
+            delay = s.queue_delay_by_tenant.get(tenant)
+            p50, p95 = (
+                ("-", "-")
+                if delay is None
+                else (
+                    f"{delay['p50_s']:,.0f}",
+                    f"{delay['p95_s']:,.0f}",
+                )
+            )
+            hours = s.accelerator_hours_by_tenant.get(tenant, 0.0)
+            rows.append(
+                f"| {s.policy} | {s.load:g} | {s.admission} | {tenant} | {p50} | {p95} | "
+                f"{hours:,.1f} |"
+            )
+    return rows
+
+
 def _standings_text(
     standings: Sequence[Standing], summaries: Sequence[SimulationSummary]
 ) -> list[str]:
@@ -415,22 +478,26 @@ def _standings_text(
         "per accepted job. The best baseline at a load accepts the most jobs (ties: lower cost "
         "per job).",
         "",
-        "| load | baseline | accepted (pp) | accepted (rel.) | cost/job | energy/job | target |",
-        "|---|---|---|---|---|---|---|",
+        "| load | admission | baseline | accepted (pp) | accepted (rel.) | cost/job | energy/job "
+        "| target |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for st in standings:
         name = f"**{st.baseline}** (best)" if st.best else st.baseline
         lines.append(
-            f"| {st.load:g} | {name} | {st.accepted_pp:+.2f} | {st.accepted_rel:+.1%} | "
+            f"| {st.load:g} | {st.admission} | {name} | {st.accepted_pp:+.2f} | "
+            f"{st.accepted_rel:+.1%} | "
             f"{st.cost_per_job_rel:+.1%} | {st.energy_per_job_rel:+.1%} | "
             f"{'met' if st.target_met else 'not met'} |"
         )
     lines.append("")
     for st in (st for st in standings if st.best):
-        ours = next(s for s in summaries if s.policy == OURS and s.load == st.load)
-        best = next(s for s in summaries if s.policy == st.baseline and s.load == st.load)
+        same = [s for s in summaries if s.load == st.load and s.admission == st.admission]
+        ours = next(s for s in same if s.policy == OURS)
+        best = next(s for s in same if s.policy == st.baseline)
         lines.append(
-            f"- load {st.load:g}: `{OURS}` accepts {ours.accepted:,} jobs "
+            f"- load {st.load:g}, admission {st.admission}: `{OURS}` accepts "
+            f"{ours.accepted:,} jobs "
             f"({ours.accepted_share:.2%}), the best baseline `{best.policy}` {best.accepted:,} "
             f"({best.accepted_share:.2%}): {st.accepted_pp:+.2f} pp, {st.accepted_rel:+.1%}; "
             f"cost per accepted job {ours.cost_per_accepted_cny:,.2f} vs "

@@ -44,6 +44,13 @@ fit now. Skipped, because the engine would reject them:
 
 Arrivals go through the same checks before their batch is sent to the engine.
 
+**Admission** (`admission`, `cnbrain.simulate.admission`): the order in which a retry round
+looks at the jobs: `retry` (the default) is arrival order, as above; `fair` is the
+scheduling core's `fair_order` (weighted DRF between the trace's tenants, equal weights, one
+class, then age), taken afresh at every round; `backfill` plans that order with conservative
+backfill and looks only at the jobs planned to start now (`cnbrain.simulate.backfill_round`).
+The engine still places each job.
+
 **Departures.** A placed job departs `duration_s` after its start; its reservation is released
 at once.
 
@@ -62,10 +69,13 @@ from enum import IntEnum
 import numpy as np
 
 from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import IntArray
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
+from cnbrain.simulate.admission import Admission, FairQueue, checked_admission
+from cnbrain.simulate.backfill_round import BackfillPlanner
 from cnbrain.simulate.eligibility import BoolArray, Eligibility, any_site
 from cnbrain.simulate.metrics import take_sample
 from cnbrain.simulate.no_path import NoPathMemo, site_limit
@@ -115,6 +125,7 @@ def simulate(
     horizon_s: float | None = None,
     samples: int = DEFAULT_SAMPLES,
     config: EngineConfig | None = None,
+    admission: str = Admission.RETRY,
 ) -> SimulationResult:
     """Replay `jobs` on `cmap` with `policy` at offered `load` (see the module docstring).
 
@@ -122,11 +133,13 @@ def simulate(
     or to `horizon_s` when that is earlier. With `horizon_s` the clock stops there: jobs
     queued then, and jobs arriving later, end as `waiting`; placed jobs count as accepted.
 
-    Raises ValueError for a bad option or unknown policy, RequestError when a job names
-    something the map lacks, ConservationError if the run breaks conservation (a bug).
+    Raises ValueError for a bad option, an unknown policy or admission, RequestError when a
+    job names something the map lacks, ConservationError if the run breaks conservation (a
+    bug).
     """
     if policy not in STRATEGIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(STRATEGIES)}")
+    chosen = checked_admission(admission)
     if not (load > 0 and math.isfinite(load)):
         raise ValueError(f"load must be a positive number, not {load!r}")
     if queue_limit_s < 0 or batch_window_s < 0 or retry_every_s <= 0 or samples < 1:
@@ -143,6 +156,7 @@ def simulate(
         retry_every_s=retry_every_s,
         batch_window_s=batch_window_s,
         config=replace(config or EngineConfig(), seed=seed),
+        admission=chosen,
     )
     return run.run(horizon_s=horizon_s, samples=samples)
 
@@ -162,6 +176,7 @@ class _Run:
         retry_every_s: float,
         batch_window_s: float,
         config: EngineConfig,
+        admission: Admission,
     ) -> None:
         self.started = time.perf_counter()
         self.cmap, self.jobs, self.policy = cmap, list(jobs), policy
@@ -177,6 +192,26 @@ class _Run:
             site_limit(policy, config),
         )
         self.arrival = [job.arrival_s / load for job in self.jobs]
+        self.admission = admission
+        self.fair = (
+            FairQueue(
+                self.engine.arrays, self.eligibility, [j.tenant for j in self.jobs], self.arrival
+            )
+            if admission in (Admission.FAIR, Admission.BACKFILL)
+            else None
+        )
+        """With `fair` or `backfill` admission: the order of a round, each tenant's usage."""
+        self.backfill = (
+            BackfillPlanner(
+                self.engine,
+                self.requests,
+                durations=[job.duration_s for job in self.jobs],
+                deadlines=[at + queue_limit_s for at in self.arrival],
+                top_n=config.top_n,
+            )
+            if admission is Admission.BACKFILL
+            else None
+        )
         self.outcomes: list[JobOutcome | None] = [None] * len(self.jobs)
         self.queue: dict[int, str] = {}
         """Waiting rows in arrival order, each with why its last attempt failed."""
@@ -229,6 +264,8 @@ class _Run:
         if kind is _Kind.DEPART:
             reservation, site = self.running.pop(row)
             self.engine.release(reservation)
+            if self.fair is not None:
+                self.fair.departed(row)
             self.epoch += 1
             self.released_at[site] = self.epoch
             if self.queue and not self.retry_scheduled:
@@ -312,7 +349,7 @@ class _Run:
         return dict(zip(rows, decisions, strict=True))
 
     def retry_round(self, now: float) -> None:
-        """Place waiting jobs, in arrival order, one at a time (see the module docstring).
+        """Place waiting jobs, in admission order, one at a time (see the module docstring).
 
         Every job looked at is marked tried at this epoch. A job that last failed for compute
         alone is looked at only if an eligible site of its released something since. After a
@@ -321,6 +358,10 @@ class _Run:
         if self.epoch == self.round_epoch:
             return
         rows = self.retry_candidates()
+        if self.backfill is not None:
+            rows = self.planned_now(rows, now)
+        elif self.fair is not None:
+            rows = self.fair.order(rows)
         while len(rows):
             compute, sites = self.fit(rows.tolist())
             fits = any_site(sites)
@@ -348,6 +389,19 @@ class _Run:
             rows = rows[placed + 1 :]
         self.round_epoch = self.epoch
 
+    def planned_now(self, rows: IntArray, now: float) -> IntArray:
+        """Of `rows`, those the backfill plan of the whole queue starts now, in plan order."""
+        assert self.backfill is not None and self.fair is not None
+        queued = np.fromiter(self.queue, dtype=np.int64, count=len(self.queue))
+        held = self.engine.ledger.reservations
+        running: list[tuple[Reservation, float]] = []
+        for row, (reservation, _) in self.running.items():
+            outcome = self.outcomes[row]
+            assert outcome is not None and outcome.end_s is not None
+            running.append((held[reservation], outcome.end_s))
+        planned = self.backfill.starting_now(self.fair.order(queued), now, running)
+        return planned[np.isin(planned, rows)]
+
     def retry_candidates(self) -> IntArray:
         """Queued rows, in arrival order, that a release since their last attempt may help;
         the others are marked tried at this epoch."""
@@ -364,6 +418,8 @@ class _Run:
             return False
         job, outcome = self.jobs[row], decision.outcome
         self.running[row] = (decision.reservation_id, self.cmap.site_index[decision.site or ""])
+        if self.fair is not None:
+            self.fair.started(row)
         self.accepted += 1
         self.outcomes[row] = JobOutcome(
             job_id=job.id,
@@ -442,4 +498,5 @@ class _Run:
             reservations_held_at_end=held,
             engine_calls=self.engine_calls,
             wall_s=time.perf_counter() - self.started,
+            admission=self.admission.value,
         )
