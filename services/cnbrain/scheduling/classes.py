@@ -19,7 +19,7 @@ MAX_CLASS_NAME_LENGTH: Final = 63
 
 MIN_CLASS_VALUE: Final = -(10**9)
 MAX_CLASS_VALUE: Final = 10**9
-"""A class value is an integer within these bounds (those of Kubernetes' user classes)."""
+"""A class value is an integer within these bounds."""
 
 MAX_WAIT_S: Final = bounds.MAX_DURATION_HOURS * 3600
 """The longest max wait, in seconds: as long as a request may hold its resources."""

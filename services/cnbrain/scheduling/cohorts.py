@@ -1,4 +1,4 @@
-"""Quotas over time: a nominal quota per tenant, and borrowing within a cohort, as Kueue has.
+"""Quotas over time: a nominal quota per tenant, and borrowing within a cohort.
 
 A cohort is a set of tenants of one region that lend each other their idle quota. Each
 member has a nominal quota (a resource vector it is always entitled to) and a borrowing limit
