@@ -6,7 +6,8 @@ replica's map and tells the others; a report of capacity in use is a change of c
 in the capacity unit of work (`CapacityChanges`).
 """
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -25,8 +26,6 @@ from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.storage import audit, registry
 from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
-
-Write = Callable[[AsyncSession], Awaitable[None]]
 
 
 class MapAdministration:
@@ -58,11 +57,8 @@ class MapAdministration:
 
     async def register_site(self, principal: Principal, site: Site, links: list[Link]) -> None:
         self._check_execution(principal, site, current=SIMULATOR, field="site.execution")
-
-        async def write(session: AsyncSession) -> None:
+        async with self._map_change(principal, "site.registered", "site", site.id) as session:
             await registry.register_site(session, site=site, links=tuple(links))
-
-        await self._change_map(principal, "site.registered", "site", site.id, write)
 
     async def update_site(self, principal: Principal, site_id: str, site: Site) -> None:
         if site.id != site_id:
@@ -71,21 +67,19 @@ class MapAdministration:
         def check(current: BackendRef) -> None:
             self._check_execution(principal, site, current=current, field="execution")
 
-        async def write(session: AsyncSession) -> None:
+        async with self._map_change(principal, "site.updated", "site", site_id) as session:
             await registry.update_site(session, site=site, check_execution=check)
 
-        await self._change_map(principal, "site.updated", "site", site_id, write)
-
     async def retire_site(self, principal: Principal, site_id: str) -> None:
-        async def write(session: AsyncSession) -> None:
+        async with self._map_change(principal, "site.retired", "site", site_id) as session:
             await registry.retire_site(session, site_id=site_id)
-
-        await self._change_map(principal, "site.retired", "site", site_id, write)
 
     async def report_site_usage(
         self, principal: Principal, site_id: str, report: SiteUsageReport
     ) -> None:
-        async def write(session: AsyncSession) -> None:
+        async with self._capacity_change(
+            principal, "site.usage_reported", "site", site_id, report.model_dump()
+        ) as session:
             await registry.report_site_usage(
                 session,
                 site_id=site_id,
@@ -95,89 +89,71 @@ class MapAdministration:
                 accelerators=report.accelerators,
             )
 
-        await self._change_capacity(
-            principal, "site.usage_reported", "site", site_id, write, report.model_dump()
-        )
-
     async def register_link(self, principal: Principal, link: Link) -> None:
-        async def write(session: AsyncSession) -> None:
+        async with self._map_change(principal, "link.registered", "link", link.id) as session:
             await registry.register_link(session, link=link)
-
-        await self._change_map(principal, "link.registered", "link", link.id, write)
 
     async def update_link(self, principal: Principal, link_id: str, link: Link) -> None:
         if link.id != link_id:
             raise Invalid(f"the body's link {link.id!r} is not the path's {link_id!r}", field="id")
-
-        async def write(session: AsyncSession) -> None:
+        async with self._map_change(principal, "link.updated", "link", link_id) as session:
             await registry.update_link(session, link=link)
 
-        await self._change_map(principal, "link.updated", "link", link_id, write)
-
     async def retire_link(self, principal: Principal, link_id: str) -> None:
-        async def write(session: AsyncSession) -> None:
+        async with self._map_change(principal, "link.retired", "link", link_id) as session:
             await registry.retire_link(session, link_id=link_id)
-
-        await self._change_map(principal, "link.retired", "link", link_id, write)
 
     async def report_link_usage(
         self, principal: Principal, link_id: str, report: LinkUsageReport
     ) -> None:
-        async def write(session: AsyncSession) -> None:
+        async with self._capacity_change(
+            principal, "link.usage_reported", "link", link_id, report.model_dump()
+        ) as session:
             await registry.report_link_usage(
                 session, link_id=link_id, mbps=gbps_to_mbps(report.bandwidth_gbps)
             )
-
-        await self._change_capacity(
-            principal, "link.usage_reported", "link", link_id, write, report.model_dump()
-        )
 
     async def weight_matrix(self) -> WeightMatrix:
         async with self._sessions() as session:
             return await get_weight_matrix(session)
 
     async def set_weight_matrix(self, principal: Principal, matrix: WeightMatrix) -> None:
-        async def write(session: AsyncSession) -> None:
+        detail = matrix.model_dump(mode="json")
+        async with self._map_change(
+            principal, "weights.updated", "weight_matrix", "default", detail
+        ) as session:
             await set_weight_matrix(session, matrix=matrix)
 
-        await self._change_map(
-            principal,
-            "weights.updated",
-            "weight_matrix",
-            "default",
-            write,
-            matrix.model_dump(mode="json"),
-        )
-
-    async def _change_map(
+    @asynccontextmanager
+    async def _map_change(
         self,
         principal: Principal,
         action: str,
         object_type: str,
         object_id: str,
-        write: Write,
         detail: dict[str, Any] | None = None,
-    ) -> None:
-        """`write` and its audit entry in one transaction; then this replica's map is rebuilt
-        and the others are told."""
+    ) -> AsyncIterator[AsyncSession]:
+        """A transaction for the block's change of the map, with its audit entry; once it has
+        committed, this replica's map is rebuilt and the others are told. When the block
+        raises, nothing is written or announced."""
         async with self._sessions.begin() as session:
-            await write(session)
+            yield session
             await _audit(session, principal, action, object_type, object_id, detail)
         await self._live_map.reload()
         await self._replicas.announce("map")
 
-    async def _change_capacity(
+    @asynccontextmanager
+    async def _capacity_change(
         self,
         principal: Principal,
         action: str,
         object_type: str,
         object_id: str,
-        write: Write,
         detail: dict[str, Any],
-    ) -> None:
-        """`write` (which changes what is free) and its audit entry in one unit of work."""
+    ) -> AsyncIterator[AsyncSession]:
+        """A unit of work for the block's change of what is free, with its audit entry."""
         async with self._changes.begin() as (session, change):
-            await write(session)
+            yield session
             await _audit(session, principal, action, object_type, object_id, detail)
             change.free()
 
