@@ -3,6 +3,7 @@ is refused."""
 
 import pytest
 
+from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_WINDOW_S
 from cnbrain.federation.codec import WireError, claim_of, part_message, part_window
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import Claim
@@ -43,3 +44,14 @@ def test_a_part_without_a_window_is_refused_with_the_reason(start_s: int, end_s:
         part_window(message)
     with pytest.raises(WireError, match="needs a window"):
         claim_of(message)
+
+
+@pytest.mark.parametrize(
+    ("start_s", "end_s"),
+    [(-1, 3600), (MAX_EPOCH_S, MAX_EPOCH_S + 1), (0, MAX_WINDOW_S + 1), (-(2**63), 2**63 - 1)],
+)
+def test_a_part_whose_window_is_out_of_bounds_is_refused(start_s: int, end_s: int) -> None:
+    message = part_message(_claim())
+    message.start_s, message.end_s = start_s, end_s
+    with pytest.raises(WireError, match="must lie within"):
+        part_window(message)

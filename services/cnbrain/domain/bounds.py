@@ -46,6 +46,12 @@ MAX_LATENCY_MS: Final = 10**5
 MAX_DURATION_HOURS: Final = 10**5
 """How long a request holds its resources."""
 
+MAX_WINDOW_S: Final = MAX_DURATION_HOURS * 3600
+"""The length of a reservation's window (seconds): at most a request's longest duration."""
+
+MAX_EPOCH_S: Final = 32_503_680_000
+"""The latest epoch second a window may reach (3000-01-01 UTC): any stored time fits."""
+
 MAX_PRICE_CNY: Final = 10**6
 """A unit price (CNY per core-, GiB-, accelerator- or Gbps-hour)."""
 

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_WINDOW_S
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
@@ -122,13 +123,19 @@ def part_message(claim: Claim) -> ledger_pb2.PartClaim:
 
 def part_window(message: ledger_pb2.PartClaim) -> Window:
     """The window of one part of a Prepare; raises WireError when it has none (a sender
-    that predates windows) or a malformed one."""
-    if message.start_s >= message.end_s:
+    that predates windows), a malformed one, or one out of bounds: before epoch second 0,
+    past `MAX_EPOCH_S`, or longer than `MAX_WINDOW_S`."""
+    start, end = message.start_s, message.end_s
+    if start >= end:
         raise WireError(
-            "a part needs a window [start_s, end_s) with start_s < end_s,"
-            f" not [{message.start_s}, {message.end_s})"
+            f"a part needs a window [start_s, end_s) with start_s < end_s, not [{start}, {end})"
         )
-    return Window(message.start_s, message.end_s)
+    if start < 0 or end > MAX_EPOCH_S or end - start > MAX_WINDOW_S:
+        raise WireError(
+            f"a part's window [{start}, {end}) must lie within [0, {MAX_EPOCH_S}] and last at"
+            f" most {MAX_WINDOW_S} s"
+        )
+    return Window(start, end)
 
 
 def claim_of(message: ledger_pb2.PartClaim) -> Claim:
