@@ -4,6 +4,7 @@ import pytest
 
 from cnbrain.domain.states import (
     ATTEMPT_TRANSITIONS,
+    CANCELLABLE,
     ENDED_ATTEMPT,
     ENDED_REQUEST,
     HOLDING,
@@ -23,6 +24,7 @@ from cnbrain.domain.states import (
 def test_request_states_keep_their_words() -> None:
     assert [str(s) for s in RequestState] == [
         "pending",
+        "queued",
         "placed",
         "submitted",
         "running",
@@ -37,7 +39,14 @@ def test_request_states_keep_their_words() -> None:
 def test_runnable_requests_are_those_placed_whose_job_has_not_ended() -> None:
     assert {"placed", "submitted", "running", "suspended"} == RUNNABLE
     assert all(REQUEST_TRANSITIONS[s] for s in RUNNABLE)
-    assert {s for s in REQUEST_TRANSITIONS if s is not RequestState.PENDING} == RUNNABLE
+    waiting = {RequestState.PENDING, RequestState.QUEUED}
+    assert {s for s in REQUEST_TRANSITIONS if s not in waiting} == RUNNABLE
+
+
+def test_queued_requests_are_admitted_or_end_and_runnable_ones_may_be_requeued() -> None:
+    assert REQUEST_TRANSITIONS[RequestState.QUEUED] == {"placed", "rejected", "failed", "cancelled"}
+    assert all(RequestState.QUEUED in REQUEST_TRANSITIONS[s] for s in RUNNABLE)
+    assert RUNNABLE | {RequestState.QUEUED} == CANCELLABLE
 
 
 def test_ended_requests_have_no_next_state_and_every_state_is_reached() -> None:
@@ -54,6 +63,10 @@ def test_ended_requests_have_no_next_state_and_every_state_is_reached() -> None:
         ("placed", "submitted", True),
         ("running", "submitted", True),
         ("pending", "running", False),
+        ("pending", "queued", True),
+        ("queued", "placed", True),
+        ("queued", "running", False),
+        ("running", "queued", True),
         ("completed", "running", False),
         ("rejected", "placed", False),
         ("no-such-state", "placed", False),

@@ -141,19 +141,14 @@ async def _defaults(api: Api) -> list[str]:
     return [one["name"] for one in (await api.as_admin("GET", CLASSES)).json() if one["default"]]
 
 
-async def test_requests_name_existing_classes_and_only_start_now(api: Api) -> None:
+async def test_requests_name_existing_classes_and_a_start_now_or_queue(api: Api) -> None:
     _, user = await api.tenant_user("pc-requests")
     made = await api.as_admin("PUT", f"{CLASSES}/research", json=_body(7401))
     assert made.status_code == 201, made.text
     unknown = await _submit(api, user, priority_class="vip")
     assert "unknown class 'vip'" in _problem(unknown, 422, "priority_class")
-    queued = await _submit(api, user, start="queue")
-    assert "queueing is not available yet" in _problem(queued, 422, "start")
-    _problem(
-        await api.call(user, "POST", "/v1/quotes", json={**LOCAL_CPU, "start": "queue"}),
-        422,
-        "start",
-    )
+    quoted = await api.call(user, "POST", "/v1/quotes", json={**LOCAL_CPU, "start": "queue"})
+    assert quoted.status_code == 200, quoted.text
     _problem(await _submit(api, user, start="later"), 422, "start")
     for wait in (-1, 10**5 * 3600 + 1, "1h"):
         _problem(await _submit(api, user, max_wait_s=wait), 422, "max_wait_s")

@@ -32,13 +32,13 @@ import numpy as np
 from cnbrain.bench.workload import random_requests
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar
-from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanResult, plan
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
-from cnbrain.scheduling.options import CalendarKeys, request_options
+from cnbrain.scheduling.options import CalendarKeys, request_demand, request_options
 from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import QueuedWork
 
@@ -59,16 +59,6 @@ CLASSES = PriorityClasses(
     default="normal",
 )
 CLASS_SHARES = {"urgent": 0.2, "normal": 0.5, "batch": 0.3}
-
-
-def _resources(request: PlacementRequest) -> Resources:
-    r = request.resources
-    return Resources.of(
-        cpu_m=cores_to_millicores(r.cpu),
-        mem_mib=gib_to_mib(r.memory_gib),
-        storage_gib=whole_gib(r.storage_gib),
-        accelerators={r.accelerator.model: r.accelerator.count} if r.accelerator else None,
-    )
 
 
 def _capacity(arrays: MapArrays) -> Resources:
@@ -146,7 +136,7 @@ def bench_admission(
         if isinstance(result, Planned):
             held += 1
             tenant = tenants[int(rng.integers(len(tenants)))]
-            usage[tenant] = usage.get(tenant, Resources()) + _resources(request)
+            usage[tenant] = usage.get(tenant, Resources()) + request_demand(request)
 
     requests = random_requests(cmap, count=queued, seed=seed)
     started = time.perf_counter()
@@ -166,7 +156,7 @@ def bench_admission(
             id=r.id,
             tenant=tenants[int(rng.integers(len(tenants)))],
             class_name=class_names[int(rng.choice(len(class_names), p=class_p))],
-            demand=_resources(r),
+            demand=request_demand(r),
             submitted_at=float(NOW - int(rng.integers(0, MAX_AGE_S + 1))),
         )
         for r in requests

@@ -3,11 +3,16 @@ follow which. Each is defined here only; storage, services and the REST API use 
 
 Requests (`REQUEST_TRANSITIONS`):
 
-    pending   -> placed | rejected | failed
-    placed    -> submitted | running | cancelled | failed
-    submitted -> running | suspended | completed | failed | cancelled
-    running   -> suspended | submitted | completed | failed | cancelled
-    suspended -> running | submitted | completed | failed | cancelled
+    pending   -> placed | queued | rejected | failed
+    queued    -> placed | rejected | failed | cancelled
+    placed    -> submitted | running | queued | cancelled | failed
+    submitted -> running | suspended | queued | completed | failed | cancelled
+    running   -> suspended | submitted | queued | completed | failed | cancelled
+    suspended -> running | submitted | queued | completed | failed | cancelled
+
+`queued` waits in the region's admission queue for the earliest start at which it fits; it
+holds nothing. A runnable request goes back to queued when it is preempted (its reservation
+released in the same transaction).
 
 submitted, running and suspended follow the request's job on its site's cluster scheduler;
 going back to submitted is the job's next attempt. A request in `RUNNABLE` holds its
@@ -30,6 +35,7 @@ class RequestState(StrEnum):
     """Where a tenant's placement request is."""
 
     PENDING = "pending"
+    QUEUED = "queued"
     PLACED = "placed"
     SUBMITTED = "submitted"
     RUNNING = "running"
@@ -44,17 +50,21 @@ _R = RequestState
 _AFTER_JOB_START = frozenset({_R.COMPLETED, _R.FAILED, _R.CANCELLED})
 
 REQUEST_TRANSITIONS: Mapping[RequestState, frozenset[RequestState]] = {
-    _R.PENDING: frozenset({_R.PLACED, _R.REJECTED, _R.FAILED}),
-    _R.PLACED: frozenset({_R.SUBMITTED, _R.RUNNING, _R.CANCELLED, _R.FAILED}),
-    _R.SUBMITTED: frozenset({_R.RUNNING, _R.SUSPENDED}) | _AFTER_JOB_START,
-    _R.RUNNING: frozenset({_R.SUSPENDED, _R.SUBMITTED}) | _AFTER_JOB_START,
-    _R.SUSPENDED: frozenset({_R.RUNNING, _R.SUBMITTED}) | _AFTER_JOB_START,
+    _R.PENDING: frozenset({_R.PLACED, _R.QUEUED, _R.REJECTED, _R.FAILED}),
+    _R.QUEUED: frozenset({_R.PLACED, _R.REJECTED, _R.FAILED, _R.CANCELLED}),
+    _R.PLACED: frozenset({_R.SUBMITTED, _R.RUNNING, _R.QUEUED, _R.CANCELLED, _R.FAILED}),
+    _R.SUBMITTED: frozenset({_R.RUNNING, _R.SUSPENDED, _R.QUEUED}) | _AFTER_JOB_START,
+    _R.RUNNING: frozenset({_R.SUSPENDED, _R.SUBMITTED, _R.QUEUED}) | _AFTER_JOB_START,
+    _R.SUSPENDED: frozenset({_R.RUNNING, _R.SUBMITTED, _R.QUEUED}) | _AFTER_JOB_START,
 }
 """The states each state may go to; states not listed are final (`ENDED_REQUEST`)."""
 
 RUNNABLE: frozenset[RequestState] = frozenset({_R.PLACED, _R.SUBMITTED, _R.RUNNING, _R.SUSPENDED})
 """Placed and its job not ended: the request holds its reservation, its job may run, it may
 be cancelled."""
+
+CANCELLABLE: frozenset[RequestState] = RUNNABLE | {_R.QUEUED}
+"""A tenant may cancel a request in these states: runnable, or waiting in the queue."""
 
 ENDED_REQUEST: frozenset[RequestState] = frozenset(RequestState) - frozenset(REQUEST_TRANSITIONS)
 """Final request states: no state follows them."""

@@ -88,6 +88,21 @@ class Snapshot:
             residual_mbps=mbps,
         )
 
+    def only_on(self, site: int) -> "Snapshot":
+        """A copy of this snapshot with nothing free on any site but `site` (links as they
+        are): a decision on it can choose only that site."""
+        keep = np.zeros(len(self.free_cpu_m), dtype=bool)
+        keep[site] = True
+        return Snapshot.of_free(
+            self.arrays,
+            version=self.version,
+            free_cpu_m=np.where(keep, self.free_cpu_m, 0),
+            free_mem_mib=np.where(keep, self.free_mem_mib, 0),
+            free_storage_gib=np.where(keep, self.free_storage_gib, 0),
+            free_acc=np.where(keep[:, None], self.free_acc, 0),
+            residual_mbps=self.residual_mbps.copy(),
+        )
+
     @classmethod
     def of_free(
         cls,

@@ -28,6 +28,7 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
+from cnbrain.regional.admission_loop import AdmissionLoop
 from cnbrain.regional.authentication import Authenticator
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.federation import (
@@ -74,6 +75,7 @@ class RegionalBrain:
     map_admin: MapAdministration
     priority_classes: ManagePriorityClasses
     dispatcher: Dispatcher
+    admission: AdmissionLoop
 
 
 @asynccontextmanager
@@ -81,8 +83,8 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
     """A regional brain started on `settings`: the schema migrated, the built-in map loaded
     into an empty database, the first admin installed, the map and engine built, the replicas
     followed, the federation joined (when `region` is set), the requests an earlier stop left
-    pending recovered and the dispatcher running. On exit (or when a step of the start
-    raises) what was started is stopped in reverse."""
+    pending recovered, the dispatcher and the admission loop running. On exit (or when a step
+    of the start raises) what was started is stopped in reverse."""
     async with AsyncExitStack() as stack:
         database: AsyncEngine = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -104,6 +106,8 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
             stack.push_async_callback(stop_task, recovery)
         await brain.dispatcher.start()
         stack.push_async_callback(brain.dispatcher.stop)
+        replicas.on_capacity(brain.admission.wake)
+        background(stack, brain.admission.run(brain.requests.admit), "admission")
         yield brain
 
 
@@ -117,9 +121,18 @@ def _assemble(
 ) -> RegionalBrain:
     """The parts above the map and the federation, each handed what it uses."""
     credentials = CredentialStore(settings.credentials)
-    changes = CapacityChanges(
-        sessions, watch=live_map, announce=lambda: replicas.announce("capacity")
+    admission = AdmissionLoop(
+        sessions=sessions,
+        owner=settings.instance_id,
+        interval_s=settings.admission_interval_s,
+        lease_s=settings.admission_lease_s,
     )
+
+    async def announce() -> None:
+        admission.wake()
+        await replicas.announce("capacity")
+
+    changes = CapacityChanges(sessions, watch=live_map, announce=announce)
     decider = Decider(
         snapshot=live_map.snapshot,
         engine=lambda: live_map.engine,
@@ -157,6 +170,7 @@ def _assemble(
             national=national,
             peer_changed=replicas.peer_changed,
             wake_jobs=dispatcher.wake,
+            wake_admission=admission.wake,
         ),
         admin=AdminUseCases.build(sessions=sessions, forget_keys=authenticator.forget),
         map_admin=MapAdministration(
@@ -168,6 +182,7 @@ def _assemble(
         ),
         priority_classes=ManagePriorityClasses(sessions),
         dispatcher=dispatcher,
+        admission=admission,
     )
 
 

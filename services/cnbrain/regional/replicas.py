@@ -4,6 +4,7 @@ they tell it."""
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from cnbrain.cache import Caches, follow
 from cnbrain.cache.base import CapacityEvent, CapacityKind
@@ -21,6 +22,11 @@ class Replicas:
         self._instance_id = instance_id
         self._live_map = live_map
         self._background: set[asyncio.Task[None]] = set()
+        self._on_capacity: list[Callable[[], None]] = []
+
+    def on_capacity(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` whenever capacity changes elsewhere (a replica, a peer)."""
+        self._on_capacity.append(listener)
 
     async def announce(self, kind: CapacityKind) -> None:
         """Tell the other replicas that capacity (or the map) changed here. It comes after a
@@ -41,7 +47,12 @@ class Replicas:
     def peer_changed(self) -> None:
         """A peer's call changed capacity here: forget the snapshot, tell the replicas."""
         self._live_map.capacity_changed()
+        self._heard_capacity()
         self.announce_soon()
+
+    def _heard_capacity(self) -> None:
+        for listener in self._on_capacity:
+            listener()
 
     async def follow(self) -> None:
         """Follow the other replicas' events until cancelled, resubscribing after outages (and
@@ -55,6 +66,7 @@ class Replicas:
             await self._live_map.reload()
         else:
             self._live_map.capacity_changed()
+            self._heard_capacity()
 
     async def drain(self) -> None:
         """Wait for the announcements under way."""

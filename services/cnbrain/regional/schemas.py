@@ -35,8 +35,37 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class QueueBlocker(BaseModel):
+    """What keeps a queued request off one of its candidate sites now."""
+
+    site: str
+    resource: str = Field(description="The resource it lacks, e.g. accelerator H800.")
+    wants: int
+    free: int = Field(description="What is free of it now.")
+    until: datetime | None = Field(
+        description="From when enough of it is free for the whole duration; null: never "
+        "(it asks more than the whole capacity)."
+    )
+    held_by: int = Field(description="How many jobs hold it now and end by then.")
+    text: str
+
+
+class QueueView(BaseModel):
+    """Where a queued request stands, as the last admission round planned it."""
+
+    position: int = Field(description="Its place in the admission order, 0 first.")
+    estimated_start: datetime | None = Field(
+        description="When it is planned to start; null: no start within its max wait yet."
+    )
+    site: str | None = Field(description="The site it is planned on, if any.")
+    planned_at: datetime
+    reason: str
+    blockers: list[QueueBlocker] = Field(default_factory=list)
+
+
 class RequestView(BaseModel):
-    """A request as the brain holds it: its state, why, and the decision."""
+    """A request as the brain holds it: its state, why, the decision, and, while it waits in
+    the admission queue, where it stands there."""
 
     id: str
     tenant: str
@@ -52,6 +81,7 @@ class RequestView(BaseModel):
         "request (stored by an earlier version, outside today's bounds)."
     )
     decision: Decision | None
+    queue: QueueView | None = None
 
 
 class RequestPage(BaseModel):

@@ -72,3 +72,20 @@ class Settings(BrainSettings):
         gt=0,
         description="How long to wait for a scheduler's accounting of an ended job.",
     )
+    admission_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="How often the admission loop plans the queue when nothing wakes it "
+        "sooner (capacity freed, a request queued).",
+    )
+    admission_lease_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="How long the instance running the region's admission loop holds it "
+        "without renewing; another instance takes it over after that.",
+    )
+    admission_top_n: int = Field(
+        default=5, ge=1, le=50, description="Candidate sites planned for each queued request."
+    )

@@ -9,17 +9,20 @@ constraints, whole capacity), so options are built once per request, not per cyc
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.keys import SITE_COMPUTE, ResourceKey, accelerator_key, link_key, site_key
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gib_to_mib, whole_gib
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.paths import Blocked
 from cnbrain.routing.router import NOTHING_BLOCKED
 from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.resources import Resources
 
 RANK_CHUNK = 1000
 """Requests ranked by the engine in one batch (bounds the (requests x sites) matrices)."""
@@ -58,19 +61,48 @@ class CalendarKeys:
         return out
 
 
+class LedgerKeys:
+    """The same numbering of a map's resources as `CalendarKeys`, given as the keys of the
+    ledger's calendar (`cnbrain.ledger.keys`, as `ledger_store.calendar_of` builds it)."""
+
+    CPU_M, MEM_MIB, STORAGE_GIB, ACCELERATORS = 0, 1, 2, 3
+
+    def __init__(self, arrays: MapArrays) -> None:
+        self.arrays = arrays
+        self._models = {column: model for model, column in arrays.accelerator_column.items()}
+
+    def site(self, site: int, dimension: int) -> ResourceKey:
+        if dimension < self.ACCELERATORS:
+            return site_key(site, SITE_COMPUTE[dimension])
+        return accelerator_key(site, self._models[dimension - self.ACCELERATORS])
+
+    def link(self, link: int) -> ResourceKey:
+        return link_key(link)
+
+
 def request_options(
     engine: PlacementEngine, requests: Sequence[PlacementRequest], *, top_n: int
 ) -> list[tuple[PlanOption[int], ...]]:
+    """`ledger_options` over `CalendarKeys`."""
+    return ledger_options(engine, requests, top_n=top_n, keys=CalendarKeys(engine.arrays))
+
+
+def ledger_options(
+    engine: PlacementEngine,
+    requests: Sequence[PlacementRequest],
+    *,
+    top_n: int,
+    keys: "CalendarKeys | LedgerKeys",
+) -> list[tuple[PlanOption[Any], ...]]:
     """Per request, in order, up to `top_n` options, best first: the engine's ranking of the
     sites that pass its filters and could hold the request on the empty map, each with its
     best route (links of less capacity than the request's bandwidth avoided). An option holds
     the request's compute on the site and its bandwidth on every link of the route; a site
     with no route within the request's latency bound is left out."""
     arrays = engine.arrays
-    keys = CalendarKeys(arrays)
     empty = Snapshot.empty(arrays)
     blocked_by_need: dict[int, Blocked] = {}
-    out: list[tuple[PlanOption[int], ...]] = []
+    out: list[tuple[PlanOption[Any], ...]] = []
     for lo in range(0, len(requests), RANK_CHUNK):
         chunk = list(requests[lo : lo + RANK_CHUNK])
         ranked = engine.rank_sites_many(chunk, snapshot=empty, n=top_n)
@@ -106,7 +138,9 @@ def request_options(
     return out
 
 
-def _compute_amounts(batch: RequestBatch, row: int, keys: CalendarKeys) -> list[tuple[int, int]]:
+def _compute_amounts(
+    batch: RequestBatch, row: int, keys: "CalendarKeys | LedgerKeys"
+) -> list[tuple[int, int]]:
     """The request's non-zero compute amounts as (site dimension, amount)."""
     amounts = [
         (keys.CPU_M, int(batch.cpu_m[row])),
@@ -116,3 +150,14 @@ def _compute_amounts(batch: RequestBatch, row: int, keys: CalendarKeys) -> list[
     if batch.acc_count[row] > 0:
         amounts.append((keys.ACCELERATORS + int(batch.acc_column[row]), int(batch.acc_count[row])))
     return [(d, amount) for d, amount in amounts if amount > 0]
+
+
+def request_demand(request: PlacementRequest) -> Resources:
+    """What `request` holds of a site's compute, as a resource vector in the ledger's units."""
+    r = request.resources
+    return Resources.of(
+        cpu_m=cores_to_millicores(r.cpu),
+        mem_mib=gib_to_mib(r.memory_gib),
+        storage_gib=whole_gib(r.storage_gib),
+        accelerators={r.accelerator.model: r.accelerator.count} if r.accelerator else None,
+    )

@@ -417,3 +417,28 @@ class PriorityClassRecord(Base):
     default_max_wait_s: Mapped[float]
     is_default: Mapped[bool]
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class LeaseRecord(Base):
+    """A lease on one duty that one instance of a brain does at a time (say, its admission
+    loop): `owner` holds it until `until`, and may renew it; another may take it after."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128))
+    until: Mapped[datetime]
+
+
+class QueuePlanRecord(Base):
+    """Where a queued request stands in the admission queue, as the last admission round
+    planned it: its `position` (0 first), its estimated start (None: no start within its
+    max wait yet), and `detail` (what blocks it on its top candidates)."""
+
+    __tablename__ = "queue_plans"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    estimated_start_at: Mapped[datetime | None]
+    planned_at: Mapped[datetime]
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)

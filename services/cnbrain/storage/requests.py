@@ -260,12 +260,12 @@ async def pending_requests(
     tenant_id: str | None = None,
     limit: int | None = None,
     created_before: datetime | None = None,
+    state: RequestState = RequestState.PENDING,
 ) -> list[StoredRequest]:
     """Requests still pending (say, left so by a stop), oldest first; with `created_before`,
-    only those created before it."""
-    query = select(PlacementRequestRecord).where(
-        PlacementRequestRecord.state == RequestState.PENDING
-    )
+    only those created before it. With `state`, the requests in that state instead (say,
+    queued)."""
+    query = select(PlacementRequestRecord).where(PlacementRequestRecord.state == state)
     if created_before is not None:
         query = query.where(PlacementRequestRecord.created_at < created_before)
     query = _scoped(query, tenant_id).order_by(

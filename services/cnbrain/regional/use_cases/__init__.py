@@ -11,6 +11,7 @@ from cnbrain.cache.base import Caches
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.admit import AdmitQueued
 from cnbrain.regional.use_cases.attempts import ListAttempts
 from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.deciding import Decider
@@ -35,6 +36,7 @@ class RequestUseCases:
     events: ListEvents
     placer: Placer
     decider: Decider
+    admit: AdmitQueued
 
     @classmethod
     def build(
@@ -49,6 +51,7 @@ class RequestUseCases:
         national: NationalClient | None,
         peer_changed: Callable[[], None],
         wake_jobs: Callable[[], None],
+        wake_admission: Callable[[], None],
     ) -> "RequestUseCases":
         """The use cases of one brain, each handed only what it uses."""
         placer = Placer(
@@ -58,6 +61,7 @@ class RequestUseCases:
             national=national,
             forget=live_map.capacity_changed,
             attempts=settings.placement_attempts,
+            queued=wake_admission,
         )
         intake = Intake(sessions=sessions, map=lambda: live_map.map)
         read = ReadRequests(sessions)
@@ -90,4 +94,12 @@ class RequestUseCases:
             recover=RecoverPending(sessions=sessions, placer=placer),
             placer=placer,
             decider=decider,
+            admit=AdmitQueued(
+                sessions=sessions,
+                live_map=live_map,
+                changes=changes,
+                national=national,
+                top_n=settings.admission_top_n,
+                wake_jobs=wake_jobs,
+            ),
         )

@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import Conflict, NotFound, Unavailable
 from cnbrain.domain.events import RequestEvent, RequestEventKind
-from cnbrain.domain.states import RUNNABLE, RequestState, ReservationState
+from cnbrain.domain.states import CANCELLABLE, RUNNABLE, RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.security import Principal
@@ -88,10 +88,10 @@ class CancelRequest:
                     f"request {request_id!r} is pending: it is being decided now; "
                     "cancel it once it is placed"
                 )
-            if record.state not in RUNNABLE:
+            if record.state not in CANCELLABLE:
                 raise Conflict(
-                    f"request {request_id!r} is {record.state}; "
-                    "only requests placed and whose job has not ended can be cancelled"
+                    f"request {request_id!r} is {record.state}; only requests queued, or placed "
+                    "and whose job has not ended, can be cancelled"
                 )
             for reservation_id in await ledger_store.held_reservations(
                 session, request_id=request_id

@@ -1,8 +1,8 @@
 """A request body as the caller sent it, made a checked request of one tenant.
 
-What a request asks of time is checked here too: the priority class it names must exist, and
-it may only ask to start now (`start: "now"`), until the admission queue runs; the class and
-the max wait are stored with it for that queue.
+What a request asks of time is checked here too: the priority class it names must exist; the
+class, the max wait and whether it may wait (`start`) are stored with it for the admission
+queue.
 """
 
 import uuid
@@ -18,11 +18,6 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.security import Principal
 from cnbrain.storage import priority_classes, tenants
-
-QUEUE_NOT_YET = (
-    'queueing is not available yet: this brain decides every request at once; send "now" '
-    "(or leave start out) to be placed now or rejected"
-)
 
 
 def new_request_id() -> str:
@@ -63,13 +58,11 @@ class Intake:
 
     async def checked(self, principal: Principal, body: dict[str, Any]) -> PlacementRequest:
         """`body` as a new request (new id) of its tenant, checked against the map and the
-        priority classes. Raises Forbidden or Invalid (field `start` for "queue", field
-        `priority_class` for a class that does not exist)."""
+        priority classes. Raises Forbidden or Invalid (field `priority_class` for a class that
+        does not exist)."""
         tenant = await self.tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self._map())
-        if request.start != "now":
-            raise Invalid(QUEUE_NOT_YET, field="start")
         if request.priority_class is not None:
             await self._check_class(request.priority_class)
         return request

@@ -16,6 +16,7 @@ from cnbrain.storage import audit, request_events, requests
 
 _EVENT_OF_STATE = {
     RequestState.PLACED: RequestEventKind.PLACED,
+    RequestState.QUEUED: RequestEventKind.QUEUED,
     RequestState.REJECTED: RequestEventKind.REJECTED,
     RequestState.FAILED: RequestEventKind.FAILED,
 }
@@ -24,8 +25,9 @@ _EVENT_OF_STATE = {
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A request's settled state (placed, rejected or failed) and the decision behind it
-    (None: none was taken), by `actor`; `at` is when it was written, once it is."""
+    """A request's settled state (placed, queued, rejected or failed) and the decision behind
+    it (None: none was taken), by `actor`; `at` is when it was written, once it is. `kind` is
+    the event written (None: the event of the state; `admitted` for a queued request placed)."""
 
     request: PlacementRequest
     decision: Decision | None
@@ -33,6 +35,7 @@ class Outcome:
     reason: str | None
     actor: str
     at: datetime | None = None
+    kind: RequestEventKind | None = None
 
     @classmethod
     def of(
@@ -43,18 +46,22 @@ class Outcome:
         reservation: Reservation | None = None,
     ) -> "Outcome":
         """A decision's outcome: placed (holding `reservation`, when this brain takes it), or
-        rejected with its reason."""
+        rejected with its reason; a request that asks to wait (`start: "queue"`) is queued
+        instead of rejected, with the reason it cannot start now."""
         if decision.status is DecisionStatus.PLACED:
             if reservation is not None:
                 decision = decision.model_copy(update={"reservation_id": reservation.id})
             return cls(request, decision, RequestState.PLACED, None, actor)
-        return cls(request, decision, RequestState.REJECTED, decision.reason or "rejected", actor)
+        reason = decision.reason or "rejected"
+        if request.start == "queue":
+            return cls(request, None, RequestState.QUEUED, f"cannot start now: {reason}", actor)
+        return cls(request, decision, RequestState.REJECTED, reason, actor)
 
     def event(self, at: datetime) -> RequestEvent:
         """The request's event of this outcome, written at `at`: placed on its site, or
         rejected or failed with the reason."""
-        kind = _EVENT_OF_STATE[RequestState(self.state)]
-        placed = kind is RequestEventKind.PLACED
+        kind = self.kind or _EVENT_OF_STATE[RequestState(self.state)]
+        placed = self.state == RequestState.PLACED
         site = self.decision.site if placed and self.decision is not None else None
         return RequestEvent.of(self.request.id, kind, at, site=site, reason=self.reason)
 

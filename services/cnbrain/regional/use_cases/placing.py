@@ -4,7 +4,7 @@ package docstring). The national brain places what this brain cannot place alone
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -80,7 +80,8 @@ class EscalatedAnswer:
 
 class Placer:
     """Decides and reserves the stored pending requests of one brain. `forget()` drops the
-    cached snapshot; `attempts` bounds the one-request way's decisions of one request."""
+    cached snapshot; `attempts` bounds the one-request way's decisions of one request;
+    `queued()` is told when requests were queued (they wait for the admission loop)."""
 
     def __init__(
         self,
@@ -91,8 +92,10 @@ class Placer:
         national: NationalClient | None,
         forget: Callable[[], None],
         attempts: int,
+        queued: Callable[[], None] = lambda: None,
     ) -> None:
         self._sessions = sessions
+        self._queued = queued
         self._changes = changes
         self._decider = decider
         self._national = national
@@ -242,7 +245,12 @@ class Placer:
             for _, reservation in decided:
                 if reservation is not None:
                     change.took(reservation)
+        self._tell_queued(o for o, _ in decided)
         return at
+
+    def _tell_queued(self, outcomes: Iterable[Outcome]) -> None:
+        if any(o.state == RequestState.QUEUED for o in outcomes):
+            self._queued()
 
     async def _fail(self, item: Stored, error: Exception) -> SubmissionOutcome | BaseException:
         """What becomes of a stored request whose decision raised `error`: after an outage
@@ -285,6 +293,7 @@ class Placer:
         try:
             async with self._sessions.begin() as session:
                 at = await write_outcomes(session, outcomes)
+            self._tell_queued(outcomes)
             return [replace(o, at=at) for o in outcomes]
         except Exception:
             if len(batch) == 1:
@@ -294,6 +303,7 @@ class Placer:
             try:
                 async with self._sessions.begin() as session:
                     results.append(replace(one, at=await write_outcomes(session, [one])))
+                self._tell_queued([one])
             except Exception as exc:
                 results.append(exc)
         return results

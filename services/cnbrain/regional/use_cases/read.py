@@ -8,10 +8,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.errors import Invalid, NotFound
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.schemas import RequestPage, RequestView
+from cnbrain.regional.schemas import QueueBlocker, QueueView, RequestPage, RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.stored_requests import stored_request
-from cnbrain.storage import requests
+from cnbrain.storage import queue_plans, requests
 from cnbrain.storage.requests import StoredRequest
 
 
@@ -25,9 +25,14 @@ class ReadRequests:
             found = await requests.get_request_and_decision(
                 session, tenant_id=principal.tenant_scope(), request_id=request_id
             )
-        if found is None:
-            raise NotFound(f"request {request_id!r} does not exist")
-        return view_of(*found)
+            if found is None:
+                raise NotFound(f"request {request_id!r} does not exist")
+            plans = (
+                await queue_plans.plans_of(session, [request_id])
+                if found[0].state == RequestState.QUEUED
+                else {}
+            )
+        return view_of(*found, plan=plans.get(request_id))
 
     async def page(
         self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
@@ -45,15 +50,25 @@ class ReadRequests:
             except requests.BadCursor:
                 raise Invalid("not a cursor this brain issued", field="cursor") from None
             decisions = await requests.get_decisions(session, request_ids=[r.id for r in items])
+            plans = await queue_plans.plans_of(
+                session, [r.id for r in items if r.state == RequestState.QUEUED]
+            )
         return RequestPage(
-            items=[view_of(r, decisions.get(r.id)) for r in items], next_cursor=next_cursor
+            items=[view_of(r, decisions.get(r.id), plan=plans.get(r.id)) for r in items],
+            next_cursor=next_cursor,
         )
 
 
-def view_of(record: StoredRequest, decision: dict[str, Any] | None) -> RequestView:
-    """The view of a stored request. One stored by an earlier version that no longer
-    validates is shown without its request (and without a decision that no longer
-    validates); left pending, it is shown failed, as the next start leaves it."""
+def view_of(
+    record: StoredRequest,
+    decision: dict[str, Any] | None,
+    *,
+    plan: queue_plans.QueuePlan | None = None,
+) -> RequestView:
+    """The view of a stored request, with its place in the queue (`plan`) while it is
+    queued. One stored by an earlier version that no longer validates is shown without its
+    request (and without a decision that no longer validates); left pending, it is shown
+    failed, as the next start leaves it."""
     request, problem = stored_request(record.body)
     state, reason = record.state, record.reason
     if request is None and state == RequestState.PENDING:
@@ -75,4 +90,24 @@ def view_of(record: StoredRequest, decision: dict[str, Any] | None) -> RequestVi
         updated_at=record.updated_at,
         request=request,
         decision=document,
+        queue=_queue_view(plan) if plan is not None and state == RequestState.QUEUED else None,
+    )
+
+
+def _queue_view(plan: queue_plans.QueuePlan) -> QueueView:
+    detail = plan.detail
+    blockers = []
+    for one in detail.get("blockers", ()):
+        try:
+            blockers.append(QueueBlocker.model_validate(one))
+        except ValidationError:
+            continue
+    site = detail.get("site")
+    return QueueView(
+        position=plan.position,
+        estimated_start=plan.estimated_start,
+        site=site if isinstance(site, str) else None,
+        planned_at=plan.planned_at,
+        reason=str(detail.get("reason", "")),
+        blockers=blockers,
     )

@@ -7,12 +7,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.domain.events import RequestEvent, RequestEventKind
-from cnbrain.domain.states import RequestState
-from cnbrain.regional.stored_requests import stored_request
+from cnbrain.regional.stored_requests import fail_unreadable, stored_request
 from cnbrain.regional.use_cases.placing import Placer, Settled, Stored, SubmissionOutcome
-from cnbrain.storage import audit, request_events, requests
-from cnbrain.storage.requests import StoredRequest
+from cnbrain.storage import requests
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -38,7 +35,7 @@ class RecoverPending:
         for record in pending:
             request, problem = stored_request(record.body)
             if request is None:
-                await self._fail_unreadable(record, problem)
+                await fail_unreadable(self._sessions, record, problem)
             else:
                 stored.append(Stored(request, actor="system", created_at=record.created_at))
         left = 0
@@ -68,33 +65,6 @@ class RecoverPending:
                 log.warning("request %s stays pending: the national brain: %s", request_id, exc)
                 return False
         return True
-
-    async def _fail_unreadable(self, record: StoredRequest, problem: str) -> None:
-        """End a pending request whose stored form is not a valid request: failed, with the
-        reason, in one transaction with its audit entry and event (unless it was settled
-        meanwhile)."""
-        log.error("request %s cannot be read back (%s); it fails", record.id, problem)
-        reason = f"its stored form is no longer a valid request: {problem}"
-        try:
-            async with self._sessions.begin() as session:
-                at = await requests.set_states(
-                    session, [requests.StateChange(record.id, RequestState.FAILED, reason=reason)]
-                )
-                await request_events.append_many(
-                    session,
-                    [RequestEvent.of(record.id, RequestEventKind.FAILED, at, reason=reason)],
-                )
-                await audit.record(
-                    session,
-                    actor="system",
-                    tenant_id=record.tenant_id,
-                    action="request.failed",
-                    object_type="request",
-                    object_id=record.id,
-                    detail={"reason": reason},
-                )
-        except requests.InvalidTransition:
-            log.info("request %s was settled elsewhere meanwhile", record.id)
 
 
 RECOVERY_BACKOFF_S = (1.0, 60.0)

@@ -1,0 +1,82 @@
+"""The admission loop of a region: one instance at a time plans the queue and admits.
+
+Every instance (replica) of a regional brain runs the loop; only the one holding the
+region's admission lease (`storage.leases`, duty `admission`) runs rounds. It renews the
+lease before each round, and rounds run every `interval_s`, or sooner when woken
+(`wake`: capacity freed or taken here or by a replica, a request queued). An instance that
+stops lets the lease go; one that dies (kill -9) holds it until it lapses (`lease_s`), and
+another instance takes over then. A round that overruns the lease is still safe: admission
+is a conditional change in the transaction that reserves (`use_cases.admit`).
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.storage import leases
+from cnbrain.storage.clock import utcnow
+
+log = logging.getLogger("cnbrain.regional")
+
+LEASE = "admission"
+"""The name of the admission loop's lease."""
+
+
+class AdmissionLoop:
+    """`owner` names this instance in the lease; `round()` runs one admission round."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        owner: str,
+        interval_s: float,
+        lease_s: float,
+    ) -> None:
+        self._sessions = sessions
+        self._owner = owner
+        self._interval_s = interval_s
+        self._lease_s = lease_s
+        self._woken = asyncio.Event()
+        self.holding = False
+        """Whether this instance held the lease at its last try."""
+
+    def wake(self) -> None:
+        """Run a round soon (if this instance holds the lease)."""
+        self._woken.set()
+
+    async def run(self, round: Callable[[], Awaitable[object]]) -> None:
+        """Hold the lease and run rounds until cancelled; then let the lease go. Errors of a
+        round (an outage of the database, say) are logged, and the next round tries again."""
+        try:
+            while True:
+                self._woken.clear()
+                try:
+                    self.holding = await self._hold()
+                    if self.holding:
+                        await round()
+                except Exception:
+                    log.warning("an admission round failed; trying again", exc_info=True)
+                wait = self._interval_s if self.holding else min(self._interval_s, self._lease_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._woken.wait(), timeout=wait)
+        finally:
+            if self.holding:
+                with contextlib.suppress(Exception):
+                    async with self._sessions.begin() as session:
+                        await leases.let_go(session, name=LEASE, owner=self._owner, now=utcnow())
+
+    async def _hold(self) -> bool:
+        now = utcnow()
+        async with self._sessions.begin() as session:
+            return await leases.hold(
+                session,
+                name=LEASE,
+                owner=self._owner,
+                until=now + timedelta(seconds=self._lease_s),
+                now=now,
+            )

@@ -1,0 +1,520 @@
+"""Admitting queued requests: one admission round of the region's queue, acted on.
+
+A round (`AdmitQueued.__call__`), run by the one instance that holds the region's admission
+lease (`regional.admission_loop`):
+
+1. reads, in one transaction: the queued requests, the priority classes, the region's
+   calendar (`ledger_store.calendar_of`: every held reservation over its window) and the
+   work holding capacity;
+2. plans them with the project's one admission code (`scheduling.admission.admission_round`):
+   order by class, fair shares and age; conservative backfill over the calendar;
+3. acts, each step in its own transaction:
+   - requests whose max wait has passed, or that can never fit, are rejected with the reason;
+   - requests planned to start now are decided by the engine on their planned site only
+     (so a backfilled request takes only the gap it was planned in) and reserved with one
+     unit of work, moving from queued to placed (event `admitted`); a conflict (capacity
+     taken meanwhile by a request that started at once) admits nothing this round;
+   - requests of a class that may preempt and have no start within their max wait get their
+     victims requeued (`preempt`), and are admitted by a later round;
+   - every queued request's plan is stored: its position, its estimated start and what
+     blocks it on its candidates (`queue_plans`); a request whose estimated start moved gets
+     a `planned` event.
+
+Nothing here is admitted twice: a request moves from queued to placed by a conditional
+update in the transaction that takes its reservation, so a second round (another instance
+whose lease lapsed, say) that plans it too fails that transaction and changes nothing.
+A round that stops anywhere (a crash, kill -9) leaves every request queued or placed with
+its reservation, never in between.
+
+Requests whose candidates lie outside the region (and requests asking for the national
+optimum), in a federated brain, are asked of the national brain again at every round while
+they wait (`escalate_waiting`); it places them at once or not at all.
+"""
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.decision import DecisionStatus
+from cnbrain.domain.events import RequestEvent, RequestEventKind
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import RequestState
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.claim import claim_from, window_of
+from cnbrain.ledger.keys import ResourceKey, accelerator_key, site_key
+from cnbrain.ledger.reservation import Reservation
+from cnbrain.regional.stored_requests import fail_unreadable, stored_request
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
+from cnbrain.regional.use_cases.ports import NationalClient
+from cnbrain.scheduling.admission import Round, Waiting, admission_round
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.classes import PriorityClasses
+from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_demand
+from cnbrain.scheduling.resources import Resources, accelerator_dimension
+from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork, RunningWork
+from cnbrain.storage import ledger_store, priority_classes, queue_plans, request_events, requests
+from cnbrain.storage.running_work import HeldWork, held_work
+
+log = logging.getLogger("cnbrain.regional")
+
+SYSTEM = "system"
+"""The actor of what the admission loop does."""
+
+PLAN_MOVED_S = 60
+"""A `planned` event is written when a request's estimated start moves by at least this."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundReport:
+    """What one round did: how many requests it found waiting, admitted, rejected, asked the
+    national brain for, and preempted (victims requeued)."""
+
+    waiting: int = 0
+    admitted: int = 0
+    rejected: int = 0
+    escalated: int = 0
+    requeued: int = 0
+    placed_elsewhere: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    request: PlacementRequest
+    created_at: datetime
+    deadline: int
+    class_name: str
+
+
+class AdmitQueued:
+    """One admission round of this brain's queue (module docstring). `wake_jobs()` tells the
+    dispatcher that requests were placed; `preempt` requeues victims (None: no preemption)."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        live_map: LiveMap,
+        changes: CapacityChanges,
+        national: NationalClient | None,
+        top_n: int,
+        wake_jobs: Callable[[], None],
+        preempt: "Callable[[Sequence[str], str], Any] | None" = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._sessions = sessions
+        self._live_map = live_map
+        self._changes = changes
+        self._national = national
+        self._top_n = top_n
+        self._wake_jobs = wake_jobs
+        self._preempt = preempt
+        self._clock = clock
+        self._options: dict[str, tuple[PlanOption[ResourceKey], ...]] = {}
+        self._options_map: object = None
+
+    async def __call__(self) -> RoundReport:
+        """Plan the queue once and act on the plan (module docstring)."""
+        now_s = int(self._clock())
+        engine = self._live_map.engine
+        arrays = engine.arrays
+        async with self._sessions() as session, session.begin():
+            stored = await requests.pending_requests(session, state=RequestState.QUEUED)
+            if not stored:
+                await queue_plans.replace_all(session, [])
+                return RoundReport()
+            classes = await priority_classes.list_classes(session)
+            calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now_s)
+            held = await held_work(session)
+            earlier = await queue_plans.plans_of(session, [s.id for s in stored])
+        assert classes is not None, "a prepared database has priority classes"
+        queued, unreadable = _readable(stored, classes)
+        for record, problem in unreadable:
+            await fail_unreadable(self._sessions, record, problem)
+        rejected = 0
+        local, elsewhere = await self._split(queued)
+        waiting = [
+            Waiting(
+                work=QueuedWork(
+                    id=q.request.id,
+                    tenant=q.request.tenant,
+                    class_name=q.class_name,
+                    demand=request_demand(q.request),
+                    submitted_at=min(q.created_at.timestamp(), MAX_TIME_S),
+                ),
+                options=self._options[q.request.id],
+                duration=max(1, math.ceil(q.request.duration_hours * 3600)),
+                deadline=q.deadline,
+            )
+            for q in local
+        ]
+        running = _running(held, classes)
+        result = admission_round(
+            calendar,
+            waiting,
+            classes=classes,
+            capacity=_owned_capacity(self._live_map),
+            running=running,
+            free_now=_free_now(calendar, self._live_map) if self._preempt else None,
+        )
+        by_id = {q.request.id: q for q in queued}
+        rejected += await self._reject(
+            [(by_id[n.id].request, _waited_out(by_id[n.id])) for n in result.expired]
+            + [
+                (by_id[n.id].request, f"cannot start in this region whatever it waits: {n.reason}")
+                for n in result.impossible
+            ]
+        )
+        admitted = await self._admit(result, by_id)
+        requeued = 0
+        if self._preempt is not None:
+            for preemption in result.preemptions:
+                await self._preempt(preemption.victims, f"preempted by {preemption.preemptor}")
+                requeued += len(preemption.victims)
+        placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
+        rejected += expired_elsewhere
+        await self._store_plans(result, elsewhere, earlier, by_id, now_s)
+        return RoundReport(
+            waiting=len(stored),
+            admitted=admitted,
+            rejected=rejected,
+            escalated=len(elsewhere),
+            requeued=requeued,
+            placed_elsewhere=placed_elsewhere,
+        )
+
+    async def _split(self, queued: Sequence[_Queued]) -> tuple[list[_Queued], list[_Queued]]:
+        """The queued requests this brain plans itself (their options built once per map, in
+        a worker thread), and those only the national brain can place."""
+        engine = self._live_map.engine
+        if self._options_map is not engine.arrays:
+            self._options, self._options_map = {}, engine.arrays
+        new = [q.request for q in queued if q.request.id not in self._options]
+        if new:
+            keys = LedgerKeys(engine.arrays)
+            built = await anyio.to_thread.run_sync(
+                lambda: ledger_options(engine, new, top_n=self._top_n, keys=keys)
+            )
+            ownership = self._live_map.ownership
+            for request, options in zip(new, built, strict=True):
+                self._options[request.id] = tuple(
+                    o for o in options if _owned(o, ownership.sites, ownership.links)
+                )
+        alive = {q.request.id for q in queued}
+        for gone in [i for i in self._options if i not in alive]:
+            del self._options[gone]
+        if self._national is None:
+            return list(queued), []
+        local = [
+            q for q in queued if self._options[q.request.id] and not q.request.national_optimum
+        ]
+        ids = {q.request.id for q in local}
+        return local, [q for q in queued if q.request.id not in ids]
+
+    async def _reject(self, rejections: Sequence[tuple[PlacementRequest, str]]) -> int:
+        """Reject queued requests with their reasons, in one transaction; returns how many."""
+        if not rejections:
+            return 0
+        outcomes = [
+            Outcome(r, None, RequestState.REJECTED, reason, SYSTEM) for r, reason in rejections
+        ]
+        try:
+            async with self._sessions.begin() as session:
+                await write_outcomes(session, outcomes)
+        except requests.InvalidTransition:
+            return await self._reject_one_by_one(outcomes)
+        return len(outcomes)
+
+    async def _reject_one_by_one(self, outcomes: Sequence[Outcome]) -> int:
+        done = 0
+        for outcome in outcomes:
+            try:
+                async with self._sessions.begin() as session:
+                    await write_outcomes(session, [outcome])
+                done += 1
+            except requests.InvalidTransition:  # cancelled meanwhile
+                continue
+        return done
+
+    async def _admit(self, result: Round, by_id: dict[str, _Queued]) -> int:
+        """Decide the requests planned to start now, each group on its planned site only, and
+        reserve them all with one unit of work; returns how many were admitted."""
+        if not result.admit:
+            return 0
+        engine = self._live_map.engine
+        snapshot, _ = await self._live_map.snapshot()
+        site_index = engine.map.site_index
+        groups: dict[str, list[PlacementRequest]] = {}
+        for planned in result.admit:
+            request = by_id[planned.id].request
+            site = self._options[planned.id][planned.option].label
+            groups.setdefault(site, []).append(request)
+        decided: list[tuple[Outcome, Reservation]] = []
+        for site, group in groups.items():
+            pinned = snapshot.only_on(site_index[site])
+
+            def decide(
+                group: list[PlacementRequest] = group, pinned: Any = pinned
+            ) -> list[tuple[PlacementRequest, Any]]:
+                return list(
+                    zip(
+                        group,
+                        engine.place_batch(group, reserve=False, snapshot=pinned),
+                        strict=True,
+                    )
+                )
+
+            for request, decision in await anyio.to_thread.run_sync(decide):
+                if decision.status is not DecisionStatus.PLACED:
+                    continue
+                reservation = engine.reservation_for(request, decision)
+                snapshot = snapshot.adjusted(reservation, taken=True)
+                outcome = Outcome.of(request, decision, SYSTEM, reservation)
+                decided.append((_admitted(outcome), reservation))
+        if not decided:
+            return 0
+        now_s = int(self._clock())
+        claims = [
+            claim_from(
+                r,
+                arrays=engine.arrays,
+                tenant_id=o.request.tenant,
+                window=window_of(start_s=now_s, duration_hours=o.request.duration_hours),
+            )
+            for o, r in decided
+        ]
+        try:
+            async with self._changes.begin() as (session, change):
+                await ledger_store.reserve_many(session, claims=claims)
+                await write_outcomes(session, [o for o, _ in decided])
+                for _, reservation in decided:
+                    change.took(reservation)
+        except (
+            ledger_store.CapacityConflict,
+            ledger_store.QuotaExceeded,
+            requests.InvalidTransition,
+        ) as exc:
+            log.info("admission of %d requests deferred to the next round: %s", len(decided), exc)
+            self._live_map.capacity_changed()
+            return 0
+        self._wake_jobs()
+        return len(decided)
+
+    async def escalate_waiting(self, elsewhere: Sequence[_Queued], now_s: int) -> tuple[int, int]:
+        """Ask the national brain to place each waiting request only it can place; record the
+        ones it placed, and reject those whose max wait has passed. Returns (placed,
+        rejected). An unreachable national brain leaves them waiting."""
+        if not elsewhere or self._national is None:
+            return 0, 0
+        late = [(q.request, _waited_out(q)) for q in elsewhere if q.deadline < now_s]
+        rejected = await self._reject(late)
+        placed = 0
+        for q in elsewhere:
+            if q.deadline < now_s:
+                continue
+            try:
+                decision = await self._national.escalate(q.request)
+            except Exception as exc:
+                log.info("the national brain could not be asked for %s: %s", q.request.id, exc)
+                break
+            if decision.status is not DecisionStatus.PLACED:
+                continue
+            outcome = _admitted(Outcome.of(q.request, decision, SYSTEM))
+            try:
+                async with self._sessions.begin() as session:
+                    await write_outcomes(session, [outcome])
+            except requests.InvalidTransition:
+                log.warning(
+                    "request %s was placed by the national brain after it left the queue",
+                    q.request.id,
+                )
+                continue
+            placed += 1
+        if placed:
+            self._wake_jobs()
+        return placed, rejected
+
+    async def _store_plans(
+        self,
+        result: Round,
+        elsewhere: Sequence[_Queued],
+        earlier: dict[str, queue_plans.QueuePlan],
+        by_id: dict[str, _Queued],
+        now_s: int,
+    ) -> None:
+        """Store every waiting request's plan, and a `planned` event where its estimate moved."""
+        at = datetime.fromtimestamp(self._clock(), UTC)
+        position = result.position
+        plans: list[queue_plans.QueuePlan] = []
+        events: list[RequestEvent] = []
+        for planned in result.later:
+            start = datetime.fromtimestamp(planned.start, UTC)
+            site = self._options[planned.id][planned.option].label
+            plans.append(
+                queue_plans.QueuePlan(
+                    planned.id,
+                    position[planned.id],
+                    start,
+                    at,
+                    {"site": site, "reason": f"planned on {site} from {start.isoformat()}"},
+                )
+            )
+            before = earlier.get(planned.id)
+            if (
+                before is None
+                or before.estimated_start is None
+                or abs((before.estimated_start - start).total_seconds()) >= PLAN_MOVED_S
+            ):
+                events.append(
+                    RequestEvent.of(
+                        planned.id, RequestEventKind.PLANNED, at, site=site, start=start.isoformat()
+                    )
+                )
+        for stuck in result.stuck:
+            plans.append(
+                queue_plans.QueuePlan(
+                    stuck.id, position[stuck.id], None, at, {"reason": stuck.reason}
+                )
+            )
+        offset = len(result.order)
+        for index, q in enumerate(elsewhere):
+            if q.deadline >= now_s:
+                plans.append(
+                    queue_plans.QueuePlan(
+                        q.request.id,
+                        offset + index,
+                        None,
+                        at,
+                        {"reason": "waits for the national brain to find room across regions"},
+                    )
+                )
+        try:
+            async with self._sessions.begin() as session:
+                await queue_plans.replace_all(session, plans)
+                await request_events.append_many(session, events)
+        except Exception:
+            log.warning("could not store the plans of the queue", exc_info=True)
+
+
+def _admitted(outcome: Outcome) -> Outcome:
+    return Outcome(
+        outcome.request,
+        outcome.decision,
+        outcome.state,
+        outcome.reason,
+        outcome.actor,
+        kind=RequestEventKind.ADMITTED,
+    )
+
+
+def _readable(
+    stored: Sequence[requests.StoredRequest], classes: PriorityClasses
+) -> tuple[list[_Queued], list[tuple[requests.StoredRequest, str]]]:
+    """The queued requests as the round plans them (their class: the one they name, or the
+    default when they name none or a class since deleted; their deadline: submission plus
+    max wait, or their class's default), and those whose stored form no longer reads."""
+    readable: list[_Queued] = []
+    unreadable: list[tuple[requests.StoredRequest, str]] = []
+    for record in stored:
+        request, problem = stored_request(record.body)
+        if request is None:
+            unreadable.append((record, problem))
+            continue
+        name = request.priority_class
+        one = classes.get(name) if name is not None and name in classes else classes.default
+        wait = request.max_wait_s if request.max_wait_s is not None else one.default_max_wait_s
+        created = record.created_at.timestamp()
+        readable.append(_Queued(request, record.created_at, math.floor(created + wait), one.name))
+    return readable, unreadable
+
+
+def _waited_out(q: _Queued) -> str:
+    """The reason of a request rejected when its max wait passed."""
+    wait = q.request.max_wait_s
+    waited = "its class's max wait" if wait is None else f"its max wait of {wait:g} s"
+    return f"no start within {waited}"
+
+
+def _running(held: Sequence[HeldWork], classes: PriorityClasses) -> list[RunningWork]:
+    """The held work as the round weighs it (usage, preemption candidates)."""
+    running = []
+    for work in held:
+        name = work.body.get("priority_class")
+        one = classes.get(name) if isinstance(name, str) and name in classes else classes.default
+        accelerators = (
+            {work.accelerator_model: work.accelerator_count}
+            if work.accelerator_model and work.accelerator_count
+            else None
+        )
+        running.append(
+            RunningWork(
+                id=work.request_id,
+                tenant=work.tenant_id,
+                class_value=one.value,
+                preemptible=one.preemptible,
+                started_at=min(work.start_at.timestamp(), MAX_TIME_S),
+                demand=Resources.of(
+                    cpu_m=work.cpu_m,
+                    mem_mib=work.mem_mib,
+                    storage_gib=work.storage_gib,
+                    accelerators=accelerators,
+                ),
+                site=work.site_id,
+            )
+        )
+    return running
+
+
+def _owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:
+    """Whether every resource of `option` is this brain's own."""
+    for key in option.demand:
+        kind, index = key[0], key[1]
+        if not (sites[index] if kind == "site" else links[index]):
+            return False
+    return True
+
+
+def _owned_capacity(live_map: LiveMap) -> Resources:
+    """The whole capacity of this brain's own sites, as one vector."""
+    arrays = live_map.engine.arrays
+    owned = live_map.ownership.sites
+    accelerators = {
+        model: int(arrays.cap_acc[owned, column].sum())
+        for model, column in arrays.accelerator_column.items()
+    }
+    return Resources.of(
+        cpu_m=int(arrays.cap_cpu_m[owned].sum()),
+        mem_mib=int(arrays.cap_mem_mib[owned].sum()),
+        storage_gib=int(arrays.cap_storage_gib[owned].sum()),
+        accelerators=accelerators,
+    )
+
+
+def _free_now(calendar: Calendar[ResourceKey], live_map: LiveMap) -> Callable[[str], Resources]:
+    """What a site has free at the calendar's now, as one vector."""
+    arrays = live_map.engine.arrays
+    site_index = arrays.map.site_index
+    now = calendar.now
+
+    def free(site_id: str) -> Resources:
+        i = site_index[site_id]
+        amounts: dict[str, int] = {}
+        for name in ("cpu_m", "mem_mib", "storage_gib"):
+            key = site_key(i, name)
+            amounts[name] = calendar.profile(key).free_at(now) if key in calendar else 0
+        for model in arrays.accelerator_column:
+            key = accelerator_key(i, model)
+            if key in calendar:
+                amounts[accelerator_dimension(model)] = calendar.profile(key).free_at(now)
+        return Resources(amounts)
+
+    return free

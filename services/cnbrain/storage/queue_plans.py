@@ -1,0 +1,92 @@
+"""The plans of the admission queue: where each queued request stands, as the last admission
+round planned it (`QueuePlan`). The round replaces them all at once; a request's view reads
+its own."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cnbrain.domain.states import RequestState
+from cnbrain.storage.clock import as_utc
+from cnbrain.storage.database import insert_on_conflict
+from cnbrain.storage.models import PlacementRequestRecord, QueuePlanRecord
+
+_PLANS = cast("Table", QueuePlanRecord.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlan:
+    """Queued request `request_id` is at `position` (0 first) with `estimated_start` (None:
+    no start within its max wait yet), as planned at `planned_at`; `detail` says what blocks
+    it (JSON: `{"blockers": [...], "reason": ...}`)."""
+
+    request_id: str
+    position: int
+    estimated_start: datetime | None
+    planned_at: datetime
+    detail: dict[str, Any]
+
+
+async def replace_all(session: AsyncSession, plans: Sequence[QueuePlan]) -> None:
+    """Make `plans` the whole stored plan, in the caller's transaction: the plans of other
+    requests are deleted, these written over (a request that is no longer queued then, say
+    cancelled meanwhile, is left out)."""
+    c = _PLANS.c
+    ids = [p.request_id for p in plans]
+    await session.execute(delete(_PLANS).where(c.request_id.not_in(ids)))
+    if not plans:
+        return
+    r = PlacementRequestRecord
+    still = set(
+        await session.scalars(select(r.id).where(r.id.in_(ids), r.state == RequestState.QUEUED))
+    )
+    rows = [
+        {
+            "request_id": p.request_id,
+            "position": p.position,
+            "estimated_start_at": None if p.estimated_start is None else as_utc(p.estimated_start),
+            "planned_at": as_utc(p.planned_at),
+            "detail": p.detail,
+        }
+        for p in plans
+        if p.request_id in still
+    ]
+    if not rows:
+        return
+    statement = insert_on_conflict(session, _PLANS)
+    excluded = statement.excluded
+    await session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[c.request_id],
+            set_={
+                "position": excluded.position,
+                "estimated_start_at": excluded.estimated_start_at,
+                "planned_at": excluded.planned_at,
+                "detail": excluded.detail,
+            },
+        ),
+        rows,
+    )
+
+
+async def plans_of(session: AsyncSession, request_ids: Sequence[str]) -> dict[str, QueuePlan]:
+    """The stored plans of `request_ids`, by request id (those without one left out)."""
+    if not request_ids:
+        return {}
+    found = await session.scalars(
+        select(QueuePlanRecord).where(QueuePlanRecord.request_id.in_(list(request_ids)))
+    )
+    return {
+        p.request_id: QueuePlan(
+            request_id=p.request_id,
+            position=p.position,
+            estimated_start=None if p.estimated_start_at is None else as_utc(p.estimated_start_at),
+            planned_at=as_utc(p.planned_at),
+            detail=dict(p.detail),
+        )
+        for p in found
+    }

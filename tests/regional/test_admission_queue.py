@@ -1,0 +1,145 @@
+"""The admission queue of a regional brain on PostgreSQL and Redis, on the tiny map: requests
+that ask to wait are queued with their place and estimated start, admitted when capacity
+frees, in class order, and rejected when their max wait passes.
+
+Only CC-hub has Ascend910B accelerators (16), so every request here that asks for them
+competes for that one pool.
+"""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.databases import create_postgres_database, drop_postgres_database, require_redis
+from tests.regional.brain_api import Api, brain_settings, serving
+from tests.tiny_map import tiny_map_raw
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def _ascend(count: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "source_province": "AA",
+        "resources": {
+            "cpu": 1,
+            "memory_gib": 1,
+            "accelerator": {"model": "Ascend910B", "count": count},
+        },
+        "duration_hours": 1,
+        **extra,
+    }
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(tmp_path_factory: Any) -> AsyncIterator[Api]:
+    database = await create_postgres_database("cnbrain_queue")
+    redis = await require_redis()
+    tmp = tmp_path_factory.mktemp("queue")
+    (tmp / "map.json").write_text(json.dumps(tiny_map_raw()), encoding="utf-8")
+    settings = brain_settings(
+        database, redis, tmp, map=str(tmp / "map.json"), admission_interval_s=0.2
+    )
+    try:
+        async with serving(settings) as (app, client):
+            yield Api(client=client, brain=app.state.brain, cases=app.state.brain.requests)
+    finally:
+        await drop_postgres_database(database)
+
+
+async def _submit(api: Api, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer = await api.call(token, "POST", "/v1/requests", json=body)
+    assert answer.status_code == 201, answer.text
+    view: dict[str, Any] = answer.json()
+    return view
+
+
+async def _until(
+    api: Api, token: str, request_id: str, done: Any, *, timeout_s: float = 15
+) -> dict[str, Any]:
+    """The request's view once `done(view)` holds; fails after `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        view: dict[str, Any] = (await api.call(token, "GET", f"/v1/requests/{request_id}")).json()
+        if done(view):
+            return view
+        assert loop.time() < deadline, f"request {request_id} stayed {view['state']}: {view}"
+        await asyncio.sleep(0.1)
+
+
+async def _events(api: Api, token: str, request_id: str) -> list[str]:
+    answer = await api.call(token, "GET", f"/v1/requests/{request_id}/events")
+    assert answer.status_code == 200, answer.text
+    return [event["kind"] for event in answer.json()["events"]]
+
+
+async def _cancel(api: Api, token: str, request_id: str) -> None:
+    answer = await api.call(token, "POST", f"/v1/requests/{request_id}/cancel")
+    assert answer.status_code == 200, answer.text
+
+
+async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_capacity_frees(
+    api: Api,
+) -> None:
+    _, user = await api.tenant_user("q-wait")
+    holder = await _submit(api, user, _ascend(16))
+    assert holder["state"] == "placed" and holder["site"] == "CC-hub"
+    waiting = await _submit(api, user, _ascend(16, start="queue"))
+    assert waiting["state"] == "queued", waiting
+    assert "cannot start now" in waiting["reason"]
+    planned = await _until(api, user, waiting["id"], lambda v: v["queue"] is not None)
+    queue = planned["queue"]
+    assert queue["position"] == 0 and queue["site"] == "CC-hub"
+    estimate = datetime.fromisoformat(queue["estimated_start"])
+    created = datetime.fromisoformat(holder["created_at"])
+    # It is planned for when the holder's hour ends (to the second), not before.
+    assert 3590 <= (estimate - created).total_seconds() <= 3610, queue
+    await _cancel(api, user, holder["id"])
+    admitted = await _until(api, user, waiting["id"], lambda v: v["state"] == "placed")
+    assert admitted["site"] == "CC-hub" and admitted["queue"] is None
+    assert await _events(api, user, waiting["id"]) == ["submitted", "queued", "planned", "admitted"]
+    await _cancel(api, user, waiting["id"])
+    await api.invariants()
+
+
+async def test_a_request_is_rejected_once_its_max_wait_passes(api: Api) -> None:
+    _, user = await api.tenant_user("q-expire")
+    holder = await _submit(api, user, _ascend(16))
+    waiting = await _submit(api, user, _ascend(8, start="queue", max_wait_s=1))
+    assert waiting["state"] == "queued"
+    rejected = await _until(api, user, waiting["id"], lambda v: v["state"] == "rejected")
+    assert rejected["reason"] == "no start within its max wait of 1 s"
+    assert (await _events(api, user, waiting["id"]))[-1] == "rejected"
+    await _cancel(api, user, holder["id"])
+    await api.invariants()
+
+
+async def test_a_higher_class_is_admitted_first_and_a_queued_request_can_be_cancelled(
+    api: Api,
+) -> None:
+    _, user = await api.tenant_user("q-class")
+    holder = await _submit(api, user, _ascend(16))
+    low = await _submit(api, user, _ascend(16, start="queue", priority_class="low"))
+    high = await _submit(api, user, _ascend(16, start="queue", priority_class="high"))
+    planned = await _until(
+        api, user, low["id"], lambda v: v["queue"] is not None and v["queue"]["position"] == 1
+    )
+    high_view = await _until(api, user, high["id"], lambda v: v["queue"] is not None)
+    assert high_view["queue"]["position"] == 0
+    assert planned["queue"]["estimated_start"] > high_view["queue"]["estimated_start"]
+    await _cancel(api, user, holder["id"])
+    await _until(api, user, high["id"], lambda v: v["state"] == "placed")
+    still = await _until(
+        api, user, low["id"], lambda v: v["queue"] is not None and v["queue"]["position"] == 0
+    )
+    assert still["state"] == "queued"
+    await _cancel(api, user, low["id"])
+    cancelled = (await api.call(user, "GET", f"/v1/requests/{low['id']}")).json()
+    assert cancelled["state"] == "cancelled" and cancelled["queue"] is None
+    await _cancel(api, user, high["id"])
+    await api.invariants()
