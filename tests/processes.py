@@ -25,20 +25,32 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def brain_processes(
-    count: int, *, database_url: str, redis_url: str, map_spec: str, admin_token: str, workdir: Path
+    count: int,
+    *,
+    database_url: str,
+    redis_url: str,
+    map_spec: str,
+    admin_token: str,
+    workdir: Path,
+    namespace: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    first: int = 0,
 ) -> Iterator[list[str]]:
-    """Start `count` brains sharing one database and Redis; yield their base URLs."""
-    namespace = f"replicas-{os.getpid()}-{time.monotonic_ns()}"
+    """Start `count` brains sharing one database and Redis (and the bus `namespace`, a new
+    one by default), with `extra_env` in their environment; yield their base URLs. Their logs
+    are `brain-<i>.log` in `workdir`, `i` counted from `first`."""
+    namespace = namespace or f"replicas-{os.getpid()}-{time.monotonic_ns()}"
     env = {
         **os.environ,
         "CNBRAIN_ADMIN_TOKEN": admin_token,
         "CNBRAIN_ADMIN_TOKEN_FILE": str(workdir / "admin.token"),
         "CNBRAIN_BUS_NAMESPACE": namespace,
+        **(extra_env or {}),
     }
     processes: list[subprocess.Popen[bytes]] = []
     urls: list[str] = []
     try:
-        for i in range(count):
+        for i in range(first, first + count):
             port = free_port()
             log = (workdir / f"brain-{i}.log").open("wb")
             processes.append(

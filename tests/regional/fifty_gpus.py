@@ -53,13 +53,15 @@ def new_tenant(url: str, name: str, quota: dict[str, Any] | None = None) -> str:
         return token
 
 
-async def submit_all(urls: list[str], token: str, count: int) -> list[dict[str, Any]]:
-    """`count` ONE_GPU requests at once, spread over `urls`; the views of all of them."""
+async def submit_all(
+    urls: list[str], token: str, count: int, body: dict[str, Any] = ONE_GPU
+) -> list[dict[str, Any]]:
+    """`count` requests of `body` at once, spread over `urls`; the views of all of them."""
     headers = {"Authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=100)
     async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as client:
         answers = await asyncio.gather(
-            *(client.post(f"{urls[i % len(urls)]}/v1/requests", json=ONE_GPU) for i in range(count))
+            *(client.post(f"{urls[i % len(urls)]}/v1/requests", json=body) for i in range(count))
         )
     assert all(a.status_code == 201 for a in answers), [
         a.text for a in answers if a.status_code != 201
