@@ -1,0 +1,470 @@
+"""One admission round: the queue put in order, planned with backfill, sorted, and the victims
+of preemption chosen for the stuck requests of a higher class."""
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.scheduling.admission import Preemption, Round, Waiting, admission_round
+from cnbrain.scheduling.backfill import NoStart, Planned, PlanOption
+from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
+from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.work import QueuedWork, RunningWork
+
+CLASSES = PriorityClasses(
+    [
+        PriorityClass("high", 100, False, 0),
+        PriorityClass("normal", 10, True, 600),
+        PriorityClass("protected", 5, False, 600),
+        PriorityClass("low", 0, True, 3600),
+    ],
+    default="normal",
+)
+VALUE = {one.name: one.value for one in CLASSES}
+PREEMPTIBLE = {one.name: one.preemptible for one in CLASSES}
+SITES = ("s1", "s2")
+CAPACITY = Resources.of(cpu_m=12)
+"""The region's capacity: 6 cpu on each of the two sites."""
+
+
+def key(site: str) -> str:
+    return f"{site}:cpu"
+
+
+def empty_calendar(now: int = 0) -> Calendar[str]:
+    return Calendar({key(site): 6 for site in SITES}, now=now)
+
+
+def waiting(
+    id: str,
+    *,
+    cpu: int,
+    cls: str = "normal",
+    tenant: str = "t",
+    at: float = 0,
+    sites: Sequence[str] = ("s1",),
+    duration: int = 10,
+    deadline: int = 1_000,
+) -> Waiting[str]:
+    return Waiting(
+        work=QueuedWork(id, tenant, cls, Resources.of(cpu_m=cpu), at),
+        options=tuple(PlanOption(site, {key(site): cpu}) for site in sites),
+        duration=duration,
+        deadline=deadline,
+    )
+
+
+def running(
+    id: str, *, cpu: int, cls: str, started_at: float = 0, site: str = "s1", tenant: str = "t"
+) -> RunningWork:
+    return RunningWork(
+        id=id,
+        tenant=tenant,
+        class_value=VALUE[cls],
+        preemptible=PREEMPTIBLE[cls],
+        started_at=started_at,
+        demand=Resources.of(cpu_m=cpu),
+        site=site,
+    )
+
+
+def holding(works: Sequence[RunningWork], *, until: int = 100, now: int = 0) -> Calendar[str]:
+    """A calendar on which every work of `works` holds its cpu on its site until `until`."""
+    calendar = empty_calendar(now)
+    for work in works:
+        calendar.take({key(work.site): work.demand["cpu_m"]}, Window(now, until))
+    return calendar
+
+
+def nothing_free(site: str) -> Resources:
+    return Resources()
+
+
+def free_on(calendar: Calendar[str]) -> Callable[[str], Resources]:
+    """What the calendar has free on each site at its now, as a resource vector."""
+
+    def free(site: str) -> Resources:
+        return Resources.of(cpu_m=calendar.profile(key(site)).free_at(calendar.now))
+
+    return free
+
+
+def outcome(result: Round, request_id: str) -> tuple[str, int | str]:
+    """Where a request was sorted: ("admit" or "later", its start) or (its list, its cause)."""
+    for name in ("admit", "later"):
+        for planned in getattr(result, name):
+            if planned.id == request_id:
+                return name, planned.start
+    for name in ("expired", "impossible", "stuck"):
+        for no_start in getattr(result, name):
+            if no_start.id == request_id:
+                return name, no_start.cause
+    raise AssertionError(f"{request_id} is in no list")
+
+
+def ids(items: Sequence[Planned | NoStart]) -> list[str]:
+    return [item.id for item in items]
+
+
+# --- order -------------------------------------------------------------------------------------
+
+
+def test_a_higher_class_is_admitted_before_an_older_lower_one_when_only_one_fits() -> None:
+    queue = [waiting("old-low", cpu=6, cls="low", at=0), waiting("new-high", cpu=6, cls="high")]
+    result = admission_round(empty_calendar(), queue, classes=CLASSES, capacity=CAPACITY)
+    assert result.order == ["new-high", "old-low"]
+    assert result.position == {"new-high": 0, "old-low": 1}
+    assert [(p.id, p.start) for p in result.admit] == [("new-high", 0)]
+    assert [(p.id, p.start) for p in result.later] == [("old-low", 10)]
+
+
+@pytest.mark.parametrize(
+    ("weights", "first"),
+    [
+        # a holds 4 of 12, b holds 2: b has the lower share and goes first.
+        (None, "b-1"),
+        # a's weight of 3 makes its share 4/12/3 = 1/9, below b's 2/12 = 1/6.
+        ({"a": 3.0}, "a-1"),
+    ],
+)
+def test_within_a_class_the_weighted_fair_share_decides_who_fits(
+    weights: Mapping[str, float] | None, first: str
+) -> None:
+    work = [
+        running("a-run", cpu=4, cls="normal", site="s2", tenant="a"),
+        running("b-run", cpu=2, cls="normal", site="s2", tenant="b"),
+    ]
+    queue = [
+        waiting("a-1", cpu=6, tenant="a", at=0),
+        waiting("b-1", cpu=6, tenant="b", at=5),
+    ]
+    result = admission_round(
+        holding(work), queue, classes=CLASSES, capacity=CAPACITY, running=work, weights=weights
+    )
+    second = ({"a-1", "b-1"} - {first}).pop()
+    assert result.order == [first, second]
+    assert ids(result.admit) == [first]
+    assert [(p.id, p.start) for p in result.later] == [(second, 10)]
+
+
+def test_a_small_request_backfills_a_gap_only_where_the_big_one_before_it_does_not_move() -> None:
+    work = [running("run", cpu=2, cls="normal")]
+    queue = [
+        waiting("big", cpu=6, cls="high", duration=5),
+        waiting("short", cpu=4, cls="low", duration=100, at=1),
+        waiting("long", cpu=4, cls="low", duration=101, at=2),
+    ]
+    result = admission_round(holding(work), queue, classes=CLASSES, capacity=CAPACITY)
+    # big waits for the running work to end at 100; short ends by then and starts now; long
+    # would delay big, so it waits until big ends.
+    assert result.order == ["big", "short", "long"]
+    assert result.admit == [Planned("short", 0, Window(0, 100), starts_now=True)]
+    assert result.later == [
+        Planned("big", 0, Window(100, 105), starts_now=False),
+        Planned("long", 0, Window(105, 206), starts_now=False),
+    ]
+
+
+def test_a_request_is_planned_on_the_option_that_starts_first() -> None:
+    work = [running("run", cpu=6, cls="normal", site="s1")]
+    queue = [waiting("r", cpu=3, sites=("s1", "s2"))]
+    result = admission_round(holding(work), queue, classes=CLASSES, capacity=CAPACITY)
+    assert result.admit == [Planned("r", 1, Window(0, 10), starts_now=True)]
+
+
+def test_the_calendar_afterwards_holds_the_whole_plan() -> None:
+    calendar = empty_calendar()
+    queue = [waiting("now", cpu=4), waiting("later", cpu=4)]
+    admission_round(calendar, queue, classes=CLASSES, capacity=CAPACITY)
+    assert calendar.profile(key("s1")).steps() == ((0, 2), (20, 6))
+
+
+# --- backfill never delays an earlier request ----------------------------------------------
+
+
+FIRST_CLASSES = ("high", "normal")
+"""The classes of the requests ranked first; the added ones are all `low`, ranked after."""
+
+
+def _request(
+    index: int,
+    prefix: str,
+    cls: str,
+    tenant: str,
+    options: list[tuple[str, int]],
+    duration: int,
+    wait: int,
+) -> Waiting[str]:
+    return Waiting(
+        work=QueuedWork(
+            f"{prefix}{index}",
+            tenant,
+            cls,
+            Resources.of(cpu_m=max((c for _, c in options), default=0)),
+            index,
+        ),
+        options=tuple(PlanOption(site, {key(site): cpu}) for site, cpu in options),
+        duration=duration,
+        deadline=wait,
+    )
+
+
+def _requests(prefix: str, classes: Sequence[str]) -> st.SearchStrategy[list[Waiting[str]]]:
+    one = st.tuples(
+        st.sampled_from(classes),
+        st.sampled_from(["a", "b", "c"]),
+        st.lists(st.tuples(st.sampled_from(SITES), st.integers(0, 7)), max_size=2),
+        st.integers(1, 20),
+        st.integers(-3, 40),
+    )
+    return st.lists(one, max_size=8).map(
+        lambda specs: [_request(i, prefix, *spec) for i, spec in enumerate(specs)]
+    )
+
+
+running_work = st.lists(
+    st.tuples(st.sampled_from(SITES), st.integers(1, 3), st.integers(1, 30)), max_size=4
+)
+
+
+def _calendar_with(held: Sequence[tuple[str, int, int]]) -> Calendar[str]:
+    calendar = empty_calendar()
+    for site, cpu, end in held:
+        if calendar.fits({key(site): cpu}, Window(0, end)):
+            calendar.take({key(site): cpu}, Window(0, end))
+    return calendar
+
+
+@settings(max_examples=200, deadline=None)
+@given(running_work, _requests("r", FIRST_CLASSES), _requests("added", ("low",)))
+def test_adding_later_ranked_requests_never_changes_the_plan_of_earlier_ones(
+    held: list[tuple[str, int, int]], first: list[Waiting[str]], added: list[Waiting[str]]
+) -> None:
+    alone = admission_round(_calendar_with(held), first, classes=CLASSES, capacity=CAPACITY)
+    together = admission_round(
+        _calendar_with(held), first + added, classes=CLASSES, capacity=CAPACITY
+    )
+    assert together.order[: len(first)] == alone.order
+    for request in first:
+        request_id = request.work.id
+        assert outcome(together, request_id) == outcome(alone, request_id)
+    for name in ("admit", "later", "expired", "impossible", "stuck"):
+        kept = [item for item in getattr(together, name) if not item.id.startswith("added")]
+        assert kept == getattr(alone, name)
+
+
+# --- sorting -----------------------------------------------------------------------------------
+
+
+def test_expired_impossible_and_stuck_requests_are_sorted_apart() -> None:
+    work = [running("run", cpu=6, cls="normal", site="s1")]
+    calendar = holding(work, until=100, now=50)
+    queue = [
+        waiting("expired", cpu=1, deadline=49),
+        waiting("no-options", cpu=1, sites=()),
+        waiting("too-big", cpu=7, sites=("s1", "s2")),
+        waiting("stuck", cpu=1, deadline=99),
+        waiting("waits", cpu=1, deadline=100),
+        waiting("now", cpu=1, sites=("s1", "s2")),
+    ]
+    result = admission_round(calendar, queue, classes=CLASSES, capacity=CAPACITY)
+    assert ids(result.expired) == ["expired"]
+    assert [(n.id, n.cause) for n in result.impossible] == [
+        ("no-options", "no_options"),
+        ("too-big", "never_fits"),
+    ]
+    assert [(n.id, n.cause) for n in result.stuck] == [("stuck", "deadline")]
+    assert [(p.id, p.start) for p in result.later] == [("waits", 100)]
+    assert [(p.id, p.start, p.option) for p in result.admit] == [("now", 50, 1)]
+    assert result.preemptions == []
+
+
+def test_a_request_queued_twice_or_of_an_unknown_class_is_invalid() -> None:
+    twice = [waiting("r", cpu=1), waiting("r", cpu=2)]
+    with pytest.raises(Invalid) as caught:
+        admission_round(empty_calendar(), twice, classes=CLASSES, capacity=CAPACITY)
+    assert caught.value.field == "queued[1].id"
+    unknown = [waiting("r", cpu=1, cls="urgent")]
+    with pytest.raises(Invalid) as caught:
+        admission_round(empty_calendar(), unknown, classes=CLASSES, capacity=CAPACITY)
+    assert caught.value.field == "priority_class"
+
+
+# --- preemption --------------------------------------------------------------------------------
+
+
+def _full_site() -> list[RunningWork]:
+    """s1 full until 100: two low works (one older), one normal; s2 holds one low work."""
+    return [
+        running("low-old", cpu=2, cls="low", started_at=10),
+        running("low-new", cpu=2, cls="low", started_at=50),
+        running("normal", cpu=2, cls="normal", started_at=60),
+        running("s2-low", cpu=6, cls="low", started_at=70, site="s2"),
+    ]
+
+
+def _round(
+    work: Sequence[RunningWork],
+    queue: Sequence[Waiting[str]],
+    free_now: Callable[[str], Resources] | None = nothing_free,
+) -> Round:
+    calendar = holding(work)
+    return admission_round(
+        calendar, queue, classes=CLASSES, capacity=CAPACITY, running=work, free_now=free_now
+    )
+
+
+@pytest.mark.parametrize(
+    ("cpu", "victims"),
+    [
+        (2, ("low-new",)),
+        (4, ("low-new", "low-old")),
+        (6, ("low-new", "low-old", "normal")),
+    ],
+)
+def test_a_stuck_high_request_preempts_the_lowest_class_most_recent_first(
+    cpu: int, victims: tuple[str, ...]
+) -> None:
+    result = _round(_full_site(), [waiting("urgent", cpu=cpu, cls="high", deadline=5)])
+    assert ids(result.stuck) == ["urgent"]
+    assert result.preemptions == [Preemption("urgent", "s1", victims)]
+
+
+def test_what_is_free_now_is_not_preempted_for() -> None:
+    def two_free(site: str) -> Resources:
+        return Resources.of(cpu_m=2)
+
+    result = _round(_full_site(), [waiting("urgent", cpu=4, cls="high", deadline=5)], two_free)
+    assert result.preemptions == [Preemption("urgent", "s1", ("low-new",))]
+
+
+def test_the_victims_are_on_the_site_of_an_option_the_first_that_can_free_it() -> None:
+    work = _full_site()
+    only_s2 = _round(work, [waiting("urgent", cpu=2, cls="high", deadline=5, sites=("s2",))])
+    assert only_s2.preemptions == [Preemption("urgent", "s2", ("s2-low",))]
+    s2_first = _round(work, [waiting("urgent", cpu=2, cls="high", deadline=5, sites=("s2", "s1"))])
+    assert s2_first.preemptions == [Preemption("urgent", "s2", ("s2-low",))]
+    s1_first = _round(work, [waiting("urgent", cpu=2, cls="high", deadline=5, sites=("s1", "s2"))])
+    assert s1_first.preemptions == [Preemption("urgent", "s1", ("low-new",))]
+
+
+def test_work_on_a_site_of_no_option_is_never_a_victim() -> None:
+    work = [
+        running("s1-low", cpu=6, cls="low"),
+        running("s2-protected", cpu=6, cls="protected", site="s2"),
+    ]
+    result = _round(work, [waiting("urgent", cpu=2, cls="high", deadline=5, sites=("s2",))])
+    assert ids(result.stuck) == ["urgent"]
+    assert result.preemptions == []
+
+
+def test_the_next_option_is_tried_when_the_first_site_cannot_free_enough() -> None:
+    work = [
+        running("s1-protected", cpu=6, cls="protected"),
+        running("s2-low", cpu=6, cls="low", site="s2"),
+    ]
+    result = _round(work, [waiting("urgent", cpu=3, cls="high", deadline=5, sites=("s1", "s2"))])
+    assert result.preemptions == [Preemption("urgent", "s2", ("s2-low",))]
+
+
+def test_never_same_class_higher_class_or_non_preemptible_work() -> None:
+    work = [
+        running("peer", cpu=2, cls="normal"),
+        running("protected", cpu=2, cls="protected"),
+        running("higher", cpu=2, cls="high"),
+    ]
+    result = _round(work, [waiting("stuck", cpu=2, cls="normal", deadline=5)])
+    assert ids(result.stuck) == ["stuck"]
+    assert result.preemptions == []
+    # The same work gives way to nothing a lower class asks either.
+    low = _round(work, [waiting("stuck-low", cpu=2, cls="low", deadline=5)])
+    assert low.preemptions == []
+
+
+def test_a_victim_is_given_to_one_preemptor_only() -> None:
+    work = [
+        running("low-a", cpu=3, cls="low", started_at=10),
+        running("low-b", cpu=3, cls="low", started_at=20),
+    ]
+    queue = [
+        waiting("first", cpu=3, cls="high", deadline=5, at=0),
+        waiting("second", cpu=3, cls="high", deadline=5, at=1),
+        waiting("third", cpu=3, cls="high", deadline=5, at=2),
+    ]
+    result = _round(work, queue)
+    assert ids(result.stuck) == ["first", "second", "third"]
+    assert result.preemptions == [
+        Preemption("first", "s1", ("low-b",)),
+        Preemption("second", "s1", ("low-a",)),
+    ]
+
+
+def test_what_one_preemption_frees_beyond_its_need_counts_for_the_next() -> None:
+    work = [
+        running("low-big", cpu=4, cls="low", started_at=50),
+        running("low-small", cpu=2, cls="low", started_at=10),
+    ]
+    queue = [
+        waiting("first", cpu=2, cls="high", deadline=5, at=0),
+        waiting("second", cpu=3, cls="high", deadline=5, at=1),
+        waiting("third", cpu=1, cls="high", deadline=5, at=2),
+    ]
+    result = _round(work, queue)
+    # low-big frees 4: 2 for first, 2 left towards second's 3, so low-small covers the rest;
+    # nothing is left for third.
+    assert result.preemptions == [
+        Preemption("first", "s1", ("low-big",)),
+        Preemption("second", "s1", ("low-small",)),
+    ]
+
+
+def test_a_preemptor_served_by_what_is_already_freed_takes_no_victim() -> None:
+    work = [running("low-big", cpu=6, cls="low")]
+    queue = [
+        waiting("first", cpu=3, cls="high", deadline=5, at=0),
+        waiting("second", cpu=3, cls="high", deadline=5, at=1),
+    ]
+    result = _round(work, queue)
+    assert result.preemptions == [Preemption("first", "s1", ("low-big",))]
+
+
+def test_without_free_now_or_running_work_nothing_is_preempted() -> None:
+    work = _full_site()
+    queue = [waiting("urgent", cpu=2, cls="high", deadline=5)]
+    assert _round(work, queue, free_now=None).preemptions == []
+    calendar = holding(work)
+    no_running = admission_round(
+        calendar, queue, classes=CLASSES, capacity=CAPACITY, free_now=free_on(calendar)
+    )
+    assert ids(no_running.stuck) == ["urgent"]
+    assert no_running.preemptions == []
+
+
+def test_free_now_read_from_the_calendar_gives_the_same_victims() -> None:
+    work = _full_site()
+    calendar = holding(work)
+    result = admission_round(
+        calendar,
+        [waiting("urgent", cpu=2, cls="high", deadline=5)],
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=free_on(calendar),
+    )
+    assert result.preemptions == [Preemption("urgent", "s1", ("low-new",))]
+
+
+def test_only_stuck_requests_preempt() -> None:
+    work = _full_site()
+    queue = [
+        waiting("waits", cpu=2, cls="high", deadline=100),
+        waiting("expired", cpu=2, cls="high", deadline=-1),
+    ]
+    result = _round(work, queue)
+    assert [(p.id, p.start) for p in result.later] == [("waits", 100)]
+    assert ids(result.expired) == ["expired"]
+    assert result.preemptions == []
