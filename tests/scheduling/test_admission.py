@@ -432,6 +432,24 @@ def test_a_preemptor_served_by_what_is_already_freed_takes_no_victim() -> None:
     assert result.preemptions == [Preemption("first", "s1", ("low-big",))]
 
 
+def test_room_already_freed_is_counted_once_for_the_preemptors_it_covers() -> None:
+    work = [
+        running("low-big", cpu=5, cls="low", started_at=50),
+        running("low-one", cpu=1, cls="low", started_at=10),
+    ]
+    queue = [
+        waiting("a", cpu=2, cls="high", deadline=5, at=0),
+        waiting("b", cpu=3, cls="high", deadline=5, at=1),
+        waiting("c", cpu=1, cls="high", deadline=5, at=2),
+    ]
+    result = _round(work, queue)
+    # low-big frees 5: 2 for a and 3 for b; c needs what low-one holds.
+    assert result.preemptions == [
+        Preemption("a", "s1", ("low-big",)),
+        Preemption("c", "s1", ("low-one",)),
+    ]
+
+
 def test_without_free_now_or_running_work_nothing_is_preempted() -> None:
     work = _full_site()
     queue = [waiting("urgent", cpu=2, cls="high", deadline=5)]

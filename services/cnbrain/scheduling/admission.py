@@ -148,7 +148,8 @@ def _preemptions(
     now: int,
 ) -> list[Preemption]:
     """Victims for the stuck requests, in admission order, each victim taken once: on the
-    first of a request's options whose site can free what it lacks."""
+    first of a request's options whose site can free what it lacks. A request that what is
+    free and already freed covers on an option's site takes that room, and no victim."""
     taken: set[str] = set()
     freed: dict[str, Resources] = {}
     out: list[Preemption] = []
@@ -159,6 +160,10 @@ def _preemptions(
             site = option.label
             free = free_now(site) + freed.get(site, Resources())
             need = (one.work.demand - free).positive_part()
+            if need.is_zero():
+                # What earlier preemptions free covers it already: it takes that room.
+                freed[site] = freed.get(site, Resources()) - one.work.demand
+                break
             on_site = [w for w in candidates if w.site == site]
             victims = choose_victims(need, value, on_site, now=now)
             if not victims:
