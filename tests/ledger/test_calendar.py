@@ -480,3 +480,15 @@ def test_calendar_earliest_is_the_first_start_where_all_fit(
         None,
     )
     assert found == brute
+
+
+def test_a_copy_of_a_calendar_changes_apart_from_it() -> None:
+    calendar: Calendar[str] = Calendar({"gpu": 8, "cpu": 4}, now=100)
+    calendar.take({"gpu": 6}, Window(100, 200))
+    twin = calendar.copy()
+    twin.take({"gpu": 2, "cpu": 4}, Window(100, 150))
+    assert calendar.profile("gpu").steps() == ((100, 2), (200, 8))
+    assert calendar.profile("cpu").steps() == ((100, 4),)
+    assert twin.profile("gpu").steps() == ((100, 0), (150, 2), (200, 8))
+    calendar.give({"gpu": 6}, Window(100, 200))
+    assert twin.profile("gpu").free_at(100) == 0

@@ -99,6 +99,18 @@ async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_cap
     created = datetime.fromisoformat(holder["created_at"])
     # It is planned for when the holder's hour ends (to the second), not before.
     assert 3590 <= (estimate - created).total_seconds() <= 3610, queue
+    [blocker] = queue["blockers"]
+    assert {k: blocker[k] for k in ("site", "resource", "wants", "free", "held_by")} == {
+        "site": "CC-hub",
+        "resource": "accelerator Ascend910B",
+        "wants": 16,
+        "free": 0,
+        "held_by": 1,
+    }
+    assert blocker["text"].startswith(
+        "CC-hub: wants 16 accelerator Ascend910B, 0 free; 16 held until "
+    ), blocker
+    assert blocker["text"].endswith(" by 1 job")
     await _cancel(api, user, holder["id"])
     admitted = await _until(api, user, waiting["id"], lambda v: v["state"] == "placed")
     assert admitted["site"] == "CC-hub" and admitted["queue"] is None

@@ -94,6 +94,12 @@ class Profile:
     def now(self) -> int:
         return self._times[0]
 
+    def copy(self) -> "Profile":
+        """An independent copy of this profile."""
+        twin = Profile(self._capacity, now=self._times[0])
+        twin._times, twin._free = list(self._times), list(self._free)
+        return twin
+
     def steps(self) -> tuple[tuple[int, int], ...]:
         """The breakpoints `(time, free from then on)`, the first at `now`."""
         return tuple(zip(self._times, self._free, strict=True))
@@ -250,6 +256,12 @@ class Calendar(Generic[K]):
     @property
     def now(self) -> int:
         return self._now
+
+    def copy(self) -> "Calendar[K]":
+        """An independent copy of this calendar: changing one leaves the other as it is."""
+        twin: Calendar[K] = Calendar({}, now=self._now)
+        twin._profiles = {key: profile.copy() for key, profile in self._profiles.items()}
+        return twin
 
     def __contains__(self, key: object) -> bool:
         return key in self._profiles

@@ -255,6 +255,12 @@ async def calendar_of(
     return calendar
 
 
+async def holding_claims(session: AsyncSession) -> list[Claim]:
+    """The claims of every held reservation and every prepared or held cross-brain part,
+    each with its window (as `calendar_of` counts them)."""
+    return await _holding_claims(session)
+
+
 def _capacity(status: str, amount: int) -> int:
     """What a site's or link's row of `status` offers of a resource with `amount` not used
     from outside: nothing when retired, never below 0."""

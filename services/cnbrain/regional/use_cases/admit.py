@@ -35,7 +35,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,9 +47,9 @@ from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.calendar import Calendar
-from cnbrain.ledger.claim import claim_from, window_of
-from cnbrain.ledger.keys import ResourceKey, accelerator_key, site_key
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.claim import Claim, claim_from, window_of
+from cnbrain.ledger.keys import ResourceKey, accelerator_key, demand_of, site_key
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.stored_requests import fail_unreadable, stored_request
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -57,6 +57,7 @@ from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.blockers import Holding, option_blockers
 from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_demand
 from cnbrain.scheduling.resources import Resources, accelerator_dimension
@@ -71,6 +72,12 @@ SYSTEM = "system"
 
 PLAN_MOVED_S = 60
 """A `planned` event is written when a request's estimated start moves by at least this."""
+
+BLOCKERS_SHOWN = 200
+"""What blocks a waiting request is stored for the first this many of the order."""
+
+BLOCKER_OPTIONS = 3
+"""... on the first this many of its candidate sites."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +142,7 @@ class AdmitQueued:
             classes = await priority_classes.list_classes(session)
             calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now_s)
             held = await held_work(session)
+            claims = await ledger_store.holding_claims(session)
             earlier = await queue_plans.plans_of(session, [s.id for s in stored])
         assert classes is not None, "a prepared database has priority classes"
         queued, unreadable = _readable(stored, classes)
@@ -158,6 +166,7 @@ class AdmitQueued:
             for q in local
         ]
         running = _running(held, classes)
+        before = calendar.copy()
         result = admission_round(
             calendar,
             waiting,
@@ -182,7 +191,8 @@ class AdmitQueued:
                 requeued += len(preemption.victims)
         placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
         rejected += expired_elsewhere
-        await self._store_plans(result, elsewhere, earlier, by_id, now_s)
+        blockers = _Blockers(before, claims, self._live_map)
+        await self._store_plans(result, elsewhere, earlier, by_id, blockers)
         return RoundReport(
             waiting=len(stored),
             admitted=admitted,
@@ -349,10 +359,20 @@ class AdmitQueued:
         elsewhere: Sequence[_Queued],
         earlier: dict[str, queue_plans.QueuePlan],
         by_id: dict[str, _Queued],
-        now_s: int,
+        blockers: "_Blockers",
     ) -> None:
-        """Store every waiting request's plan, and a `planned` event where its estimate moved."""
+        """Store every waiting request's plan (with what blocks it, for the first
+        `BLOCKERS_SHOWN` of the order), and a `planned` event where its estimate moved."""
         at = datetime.fromtimestamp(self._clock(), UTC)
+        now_s = blockers.now
+
+        def blocked(request_id: str) -> list[dict[str, Any]]:
+            if position[request_id] >= BLOCKERS_SHOWN:
+                return []
+            q = by_id[request_id]
+            duration = max(1, math.ceil(q.request.duration_hours * 3600))
+            return blockers.of(self._options[request_id][:BLOCKER_OPTIONS], duration)
+
         position = result.position
         plans: list[queue_plans.QueuePlan] = []
         events: list[RequestEvent] = []
@@ -365,7 +385,11 @@ class AdmitQueued:
                     position[planned.id],
                     start,
                     at,
-                    {"site": site, "reason": f"planned on {site} from {start.isoformat()}"},
+                    {
+                        "site": site,
+                        "reason": f"planned on {site} from {start.isoformat()}",
+                        "blockers": blocked(planned.id),
+                    },
                 )
             )
             before = earlier.get(planned.id)
@@ -382,7 +406,11 @@ class AdmitQueued:
         for stuck in result.stuck:
             plans.append(
                 queue_plans.QueuePlan(
-                    stuck.id, position[stuck.id], None, at, {"reason": stuck.reason}
+                    stuck.id,
+                    position[stuck.id],
+                    None,
+                    at,
+                    {"reason": stuck.reason, "blockers": blocked(stuck.id)},
                 )
             )
         offset = len(result.order)
@@ -518,3 +546,64 @@ def _free_now(calendar: Calendar[ResourceKey], live_map: LiveMap) -> Callable[[s
         return Resources(amounts)
 
     return free
+
+
+class _Blockers:
+    """What blocks an option on the calendar as it stood before the round planned it: the
+    running and admitted work only (`scheduling.blockers`)."""
+
+    def __init__(
+        self, calendar: Calendar[ResourceKey], claims: Sequence[Claim], live_map: LiveMap
+    ) -> None:
+        self._calendar = calendar
+        self.now = calendar.now
+        arrays = live_map.engine.arrays
+        self._link_ids = [link.id for link in arrays.map.links]
+        self._by_key: dict[ResourceKey, list[Holding[ResourceKey]]] = {}
+        for claim in claims:
+            on_map = replace(
+                claim,
+                site_id=claim.site_id if claim.site_id in arrays.map.site_index else None,
+                link_ids=tuple(link for link in claim.link_ids if link in arrays.link_index),
+            )
+            demand = demand_of(on_map, arrays=arrays)
+            window = claim.window if claim.window.end > self.now else Window.of(self.now, 1)
+            holding = Holding(claim.request_id or claim.reservation_id, window, demand)
+            for key in demand:
+                self._by_key.setdefault(key, []).append(holding)
+
+    def of(self, options: Sequence[PlanOption[ResourceKey]], duration: int) -> list[dict[str, Any]]:
+        """The blockers of `options`, as stored in a plan's detail."""
+        out: list[dict[str, Any]] = []
+        for option in options:
+            holdings = list(
+                {id(h): h for key in option.demand for h in self._by_key.get(key, ())}.values()
+            )
+            found = option_blockers(
+                self._calendar, holdings, option, duration=duration, describe=self._describe
+            )
+            for blocker in found.blockers:
+                until = blocker.until
+                out.append(
+                    {
+                        "site": found.site,
+                        "resource": blocker.name,
+                        "wants": blocker.wants,
+                        "free": blocker.free_now,
+                        "until": None
+                        if until is None
+                        else datetime.fromtimestamp(until, UTC).isoformat(),
+                        "held_by": blocker.held_by,
+                        "text": f"{found.site}: {blocker.text()}",
+                    }
+                )
+        return out
+
+    def _describe(self, key: ResourceKey) -> str:
+        if key[0] == "link":
+            return f"Mbps on link {self._link_ids[key[1]]}"
+        if len(key) == 4:
+            return f"accelerator {key[-1]}"
+        return {"cpu_m": "CPU millicores", "mem_mib": "MiB of memory"}.get(
+            str(key[-1]), "GiB of storage"
+        )
