@@ -190,6 +190,56 @@ async def test_suspend_resume_and_cancel_a_running_slurm_job(
     assert (await brain.view(user, made["id"]))["state"] == "cancelled"
 
 
+async def test_a_preempted_slurm_job_is_cancelled_requeued_and_runs_again_later(
+    brain: Brain, slurm: SlurmBackend
+) -> None:
+    _, user = await brain.tenant_user("preempt")
+    every_gpu = {"cpu": 1, "memory_gib": 0.25, "accelerator": {"model": "A100", "count": 4}}
+    low = await brain.submit(
+        user,
+        job_request(SITE, resources=every_gpu, priority_class="low", job={"command": "sleep 120"}),
+    )
+    await brain.states_until(user, low["id"], "running", timeout_s=60)
+    [first] = await brain.attempts(user, low["id"])
+    urgent = await brain.submit(
+        user,
+        job_request(
+            SITE,
+            resources=every_gpu,
+            priority_class="high",
+            start="queue",
+            max_wait_s=5,
+            job={"command": "sleep 120"},
+        ),
+    )
+    assert urgent["state"] == "queued"
+    await brain.states_until(user, urgent["id"], "running", timeout_s=60)
+    view = await brain.view(user, low["id"])
+    assert view["state"] == "queued"
+    assert view["reason"] == "preempted by a request of class high"
+    assert await brain.held(low["id"]) == []
+    assert (await slurm.status(first["backend_job_id"])).state is JobState.CANCELLED
+
+    async def first_cancelled() -> bool | None:
+        [attempt] = await brain.attempts(user, low["id"])
+        return True if attempt["state"] == "cancelled" else None
+
+    await until(first_cancelled, "the preempted attempt recorded cancelled")
+    kinds = [kind for kind, _ in await brain.events(user, low["id"])]
+    assert kinds[kinds.index("started") + 1 :][:2] == ["preempted", "queued"], kinds
+
+    done = await brain.call(user, "POST", f"/v1/requests/{urgent['id']}/cancel")
+    assert done.status_code == 200, done.text
+    await brain.states_until(user, low["id"], "running", timeout_s=60)
+    attempts = await brain.attempts(user, low["id"])
+    assert [(a["attempt"], a["state"]) for a in attempts] == [(1, "cancelled"), (2, "running")]
+    assert attempts[1]["backend_job_id"] != first["backend_job_id"]
+    assert (await slurm.status(attempts[1]["backend_job_id"])).state is JobState.RUNNING
+    cancelled = await brain.call(user, "POST", f"/v1/requests/{low['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert await brain.held(low["id"]) == []
+
+
 async def test_a_failed_slurm_job_is_retried_and_every_attempt_shows(
     brain: Brain, slurm: SlurmBackend
 ) -> None:

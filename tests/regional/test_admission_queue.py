@@ -155,3 +155,54 @@ async def test_a_higher_class_is_admitted_first_and_a_queued_request_can_be_canc
     assert cancelled["state"] == "cancelled" and cancelled["queue"] is None
     await _cancel(api, user, high["id"])
     await api.invariants()
+
+
+async def test_a_higher_class_that_cannot_wait_preempts_lower_work_which_waits_again(
+    api: Api,
+) -> None:
+    _, user = await api.tenant_user("q-preempt")
+    low = await _submit(api, user, _ascend(16, priority_class="low"))
+    assert low["state"] == "placed"
+    urgent = await _submit(
+        api, user, _ascend(16, start="queue", priority_class="high", max_wait_s=5)
+    )
+    admitted = await _until(api, user, urgent["id"], lambda v: v["state"] == "placed")
+    assert admitted["site"] == "CC-hub"
+    victim = await _until(api, user, low["id"], lambda v: v["queue"] is not None)
+    assert victim["state"] == "queued"
+    assert victim["reason"] == "preempted by a request of class high"
+    assert await _events(api, user, low["id"]) == [
+        "submitted",
+        "placed",
+        "preempted",
+        "queued",
+        "planned",
+    ]
+    await api.invariants()
+    await _cancel(api, user, urgent["id"])
+    again = await _until(api, user, low["id"], lambda v: v["state"] == "placed")
+    assert again["site"] == "CC-hub"
+    assert (await _events(api, user, low["id"]))[-1] == "admitted"
+    await _cancel(api, user, low["id"])
+    await api.invariants()
+
+
+async def test_rounds_run_at_once_never_admit_a_request_twice(api: Api) -> None:
+    _, user = await api.tenant_user("q-twice")
+    holder = await _submit(api, user, _ascend(16))
+    waiting = [await _submit(api, user, _ascend(2, start="queue")) for _ in range(10)]
+    await _cancel(api, user, holder["id"])
+    await asyncio.gather(*(api.cases.admit() for _ in range(4)))
+    for one in waiting[:8]:
+        await _until(api, user, one["id"], lambda v: v["state"] == "placed")
+    for one in waiting:
+        kinds = await _events(api, user, one["id"])
+        assert kinds.count("admitted") == (1 if kinds[-1] == "admitted" else 0), kinds
+    states = [
+        (await api.call(user, "GET", f"/v1/requests/{one['id']}")).json()["state"]
+        for one in waiting
+    ]
+    assert states.count("placed") == 8 and states.count("queued") == 2
+    await api.invariants()
+    for one in waiting:
+        await _cancel(api, user, one["id"])

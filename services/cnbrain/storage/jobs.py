@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, text, tuple_, update
+from sqlalchemy import and_, func, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import (
@@ -264,6 +264,57 @@ def _queued_row(
         "queued_at": now,
         "updated_at": now,
     }
+
+
+async def with_open_attempts(session: AsyncSession, request_ids: Sequence[str]) -> set[str]:
+    """Those of `request_ids` with an attempt not ended yet (queued, being submitted, or
+    held by a scheduler)."""
+    if not request_ids:
+        return set()
+    j = JobRecord
+    found = await session.scalars(
+        select(j.request_id)
+        .where(j.request_id.in_(list(request_ids)), j.state.in_(sorted(OPEN_ATTEMPT)))
+        .distinct()
+    )
+    return set(found)
+
+
+async def queue_next_attempts(
+    session: AsyncSession, request_ids: Sequence[str], *, message: str
+) -> int:
+    """Queue the next attempt, on its site, of each placed request of `request_ids` that has
+    attempts and none open (a request placed again after it was preempted); returns how
+    many were queued. Requests without attempts get their first from
+    `queue_first_attempts`."""
+    if not request_ids:
+        return 0
+    r, s, j = PlacementRequestRecord, SiteRecord, JobRecord
+    ids = list(request_ids)
+    last = (
+        select(j.request_id, func.max(j.attempt).label("last"))
+        .where(j.request_id.in_(ids))
+        .group_by(j.request_id)
+        .subquery()
+    )
+    rows = (
+        await session.execute(
+            select(r.id, r.tenant_id, r.site_id, s.execution, last.c.last)
+            .join(s, s.id == r.site_id)
+            .join(last, last.c.request_id == r.id)
+            .where(r.id.in_(ids), r.state == RequestState.PLACED)
+        )
+    ).all()
+    now = utcnow()
+    values = [
+        {**_queued_row(rid, tenant, last + 1, site, _kind(execution), now), "message": message}
+        for rid, tenant, site, execution, last in rows
+    ]
+    if values:
+        await session.execute(
+            insert_on_conflict(session, JobRecord).on_conflict_do_nothing(), values
+        )
+    return len(values)
 
 
 async def queue_attempt(

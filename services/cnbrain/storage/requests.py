@@ -62,6 +62,7 @@ __all__ = [
     "pending_requests",
     "save_decisions",
     "set_states",
+    "tenants_of",
 ]
 
 
@@ -316,6 +317,15 @@ async def list_requests(
     page = rows[:limit]
     last = page[-1]
     return page, encode_keyset(last.created_at, last.id)
+
+
+async def tenants_of(session: AsyncSession, request_ids: Sequence[str]) -> dict[str, str]:
+    """The tenant of each request of `request_ids` that exists, by request id."""
+    if not request_ids:
+        return {}
+    r = PlacementRequestRecord
+    rows = await session.execute(select(r.id, r.tenant_id).where(r.id.in_(list(request_ids))))
+    return {str(row[0]): str(row[1]) for row in rows}
 
 
 async def set_states(

@@ -19,6 +19,7 @@ from cnbrain.regional.use_cases.events import ListEvents
 from cnbrain.regional.use_cases.intake import Intake
 from cnbrain.regional.use_cases.placing import Placer
 from cnbrain.regional.use_cases.ports import NationalClient
+from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.regional.use_cases.quote import QuoteRequest
 from cnbrain.regional.use_cases.read import ReadRequests
 from cnbrain.regional.use_cases.recover import RecoverPending
@@ -101,5 +102,6 @@ class RequestUseCases:
                 national=national,
                 top_n=settings.admission_top_n,
                 wake_jobs=wake_jobs,
+                preempt=RequeueVictims(sessions=sessions, changes=changes, wake_jobs=wake_jobs),
             ),
         )

@@ -55,6 +55,7 @@ from cnbrain.regional.stored_requests import fail_unreadable, stored_request
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
+from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.blockers import Holding, option_blockers
@@ -62,7 +63,14 @@ from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_demand
 from cnbrain.scheduling.resources import Resources, accelerator_dimension
 from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork, RunningWork
-from cnbrain.storage import ledger_store, priority_classes, queue_plans, request_events, requests
+from cnbrain.storage import (
+    jobs,
+    ledger_store,
+    priority_classes,
+    queue_plans,
+    request_events,
+    requests,
+)
 from cnbrain.storage.running_work import HeldWork, held_work
 
 log = logging.getLogger("cnbrain.regional")
@@ -115,7 +123,7 @@ class AdmitQueued:
         national: NationalClient | None,
         top_n: int,
         wake_jobs: Callable[[], None],
-        preempt: "Callable[[Sequence[str], str], Any] | None" = None,
+        preempt: RequeueVictims | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._sessions = sessions
@@ -144,6 +152,7 @@ class AdmitQueued:
             held = await held_work(session)
             claims = await ledger_store.holding_claims(session)
             earlier = await queue_plans.plans_of(session, [s.id for s in stored])
+            stopping = await jobs.with_open_attempts(session, [s.id for s in stored])
         assert classes is not None, "a prepared database has priority classes"
         queued, unreadable = _readable(stored, classes)
         for record, problem in unreadable:
@@ -183,12 +192,16 @@ class AdmitQueued:
                 for n in result.impossible
             ]
         )
-        admitted = await self._admit(result, by_id)
+        admitted = await self._admit(result, by_id, stopping)
         requeued = 0
         if self._preempt is not None:
             for preemption in result.preemptions:
-                await self._preempt(preemption.victims, f"preempted by {preemption.preemptor}")
-                requeued += len(preemption.victims)
+                requeued += await self._preempt(
+                    preemption.victims,
+                    preemptor=preemption.preemptor,
+                    reason="preempted by a request of class "
+                    f"{by_id[preemption.preemptor].class_name}",
+                )
         placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
         rejected += expired_elsewhere
         blockers = _Blockers(before, claims, self._live_map)
@@ -255,9 +268,10 @@ class AdmitQueued:
                 continue
         return done
 
-    async def _admit(self, result: Round, by_id: dict[str, _Queued]) -> int:
+    async def _admit(self, result: Round, by_id: dict[str, _Queued], stopping: set[str]) -> int:
         """Decide the requests planned to start now, each group on its planned site only, and
-        reserve them all with one unit of work; returns how many were admitted."""
+        reserve them all with one unit of work; returns how many were admitted. A request
+        whose job's last attempt has not ended yet (it was just preempted) waits for it."""
         if not result.admit:
             return 0
         engine = self._live_map.engine
@@ -265,6 +279,8 @@ class AdmitQueued:
         site_index = engine.map.site_index
         groups: dict[str, list[PlacementRequest]] = {}
         for planned in result.admit:
+            if planned.id in stopping:
+                continue
             request = by_id[planned.id].request
             site = self._options[planned.id][planned.option].label
             groups.setdefault(site, []).append(request)
@@ -306,6 +322,11 @@ class AdmitQueued:
             async with self._changes.begin() as (session, change):
                 await ledger_store.reserve_many(session, claims=claims)
                 await write_outcomes(session, [o for o, _ in decided])
+                await jobs.queue_next_attempts(
+                    session,
+                    [o.request.id for o, _ in decided],
+                    message="admitted again after it was preempted",
+                )
                 for _, reservation in decided:
                     change.took(reservation)
         except (
