@@ -192,7 +192,7 @@ async def test_rounds_run_at_once_never_admit_a_request_twice(api: Api) -> None:
     holder = await _submit(api, user, _ascend(16))
     waiting = [await _submit(api, user, _ascend(2, start="queue")) for _ in range(10)]
     await _cancel(api, user, holder["id"])
-    await asyncio.gather(*(api.cases.admit() for _ in range(4)))
+    await asyncio.gather(*(api.use_cases.admit() for _ in range(4)))
     for one in waiting[:8]:
         await _until(api, user, one["id"], lambda v: v["state"] == "placed")
     for one in waiting:
