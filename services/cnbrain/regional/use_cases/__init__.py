@@ -103,5 +103,6 @@ class RequestUseCases:
                 top_n=settings.admission_top_n,
                 wake_jobs=wake_jobs,
                 preempt=RequeueVictims(sessions=sessions, changes=changes, wake_jobs=wake_jobs),
+                ask_every_s=settings.admission_interval_s,
             ),
         )

@@ -112,7 +112,9 @@ class _Queued:
 
 class AdmitQueued:
     """One admission round of this brain's queue (module docstring). `wake_jobs()` tells the
-    dispatcher that requests were placed; `preempt` requeues victims (None: no preemption)."""
+    dispatcher that requests were placed; `preempt` requeues victims (None: no preemption);
+    a request only the national brain can place is asked of it at most every
+    `ask_every_s`."""
 
     def __init__(
         self,
@@ -124,6 +126,7 @@ class AdmitQueued:
         top_n: int,
         wake_jobs: Callable[[], None],
         preempt: RequeueVictims | None = None,
+        ask_every_s: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._sessions = sessions
@@ -136,6 +139,8 @@ class AdmitQueued:
         self._clock = clock
         self._options: dict[str, tuple[PlanOption[ResourceKey], ...]] = {}
         self._options_map: object = None
+        self._ask_every_s = ask_every_s
+        self._asked: dict[str, float] = {}
 
     async def __call__(self) -> RoundReport:
         """Plan the queue once and act on the plan (module docstring)."""
@@ -341,17 +346,22 @@ class AdmitQueued:
         return len(decided)
 
     async def escalate_waiting(self, elsewhere: Sequence[_Queued], now_s: int) -> tuple[int, int]:
-        """Ask the national brain to place each waiting request only it can place; record the
-        ones it placed, and reject those whose max wait has passed. Returns (placed,
-        rejected). An unreachable national brain leaves them waiting."""
+        """Ask the national brain to place each waiting request only it can place (each at most
+        once every `ask_every_s`); record the ones it placed, and reject those whose max wait
+        has passed. Returns (placed, rejected). An unreachable national brain leaves them
+        waiting."""
+        alive = {q.request.id for q in elsewhere}
+        for gone in [i for i in self._asked if i not in alive]:
+            del self._asked[gone]
         if not elsewhere or self._national is None:
             return 0, 0
         late = [(q.request, _waited_out(q)) for q in elsewhere if q.deadline < now_s]
         rejected = await self._reject(late)
         placed = 0
         for q in elsewhere:
-            if q.deadline < now_s:
+            if q.deadline < now_s or now_s < self._asked.get(q.request.id, 0) + self._ask_every_s:
                 continue
+            self._asked[q.request.id] = now_s
             try:
                 decision = await self._national.escalate(q.request)
             except Exception as exc:
