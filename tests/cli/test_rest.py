@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,42 @@ def test_priority_classes_list_put_delete(brain: str) -> None:
         check=False,
     )
     assert refused.returncode == 2 and "409" in refused.stderr and "default" in refused.stderr
+
+
+def test_requests_why_shows_a_queued_requests_place_estimate_and_blockers(
+    brain: str, tmp_path: Path
+) -> None:
+    cnbrain(brain, ADMIN, "tenant", "create", "cli-queue", "--name", "CLI queue")
+    token = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-queue", "--name", "q")[
+        "token"
+    ]
+    every_h100 = {
+        "source_province": "GD",
+        "resources": {
+            "cpu": 8,
+            "memory_gib": 32,
+            "accelerator": {"model": "H100", "count": 1024},
+        },
+        "duration_hours": 2,
+    }
+    now, waits = tmp_path / "now.json", tmp_path / "queue.json"
+    now.write_text(json.dumps(every_h100))
+    waits.write_text(json.dumps({**every_h100, "start": "queue"}))
+    holder = cnbrain(brain, token, "submit", str(now))
+    assert holder["state"] == "placed", holder
+    queued = cnbrain(brain, token, "submit", str(waits))
+    assert queued["state"] == "queued", queued
+    deadline = time.monotonic() + 30
+    while "estimated start" not in (told := cnbrain(brain, token, "requests", "why", queued["id"])):
+        assert time.monotonic() < deadline, told
+        time.sleep(0.3)
+    lines = told.splitlines()
+    assert lines[0].startswith(f"{queued['id']} is queued: position 0, estimated start ")
+    site = holder["site"]
+    assert any(
+        line.strip().startswith(f"{site}: wants 1024 accelerator H100, 0 free; 1024 held")
+        for line in lines
+    ), told
+    cnbrain(brain, token, "requests", "cancel", queued["id"])
+    assert "is cancelled, not waiting" in cnbrain(brain, token, "requests", "why", queued["id"])
+    cnbrain(brain, token, "requests", "cancel", holder["id"])

@@ -486,3 +486,20 @@ def test_only_stuck_requests_preempt() -> None:
     assert [(p.id, p.start) for p in result.later] == [("waits", 100)]
     assert ids(result.expired) == ["expired"]
     assert result.preemptions == []
+
+
+def test_a_round_gives_victims_to_at_most_max_preemptors_requests_first_in_order() -> None:
+    work = [running(f"low-{i}", cpu=1, cls="low", started_at=i) for i in range(6)]
+    queue = [waiting(f"urgent-{i}", cpu=1, cls="high", deadline=5, at=i) for i in range(4)]
+    calendar = holding(work)
+    result = admission_round(
+        calendar,
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=nothing_free,
+        max_preemptors=2,
+    )
+    assert [p.preemptor for p in result.preemptions] == ["urgent-0", "urgent-1"]
+    assert all(len(p.victims) == 1 for p in result.preemptions)

@@ -13,10 +13,12 @@ Steps, on one map, in one process:
    Top-N sites for it on the empty map (its static filters, and the capacity check against
    whole capacity), each with its path (the engine's router, over links wide enough for its
    bandwidth);
-5. the queue ranked by `fair_share.fair_order`, timed apart;
-6. timed: one admission cycle, `backfill.plan` of every queued request in rank order, with
-   the objects alive before it frozen out of the garbage collector's scans (`gc.freeze`), as
-   `bench placement` does.
+5. the queue ranked by `fair_share.fair_order`, timed apart (the cycle ranks it again);
+6. timed: one admission cycle, `admission.admission_round` (the brain's one admission code:
+   the fair order again, conservative backfill of every queued request in that order, the
+   sorting, and the victims of the stuck requests that may preempt), with the objects alive
+   before it frozen out of the garbage collector's scans (`gc.freeze`), as `bench placement`
+   does.
 
 The options come from `cnbrain.scheduling.options`, the bridge between the placement engine
 and the calendar.
@@ -24,7 +26,7 @@ and the calendar.
 
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -35,12 +37,13 @@ from cnbrain.ledger.calendar import Calendar
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
-from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanResult, plan
+from cnbrain.scheduling.admission import Round, Waiting, admission_round
+from cnbrain.scheduling.backfill import PlanItem, Planned, plan
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
 from cnbrain.scheduling.options import CalendarKeys, request_demand, request_options
 from cnbrain.scheduling.resources import Resources
-from cnbrain.scheduling.work import QueuedWork
+from cnbrain.scheduling.work import QueuedWork, RunningWork, usage_by_tenant
 
 NOW = 1_800_000_000
 """The calendar's now, in epoch seconds (a fixed instant, so runs repeat)."""
@@ -98,6 +101,9 @@ class AdmissionFigures:
     planned_later: int
     no_start: int
     no_start_by_cause: dict[str, int]
+    preemptions: int
+    """Stuck requests given victims to preempt."""
+    victims: int
     mean_delay_s: float
     """Mean of planned start minus now, over the planned requests (0 when none)."""
     max_delay_s: float
@@ -130,13 +136,25 @@ def bench_admission(
             running_requests, request_options(engine, running_requests, top_n=top_n), strict=True
         )
     ]
-    usage: dict[str, Resources] = {}
-    held = 0
-    for request, result in zip(running_requests, plan(calendar, running_items), strict=True):
-        if isinstance(result, Planned):
-            held += 1
-            tenant = tenants[int(rng.integers(len(tenants)))]
-            usage[tenant] = usage.get(tenant, Resources()) + request_demand(request)
+    running_work: list[RunningWork] = []
+    class_names = list(CLASS_SHARES)
+    class_p = np.asarray(list(CLASS_SHARES.values()))
+    for request, item, held in zip(
+        running_requests, running_items, plan(calendar, running_items), strict=True
+    ):
+        if isinstance(held, Planned):
+            one = CLASSES.get(class_names[int(rng.choice(len(class_names), p=class_p))])
+            running_work.append(
+                RunningWork(
+                    id=request.id,
+                    tenant=tenants[int(rng.integers(len(tenants)))],
+                    class_value=one.value,
+                    preemptible=one.preemptible,
+                    started_at=float(NOW - int(rng.integers(0, MAX_AGE_S + 1))),
+                    demand=request_demand(request),
+                    site=item.options[held.option].label,
+                )
+            )
 
     requests = random_requests(cmap, count=queued, seed=seed)
     started = time.perf_counter()
@@ -148,43 +166,40 @@ def bench_admission(
         )
     )
     options_s = time.perf_counter() - started
-    by_id = {r.id: r for r in requests}
-    class_names = list(CLASS_SHARES)
-    class_p = np.asarray(list(CLASS_SHARES.values()))
-    works = [
-        QueuedWork(
+    waiting = []
+    for r in requests:
+        work = QueuedWork(
             id=r.id,
             tenant=tenants[int(rng.integers(len(tenants)))],
             class_name=class_names[int(rng.choice(len(class_names), p=class_p))],
             demand=request_demand(r),
             submitted_at=float(NOW - int(rng.integers(0, MAX_AGE_S + 1))),
         )
-        for r in requests
-    ]
+        deadline = int(work.submitted_at + CLASSES.get(work.class_name).default_max_wait_s)
+        waiting.append(Waiting(work, options_of[r.id], _duration_s(r), deadline))
+    capacity = _capacity(engine.arrays)
     started = time.perf_counter()
-    order = fair_order(
-        works,
+    fair_order(
+        [w.work for w in waiting],
         classes=CLASSES,
-        usage=usage,
-        capacity=_capacity(engine.arrays),
+        usage=usage_by_tenant(running_work),
+        capacity=capacity,
         weights=TENANT_WEIGHTS,
     )
     order_s = time.perf_counter() - started
-    items = [
-        PlanItem(
-            id=work.id,
-            options=options_of[work.id],
-            duration=_duration_s(by_id[work.id]),
-            not_before=NOW,
-            deadline=int(work.submitted_at + CLASSES.get(work.class_name).default_max_wait_s),
-        )
-        for work in order
-    ]
 
     gc.collect()
     gc.freeze()
     started, started_cpu = time.perf_counter(), time.process_time()
-    results = plan(calendar, items)
+    result = admission_round(
+        calendar,
+        waiting,
+        classes=CLASSES,
+        capacity=capacity,
+        running=running_work,
+        weights=TENANT_WEIGHTS,
+        free_now=_free_now(calendar, keys, engine.arrays),
+    )
     cycle_s = time.perf_counter() - started
     cycle_cpu_s = time.process_time() - started_cpu
     gc.unfreeze()
@@ -192,11 +207,11 @@ def bench_admission(
         spec=spec,
         engine=engine,
         calendar=calendar,
-        running=(running, held),
+        running=(running, len(running_work)),
         top_n=top_n,
         options=sum(len(o) for o in options_of.values()),
         timings=(options_s, order_s, cycle_s, cycle_cpu_s),
-        results=results,
+        result=result,
     )
 
 
@@ -209,15 +224,13 @@ def _figures(
     top_n: int,
     options: int,
     timings: tuple[float, float, float, float],
-    results: Sequence[PlanResult],
+    result: Round,
 ) -> AdmissionFigures:
-    planned = [r for r in results if isinstance(r, Planned)]
+    planned = [*result.admit, *result.later]
     delays = [r.start - NOW for r in planned]
     causes: dict[str, int] = {}
-    for r in results:
-        if isinstance(r, NoStart):
-            causes[r.cause] = causes.get(r.cause, 0) + 1
-    now = sum(1 for r in planned if r.starts_now)
+    for r in (*result.expired, *result.impossible, *result.stuck):
+        causes[r.cause] = causes.get(r.cause, 0) + 1
     return AdmissionFigures(
         map=spec,
         sites=len(engine.map.sites),
@@ -225,20 +238,48 @@ def _figures(
         calendar_resources=len(calendar),
         running_asked=running[0],
         running_held=running[1],
-        queued=len(results),
+        queued=len(result.order),
         top_n=top_n,
         options=options,
         options_s=timings[0],
         order_s=timings[1],
         cycle_s=timings[2],
         cycle_cpu_s=timings[3],
-        planned_now=now,
-        planned_later=len(planned) - now,
-        no_start=len(results) - len(planned),
+        planned_now=len(result.admit),
+        planned_later=len(result.later),
+        no_start=len(result.order) - len(planned),
         no_start_by_cause=dict(sorted(causes.items())),
+        preemptions=len(result.preemptions),
+        victims=sum(len(p.victims) for p in result.preemptions),
         mean_delay_s=float(np.mean(delays)) if delays else 0.0,
         max_delay_s=float(max(delays, default=0)),
     )
+
+
+def _free_now(
+    calendar: Calendar[int], keys: CalendarKeys, arrays: MapArrays
+) -> Callable[[str], Resources]:
+    """What a site has free at the calendar's now, as a resource vector."""
+    site_index = arrays.map.site_index
+    models = {column: model for model, column in arrays.accelerator_column.items()}
+
+    def free(site_id: str) -> Resources:
+        i = site_index[site_id]
+        at = calendar.now
+
+        def amount(dimension: int) -> int:
+            return calendar.profile(keys.site(i, dimension)).free_at(at)
+
+        return Resources.of(
+            cpu_m=amount(keys.CPU_M),
+            mem_mib=amount(keys.MEM_MIB),
+            storage_gib=amount(keys.STORAGE_GIB),
+            accelerators={
+                model: amount(keys.ACCELERATORS + column) for column, model in models.items()
+            },
+        )
+
+    return free
 
 
 def format_figures(f: AdmissionFigures) -> str:
@@ -257,6 +298,7 @@ def format_figures(f: AdmissionFigures) -> str:
             f"({f.cycle_cpu_s:.3f} s of CPU)",
             f"  planned now {f.planned_now:,}, later {f.planned_later:,}, "
             f"no start {f.no_start:,}" + (f" ({causes})" if causes else ""),
+            f"  preemptions {f.preemptions:,} ({f.victims:,} victims)",
             f"  planned delay: mean {f.mean_delay_s:,.0f} s, max {f.max_delay_s:,.0f} s",
         ]
     )

@@ -269,6 +269,12 @@ def _add_request_commands(sub: Subcommands) -> None:
     events.add_argument("--json", action="store_true")
     rest.add_connection_options(events)
     events.set_defaults(run=rest.requests_events)
+    why = reqs.add_parser(
+        "why", help="why a request waits: its place, estimated start and what blocks it"
+    )
+    why.add_argument("id")
+    rest.add_connection_options(why)
+    why.set_defaults(run=rest.requests_why)
 
 
 def _add_priority_class_commands(sub: Subcommands) -> None:

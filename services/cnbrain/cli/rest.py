@@ -139,6 +139,30 @@ def requests_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def requests_why(args: argparse.Namespace) -> int:
+    """Where a queued request stands (its position, estimated start and what blocks it on
+    its top candidates), or why it is not waiting."""
+    view = _call(args, "GET", f"/v1/requests/{quote(args.id, safe='')}")
+    queue = view.get("queue")
+    if view["state"] != "queued":
+        print(f"{view['id']} is {view['state']}, not waiting" + _because(view["reason"]))
+        return 0
+    if queue is None:
+        print(f"{view['id']} is queued; the admission loop has not planned it yet")
+        return 0
+    start = queue["estimated_start"] or "none within its max wait yet"
+    print(f"{view['id']} is queued: position {queue['position']}, estimated start {start}")
+    if queue["reason"]:
+        print(f"  {queue['reason']}")
+    for blocker in queue["blockers"]:
+        print(f"  {blocker['text']}")
+    return 0
+
+
+def _because(reason: str | None) -> str:
+    return f" ({reason})" if reason else ""
+
+
 def requests_cancel(args: argparse.Namespace) -> int:
     return _print(_call(args, "POST", f"/v1/requests/{args.id}/cancel"))
 

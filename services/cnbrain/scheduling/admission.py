@@ -22,8 +22,10 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
 4. preemption (when `running` is given): a `stuck` request whose class may preempt gets
    victims (`preemption.choose_victims`) on the site of one of its options: running work of
    lower, preemptible classes whose demands cover what the site lacks for it now. A victim
-   is chosen for one preemptor only in a round. The caller requeues the victims and releases
-   what they hold; the preemptor is admitted by a later round, once that is done.
+   is chosen for one preemptor only in a round, and a round gives victims to at most
+   `max_preemptors` requests (the first in admission order; the others are looked at again
+   in the next rounds). The caller requeues the victims and releases what they hold; the
+   preemptor is admitted by a later round, once that is done.
 
 Pure: no clock and no I/O; the only state changed is the calendar given, which afterwards
 holds the whole plan.
@@ -86,6 +88,9 @@ class Round:
 
 _IMPOSSIBLE = frozenset({"no_options", "never_fits"})
 
+MAX_PREEMPTORS = 64
+"""A round gives victims to at most this many stuck requests, by default."""
+
 
 def admission_round(
     calendar: Calendar[K],
@@ -96,6 +101,7 @@ def admission_round(
     running: Sequence[RunningWork] = (),
     weights: Mapping[str, float] | None = None,
     free_now: Callable[[str], Resources] | None = None,
+    max_preemptors: int = MAX_PREEMPTORS,
 ) -> Round:
     """One round over `waiting` on `calendar` (module docstring). `capacity` is the region's
     whole capacity and `running` the work that holds part of it (each tenant's usage, for the
@@ -134,7 +140,12 @@ def admission_round(
     if free_now is not None and running:
         result.preemptions.extend(
             _preemptions(
-                [by_id[s.id] for s in result.stuck], classes, running, free_now, calendar.now
+                [by_id[s.id] for s in result.stuck],
+                classes,
+                running,
+                free_now,
+                calendar.now,
+                max_preemptors,
             )
         )
     return result
@@ -146,6 +157,7 @@ def _preemptions(
     running: Sequence[RunningWork],
     free_now: Callable[[str], Resources],
     now: int,
+    most: int,
 ) -> list[Preemption]:
     """Victims for the stuck requests, in admission order, each victim taken once: on the
     first of a request's options whose site can free what it lacks. A request that what is
@@ -153,18 +165,28 @@ def _preemptions(
     taken: set[str] = set()
     freed: dict[str, Resources] = {}
     out: list[Preemption] = []
+    by_site: dict[str, list[RunningWork]] = {}
+    for work in running:
+        if work.preemptible:
+            by_site.setdefault(work.site, []).append(work)
+    lowest = min((w.class_value for w in running if w.preemptible), default=None)
     for one in stuck:
+        if len(out) >= most:
+            break
         value = classes.get(one.work.class_name).value
-        candidates = [w for w in running if w.id not in taken]
+        if lowest is None or value <= lowest:
+            continue  # nothing it may preempt runs anywhere
         for option in one.options:
             site = option.label
+            if site not in by_site:
+                continue
             free = free_now(site) + freed.get(site, Resources())
             need = (one.work.demand - free).positive_part()
             if need.is_zero():
                 # What earlier preemptions free covers it already: it takes that room.
                 freed[site] = freed.get(site, Resources()) - one.work.demand
                 break
-            on_site = [w for w in candidates if w.site == site]
+            on_site = [w for w in by_site[site] if w.id not in taken and w.class_value < value]
             victims = choose_victims(need, value, on_site, now=now)
             if not victims:
                 continue

@@ -143,12 +143,13 @@ def dominant_fraction(usage: Resources, capacity: Resources) -> Fraction:
     """The largest `usage[d] / capacity[d]`, exactly, over the dimensions `capacity` holds a
     positive amount of; dimensions of zero capacity are ignored; 0 when no dimension counts
     or the usage is nowhere positive."""
-    share = Fraction(0)
+    best, of = 0, 1  # the largest amount / total so far, compared by cross-multiplying
+    held = capacity.amounts
     for dimension, amount in usage.amounts.items():
-        total = capacity[dimension]
-        if total > 0:
-            share = max(share, Fraction(amount, total))
-    return share
+        total = held.get(dimension, 0)
+        if total > 0 and amount * of > best * total:
+            best, of = amount, total
+    return Fraction(best, of)
 
 
 def dominant_share(usage: Resources, capacity: Resources) -> float:
