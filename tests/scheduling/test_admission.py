@@ -12,6 +12,7 @@ from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.scheduling.admission import Preemption, Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import NoStart, Planned, PlanOption
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
+from cnbrain.scheduling.cohorts import Cohort, TenantQuota
 from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import QueuedWork, RunningWork
 
@@ -503,3 +504,94 @@ def test_a_round_gives_victims_to_at_most_max_preemptors_requests_first_in_order
     )
     assert [p.preemptor for p in result.preemptions] == ["urgent-0", "urgent-1"]
     assert all(len(p.victims) == 1 for p in result.preemptions)
+
+
+def _cohort(**quotas: tuple[int, int]) -> dict[str, Cohort]:
+    """Every tenant named in one cohort, each with (nominal, borrowing limit) cpu."""
+    cohort = Cohort(
+        "pool",
+        {
+            tenant: TenantQuota(Resources.of(cpu_m=nominal), Resources.of(cpu_m=limit))
+            for tenant, (nominal, limit) in quotas.items()
+        },
+    )
+    return dict.fromkeys(quotas, cohort)
+
+
+def test_a_request_its_cohort_refuses_waits_over_quota_with_the_reason() -> None:
+    queue = [
+        waiting("first", cpu=2, tenant="a", at=0),
+        waiting("second", cpu=2, tenant="a", at=1),
+    ]
+    result = admission_round(
+        empty_calendar(),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        cohort_of=_cohort(a=(2, 0), b=(4, 0)),
+    )
+    assert ids(result.admit) == ["first"]
+    [over] = result.over_quota
+    assert over.id == "second"
+    assert over.reason == (
+        "cpu_m: tenant 'a' would hold 4, 2 beyond its nominal 2, but may borrow at most 0"
+    )
+
+
+def test_a_tenant_borrows_what_its_cohort_leaves_unused_up_to_its_limit() -> None:
+    queue = [waiting(f"r{i}", cpu=2, tenant="a", at=i) for i in range(3)]
+    result = admission_round(
+        empty_calendar(),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        cohort_of=_cohort(a=(2, 2), b=(4, 0)),
+    )
+    assert ids(result.admit) == ["r0", "r1"]
+    assert [o.id for o in result.over_quota] == ["r2"]
+
+
+def test_a_lender_reclaims_borrowed_work_first_whatever_its_class() -> None:
+    # b holds 6 on s1, 4 beyond its nominal 2, in work of a class that is never preempted.
+    work = [
+        running("b-protected", cpu=4, cls="protected", tenant="b", started_at=5),
+        running("b-high", cpu=2, cls="high", tenant="b", started_at=1),
+    ]
+    queue = [waiting("a-needs", cpu=4, cls="low", tenant="a", deadline=5)]
+    cohorts = _cohort(a=(4, 0), b=(2, 4))
+    result = admission_round(
+        holding(work),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=nothing_free,
+        cohort_of=cohorts,
+    )
+    assert ids(result.stuck) == ["a-needs"]
+    assert result.preemptions == [Preemption("a-needs", "s1", ("b-protected",))]
+    # Without the cohort, a low request preempts nothing.
+    alone = admission_round(
+        holding(work),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=nothing_free,
+    )
+    assert alone.preemptions == []
+
+
+def test_a_tenant_beyond_its_nominal_reclaims_nothing() -> None:
+    work = [running("b-low", cpu=6, cls="low", tenant="b")]
+    queue = [waiting("a-big", cpu=6, cls="low", tenant="a", deadline=5)]
+    result = admission_round(
+        holding(work),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=nothing_free,
+        cohort_of=_cohort(a=(4, 4), b=(2, 4)),
+    )
+    assert result.preemptions == []

@@ -19,10 +19,17 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
      is rejected with the reason (waiting cannot help);
    - `stuck`: no start by its deadline on any option, though it may fit one day (running work
      may end early, or be preempted): it waits, with no estimated start;
+   - `over_quota` (when `cohort_of` is given): planned to start now, but its tenant's cohort
+     refuses it (`cohorts.Cohort.can_admit`, with the usage of the running work and of the
+     requests admitted before it in the round): it waits, with the reason;
 4. preemption (when `running` is given): a `stuck` request whose class may preempt gets
    victims (`preemption.choose_victims`) on the site of one of its options: running work of
    lower, preemptible classes whose demands cover what the site lacks for it now. A victim
-   is chosen for one preemptor only in a round, and a round gives victims to at most
+   is chosen for one preemptor only in a round. Reclaim: when the preemptor's tenant is in a
+   cohort and stays within its nominal quota with it, the work of the cohort's other members
+   that is borrowed (its tenant holds more than its nominal in a dimension the work uses) is
+   a candidate too, whatever its class, and is taken first (as if of the lowest class). A
+   round gives victims to at most
    `max_preemptors` requests (the first in admission order; the others are looked at again
    in the next rounds). The caller requeues the victims and releases what they hold; the
    preemptor is admitted by a later round, once that is done.
@@ -32,12 +39,13 @@ holds the whole plan.
 """
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from cnbrain.ledger.calendar import Calendar
 from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, plan
-from cnbrain.scheduling.classes import PriorityClasses
+from cnbrain.scheduling.classes import MIN_CLASS_VALUE, PriorityClasses
+from cnbrain.scheduling.cohorts import Cohort
 from cnbrain.scheduling.fair_share import fair_order
 from cnbrain.scheduling.preemption import choose_victims
 from cnbrain.scheduling.resources import Resources
@@ -69,6 +77,18 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class OverQuota:
+    """`planned` may start now, but its tenant's cohort refuses it: `reason` says why."""
+
+    planned: Planned
+    reason: str
+
+    @property
+    def id(self) -> str:
+        return self.planned.id
+
+
+@dataclass(frozen=True, slots=True)
 class Round:
     """What one round decided (module docstring). `order` is every waiting request's id in
     admission order; `position` its place in it (0 first). The lists keep that order."""
@@ -79,6 +99,7 @@ class Round:
     expired: list[NoStart] = field(default_factory=list)
     impossible: list[NoStart] = field(default_factory=list)
     stuck: list[NoStart] = field(default_factory=list)
+    over_quota: list[OverQuota] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
 
     @property
@@ -102,13 +123,15 @@ def admission_round(
     weights: Mapping[str, float] | None = None,
     free_now: Callable[[str], Resources] | None = None,
     max_preemptors: int = MAX_PREEMPTORS,
+    cohort_of: Mapping[str, Cohort] | None = None,
 ) -> Round:
     """One round over `waiting` on `calendar` (module docstring). `capacity` is the region's
     whole capacity and `running` the work that holds part of it (each tenant's usage, for the
     fair order, and the candidates of preemption); `weights` are the tenants' fair-share
     weights. `free_now(site)` is what a site has free at the calendar's now, as a resource
-    vector; without it nothing is preempted. Raises `Invalid` naming the field for a class
-    no class of `classes` has, or a request given twice."""
+    vector; without it nothing is preempted. `cohort_of` gives the cohort of each tenant in
+    one (absent: no quota over time). Raises `Invalid` naming the field for a class no class
+    of `classes` has, or a request given twice."""
     by_id = {w.work.id: w for w in waiting}
     ordered = fair_order(
         (w.work for w in waiting),
@@ -128,9 +151,20 @@ def admission_round(
         for work in ordered
     ]
     result = Round(order=[work.id for work in ordered])
+    cohorts = cohort_of or {}
+    usage = usage_by_tenant(running)
     for planned in plan(calendar, items):
-        if isinstance(planned, Planned):
-            (result.admit if planned.starts_now else result.later).append(planned)
+        if isinstance(planned, Planned) and planned.starts_now:
+            work = by_id[planned.id].work
+            cohort = cohorts.get(work.tenant)
+            verdict = cohort.can_admit(work.tenant, work.demand, usage) if cohort else None
+            if verdict is not None and not verdict.admitted:
+                result.over_quota.append(OverQuota(planned, verdict.reason or "over its quota"))
+                continue
+            usage[work.tenant] = usage.get(work.tenant, Resources()) + work.demand
+            result.admit.append(planned)
+        elif isinstance(planned, Planned):
+            result.later.append(planned)
         elif planned.cause == "expired":
             result.expired.append(planned)
         elif planned.cause in _IMPOSSIBLE:
@@ -146,6 +180,7 @@ def admission_round(
                 free_now,
                 calendar.now,
                 max_preemptors,
+                cohorts,
             )
         )
     return result
@@ -158,6 +193,7 @@ def _preemptions(
     free_now: Callable[[str], Resources],
     now: int,
     most: int,
+    cohort_of: Mapping[str, Cohort],
 ) -> list[Preemption]:
     """Victims for the stuck requests, in admission order, each victim taken once: on the
     first of a request's options whose site can free what it lacks. A request that what is
@@ -167,14 +203,15 @@ def _preemptions(
     out: list[Preemption] = []
     by_site: dict[str, list[RunningWork]] = {}
     for work in running:
-        if work.preemptible:
-            by_site.setdefault(work.site, []).append(work)
+        by_site.setdefault(work.site, []).append(work)
+    usage = usage_by_tenant(running)
     lowest = min((w.class_value for w in running if w.preemptible), default=None)
     for one in stuck:
         if len(out) >= most:
             break
         value = classes.get(one.work.class_name).value
-        if lowest is None or value <= lowest:
+        borrowed = _reclaimable(one.work, cohort_of, usage, running)
+        if not borrowed and (lowest is None or value <= lowest):
             continue  # nothing it may preempt runs anywhere
         for option in one.options:
             site = option.label
@@ -186,7 +223,12 @@ def _preemptions(
                 # What earlier preemptions free covers it already: it takes that room.
                 freed[site] = freed.get(site, Resources()) - one.work.demand
                 break
-            on_site = [w for w in by_site[site] if w.id not in taken and w.class_value < value]
+            on_site = [
+                _as_lowest(w) if w.id in borrowed else w
+                for w in by_site[site]
+                if w.id not in taken
+                and (w.id in borrowed or (w.preemptible and w.class_value < value))
+            ]
             victims = choose_victims(need, value, on_site, now=now)
             if not victims:
                 continue
@@ -196,3 +238,30 @@ def _preemptions(
             out.append(Preemption(one.work.id, site, tuple(victims)))
             break
     return out
+
+
+def _reclaimable(
+    work: QueuedWork,
+    cohort_of: Mapping[str, Cohort],
+    usage: Mapping[str, Resources],
+    running: Sequence[RunningWork],
+) -> set[str]:
+    """The ids of the running work `work`'s tenant may reclaim: when it is in a cohort and
+    stays within its nominal quota with `work`, the work of the cohort's other members whose
+    tenant holds more than its nominal in a dimension that work uses."""
+    cohort = cohort_of.get(work.tenant)
+    if cohort is None or cohort.can_admit(work.tenant, work.demand, usage).verdict != "nominal":
+        return set()
+    out: set[str] = set()
+    for other in running:
+        if other.tenant == work.tenant or cohort_of.get(other.tenant) is not cohort:
+            continue
+        over = cohort.borrowed(other.tenant, usage.get(other.tenant, Resources()))
+        if any(other.demand[d] > 0 for d in over):
+            out.add(other.id)
+    return out
+
+
+def _as_lowest(work: RunningWork) -> RunningWork:
+    """Borrowed work as a victim of any class: taken before every other candidate."""
+    return replace(work, class_value=MIN_CLASS_VALUE, preemptible=True)
