@@ -206,3 +206,24 @@ async def test_rounds_run_at_once_never_admit_a_request_twice(api: Api) -> None:
     await api.invariants()
     for one in waiting:
         await _cancel(api, user, one["id"])
+
+
+async def test_a_request_over_its_tenants_quota_waits_and_holds_up_no_other(api: Api) -> None:
+    tenant, user = await api.tenant_user("q-quota")
+    _, other = await api.tenant_user("q-other")
+    limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 4})
+    assert limited.status_code == 200, limited.text
+    holder = await _submit(api, other, _ascend(16))
+    first = await _submit(api, user, _ascend(4, start="queue"))
+    second = await _submit(api, user, _ascend(4, start="queue"))
+    theirs = await _submit(api, other, _ascend(4, start="queue"))
+    await _cancel(api, other, holder["id"])
+    await _until(api, user, first["id"], lambda v: v["state"] == "placed")
+    await _until(api, other, theirs["id"], lambda v: v["state"] == "placed")
+    await asyncio.sleep(0.5)  # more rounds: the quota keeps the second waiting
+    assert (await api.call(user, "GET", f"/v1/requests/{second['id']}")).json()["state"] == "queued"
+    await _cancel(api, user, first["id"])
+    await _until(api, user, second["id"], lambda v: v["state"] == "placed")
+    for token, one in ((user, second), (other, theirs)):
+        await _cancel(api, token, one["id"])
+    await api.invariants()

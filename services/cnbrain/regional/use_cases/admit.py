@@ -313,6 +313,19 @@ class AdmitQueued:
                 decided.append((_admitted(outcome), reservation))
         if not decided:
             return 0
+        admitted = await self._reserve(decided)
+        if admitted == 0 and len(decided) > 1:
+            # One of them may be at fault (its tenant's quota, say): each alone.
+            for one in decided:
+                admitted += await self._reserve([one])
+        if admitted:
+            self._wake_jobs()
+        return admitted
+
+    async def _reserve(self, decided: Sequence[tuple[Outcome, Reservation]]) -> int:
+        """Reserve `decided` over their windows from now and write them admitted, in one unit
+        of work; returns how many (0: none, the unit of work refused; they stay queued)."""
+        engine = self._live_map.engine
         now_s = int(self._clock())
         claims = [
             claim_from(
@@ -342,7 +355,6 @@ class AdmitQueued:
             log.info("admission of %d requests deferred to the next round: %s", len(decided), exc)
             self._live_map.capacity_changed()
             return 0
-        self._wake_jobs()
         return len(decided)
 
     async def escalate_waiting(self, elsewhere: Sequence[_Queued], now_s: int) -> tuple[int, int]:
@@ -442,6 +454,16 @@ class AdmitQueued:
                     None,
                     at,
                     {"reason": stuck.reason, "blockers": blocked(stuck.id)},
+                )
+            )
+        for over in result.over_quota:
+            plans.append(
+                queue_plans.QueuePlan(
+                    over.id,
+                    position[over.id],
+                    None,
+                    at,
+                    {"reason": f"waits for its quota: {over.reason}", "blockers": []},
                 )
             )
         offset = len(result.order)
