@@ -2,8 +2,9 @@
 
 Every instance (replica) of a regional brain runs the loop; only the one holding the
 region's admission lease (`storage.leases`, duty `admission`) runs rounds. It renews the
-lease before each round, and rounds run every `interval_s`, or sooner when woken
-(`wake`: capacity freed or taken here or by a replica, a request queued). An instance that
+lease before a round once half of it has passed, and rounds run every `interval_s`, or sooner
+when woken (`wake`: capacity freed or taken here or by a replica, a request queued), but at
+most one every `MIN_GAP_S`. An instance that
 stops lets the lease go; one that dies (kill -9) holds it until it lapses (`lease_s`), and
 another instance takes over then. A round that overruns the lease is still safe: admission
 is a conditional change in the transaction that reserves (`use_cases.admit`).
@@ -25,6 +26,9 @@ log = logging.getLogger("cnbrain.regional")
 LEASE = "admission"
 """The name of the admission loop's lease."""
 
+MIN_GAP_S = 0.2
+"""Rounds are at least this far apart, however often the loop is woken."""
+
 
 class AdmissionLoop:
     """`owner` names this instance in the lease; `round()` runs one admission round."""
@@ -44,6 +48,8 @@ class AdmissionLoop:
         self._woken = asyncio.Event()
         self.holding = False
         """Whether this instance held the lease at its last try."""
+        self._renew_at = 0.0
+        """When (event-loop time) the lease held is to be renewed."""
 
     def wake(self) -> None:
         """Run a round soon (if this instance holds the lease)."""
@@ -62,6 +68,7 @@ class AdmissionLoop:
                 except Exception:
                     log.warning("an admission round failed; trying again", exc_info=True)
                 wait = self._interval_s if self.holding else min(self._interval_s, self._lease_s)
+                await asyncio.sleep(MIN_GAP_S)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._woken.wait(), timeout=wait)
         finally:
@@ -71,12 +78,19 @@ class AdmissionLoop:
                         await leases.let_go(session, name=LEASE, owner=self._owner, now=utcnow())
 
     async def _hold(self) -> bool:
+        """Whether this instance holds the lease: renewed (or taken) once half of it passed."""
+        clock = asyncio.get_running_loop().time
+        if self.holding and clock() < self._renew_at:
+            return True
+        asked = clock()
         now = utcnow()
         async with self._sessions.begin() as session:
-            return await leases.hold(
+            held = await leases.hold(
                 session,
                 name=LEASE,
                 owner=self._owner,
                 until=now + timedelta(seconds=self._lease_s),
                 now=now,
             )
+        self._renew_at = asked + self._lease_s / 2
+        return held

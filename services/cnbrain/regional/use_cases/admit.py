@@ -141,6 +141,8 @@ class AdmitQueued:
         self._options_map: object = None
         self._ask_every_s = ask_every_s
         self._asked: dict[str, float] = {}
+        self._planned = True
+        """Whether plans may be stored (the last round stored some, or none ran yet)."""
 
     async def __call__(self) -> RoundReport:
         """Plan the queue once and act on the plan (module docstring)."""
@@ -150,7 +152,9 @@ class AdmitQueued:
         async with self._sessions() as session, session.begin():
             stored = await requests.pending_requests(session, state=RequestState.QUEUED)
             if not stored:
-                await queue_plans.replace_all(session, [])
+                if self._planned:
+                    await queue_plans.replace_all(session, [])
+                    self._planned = False
                 return RoundReport()
             classes = await priority_classes.list_classes(session)
             calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now_s)
@@ -482,6 +486,7 @@ class AdmitQueued:
             async with self._sessions.begin() as session:
                 await queue_plans.replace_all(session, plans)
                 await request_events.append_many(session, events)
+            self._planned = True
         except Exception:
             log.warning("could not store the plans of the queue", exc_info=True)
 
