@@ -173,6 +173,10 @@ class Profile:
         _check_int(duration, "duration", minimum=1)
         _check_int(not_before, "not_before")
         _check_int(deadline, "deadline")
+        return self._earliest(amount, duration, not_before, deadline)
+
+    def _earliest(self, amount: int, duration: int, not_before: int, deadline: int) -> int | None:
+        """`earliest` of checked integers."""
         start = max(not_before, self.now)
         if start > deadline or amount > self._capacity:
             return None
@@ -342,7 +346,7 @@ class Calendar(Generic[K]):
         i = 0
         while agreed < len(resolved):
             profile, amount = resolved[i]
-            fit = profile.earliest(amount, duration, not_before=start, deadline=deadline)
+            fit = profile._earliest(amount, duration, start, deadline)  # checked above
             if fit is None:
                 return None
             if fit == start:

@@ -133,10 +133,11 @@ def admission_round(
     one (absent: no quota over time). Raises `Invalid` naming the field for a class no class
     of `classes` has, or a request given twice."""
     by_id = {w.work.id: w for w in waiting}
+    held = usage_by_tenant(running)
     ordered = fair_order(
         (w.work for w in waiting),
         classes=classes,
-        usage=usage_by_tenant(running),
+        usage=held,
         capacity=capacity,
         weights=weights,
     )
@@ -152,7 +153,7 @@ def admission_round(
     ]
     result = Round(order=[work.id for work in ordered])
     cohorts = cohort_of or {}
-    usage = usage_by_tenant(running)
+    usage = dict(held)
     for planned in plan(calendar, items):
         if isinstance(planned, Planned) and planned.starts_now:
             work = by_id[planned.id].work
@@ -181,6 +182,7 @@ def admission_round(
                 calendar.now,
                 max_preemptors,
                 cohorts,
+                held,
             )
         )
     return result
@@ -194,6 +196,7 @@ def _preemptions(
     now: int,
     most: int,
     cohort_of: Mapping[str, Cohort],
+    usage: Mapping[str, Resources],
 ) -> list[Preemption]:
     """Victims for the stuck requests, in admission order, each victim taken once: on the
     first of a request's options whose site can free what it lacks. A request that what is
@@ -204,7 +207,6 @@ def _preemptions(
     by_site: dict[str, list[RunningWork]] = {}
     for work in running:
         by_site.setdefault(work.site, []).append(work)
-    usage = usage_by_tenant(running)
     lowest = min((w.class_value for w in running if w.preemptible), default=None)
     for one in stuck:
         if len(out) >= most:
