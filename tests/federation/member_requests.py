@@ -39,3 +39,11 @@ def cancel(federation: LocalFederation, region: str, request_id: str) -> dict[st
     assert answer.status_code == 200, answer.text
     view: dict[str, Any] = answer.json()
     return view
+
+
+def get(federation: LocalFederation, region: str, path: str) -> Any:
+    """GET `path` at `region`, as its admin; the answer's document (200 checked)."""
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+    answer = httpx.get(f"{federation.members[region].url}{path}", headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.federation.ledgers import check_invariants, unreleased
-from tests.federation.member_requests import GPU_REQUEST, cancel, submit
+from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
 
@@ -43,24 +43,13 @@ def _report_h800(federation: LocalFederation, site: str, used: int) -> None:
 
 
 def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {federation.admin_token}"}
-    answer = httpx.get(
-        f"{federation.members['east'].url}/v1/requests/{request_id}", headers=headers, timeout=30
-    )
-    assert answer.status_code == 200, answer.text
-    view: dict[str, Any] = answer.json()
+    view: dict[str, Any] = get(federation, "east", f"/v1/requests/{request_id}")
     return view
 
 
 def _events(federation: LocalFederation, request_id: str) -> list[str]:
-    headers = {"Authorization": f"Bearer {federation.admin_token}"}
-    answer = httpx.get(
-        f"{federation.members['east'].url}/v1/requests/{request_id}/events",
-        headers=headers,
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    return [event["kind"] for event in answer.json()["events"]]
+    events = get(federation, "east", f"/v1/requests/{request_id}/events")["events"]
+    return [event["kind"] for event in events]
 
 
 @pytest.mark.asyncio

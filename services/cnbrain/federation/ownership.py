@@ -45,13 +45,4 @@ class Ownership:
 
     def restrict(self, snapshot: Snapshot) -> Snapshot:
         """`snapshot` with nothing free outside this owner's sites and links."""
-        site, link = self.sites, self.links
-        return Snapshot.of_free(
-            snapshot.arrays,
-            version=snapshot.version,
-            free_cpu_m=np.where(site, snapshot.free_cpu_m, 0),
-            free_mem_mib=np.where(site, snapshot.free_mem_mib, 0),
-            free_storage_gib=np.where(site, snapshot.free_storage_gib, 0),
-            free_acc=np.where(site[:, None], snapshot.free_acc, 0),
-            residual_mbps=np.where(link, snapshot.residual_mbps, 0),
-        )
+        return snapshot.restricted(sites=self.sites, links=self.links)

@@ -93,14 +93,21 @@ class Snapshot:
         are): a decision on it can choose only that site."""
         keep = np.zeros(len(self.free_cpu_m), dtype=bool)
         keep[site] = True
+        return self.restricted(sites=keep)
+
+    def restricted(self, *, sites: np.ndarray, links: np.ndarray | None = None) -> "Snapshot":
+        """A copy of this snapshot with nothing free on the sites (and links) whose entry in
+        the boolean masks `sites` (and `links`) is False."""
         return Snapshot.of_free(
             self.arrays,
             version=self.version,
-            free_cpu_m=np.where(keep, self.free_cpu_m, 0),
-            free_mem_mib=np.where(keep, self.free_mem_mib, 0),
-            free_storage_gib=np.where(keep, self.free_storage_gib, 0),
-            free_acc=np.where(keep[:, None], self.free_acc, 0),
-            residual_mbps=self.residual_mbps.copy(),
+            free_cpu_m=np.where(sites, self.free_cpu_m, 0),
+            free_mem_mib=np.where(sites, self.free_mem_mib, 0),
+            free_storage_gib=np.where(sites, self.free_storage_gib, 0),
+            free_acc=np.where(sites[:, None], self.free_acc, 0),
+            residual_mbps=self.residual_mbps.copy()
+            if links is None
+            else np.where(links, self.residual_mbps, 0),
         )
 
     @classmethod
