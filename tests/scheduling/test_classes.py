@@ -92,3 +92,13 @@ def test_a_bad_set_is_invalid(members: list[PriorityClass], default: str, field:
     with pytest.raises(Invalid) as raised:
         PriorityClasses(members, default=default)
     assert raised.value.field == field
+
+
+def test_a_stored_request_naming_no_class_of_the_set_gets_the_default() -> None:
+    classes = PriorityClasses(
+        [PriorityClass("high", 9, False, 0), PriorityClass("normal", 5, True, 60)],
+        default="normal",
+    )
+    assert classes.named_or_default("high").name == "high"
+    for name in (None, "deleted", 7, ""):
+        assert classes.named_or_default(name).name == "normal"

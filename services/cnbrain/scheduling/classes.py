@@ -96,6 +96,13 @@ class PriorityClasses:
             raise Invalid(f"unknown class {name!r}; known: {known}", field="priority_class")
         return found
 
+    def named_or_default(self, name: object) -> PriorityClass:
+        """The class called `name`, or the default class when `name` names none of the set
+        (None, a class since deleted, anything that is not a name): how the admission queue
+        classes a stored request."""
+        found = self._by_name.get(name) if isinstance(name, str) else None
+        return self._default if found is None else found
+
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 

@@ -516,7 +516,7 @@ def _readable(
             unreadable.append((record, problem))
             continue
         name = request.priority_class
-        one = classes.get(name) if name is not None and name in classes else classes.default
+        one = classes.named_or_default(name)
         wait = request.max_wait_s if request.max_wait_s is not None else one.default_max_wait_s
         created = record.created_at.timestamp()
         readable.append(_Queued(request, record.created_at, math.floor(created + wait), one.name))
@@ -535,7 +535,7 @@ def _running(held: Sequence[HeldWork], classes: PriorityClasses) -> list[Running
     running = []
     for work in held:
         name = work.body.get("priority_class")
-        one = classes.get(name) if isinstance(name, str) and name in classes else classes.default
+        one = classes.named_or_default(name)
         accelerators = (
             {work.accelerator_model: work.accelerator_count}
             if work.accelerator_model and work.accelerator_count
