@@ -50,7 +50,6 @@ class ResourceAmounts(Strict):
     )
     accelerators: dict[Name, AcceleratorCount] = Field(
         default_factory=dict,
-        max_length=len(ACCELERATOR_MODELS),
         description="Counts by accelerator model of the catalog.",
         examples=[{"A100": 64}],
     )
