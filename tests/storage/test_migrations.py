@@ -14,7 +14,7 @@ from sqlalchemy import Connection, inspect, text
 from cnbrain.domain.request import PlacementRequest, ResourceDemand
 from cnbrain.ledger.calendar import Window
 from cnbrain.netmap.document import MapDocument
-from cnbrain.storage import ledger_store, peer_ledger, registry, requests, tenants
+from cnbrain.storage import fair_shares, ledger_store, peer_ledger, registry, requests, tenants
 from cnbrain.storage.clock import epoch_s
 from cnbrain.storage.database import (
     create_engine,
@@ -260,3 +260,27 @@ async def test_upgrading_gives_stored_reservations_the_windows_of_their_requests
         "part-local": Window(start, start + 9000),
         "part-unknown": Window(start, start + longest),
     }
+
+
+async def test_downgrading_below_fair_shares_drops_them_and_keeps_the_tenants(
+    fresh_url: str,
+) -> None:
+    url = fresh_url
+    await upgrade_schema(url)
+    engine = create_engine(url)
+    try:
+        async with session_factory(engine).begin() as session:
+            await tenants.create_tenant(session, tenant_id="acme", name="Acme")
+            share = fair_shares.FairShare(weight=2.0, cohort="lab")
+            assert await fair_shares.put_share(session, "acme", share)
+        await downgrade_schema(url, revision="0009")
+        async with engine.connect() as connection:
+            assert "fair_shares" not in await connection.run_sync(_tables)
+            rows = await connection.execute(text("SELECT id FROM tenants"))
+            assert [tuple(row) for row in rows] == [("acme",)]
+        await upgrade_schema(url)
+        async with session_factory(engine)() as session:
+            assert await fair_shares.get_share(session, "acme") is None
+            assert await fair_shares.admission_terms(session) == fair_shares.AdmissionTerms()
+    finally:
+        await engine.dispose()

@@ -184,7 +184,7 @@ def _add_brain_commands(sub: Subcommands) -> None:
 
 
 def _add_tenant_commands(sub: Subcommands) -> None:
-    """`cnbrain tenant create`."""
+    """`cnbrain tenant create` and `cnbrain tenant fair-share get|put|delete`."""
     from cnbrain.cli import rest
 
     tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
@@ -195,6 +195,52 @@ def _add_tenant_commands(sub: Subcommands) -> None:
     create.add_argument("--name")
     rest.add_connection_options(create)
     create.set_defaults(run=rest.tenant_create)
+    _add_fair_share_commands(tenant)
+
+
+def _add_fair_share_commands(tenant: Subcommands) -> None:
+    """`cnbrain tenant fair-share get|put|delete TENANT`."""
+    from cnbrain.cli import rest
+
+    shares = tenant.add_parser(
+        "fair-share", help="a tenant's weight in the admission order, its cohort and quotas"
+    ).add_subparsers(required=True, metavar="ACTION")
+    get = shares.add_parser("get", help="the tenant's fair share (the defaults if none is set)")
+    get.add_argument("tenant")
+    rest.add_connection_options(get)
+    get.set_defaults(run=rest.fair_share_get)
+    put = shares.add_parser(
+        "put",
+        help="set the tenant's whole fair share (operators and admins); "
+        "what it does not name is the default",
+    )
+    put.add_argument("tenant")
+    put.add_argument("--weight", type=float, default=1.0, help="its weight (default 1)")
+    put.add_argument("--cohort", help="the cohort it lends and borrows quota in")
+    for prefix, what in (("nominal", "its nominal quota"), ("borrow", "its borrowing limit")):
+        put.add_argument(f"--{prefix}-cpu", type=float, metavar="CORES", help=f"{what}: cores")
+        put.add_argument(
+            f"--{prefix}-memory-gib", type=float, metavar="GIB", help=f"{what}: memory GiB"
+        )
+        put.add_argument(
+            f"--{prefix}-storage-gib", type=float, metavar="GIB", help=f"{what}: storage GiB"
+        )
+        put.add_argument(
+            f"--{prefix}-accelerator",
+            type=rest.model_count,
+            action="append",
+            default=[],
+            metavar="MODEL=COUNT",
+            help=f"{what}: accelerators of a model (repeat for more models)",
+        )
+    rest.add_connection_options(put)
+    put.set_defaults(run=rest.fair_share_put)
+    delete = shares.add_parser(
+        "delete", help="delete the tenant's fair share: the defaults again (operators and admins)"
+    )
+    delete.add_argument("tenant")
+    rest.add_connection_options(delete)
+    delete.set_defaults(run=rest.fair_share_delete)
 
 
 def _add_apikey_commands(sub: Subcommands) -> None:

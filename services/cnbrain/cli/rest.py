@@ -74,6 +74,59 @@ def tenant_create(args: argparse.Namespace) -> int:
     )
 
 
+def model_count(text: str) -> tuple[str, int]:
+    """`MODEL=COUNT` as (model, count), for argparse."""
+    model, equals, count = text.partition("=")
+    try:
+        number = int(count)
+    except ValueError:
+        number = -1
+    if not equals or not model or number < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MODEL=COUNT (a whole count)")
+    return model, number
+
+
+def _amounts(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+    """The resource amounts the options `--<prefix>-...` name (those given only)."""
+    amounts: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("cpu_cores", getattr(args, f"{prefix}_cpu")),
+            ("memory_gib", getattr(args, f"{prefix}_memory_gib")),
+            ("storage_gib", getattr(args, f"{prefix}_storage_gib")),
+        )
+        if value is not None
+    }
+    accelerators = dict(getattr(args, f"{prefix}_accelerator"))
+    if accelerators:
+        amounts["accelerators"] = accelerators
+    return amounts
+
+
+def _fair_share_path(tenant: str) -> str:
+    return f"/v1/tenants/{quote(tenant, safe='')}/fair-share"
+
+
+def fair_share_get(args: argparse.Namespace) -> int:
+    return _print(_call(args, "GET", _fair_share_path(args.tenant)))
+
+
+def fair_share_put(args: argparse.Namespace) -> int:
+    body = {
+        "weight": args.weight,
+        "cohort": args.cohort,
+        "nominal": _amounts(args, "nominal"),
+        "borrowing_limit": _amounts(args, "borrow"),
+    }
+    return _print(_call(args, "PUT", _fair_share_path(args.tenant), json=body))
+
+
+def fair_share_delete(args: argparse.Namespace) -> int:
+    _call(args, "DELETE", _fair_share_path(args.tenant))
+    print(f"deleted the fair share of tenant {args.tenant}")
+    return 0
+
+
 def apikey_create(args: argparse.Namespace) -> int:
     user_id = args.user
     if user_id is None:

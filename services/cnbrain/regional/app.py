@@ -12,6 +12,7 @@ from cnbrain.regional.composition import running
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
 from cnbrain.regional.routers import (
     audit,
+    fair_shares,
     health,
     jobs,
     operator,
@@ -60,5 +61,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     for module in (health, requests, jobs, usage, tenants, operator, priority_classes, audit):
         app.include_router(module.router)
+    app.include_router(fair_shares.router)
     openapi.install(app)
     return app

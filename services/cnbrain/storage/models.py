@@ -442,3 +442,20 @@ class QueuePlanRecord(Base):
     estimated_start_at: Mapped[datetime | None]
     planned_at: Mapped[datetime]
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class FairShareRecord(Base):
+    """A tenant's terms in the admission queue (`cnbrain.storage.fair_shares.FairShare`): its
+    fair-share `weight`, the `cohort` it lends and borrows quota in (None: none), and its
+    `nominal` quota and `borrowing_limit` there, each a resource vector as
+    {dimension: amount} in the ledger's units (`cnbrain.scheduling.resources`). A tenant
+    without a row has the defaults: weight 1, no cohort."""
+
+    __tablename__ = "fair_shares"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    weight: Mapped[float] = mapped_column(default=1.0, server_default="1")
+    cohort: Mapped[str | None] = mapped_column(String(63))
+    nominal: Mapped[dict[str, Any]]
+    borrowing_limit: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -1,6 +1,6 @@
-"""The regional brain's use cases for administration: tenancy, usage and the audit log,
-each depending on the database's sessions only, and tenancy on a way to forget the cached
-verifications of a user's keys."""
+"""The regional brain's use cases for administration: tenancy, fair shares, usage and the
+audit log, each depending on the database's sessions only, and tenancy on a way to forget the
+cached verifications of a user's keys."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.regional.use_cases.audit_log import AuditLog
+from cnbrain.regional.use_cases.fair_shares import ManageFairShares
 from cnbrain.regional.use_cases.tenancy import ManageTenants, ManageUsers
 from cnbrain.regional.use_cases.usage_reports import UsageReports
 
@@ -18,6 +19,7 @@ class AdminUseCases:
     users: ManageUsers
     usage: UsageReports
     audit: AuditLog
+    fair_shares: ManageFairShares
 
     @classmethod
     def build(
@@ -31,4 +33,5 @@ class AdminUseCases:
             users=ManageUsers(sessions=sessions, forget_keys=forget_keys),
             usage=UsageReports(sessions),
             audit=AuditLog(sessions),
+            fair_shares=ManageFairShares(sessions),
         )
