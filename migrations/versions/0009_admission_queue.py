@@ -53,9 +53,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    queued = op.get_bind().execute(
-        sa.text("SELECT count(*) FROM placement_requests WHERE state = 'queued'")
-    ).scalar_one()
+    queued = (
+        op.get_bind()
+        .execute(sa.text("SELECT count(*) FROM placement_requests WHERE state = 'queued'"))
+        .scalar_one()
+    )
     if queued:
         raise RuntimeError(
             f"{queued} requests are queued; cancel them or let them be admitted first"

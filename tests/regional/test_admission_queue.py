@@ -91,7 +91,7 @@ async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_cap
     assert holder["state"] == "placed" and holder["site"] == "CC-hub"
     waiting = await _submit(api, user, _ascend(16, start="queue"))
     assert waiting["state"] == "queued", waiting
-    assert "cannot start now" in waiting["reason"]
+    assert waiting["reason"] == "waits in the admission queue"
     planned = await _until(api, user, waiting["id"], lambda v: v["queue"] is not None)
     queue = planned["queue"]
     assert queue["position"] == 0 and queue["site"] == "CC-hub"
@@ -226,4 +226,85 @@ async def test_a_request_over_its_tenants_quota_waits_and_holds_up_no_other(api:
     await _until(api, user, second["id"], lambda v: v["state"] == "placed")
     for token, one in ((user, second), (other, theirs)):
         await _cancel(api, token, one["id"])
+    await api.invariants()
+
+
+async def _share(api: Api, tenant: str, **body: Any) -> None:
+    put = await api.as_admin("PUT", f"/v1/tenants/{tenant}/fair-share", json=body)
+    assert put.status_code in (200, 201), put.text
+
+
+async def _placed_among(api: Api, token: str, views: list[dict[str, Any]]) -> list[str]:
+    states = [
+        (await api.call(token, "GET", f"/v1/requests/{one['id']}")).json()["state"] for one in views
+    ]
+    return [one["id"] for one, state in zip(views, states, strict=True) if state == "placed"]
+
+
+async def test_freed_capacity_goes_to_tenants_by_their_fair_share_weights(api: Api) -> None:
+    _, holder_user = await api.tenant_user("q-w-holder")
+    _, light_user = await api.tenant_user("q-w-light")
+    heavy, heavy_user = await api.tenant_user("q-w-heavy")
+    await _share(api, heavy, weight=3)
+    holder = await _submit(api, holder_user, _ascend(16))
+    # The light tenant's requests are older; four of the eight fit once the pool frees.
+    lights = [await _submit(api, light_user, _ascend(4, start="queue")) for _ in range(4)]
+    heavies = [await _submit(api, heavy_user, _ascend(4, start="queue")) for _ in range(4)]
+    await _cancel(api, holder_user, holder["id"])
+    await _until(api, heavy_user, heavies[2]["id"], lambda v: v["state"] == "placed")
+    # Weighted shares: the older light request first, then the heavy tenant three times.
+    assert await _placed_among(api, light_user, lights) == [lights[0]["id"]]
+    assert await _placed_among(api, heavy_user, heavies) == [h["id"] for h in heavies[:3]]
+    for token, views in ((light_user, lights), (heavy_user, heavies)):
+        for one in views:
+            await _cancel(api, token, one["id"])
+    await api.invariants()
+
+
+async def test_a_cohort_lends_idle_quota_and_its_lender_reclaims_it(api: Api) -> None:
+    lender, lender_user = await api.tenant_user("q-lender")
+    borrower, borrower_user = await api.tenant_user("q-borrower")
+    cohort = "q-pool"
+    await _share(
+        api,
+        lender,
+        cohort=cohort,
+        nominal={"cpu_cores": 8, "memory_gib": 8, "accelerators": {"Ascend910B": 12}},
+    )
+    await _share(
+        api,
+        borrower,
+        cohort=cohort,
+        nominal={"cpu_cores": 8, "memory_gib": 8, "accelerators": {"Ascend910B": 4}},
+        borrowing_limit={"accelerators": {"Ascend910B": 12}},
+    )
+    # The borrower holds the whole pool, 12 of it borrowed, in a class never preempted.
+    taken = [
+        await _submit(api, borrower_user, _ascend(4, start="queue", priority_class="high"))
+        for _ in range(4)
+    ]
+    for one in taken:
+        await _until(api, borrower_user, one["id"], lambda v: v["state"] == "placed")
+    over = await _submit(api, borrower_user, _ascend(4, start="queue", priority_class="high"))
+    # The lender, within its nominal, cannot wait: the newest borrowed work gives way.
+    back = await _submit(
+        api, lender_user, _ascend(8, start="queue", priority_class="low", max_wait_s=5)
+    )
+    await _until(api, lender_user, back["id"], lambda v: v["state"] == "placed", timeout_s=30)
+    states = {
+        one["id"]: (await api.call(borrower_user, "GET", f"/v1/requests/{one['id']}")).json()
+        for one in [*taken, over]
+    }
+    requeued = [
+        i for i, v in states.items() if v["reason"] == "preempted by a request of class low"
+    ]
+    # Two of the borrower's four (4 accelerators each) give back the lender's 8.
+    assert len(requeued) == 2 and set(requeued) <= {one["id"] for one in taken}
+    assert all(states[i]["state"] == "queued" for i in requeued)
+    assert states[over["id"]]["state"] == "queued"
+    for token, one in (
+        *((borrower_user, one) for one in [*taken, over]),
+        (lender_user, back),
+    ):
+        await api.call(token, "POST", f"/v1/requests/{one['id']}/cancel")
     await api.invariants()

@@ -595,3 +595,31 @@ def test_a_tenant_beyond_its_nominal_reclaims_nothing() -> None:
         cohort_of=_cohort(a=(4, 4), b=(2, 4)),
     )
     assert result.preemptions == []
+
+
+def test_a_member_with_work_waiting_for_its_nominal_lends_none_of_it() -> None:
+    queue = [
+        waiting("a-1", cpu=2, tenant="a", at=0),
+        waiting("a-2", cpu=2, tenant="a", at=1),
+        waiting("b-1", cpu=4, tenant="b", at=5),
+    ]
+    result = admission_round(
+        empty_calendar(),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        cohort_of=_cohort(a=(2, 4), b=(4, 0)),
+    )
+    assert ids(result.admit) == ["a-1", "b-1"]
+    [over] = result.over_quota
+    assert over.id == "a-2"
+    assert over.reason.endswith("but the cohort's other members leave 0 unused")
+    # Without b's request, a borrows b's idle quota.
+    alone = admission_round(
+        empty_calendar(),
+        queue[:2],
+        classes=CLASSES,
+        capacity=CAPACITY,
+        cohort_of=_cohort(a=(2, 4), b=(4, 0)),
+    )
+    assert ids(alone.admit) == ["a-1", "a-2"]

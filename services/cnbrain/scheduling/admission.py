@@ -8,10 +8,17 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
 
 1. the waiting requests are put in admission order (`fair_share.fair_order`: class, weighted
    DRF between tenants, age);
-2. they are planned in that order with conservative backfill (`backfill.plan`): each gets the
-   earliest start within its deadline on one of its options, around the windows of the
-   requests before it;
-3. each request is sorted by its plan:
+2. quotas over time (when `cohort_of` is given): in that order, a request whose tenant's
+   cohort refuses it (`cohorts.Cohort.can_admit`) is `over_quota`: it waits with the reason,
+   and is not planned (it takes no room from the others). The usage a request is checked
+   against is its tenant's running work plus the requests of its tenant before it in the
+   order that were not refused (as if all of them started now); and the idle quota of the
+   other members is their nominal less their usage less what their own waiting requests ask
+   within it (a member with work waiting for its nominal lends none of that part);
+3. the others are planned in that order with conservative backfill (`backfill.plan`): each
+   gets the earliest start within its deadline on one of its options, around the windows of
+   the requests before it;
+4. each planned request is sorted by its plan:
    - `admit`: planned to start now: it may be admitted now, on its planned option;
    - `later`: planned to start later, within its deadline: it waits with that estimated start;
    - `expired`: its deadline has passed: it is rejected with the reason;
@@ -19,10 +26,7 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
      is rejected with the reason (waiting cannot help);
    - `stuck`: no start by its deadline on any option, though it may fit one day (running work
      may end early, or be preempted): it waits, with no estimated start;
-   - `over_quota` (when `cohort_of` is given): planned to start now, but its tenant's cohort
-     refuses it (`cohorts.Cohort.can_admit`, with the usage of the running work and of the
-     requests admitted before it in the round): it waits, with the reason;
-4. preemption (when `running` is given): a `stuck` request whose class may preempt gets
+5. preemption (when `running` is given): a `stuck` request whose class may preempt gets
    victims (`preemption.choose_victims`) on the site of one of its options: running work of
    lower, preemptible classes whose demands cover what the site lacks for it now. A victim
    is chosen for one preemptor only in a round. Reclaim: when the preemptor's tenant is in a
@@ -78,14 +82,10 @@ class Preemption:
 
 @dataclass(frozen=True, slots=True)
 class OverQuota:
-    """`planned` may start now, but its tenant's cohort refuses it: `reason` says why."""
+    """Request `id` waits for its quota: its tenant's cohort refuses it, for `reason`."""
 
-    planned: Planned
+    id: str
     reason: str
-
-    @property
-    def id(self) -> str:
-        return self.planned.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +141,11 @@ def admission_round(
         capacity=capacity,
         weights=weights,
     )
+    result = Round(order=[work.id for work in ordered])
+    cohorts = cohort_of or {}
+    if cohorts:
+        result.over_quota.extend(_over_quota(ordered, held, cohorts))
+    refused = {o.id for o in result.over_quota}
     items = [
         PlanItem(
             id=work.id,
@@ -150,19 +155,10 @@ def admission_round(
             deadline=by_id[work.id].deadline,
         )
         for work in ordered
+        if work.id not in refused
     ]
-    result = Round(order=[work.id for work in ordered])
-    cohorts = cohort_of or {}
-    usage = dict(held)
     for planned in plan(calendar, items):
         if isinstance(planned, Planned) and planned.starts_now:
-            work = by_id[planned.id].work
-            cohort = cohorts.get(work.tenant)
-            verdict = cohort.can_admit(work.tenant, work.demand, usage) if cohort else None
-            if verdict is not None and not verdict.admitted:
-                result.over_quota.append(OverQuota(planned, verdict.reason or "over its quota"))
-                continue
-            usage[work.tenant] = usage.get(work.tenant, Resources()) + work.demand
             result.admit.append(planned)
         elif isinstance(planned, Planned):
             result.later.append(planned)
@@ -267,3 +263,42 @@ def _reclaimable(
 def _as_lowest(work: RunningWork) -> RunningWork:
     """Borrowed work as a victim of any class: taken before every other candidate."""
     return replace(work, class_value=MIN_CLASS_VALUE, preemptible=True)
+
+
+def _over_quota(
+    ordered: Sequence[QueuedWork], usage: Mapping[str, Resources], cohort_of: Mapping[str, Cohort]
+) -> list[OverQuota]:
+    """The requests of `ordered` (in admission order) that their cohorts refuse (module
+    docstring, step 2)."""
+    waiting: dict[str, Resources] = {}
+    for work in ordered:
+        if work.tenant in cohort_of:
+            waiting[work.tenant] = waiting.get(work.tenant, Resources()) + work.demand
+    counted = dict(usage)
+    refused: list[OverQuota] = []
+    for work in ordered:
+        cohort = cohort_of.get(work.tenant)
+        if cohort is None:
+            continue
+        waiting[work.tenant] = waiting[work.tenant] - work.demand
+        view = {
+            member: counted.get(member, Resources())
+            + _claimed(cohort, member, counted, waiting.get(member, Resources()))
+            for member in cohort.members
+            if member != work.tenant
+        }
+        view[work.tenant] = counted.get(work.tenant, Resources())
+        verdict = cohort.can_admit(work.tenant, work.demand, view)
+        if verdict.admitted:
+            counted[work.tenant] = view[work.tenant] + work.demand
+        else:
+            refused.append(OverQuota(work.id, verdict.reason or "over its quota"))
+    return refused
+
+
+def _claimed(
+    cohort: Cohort, member: str, counted: Mapping[str, Resources], waiting: Resources
+) -> Resources:
+    """What `member`'s waiting requests ask within its unused nominal: not idle, not lent."""
+    unused = (cohort.quota(member).nominal - counted.get(member, Resources())).positive_part()
+    return Resources({d: min(waiting[d], unused[d]) for d in waiting.positive_part()})

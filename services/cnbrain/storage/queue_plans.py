@@ -31,15 +31,16 @@ class QueuePlan:
     detail: dict[str, Any]
 
 
-async def replace_all(session: AsyncSession, plans: Sequence[QueuePlan]) -> None:
+async def replace_all(session: AsyncSession, plans: Sequence[QueuePlan]) -> set[str]:
     """Make `plans` the whole stored plan, in the caller's transaction: the plans of other
     requests are deleted, these written over (a request that is no longer queued then, say
-    cancelled meanwhile, is left out)."""
+    cancelled or admitted meanwhile, is left out). Returns the ids of the requests whose
+    plans were written."""
     c = _PLANS.c
     ids = [p.request_id for p in plans]
     await session.execute(delete(_PLANS).where(c.request_id.not_in(ids)))
     if not plans:
-        return
+        return set()
     r = PlacementRequestRecord
     still = set(
         await session.scalars(select(r.id).where(r.id.in_(ids), r.state == RequestState.QUEUED))
@@ -56,7 +57,7 @@ async def replace_all(session: AsyncSession, plans: Sequence[QueuePlan]) -> None
         if p.request_id in still
     ]
     if not rows:
-        return
+        return set()
     statement = insert_on_conflict(session, _PLANS)
     excluded = statement.excluded
     await session.execute(
@@ -71,6 +72,7 @@ async def replace_all(session: AsyncSession, plans: Sequence[QueuePlan]) -> None
         ),
         rows,
     )
+    return {str(row["request_id"]) for row in rows}
 
 
 async def plans_of(session: AsyncSession, request_ids: Sequence[str]) -> dict[str, QueuePlan]:

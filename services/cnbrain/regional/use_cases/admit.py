@@ -4,12 +4,14 @@ A round (`AdmitQueued.__call__`), run by the one instance that holds the region'
 lease (`regional.admission_loop`):
 
 1. reads, in one transaction: the queued requests, the priority classes, the region's
-   calendar (`ledger_store.calendar_of`: every held reservation over its window) and the
-   work holding capacity;
+   calendar (`ledger_store.calendar_of`: every held reservation over its window), the work
+   holding capacity, and the tenants' fair shares (weights, and cohorts with their nominal
+   quotas and borrowing limits: `storage.fair_shares`);
 2. plans them with the project's one admission code (`scheduling.admission.admission_round`):
    order by class, fair shares and age; conservative backfill over the calendar;
 3. acts, each step in its own transaction:
    - requests whose max wait has passed, or that can never fit, are rejected with the reason;
+   - requests planned to start now that their cohort refuses wait, with the reason;
    - requests planned to start now are decided by the engine on their planned site only
      (so a backfilled request takes only the gap it was planned in) and reserved with one
      unit of work, moving from queued to placed (event `admitted`); a conflict (capacity
@@ -64,6 +66,7 @@ from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_deman
 from cnbrain.scheduling.resources import Resources, accelerator_dimension
 from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork, RunningWork
 from cnbrain.storage import (
+    fair_shares,
     jobs,
     ledger_store,
     priority_classes,
@@ -162,6 +165,7 @@ class AdmitQueued:
             claims = await ledger_store.holding_claims(session)
             earlier = await queue_plans.plans_of(session, [s.id for s in stored])
             stopping = await jobs.with_open_attempts(session, [s.id for s in stored])
+            terms = await fair_shares.admission_terms(session)
         assert classes is not None, "a prepared database has priority classes"
         queued, unreadable = _readable(stored, classes)
         for record, problem in unreadable:
@@ -191,7 +195,9 @@ class AdmitQueued:
             classes=classes,
             capacity=_owned_capacity(self._live_map),
             running=running,
+            weights=terms.weights,
             free_now=_free_now(calendar, self._live_map) if self._preempt else None,
+            cohort_of={t: terms.cohorts[name] for t, name in terms.cohort_of.items()},
         )
         by_id = {q.request.id: q for q in queued}
         rejected += await self._reject(
@@ -484,8 +490,10 @@ class AdmitQueued:
                 )
         try:
             async with self._sessions.begin() as session:
-                await queue_plans.replace_all(session, plans)
-                await request_events.append_many(session, events)
+                written = await queue_plans.replace_all(session, plans)
+                await request_events.append_many(
+                    session, [e for e in events if e.request_id in written]
+                )
             self._planned = True
         except Exception:
             log.warning("could not store the plans of the queue", exc_info=True)

@@ -14,6 +14,9 @@ from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.schemas import RequestView
 from cnbrain.storage import audit, request_events, requests
 
+QUEUED_REASON = "waits in the admission queue"
+"""The reason of a request that joins the queue."""
+
 _EVENT_OF_STATE = {
     RequestState.PLACED: RequestEventKind.PLACED,
     RequestState.QUEUED: RequestEventKind.QUEUED,
@@ -46,16 +49,18 @@ class Outcome:
         reservation: Reservation | None = None,
     ) -> "Outcome":
         """A decision's outcome: placed (holding `reservation`, when this brain takes it), or
-        rejected with its reason; a request that asks to wait (`start: "queue"`) is queued
-        instead of rejected, with the reason it cannot start now."""
+        rejected with its reason."""
         if decision.status is DecisionStatus.PLACED:
             if reservation is not None:
                 decision = decision.model_copy(update={"reservation_id": reservation.id})
             return cls(request, decision, RequestState.PLACED, None, actor)
-        reason = decision.reason or "rejected"
-        if request.start == "queue":
-            return cls(request, None, RequestState.QUEUED, f"cannot start now: {reason}", actor)
-        return cls(request, decision, RequestState.REJECTED, reason, actor)
+        return cls(request, decision, RequestState.REJECTED, decision.reason or "rejected", actor)
+
+    @classmethod
+    def queued(cls, request: PlacementRequest, actor: str) -> "Outcome":
+        """A request that asks to wait (`start: "queue"`): it joins the admission queue, whose
+        round decides it (`use_cases.admit`)."""
+        return cls(request, None, RequestState.QUEUED, QUEUED_REASON, actor)
 
     def event(self, at: datetime) -> RequestEvent:
         """The request's event of this outcome, written at `at`: placed on its site, or

@@ -116,6 +116,10 @@ class Placer:
         the one-request way), the exception, or the request to decide again on a fresh
         snapshot (it was rejected on a cached one; the cached one is dropped)."""
         settled: dict[str, Settled] = {}
+        waiting = [item for item in stored if item.request.start == "queue"]
+        if waiting:
+            stored = [item for item in stored if item.request.start != "queue"]
+            settled.update(await self._queue(waiting, session))
         if self._national is not None:
             # Only the national brain places these: no local decision to take first.
             for item in stored:
@@ -179,7 +183,12 @@ class Placer:
     async def place(self, request: PlacementRequest, *, actor: str) -> None:
         """Decide and reserve a stored pending request the one-request way: the batch's
         decision and commit with one item, up to `attempts` times. Leaves it placed or
-        rejected (or escalated, and as the national brain answered)."""
+        rejected (or escalated, and as the national brain answered); one that asks to wait
+        joins the queue."""
+        if request.start == "queue":
+            await self.finish(Outcome.queued(request, actor))
+            self._queued()
+            return
         reason = self._gave_up
         for _ in range(self._attempts):
             arrays, [decision], [reservation], fresh = await self._decider.decide([request])
@@ -204,6 +213,34 @@ class Placer:
                 return
             return
         await self.finish(Outcome(request, None, RequestState.REJECTED, reason, actor))
+
+    async def _queue(self, waiting: Sequence[Stored], session: AsyncSession) -> dict[str, Settled]:
+        """Move requests that ask to wait into the queue, in one transaction on `session`
+        (the batch's); each alone when that fails. By request id, their outcomes."""
+        outcomes = [Outcome.queued(item.request, item.actor) for item in waiting]
+        try:
+            async with session.begin():
+                at = await write_outcomes(session, outcomes)
+        except Exception:
+            log.warning("could not queue a batch; queueing one by one", exc_info=True)
+            settled: dict[str, Settled] = {}
+            for item, outcome in zip(waiting, outcomes, strict=True):
+                try:
+                    await self.finish(outcome)
+                    settled[item.request.id] = SubmissionOutcome(item.request.id, created=True)
+                except Exception as exc:
+                    settled[item.request.id] = exc
+            self._queued()
+            return settled
+        self._queued()
+        return {
+            item.request.id: SubmissionOutcome(
+                request_id=item.request.id,
+                created=True,
+                view=replace(outcome, at=at).as_of(item.created_at),
+            )
+            for item, outcome in zip(waiting, outcomes, strict=True)
+        }
 
     async def finish(self, outcome: Outcome) -> None:
         """Write one outcome that takes no capacity, in its own transaction."""
