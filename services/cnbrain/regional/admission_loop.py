@@ -66,11 +66,15 @@ class AdmissionLoop:
                     if self.holding:
                         await round()
                 except Exception:
+                    if _cancelling():
+                        raise asyncio.CancelledError from None
                     log.warning("an admission round failed; trying again", exc_info=True)
                 wait = self._interval_s if self.holding else min(self._interval_s, self._lease_s)
                 await asyncio.sleep(MIN_GAP_S)
+                # Not wait_for: it may swallow a cancellation that comes as the event is set.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._woken.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await self._woken.wait()
         finally:
             if self.holding:
                 with contextlib.suppress(Exception):
@@ -94,3 +98,10 @@ class AdmissionLoop:
             )
         self._renew_at = asked + self._lease_s / 2
         return held
+
+
+def _cancelling() -> bool:
+    """Whether the running task is being cancelled (an error raised meanwhile, by a driver
+    that turned the cancellation into its own error, must not hide it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -177,8 +177,10 @@ class Dispatcher:
                 raise
             except Exception:
                 log.exception("a dispatch round failed; the next one tries again")
+            # Not wait_for: it may swallow a cancellation that comes as the event is set.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def run_once(self) -> None:
