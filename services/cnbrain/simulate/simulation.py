@@ -55,11 +55,14 @@ weights, then age), taken afresh at every round; `backfill` runs the scheduling 
 **Priority classes and preemption** (`priority_classes`, `cnbrain.simulate.classes`): each
 job's queue limit is its class's max wait. With `backfill` admission the run preempts: when
 a round names preemptions, each victim releases its reservation at once and goes back to
-the queue (its queue limit counted again from the preemption, its work lost: placed again, it
-runs its whole duration), and a retry round follows at the same instant, where the
-preemptor may be placed. A preemptor's stuck state depends on its deadline, not on a release,
-so while the run preempts a round also runs when a job entered the queue since the last one.
-The departure of a preempted stay, and the time-out of an earlier queue stay, are ignored.
+the queue (its queue limit counted again from the preemption, its age in the order still its
+arrival's, its work lost: placed again, it runs its whole duration), and a retry round
+follows at the same instant, where the preemptor may be placed. Whether a job is stuck
+depends on its deadline, not on a release, so while the run preempts a round also runs when
+a job entered the queue since the last one. The departure of a preempted stay, and the
+time-out of an earlier queue stay, are ignored. A preemption frees site compute only (the
+round's `free_now` is the ledger's free compute at the site): a job stuck for bandwidth on
+its path gets no victims.
 
 **Departures.** A placed job departs `duration_s` after its start; its reservation is released
 at once.
