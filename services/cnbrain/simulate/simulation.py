@@ -507,7 +507,10 @@ class _Run:
             self.outcomes[row] = None
             self.preempted[row] += 1
             self.ran_before[row] += now - outcome.start_s
-            self.enqueue(row, now, f"preempted at {now:g} s for {id_row(preemption.preemptor)}")
+            detail = f"preempted at {now:g} s for {id_row(preemption.preemptor)}"
+            deadline = self.enqueue(row, now, detail)
+            if self.backfill is not None:
+                self.backfill.requeued(row, deadline)
             self.tried[row] = -1
             self.compute_blocked[row] = False
         self.schedule_retry(now)
@@ -575,17 +578,17 @@ class _Run:
             "preempted_run_s": self.ran_before[row],
         }
 
-    def enqueue(self, row: int, now: float, detail: str) -> None:
+    def enqueue(self, row: int, now: float, detail: str) -> float:
         """Row `row` waits from `now`: until its arrival plus its queue limit, or after a
-        preemption, until `now` plus its queue limit."""
+        preemption, until `now` plus its queue limit; that time-out."""
         self.queue[row] = detail
         since = self.arrival[row] if not self.preempted[row] else now
         deadline = max(now, since + self.limit[row])
         self.expires[row] = self.push(deadline, _Kind.EXPIRE, row)
-        if self.backfill is not None:
-            self.backfill.requeued(row, deadline)
-        self.queue_changed = self.preemptive
+        if self.preemptive:
+            self.queue_changed = True
         self.schedule_tick(now)
+        return deadline
 
     def schedule_tick(self, now: float) -> None:
         if self.queue and not self.tick_scheduled:
