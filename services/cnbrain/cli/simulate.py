@@ -44,8 +44,17 @@ def add_simulate_command(
     sim.add_argument(
         "--admission",
         default=DEFAULT_ADMISSION,
-        help="order of the retry rounds, comma-separated: retry (arrival order) or fair "
-        "(fair_order between tenants); see cnbrain.simulate.admission",
+        help="order of the retry rounds, comma-separated: retry (arrival order), fair "
+        "(fair_order between tenants) or backfill (the scheduling core's admission round); "
+        "see cnbrain.simulate.admission",
+    )
+    sim.add_argument(
+        "--classes",
+        default=None,
+        help="priority classes: shares per class, e.g. high:0.2,normal:0.5,low:0.3, or "
+        "'default' for those; each job's class is drawn with --seed, its queue limit is its "
+        "class's max wait (high 1 h, normal and low 24 h), and backfill preempts for higher "
+        "classes (see cnbrain.simulate.classes); off when not given",
     )
     sim.add_argument(
         "--load-basis",
@@ -65,6 +74,7 @@ def add_simulate_command(
 
 
 def simulate_command(args: argparse.Namespace) -> int:
+    from cnbrain.simulate.classes import parse_shares
     from cnbrain.simulate.offered import capacity_factor, offered_load, scaled
     from cnbrain.simulate.report import compare
 
@@ -73,6 +83,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         policies = _names(args.policies)
         loads = _loads(args.load)
         admissions = _admissions(args.admission)
+        class_shares = None if args.classes is None else parse_shares(args.classes)
         cmap = load_map(args.map)
         jobs = load_trace(args.trace, cmap)
         context = {
@@ -80,6 +91,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             "map": args.map,
             "trace": args.trace,
             "load_basis": args.load_basis,
+            "classes": args.classes or "off",
         }
         if any(job.arrival_s > 0 for job in jobs):
             offered = offered_load(cmap, jobs)
@@ -104,6 +116,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             f"  {summary.policy:<16} load {summary.load:<5g} {summary.admission:<5}"
             f" accepted {summary.accepted_share:7.2%}"
             f"  wait p95 {summary.queue_delay_p95_s:8,.0f} s"
+            f"  preempted {summary.preemptions:5,}"
             f"  cost/job {summary.cost_per_accepted_cny:10,.1f} CNY"
             f"  {summary.wall_s:6.1f} s  (total {time.perf_counter() - started:6.1f} s)",
             flush=True,
@@ -123,6 +136,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             context=context,
             on_run=progress,
             admissions=admissions,
+            class_shares=class_shares,
         )
     except (ValueError, OSError, RequestError) as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
@@ -143,6 +157,7 @@ def command_line(args: argparse.Namespace) -> str:
             *("--map", args.map, "--trace", args.trace),
             *("--policies", args.policies, "--load", args.load),
             *("--admission", args.admission),
+            *(() if args.classes is None else ("--classes", args.classes)),
             *("--load-basis", args.load_basis, "--out", str(args.out)),
             *("--seed", str(args.seed), "--queue-limit", f"{args.queue_limit:g}"),
             *("--retry-every", f"{args.retry_every:g}", "--batch-window", f"{args.batch_window:g}"),

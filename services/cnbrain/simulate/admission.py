@@ -3,17 +3,20 @@
 - `retry` (the default): arrival order, the FIFO retry queue of `cnbrain.simulate.simulation`.
 - `fair`: the order of the scheduling core, `cnbrain.scheduling.fair_share.fair_order`, taken
   afresh at every retry round over the jobs the round looks at. Tenants are the trace's
-  `tenant` field, all of weight 1; every job is in one priority class (traces name none);
+  `tenant` field, all of weight 1; without classes every job is in one priority class;
   a tenant's usage is the demand of its running jobs, the capacity the map's total, both in
   the ledger's units (millicores, MiB, GiB, accelerators per model). Bandwidth is not a
   dimension of the shares.
-- `backfill`: the fair order, planned with conservative backfill over the running jobs'
-  remaining windows; a round looks only at the jobs planned to start now
-  (`cnbrain.simulate.backfill_round`).
+- `backfill`: the scheduling core's admission round (`scheduling.admission.admission_round`:
+  the fair order, planned with conservative backfill over the running jobs' remaining
+  windows); a retry round looks only at the jobs it admits (`cnbrain.simulate.backfill_round`).
 
 Only the order changes: each job is still placed by the engine (the policy under test), one
 at a time, with the same skips and checks; arrivals are still offered to the engine at once.
-Not modelled yet: preemption, and priority classes beyond one.
+
+With priority classes (`cnbrain.simulate.classes`), each job is in its drawn class: `fair`
+and `backfill` put higher classes first, and `backfill` preempts for the stuck jobs of
+classes that may preempt (`cnbrain.simulate.simulation`).
 """
 
 from collections.abc import Sequence
@@ -21,15 +24,21 @@ from enum import StrEnum
 
 import numpy as np
 
+from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
 from cnbrain.scheduling.resources import Resources
-from cnbrain.scheduling.work import QueuedWork
+from cnbrain.scheduling.work import QueuedWork, RunningWork
+from cnbrain.simulate.backfill_round import id_row, row_id
 from cnbrain.simulate.eligibility import Eligibility
 
 ONE_CLASS = "default"
-"""The one priority class every simulated job is in."""
+"""The one priority class every simulated job is in when classes are off."""
+
+ONE_CLASS_SET = PriorityClasses(
+    [PriorityClass(ONE_CLASS, 0, preemptible=False, default_max_wait_s=0)], default=ONE_CLASS
+)
 
 
 class Admission(StrEnum):
@@ -53,7 +62,8 @@ class FairQueue:
     """Fair order of waiting rows, and each tenant's usage by its running rows.
 
     Rows index the simulation's jobs; `tenants[row]` is a row's tenant, `arrival[row]` its
-    (scaled) arrival time, its demand that of `eligibility` (the engine's request arrays)."""
+    (scaled) arrival time, `class_names[row]` its class in `classes` (default: every row in
+    `ONE_CLASS`), its demand that of `eligibility` (the engine's request arrays)."""
 
     def __init__(
         self,
@@ -61,8 +71,13 @@ class FairQueue:
         eligibility: Eligibility,
         tenants: Sequence[str],
         arrival: Sequence[float],
+        *,
+        classes: PriorityClasses = ONE_CLASS_SET,
+        class_names: Sequence[str] | None = None,
     ) -> None:
-        models = arrays.map.accelerator_models
+        self.models = models = arrays.map.accelerator_models
+        self.site_ids = [site.id for site in arrays.map.sites]
+        self.site_index = {site_id: i for i, site_id in enumerate(self.site_ids)}
         self.capacity = Resources.of(
             cpu_m=int(arrays.cap_cpu_m.sum()),
             mem_mib=int(arrays.cap_mem_mib.sum()),
@@ -84,10 +99,11 @@ class FairQueue:
         ]
         self.tenants, self.arrival = list(tenants), list(arrival)
         self.usage: dict[str, Resources] = {}
-        self.classes = PriorityClasses(
-            [PriorityClass(ONE_CLASS, 0, preemptible=False, default_max_wait_s=0)],
-            default=ONE_CLASS,
+        self.classes = classes
+        self.class_names = (
+            [ONE_CLASS] * len(self.tenants) if class_names is None else list(class_names)
         )
+        self._queued: dict[int, QueuedWork] = {}
 
     def started(self, row: int) -> None:
         """Row `row` now holds its demand."""
@@ -99,18 +115,45 @@ class FairQueue:
         tenant = self.tenants[row]
         self.usage[tenant] = self.usage[tenant] - self.demand[row]
 
-    def order(self, rows: IntArray) -> IntArray:
-        """`rows` in `fair_order` given the usage now (module docstring). Ids are the rows,
-        zero-padded, so that rows of one tenant arriving together keep their row order."""
-        queued = [
-            QueuedWork(
-                id=f"{row:012d}",
+    def queued(self, row: int) -> QueuedWork:
+        """Row `row` as waiting work (id `backfill_round.row_id`)."""
+        work = self._queued.get(row)
+        if work is None:
+            work = self._queued[row] = QueuedWork(
+                id=row_id(row),
                 tenant=self.tenants[row],
-                class_name=ONE_CLASS,
+                class_name=self.class_names[row],
                 demand=self.demand[row],
                 submitted_at=self.arrival[row],
             )
-            for row in rows.tolist()
-        ]
+        return work
+
+    def running(self, row: int, *, started_at: float, site: int) -> RunningWork:
+        """Row `row` as work running on site index `site` since `started_at`."""
+        one = self.classes.get(self.class_names[row])
+        return RunningWork(
+            id=row_id(row),
+            tenant=self.tenants[row],
+            class_value=one.value,
+            preemptible=one.preemptible,
+            started_at=started_at,
+            demand=self.demand[row],
+            site=self.site_ids[site],
+        )
+
+    def free_at(self, snapshot: Snapshot, site_id: str) -> Resources:
+        """What site `site_id` has free in `snapshot`, in the dimensions of the demands."""
+        i = self.site_index[site_id]
+        return Resources.of(
+            cpu_m=int(snapshot.free_cpu_m[i]),
+            mem_mib=int(snapshot.free_mem_mib[i]),
+            storage_gib=int(snapshot.free_storage_gib[i]),
+            accelerators={m: int(snapshot.free_acc[i, c]) for c, m in enumerate(self.models)},
+        )
+
+    def order(self, rows: IntArray) -> IntArray:
+        """`rows` in `fair_order` given the usage now (module docstring). Ids are the rows,
+        zero-padded, so that rows of one tenant arriving together keep their row order."""
+        queued = [self.queued(row) for row in rows.tolist()]
         ordered = fair_order(queued, classes=self.classes, usage=self.usage, capacity=self.capacity)
-        return np.fromiter((int(w.id) for w in ordered), dtype=np.int64, count=len(ordered))
+        return np.fromiter((id_row(w.id) for w in ordered), dtype=np.int64, count=len(ordered))

@@ -1,20 +1,23 @@
-"""`backfill` admission in the simulator: which waiting jobs a retry round may start now.
+"""`backfill` admission in the simulator: a retry round runs the scheduling core's admission round.
 
-At every retry round the whole queue, in `fair_order` (`cnbrain.simulate.admission`), is
-planned with the scheduling core's conservative backfill (`cnbrain.scheduling.backfill.plan`)
-over a `Calendar` of the map's resources (`cnbrain.scheduling.options.CalendarKeys`) holding
-every running job's remaining window: its reservation's compute on its site and bandwidth on
-its path, from now to its departure. The round then looks only at the jobs whose planned start
-is now, in plan order; a job planned to start later, or with no start within its queue limit,
-is not offered to the engine in this round (it is planned again at the next one).
+At every retry round the whole queue goes through `cnbrain.scheduling.admission.
+admission_round`, the admission code the regional brain runs: the fair order (class, weighted
+DRF between tenants, age), conservative backfill over a `Calendar` of the map's resources
+(`cnbrain.scheduling.options.CalendarKeys`) holding every running job's remaining window (its
+reservation's compute on its site and bandwidth on its path, from now to its departure), and
+the sorting into admit, later, expired, impossible and stuck. The retry round then looks only
+at the jobs the round admits (planned to start now), in admission order; the others are not
+offered to the engine in this round (they are planned again at the next one). With
+preemption on (`free_now` given), the round also names the victims of the stuck jobs whose
+class may preempt; the simulator acts on them (`cnbrain.simulate.simulation`).
 
 The rest stays the simulator's: the engine (the policy under test) places each job looked at,
 on the site it chooses, which may differ from the planned one; the next round plans again from
 the ledger as it is. Simplifications, on purpose:
 
 - times are whole seconds: the calendar's now is the clock rounded down, a running job's
-  departure and a job's duration are rounded up, a deadline (arrival plus the queue limit)
-  down;
+  departure and a job's duration are rounded up, a deadline (when the job entered the queue
+  plus its queue limit) down;
 - a job's options are built once, on the empty map (`scheduling.options.request_options`:
   the engine's best `top_n` sites and the best route to each); a job with none is never
   planned, so it waits until its queue limit;
@@ -22,23 +25,47 @@ the ledger as it is. Simplifications, on purpose:
 """
 
 import math
-from collections.abc import Iterable, Sequence
-
-import numpy as np
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.reservation import Reservation
-from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.engine import PlacementEngine
-from cnbrain.scheduling.backfill import PlanItem, Planned, PlanOption, plan
+from cnbrain.scheduling.admission import Round, Waiting, admission_round
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.options import CalendarKeys, request_options
+from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.work import QueuedWork, RunningWork
+
+
+def row_id(row: int) -> str:
+    """The id of row `row` in a round: zero-padded, so that ids sort as the rows do."""
+    return f"{row:012d}"
+
+
+def id_row(work_id: str) -> int:
+    """The row of the id `row_id` gave."""
+    return int(work_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A running job as a round sees it: its `work` (for the fair order and preemption), what
+    its reservation holds over calendar keys (`BackfillPlanner.demand`) and when it
+    `departs`."""
+
+    work: RunningWork
+    demand: dict[int, int]
+    departs: float
 
 
 class BackfillPlanner:
-    """Plans the queue of one run. Rows index the run's jobs: `requests[row]` is a job's
-    request, `durations[row]` its duration and `deadlines[row]` the latest start, in seconds
-    of the simulated clock."""
+    """Runs the admission rounds of one run. Rows index the run's jobs: `requests[row]` is a
+    job's request, `durations[row]` its duration and `deadlines[row]` its latest start, in
+    seconds of the simulated clock (`requeued` moves it); `classes` are the jobs' classes and
+    `capacity` the map's total, for the fair order."""
 
     def __init__(
         self,
@@ -48,6 +75,8 @@ class BackfillPlanner:
         durations: Sequence[float],
         deadlines: Sequence[float],
         top_n: int,
+        classes: PriorityClasses,
+        capacity: Resources,
     ) -> None:
         self.keys = CalendarKeys(engine.arrays)
         self.capacities = self.keys.capacities()
@@ -56,32 +85,47 @@ class BackfillPlanner:
         )
         self.durations = [max(1, math.ceil(d)) for d in durations]
         self.deadlines = [math.floor(d) for d in deadlines]
+        self.classes, self.capacity = classes, capacity
 
-    def starting_now(
-        self, ordered: IntArray, now: float, running: Iterable[tuple[Reservation, float]]
-    ) -> IntArray:
-        """The rows of `ordered` (the queue in rank order) whose planned start is now, in
-        that order, given the `running` reservations with their departure times."""
+    def requeued(self, row: int, deadline: float) -> None:
+        """Row `row` is back in the queue, with the latest start `deadline`."""
+        self.deadlines[row] = math.floor(deadline)
+
+    def admission(
+        self,
+        queued: Sequence[QueuedWork],
+        now: float,
+        running: Sequence[Held],
+        free_now: Callable[[str], Resources] | None = None,
+    ) -> Round:
+        """One `admission_round` over `queued` (ids from `row_id`) at `now`, on a calendar
+        holding the `running` jobs' reservations until their departures; `free_now` as
+        `admission_round` takes it (None: no preemption)."""
         at = math.floor(now)
         calendar: Calendar[int] = Calendar(self.capacities, now=at)
-        for reservation, departs in running:
-            calendar.take(self.demand(reservation), Window(at, max(at + 1, math.ceil(departs))))
-        items = [
-            PlanItem(
-                id=f"{row:012d}",
-                options=self.options[row],
-                duration=self.durations[row],
-                not_before=at,
-                deadline=max(0, self.deadlines[row]),
+        # Every window starts now; taken latest end first, each take splits one step only.
+        for held in sorted(running, key=lambda held: -held.departs):
+            window = Window(at, max(at + 1, math.ceil(held.departs)))
+            calendar.take(held.demand, window)
+        waiting: list[Waiting[int]] = []
+        for work in queued:
+            row = id_row(work.id)
+            waiting.append(
+                Waiting(
+                    work=work,
+                    options=self.options[row],
+                    duration=self.durations[row],
+                    deadline=max(0, self.deadlines[row]),
+                )
             )
-            for row in ordered.tolist()
-        ]
-        now_rows = [
-            row
-            for row, result in zip(ordered.tolist(), plan(calendar, items), strict=True)
-            if isinstance(result, Planned) and result.starts_now
-        ]
-        return np.asarray(now_rows, dtype=np.int64)
+        return admission_round(
+            calendar,
+            waiting,
+            classes=self.classes,
+            capacity=self.capacity,
+            running=[held.work for held in running],
+            free_now=free_now,
+        )
 
     def demand(self, reservation: Reservation) -> dict[int, int]:
         """What `reservation` holds, over calendar keys."""

@@ -5,11 +5,15 @@ Definitions (every figure in `SimulationSummary` and `timeseries` follows them):
 - **accepted share**: accepted / jobs (a job still waiting at a horizon counts as not
   accepted); over time, accepted / (accepted + rejected) among the jobs decided so far.
 - **rejected by reason**: `never_fits` and `queue_timeout` (see `RejectReason`).
-- **queueing delay**: start minus (scaled) arrival, over accepted jobs (0 for a job placed at
-  arrival); mean, median (p50) and 95th percentile; p50 and p95 also per tenant, over the
-  tenant's accepted jobs (tenants with none are left out).
-- **accelerator-hours served**: over accepted jobs, accelerators times the hours from start
-  to departure or to the end of the run, whichever is first; in total and per tenant.
+- **queueing delay**: the time an accepted job spent in the queue: start minus (scaled)
+  arrival, less the time it ran before preemptions (0 for a job placed at arrival); mean,
+  median (p50) and 95th percentile; p50 and p95 also per tenant, over the tenant's accepted
+  jobs (tenants with none are left out), and per priority class (with classes on: each
+  class's jobs, accepted jobs and accepted share, and the p50 and p95 over its accepted jobs).
+- **accelerator-hours served**: over accepted jobs, accelerators times the hours from (last)
+  start to departure or to the end of the run, whichever is first; in total and per tenant.
+  **accelerator-hours lost**: accelerators times the hours jobs ran before being preempted
+  (that work is done again from the start).
 - **site utilisation**: per site, the highest share of CPU, memory, storage or any accelerator
   model in use (`cnbrain.ledger.utilisation.site_utilisation`); **link utilisation**: reserved
   bandwidth / capacity. Per sample: the mean over sites (links), the max, and the spread as the
@@ -30,8 +34,9 @@ Definitions (every figure in `SimulationSummary` and `timeseries` follows them):
   share among its decided jobs; 1 is perfectly even (and the value with one tenant).
   **fairness of accelerator-hours**: Jain's index over the tenants that asked for
   accelerators of the accelerator-hours each was served (not normalised by what it asked).
-- **preemptions**: always 0, and `preemption_modelled` false: the simulator does not model
-  preemption yet.
+- **preemptions**: how many times a running job was preempted (a job may be preempted
+  more than once); `preemption_modelled` is true for runs that may preempt (priority classes
+  with `backfill` admission), else preemptions are 0 by construction.
 """
 
 from collections import Counter
@@ -111,13 +116,18 @@ class SimulationSummary:
     queue_delay_p95_s: float
     queue_delay_by_tenant: dict[str, dict[str, float]]
     """Per tenant with accepted jobs: {"p50_s": ..., "p95_s": ...}."""
+    queue_delay_by_class: dict[str, dict[str, float]]
+    """Per priority class with jobs (empty without classes): {"jobs", "accepted",
+    "accepted_share", "p50_s", "p95_s"}."""
     accelerator_hours: float
     accelerator_hours_by_tenant: dict[str, float]
     """Per tenant that asked for accelerators."""
+    accelerator_hours_lost: float
+    """Run before preemptions, and lost."""
     fairness_accelerator_hours_jain: float
     preemptions: int
     preemption_modelled: bool
-    """False: no preemption is modelled, so `preemptions` is 0 by construction."""
+    """False: the run could not preempt, so `preemptions` is 0 by construction."""
     site_utilisation_mean: float
     site_utilisation_max: float
     site_utilisation_cv: float
@@ -175,6 +185,31 @@ def delays_by_tenant(result: SimulationResult) -> dict[str, dict[str, float]]:
         tenant: {"p50_s": _p50(values), "p95_s": _p95(values)}
         for tenant, values in sorted(delays.items())
     }
+
+
+def delays_by_class(result: SimulationResult) -> dict[str, dict[str, float]]:
+    """Per priority class with jobs, in name order: its jobs, accepted jobs, accepted share
+    (accepted / jobs) and the p50 and p95 of its accepted jobs' queueing delays (0 with
+    none accepted). Empty for a run without classes."""
+    jobs: Counter[str] = Counter()
+    delays: dict[str, list[float]] = {}
+    for job in result.jobs:
+        if job.priority_class is None:
+            continue
+        jobs[job.priority_class] += 1
+        if job.status is JobStatus.ACCEPTED:
+            delays.setdefault(job.priority_class, []).append(job.wait_s or 0.0)
+    out: dict[str, dict[str, float]] = {}
+    for name, count in sorted(jobs.items()):
+        values = delays.get(name, [])
+        out[name] = {
+            "jobs": float(count),
+            "accepted": float(len(values)),
+            "accepted_share": len(values) / count,
+            "p50_s": _p50(values),
+            "p95_s": _p95(values),
+        }
+    return out
 
 
 def accelerator_hours_by_tenant(result: SimulationResult) -> dict[str, float]:
@@ -267,11 +302,13 @@ def summarise(result: SimulationResult) -> SimulationSummary:
         queue_delay_p50_s=_p50(delays),
         queue_delay_p95_s=_p95(delays),
         queue_delay_by_tenant=delays_by_tenant(result),
+        queue_delay_by_class=delays_by_class(result),
         accelerator_hours=sum(served.values()),
         accelerator_hours_by_tenant=served,
+        accelerator_hours_lost=sum(j.lost_accelerator_hours for j in jobs),
         fairness_accelerator_hours_jain=jain_index(list(served.values())),
-        preemptions=0,
-        preemption_modelled=False,
+        preemptions=sum(j.preemptions for j in jobs),
+        preemption_modelled=result.preemption_modelled,
         site_utilisation_mean=_mean(series["site_utilisation_mean"]),
         site_utilisation_max=max(series["site_utilisation_max"], default=0.0),
         site_utilisation_cv=_mean(series["site_utilisation_cv"]),

@@ -19,7 +19,8 @@ class RejectReason(StrEnum):
     """No site could ever take the job: its unresolvable constraints leave no site, or it is
     larger than the total capacity of every site they leave. Rejected at arrival."""
     QUEUE_TIMEOUT = "queue_timeout"
-    """It could fit on an empty map but got no capacity within `queue_limit_s`."""
+    """It could fit on an empty map but got no capacity within its queue limit (after a
+    preemption, counted from the preemption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +44,25 @@ class JobOutcome:
     latency_ms: float | None = None
     max_latency_ms: float | None = None
     accelerators: int = 0
+    priority_class: str | None = None
+    """Its class (`cnbrain.simulate.classes`), None when the run has no classes."""
+    preemptions: int = 0
+    """How many times it was preempted (each time back to the queue, its work lost)."""
+    preempted_run_s: float = 0.0
+    """Seconds it ran before its preemptions: work lost, done again."""
 
     @property
     def wait_s(self) -> float | None:
-        """Queueing delay of an accepted job: start minus arrival."""
-        return None if self.start_s is None else self.start_s - self.arrival_s
+        """Queueing delay of an accepted job: the time it spent in the queue, that is its
+        (last) start minus its arrival, less the time it ran before being preempted."""
+        if self.start_s is None:
+            return None
+        return self.start_s - self.arrival_s - self.preempted_run_s
+
+    @property
+    def lost_accelerator_hours(self) -> float:
+        """Accelerator-hours it ran before its preemptions."""
+        return self.accelerators * self.preempted_run_s / 3600
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -95,6 +110,8 @@ class SimulationResult:
     wall_s: float
     admission: str = "retry"
     """The order of the retry rounds (`cnbrain.simulate.admission`)."""
+    preemption_modelled: bool = False
+    """Whether the run could preempt: priority classes with `backfill` admission."""
 
     def count(self, status: JobStatus) -> int:
         return sum(1 for j in self.jobs if j.status is status)

@@ -21,6 +21,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.registry import DEFAULT_STRATEGY
 from cnbrain.simulate import plots
 from cnbrain.simulate.admission import Admission, checked_admission
+from cnbrain.simulate.classes import draw_classes
 from cnbrain.simulate.metrics import SimulationSummary, summarise
 from cnbrain.simulate.offered import offered_load
 from cnbrain.simulate.simulation import simulate
@@ -74,14 +75,18 @@ def compare(
     context: Mapping[str, str] | None = None,
     on_run: Callable[[SimulationSummary], None] | None = None,
     admissions: Sequence[str] = (Admission.RETRY,),
+    class_shares: Mapping[str, float] | None = None,
 ) -> list[SimulationSummary]:
     """Run each policy at each load with each admission, write the report files, return the
     summaries (admission major, then policy, loads in the given order). `context` (for
     example the command line, the map and trace specs) is quoted in the report; `on_run` is
-    called after every run. ValueError for an unknown admission."""
+    called after every run. With `class_shares` (`cnbrain.simulate.classes`), every job gets
+    a class drawn once with `seed`, the same in every run. ValueError for an unknown
+    admission or bad shares."""
     if not policies or not loads or not admissions:
         raise ValueError("need at least one policy, one load and one admission")
     admissions = [checked_admission(a).value for a in admissions]
+    classes = None if class_shares is None else draw_classes(len(jobs), class_shares, seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     summaries = _run_all(
@@ -95,6 +100,7 @@ def compare(
         batch_window_s=batch_window_s,
         on_run=on_run,
         admissions=admissions,
+        priority_classes=classes,
     )
     settings = {
         "seed": seed,
@@ -104,6 +110,7 @@ def compare(
         "queue_limit_s": queue_limit_s,
         "retry_every_s": retry_every_s,
         "batch_window_s": batch_window_s,
+        "class_shares": None if class_shares is None else dict(class_shares),
         "wall_s": round(time.perf_counter() - started, 1),
         **(context or {}),
     }
@@ -123,6 +130,7 @@ def _run_all(
     batch_window_s: float,
     on_run: Callable[[SimulationSummary], None] | None,
     admissions: Sequence[str],
+    priority_classes: Sequence[str] | None,
 ) -> list[SimulationSummary]:
     """Simulate every policy at every load with every admission, one after another
     (admission major, then policy), each run on a fresh engine; the summaries in that order.
@@ -141,6 +149,7 @@ def _run_all(
                     retry_every_s=retry_every_s,
                     batch_window_s=batch_window_s,
                     admission=admission,
+                    priority_classes=priority_classes,
                 )
                 summary = summarise(result)
                 summaries.append(summary)
@@ -338,8 +347,11 @@ def render_report(
         "",
         *_results_table(summaries),
         "",
-        "Preemptions: 0 in every run; preemption is not modelled by the simulator yet "
-        "(nor priority classes beyond one).",
+        _preemption_text(summaries),
+        "",
+        "## Queueing delay per priority class",
+        "",
+        *_class_table(summaries),
         "",
         "## Queueing delay per tenant",
         "",
@@ -354,6 +366,37 @@ def render_report(
     ]
     lines += [f"![{name}]({name})" for name in figures]
     return "\n".join(lines) + "\n"
+
+
+def _preemption_text(summaries: Sequence[SimulationSummary]) -> str:
+    if not any(s.preemption_modelled for s in summaries):
+        return (
+            "Preemptions: 0 in every run; preemption is not modelled in these runs (it needs "
+            "priority classes and backfill admission)."
+        )
+    return (
+        "Preemptions (`preempted`): running jobs preempted for the stuck jobs of higher "
+        "classes, in the runs with priority classes and backfill admission; each went back "
+        "to the queue and its work was lost (`GPU-h lost`); the other runs cannot preempt."
+    )
+
+
+def _class_table(summaries: Sequence[SimulationSummary]) -> list[str]:
+    """Per run and priority class: jobs, accepted share, p50 and p95 of queueing delay."""
+    if not any(s.queue_delay_by_class for s in summaries):
+        return ["No priority classes in these runs (every job in one class)."]
+    rows = [
+        "| policy | load | admission | class | jobs | accepted | wait p50 s | wait p95 s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        for name, figures in s.queue_delay_by_class.items():
+            rows.append(
+                f"| {s.policy} | {s.load:g} | {s.admission} | {name} | {figures['jobs']:,.0f} | "
+                f"{figures['accepted_share']:.2%} | {figures['p50_s']:,.0f} | "
+                f"{figures['p95_s']:,.0f} |"
+            )
+    return rows
 
 
 def _offered_text(trace_facts: Mapping[str, Any]) -> str:
@@ -386,6 +429,8 @@ RESULT_COLUMNS = (
     "wait p95 s",
     "GPU-h",
     "Jain GPU-h",
+    "preempted",
+    "GPU-h lost",
     "site util",
     "site cv",
     "GPU util",
@@ -423,6 +468,8 @@ def _results_table(summaries: Sequence[SimulationSummary]) -> list[str]:
             f"{s.queue_delay_p95_s:,.0f}",
             f"{s.accelerator_hours:,.1f}",
             f"{s.fairness_accelerator_hours_jain:.3f}",
+            f"{s.preemptions:,}" if s.preemption_modelled else "-",
+            f"{s.accelerator_hours_lost:,.1f}",
             f"{s.site_utilisation_mean:.1%}",
             f"{s.site_utilisation_cv:.2f}",
             f"{s.accelerator_utilisation_mean:.1%}",

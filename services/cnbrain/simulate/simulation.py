@@ -26,7 +26,8 @@ depend on the map and the request only; `capacity` (code `unschedulable`) on fre
 - any other job that is not placed waits in a FIFO queue: when no eligible site has free
   capacity for it now, or when the engine rejected it (capacity went to others of its batch,
   or no path has the bandwidth it asks). It leaves the queue when placed, or is rejected with
-  reason `queue_timeout` `queue_limit_s` after its arrival.
+  reason `queue_timeout` at its arrival plus its queue limit (`queue_limit_s`, or with
+  priority classes its class's max wait).
 
 **Retries.** A retry round runs at every departure and every `retry_every_s` while jobs wait.
 It walks the queue in arrival order (no head-of-line blocking: a later job may take capacity
@@ -46,10 +47,22 @@ Arrivals go through the same checks before their batch is sent to the engine.
 
 **Admission** (`admission`, `cnbrain.simulate.admission`): the order in which a retry round
 looks at the jobs: `retry` (the default) is arrival order, as above; `fair` is the
-scheduling core's `fair_order` (weighted DRF between the trace's tenants, equal weights, one
-class, then age), taken afresh at every round; `backfill` plans that order with conservative
-backfill and looks only at the jobs planned to start now (`cnbrain.simulate.backfill_round`).
-The engine still places each job.
+scheduling core's `fair_order` (class, weighted DRF between the trace's tenants, equal
+weights, then age), taken afresh at every round; `backfill` runs the scheduling core's
+`admission_round` over the whole queue and looks only at the jobs it admits now
+(`cnbrain.simulate.backfill_round`). The engine still places each job.
+
+**Priority classes and preemption** (`priority_classes`, `cnbrain.simulate.classes`): each
+job's queue limit is its class's max wait. With `backfill` admission the run preempts: when
+a round names preemptions, each victim releases its reservation at once and goes back to
+the queue (its queue limit counted again from the preemption, its age in the order still its
+arrival's, its work lost: placed again, it runs its whole duration), and a retry round
+follows at the same instant, where the preemptor may be placed. Whether a job is stuck
+depends on its deadline, not on a release, so while the run preempts a round also runs when
+a job entered the queue since the last one. The departure of a preempted stay, and the
+time-out of an earlier queue stay, are ignored. A preemption frees site compute only (the
+round's `free_now` is the ledger's free compute at the site): a job stuck for bandwidth on
+its path gets no victims.
 
 **Departures.** A placed job departs `duration_s` after its start; its reservation is released
 at once.
@@ -62,20 +75,23 @@ strategies are deterministic for a seed (CP-SAT runs on deterministic time, one 
 import heapq
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 
 from cnbrain.domain.decision import Decision, DecisionStatus
-from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import IntArray
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
-from cnbrain.simulate.admission import Admission, FairQueue, checked_admission
-from cnbrain.simulate.backfill_round import BackfillPlanner
+from cnbrain.scheduling.admission import Preemption
+from cnbrain.scheduling.resources import Resources
+from cnbrain.simulate.admission import ONE_CLASS_SET, Admission, FairQueue, checked_admission
+from cnbrain.simulate.backfill_round import BackfillPlanner, Held, id_row
+from cnbrain.simulate.classes import BUILT_IN
 from cnbrain.simulate.eligibility import BoolArray, Eligibility, any_site
 from cnbrain.simulate.metrics import take_sample
 from cnbrain.simulate.no_path import NoPathMemo, site_limit
@@ -126,15 +142,22 @@ def simulate(
     samples: int = DEFAULT_SAMPLES,
     config: EngineConfig | None = None,
     admission: str = Admission.RETRY,
+    priority_classes: Sequence[str] | None = None,
 ) -> SimulationResult:
     """Replay `jobs` on `cmap` with `policy` at offered `load` (see the module docstring).
+
+    `priority_classes`, when given, names each job's class of `cnbrain.simulate.classes.
+    BUILT_IN` (in `jobs`' order; `draw_classes` draws them): each job's queue limit is then
+    its class's max wait, and with `backfill` admission higher classes preempt (module
+    docstring); without it every job is in one class and waits at most `queue_limit_s`.
 
     Samples are taken at `samples` evenly spaced instants from 0 to the last (scaled) arrival,
     or to `horizon_s` when that is earlier. With `horizon_s` the clock stops there: jobs
     queued then, and jobs arriving later, end as `waiting`; placed jobs count as accepted.
 
-    Raises ValueError for a bad option, an unknown policy or admission, RequestError when a
-    job names something the map lacks, ConservationError if the run breaks conservation (a
+    Raises ValueError for a bad option, an unknown policy, admission or class, or a class
+    list whose length is not the number of jobs; RequestError when a job names something the
+    map lacks; ConservationError if the run breaks conservation (a
     bug).
     """
     if policy not in STRATEGIES:
@@ -146,6 +169,12 @@ def simulate(
         raise ValueError(
             "need queue_limit_s >= 0, batch_window_s >= 0, retry_every_s > 0, samples >= 1"
         )
+    if priority_classes is not None:
+        if len(priority_classes) != len(jobs):
+            raise ValueError(f"{len(priority_classes)} classes given for {len(jobs)} jobs")
+        unknown = sorted(set(priority_classes) - {one.name for one in BUILT_IN})
+        if unknown:
+            raise ValueError(f"unknown class {', '.join(unknown)}")
     run = _Run(
         cmap,
         jobs,
@@ -157,6 +186,7 @@ def simulate(
         batch_window_s=batch_window_s,
         config=replace(config or EngineConfig(), seed=seed),
         admission=chosen,
+        priority_classes=priority_classes,
     )
     return run.run(horizon_s=horizon_s, samples=samples)
 
@@ -177,6 +207,7 @@ class _Run:
         batch_window_s: float,
         config: EngineConfig,
         admission: Admission,
+        priority_classes: Sequence[str] | None,
     ) -> None:
         self.started = time.perf_counter()
         self.cmap, self.jobs, self.policy = cmap, list(jobs), policy
@@ -193,9 +224,23 @@ class _Run:
         )
         self.arrival = [job.arrival_s / load for job in self.jobs]
         self.admission = admission
+        self.class_names = None if priority_classes is None else list(priority_classes)
+        self.limit = (
+            [queue_limit_s] * len(self.jobs)
+            if self.class_names is None
+            else [BUILT_IN.get(name).default_max_wait_s for name in self.class_names]
+        )
+        """Per row: how long it may wait in the queue."""
+        self.preemptive = self.class_names is not None and admission is Admission.BACKFILL
+        """Whether the run preempts: with classes and `backfill` admission."""
         self.fair = (
             FairQueue(
-                self.engine.arrays, self.eligibility, [j.tenant for j in self.jobs], self.arrival
+                self.engine.arrays,
+                self.eligibility,
+                [j.tenant for j in self.jobs],
+                self.arrival,
+                classes=ONE_CLASS_SET if self.class_names is None else BUILT_IN,
+                class_names=self.class_names,
             )
             if admission in (Admission.FAIR, Admission.BACKFILL)
             else None
@@ -206,10 +251,12 @@ class _Run:
                 self.engine,
                 self.requests,
                 durations=[job.duration_s for job in self.jobs],
-                deadlines=[at + queue_limit_s for at in self.arrival],
+                deadlines=[at + limit for at, limit in zip(self.arrival, self.limit, strict=True)],
                 top_n=config.top_n,
+                classes=self.fair.classes,
+                capacity=self.fair.capacity,
             )
-            if admission is Admission.BACKFILL
+            if admission is Admission.BACKFILL and self.fair is not None
             else None
         )
         self.outcomes: list[JobOutcome | None] = [None] * len(self.jobs)
@@ -220,6 +267,19 @@ class _Run:
         self.compute_blocked = np.zeros(len(self.jobs), dtype=bool)
         """Per row: its last attempt found no eligible site with the free capacity."""
         self.running: dict[int, tuple[str, int]] = {}
+        """Per running row: its reservation's id and its site's index."""
+        self.held: dict[int, Held] = {}
+        """With `backfill`: running rows as the admission round sees them, kept while they run."""
+        self.departs: dict[int, int] = {}
+        self.expires: dict[int, int] = {}
+        """Per row: the sequence number of its live departure (expiry) event; an event of an
+        earlier stay (before a preemption) is stale and ignored."""
+        self.preempted = [0] * len(self.jobs)
+        """Per row: how many times it was preempted."""
+        self.ran_before = [0.0] * len(self.jobs)
+        """Per row: seconds it ran before its preemptions (work lost, done again)."""
+        self.queue_changed = False
+        """With preemption: a job entered the queue since the last round."""
         self.released_at = np.zeros(len(cmap.sites), dtype=np.int64)
         """Per site: the epoch of its last release."""
         self.pending: list[int] = []
@@ -236,9 +296,11 @@ class _Run:
         self.rejected = 0
         self.last_change = 0.0
 
-    def push(self, at: float, kind: _Kind, row: int = -1) -> None:
+    def push(self, at: float, kind: _Kind, row: int = -1) -> int:
+        """Schedule an event; its sequence number."""
         heapq.heappush(self.heap, (at, int(kind), self.seq, row))
         self.seq += 1
+        return self.seq - 1
 
     def run(self, *, horizon_s: float | None, samples: int) -> SimulationResult:
         order = sorted(range(len(self.jobs)), key=lambda row: (self.arrival[row], row))
@@ -249,28 +311,32 @@ class _Run:
         for at in sorted(set(np.linspace(0.0, span, samples).tolist())):
             self.push(at, _Kind.SAMPLE)
         while self.heap:
-            at, kind, _, row = self.heap[0]
+            at, kind, seq, row = self.heap[0]
             if horizon_s is not None and at > horizon_s:
                 break
             heapq.heappop(self.heap)
-            self.handle(_Kind(kind), row, at)
+            if self.live(_Kind(kind), seq, row):
+                self.handle(_Kind(kind), row, at)
         finished = not self.heap
         end = self.last_change if finished or horizon_s is None else horizon_s
         return self.result(end, finished=finished)
+
+    def live(self, kind: _Kind, seq: int, row: int) -> bool:
+        """Whether event `seq` still stands: a departure or expiry of an earlier stay of a
+        preempted row does not."""
+        if kind is _Kind.DEPART:
+            return self.departs.get(row) == seq
+        if kind is _Kind.EXPIRE:
+            return self.expires.get(row) == seq
+        return True
 
     def handle(self, kind: _Kind, row: int, now: float) -> None:
         if kind in (_Kind.DEPART, _Kind.FLUSH):
             self.last_change = now
         if kind is _Kind.DEPART:
-            reservation, site = self.running.pop(row)
-            self.engine.release(reservation)
-            if self.fair is not None:
-                self.fair.departed(row)
-            self.epoch += 1
-            self.released_at[site] = self.epoch
-            if self.queue and not self.retry_scheduled:
-                self.retry_scheduled = True
-                self.push(now, _Kind.RETRY)
+            del self.departs[row]
+            self.release(row)
+            self.schedule_retry(now)
         elif kind is _Kind.RETRY:
             self.retry_scheduled = False
             self.retry_round(now)
@@ -355,11 +421,13 @@ class _Run:
         alone is looked at only if an eligible site of its released something since. After a
         placement only the jobs after it are looked at again: capacity has only shrunk for
         those before it."""
-        if self.epoch == self.round_epoch:
+        if self.epoch == self.round_epoch and not self.queue_changed:
             return
+        self.queue_changed = False
         rows = self.retry_candidates()
+        preemptions: list[Preemption] = []
         if self.backfill is not None:
-            rows = self.planned_now(rows, now)
+            rows, preemptions = self.admitted_now(rows, now)
         elif self.fair is not None:
             rows = self.fair.order(rows)
         while len(rows):
@@ -388,19 +456,80 @@ class _Run:
                 self.queue[int(rows[k])] = NO_ROUTE if computes[k] else NO_FREE_CAPACITY
             rows = rows[placed + 1 :]
         self.round_epoch = self.epoch
+        for preemption in preemptions:
+            self.preempt(preemption, now)
 
-    def planned_now(self, rows: IntArray, now: float) -> IntArray:
-        """Of `rows`, those the backfill plan of the whole queue starts now, in plan order."""
+    def admitted_now(self, rows: IntArray, now: float) -> tuple[IntArray, list[Preemption]]:
+        """Of `rows`, those the admission round of the whole queue admits now, in admission
+        order; and, when the run preempts, the round's preemptions."""
         assert self.backfill is not None and self.fair is not None
-        queued = np.fromiter(self.queue, dtype=np.int64, count=len(self.queue))
-        held = self.engine.ledger.reservations
-        running: list[tuple[Reservation, float]] = []
-        for row, (reservation, _) in self.running.items():
+        fair, backfill = self.fair, self.backfill
+        if not len(rows) and not self.preemptive:
+            return rows, []  # the round could admit none of them
+        reservations = self.engine.ledger.reservations
+        running: list[Held] = []
+        for row, (reservation, site) in self.running.items():
+            held = self.held.get(row)
+            if held is None:
+                outcome = self.outcomes[row]
+                assert outcome is not None and outcome.start_s is not None
+                assert outcome.end_s is not None
+                work = fair.running(row, started_at=outcome.start_s, site=site)
+                demand = backfill.demand(reservations[reservation])
+                held = self.held[row] = Held(work, demand, outcome.end_s)
+            running.append(held)
+        free_now: Callable[[str], Resources] | None = None
+        if self.preemptive:
+            snapshot = self.engine.ledger.snapshot()
+
+            def free_now(site_id: str) -> Resources:
+                return fair.free_at(snapshot, site_id)
+
+        decided = backfill.admission(
+            [fair.queued(row) for row in self.queue], now, running, free_now
+        )
+        admitted = np.fromiter(
+            (id_row(p.id) for p in decided.admit), dtype=np.int64, count=len(decided.admit)
+        )
+        return admitted[np.isin(admitted, rows)], decided.preemptions
+
+    def preempt(self, preemption: Preemption, now: float) -> None:
+        """Preempt the victims of `preemption` at `now`: each releases its reservation at
+        once and goes back to the queue, its work lost (done again from the start when it is
+        placed again); then a retry round runs at `now`."""
+        for victim in preemption.victims:
+            row = id_row(victim)
             outcome = self.outcomes[row]
-            assert outcome is not None and outcome.end_s is not None
-            running.append((held[reservation], outcome.end_s))
-        planned = self.backfill.starting_now(self.fair.order(queued), now, running)
-        return planned[np.isin(planned, rows)]
+            assert outcome is not None and outcome.start_s is not None
+            del self.departs[row]
+            self.release(row)
+            self.accepted -= 1
+            self.outcomes[row] = None
+            self.preempted[row] += 1
+            self.ran_before[row] += now - outcome.start_s
+            detail = f"preempted at {now:g} s for {id_row(preemption.preemptor)}"
+            deadline = self.enqueue(row, now, detail)
+            if self.backfill is not None:
+                self.backfill.requeued(row, deadline)
+            self.tried[row] = -1
+            self.compute_blocked[row] = False
+        self.schedule_retry(now)
+
+    def release(self, row: int) -> None:
+        """Running row `row` releases its reservation."""
+        reservation, site = self.running.pop(row)
+        self.held.pop(row, None)
+        self.engine.release(reservation)
+        if self.fair is not None:
+            self.fair.departed(row)
+        self.epoch += 1
+        self.released_at[site] = self.epoch
+
+    def schedule_retry(self, now: float) -> None:
+        """A retry round at `now`, when jobs wait and none is scheduled yet."""
+        if self.queue and not self.retry_scheduled:
+            self.retry_scheduled = True
+            self.push(now, _Kind.RETRY)
 
     def retry_candidates(self) -> IntArray:
         """Queued rows, in arrival order, that a release since their last attempt may help;
@@ -433,16 +562,33 @@ class _Run:
             energy_kwh=outcome.energy_kwh if outcome else 0.0,
             carbon_kg=outcome.carbon_kg if outcome else 0.0,
             latency_ms=outcome.latency_ms if outcome else None,
-            max_latency_ms=job.max_latency_ms,
-            accelerators=job.accelerator_count if job.accelerator_model else 0,
+            **self.job_facts(row),
         )
-        self.push(now + job.duration_s, _Kind.DEPART, row)
+        self.departs[row] = self.push(now + job.duration_s, _Kind.DEPART, row)
         return True
 
-    def enqueue(self, row: int, now: float, detail: str) -> None:
+    def job_facts(self, row: int) -> dict[str, Any]:
+        """The fields of a row's outcome that do not depend on its fate."""
+        job = self.jobs[row]
+        return {
+            "max_latency_ms": job.max_latency_ms,
+            "accelerators": job.accelerator_count if job.accelerator_model else 0,
+            "priority_class": None if self.class_names is None else self.class_names[row],
+            "preemptions": self.preempted[row],
+            "preempted_run_s": self.ran_before[row],
+        }
+
+    def enqueue(self, row: int, now: float, detail: str) -> float:
+        """Row `row` waits from `now`: until its arrival plus its queue limit, or after a
+        preemption, until `now` plus its queue limit; that time-out."""
         self.queue[row] = detail
-        self.push(max(now, self.arrival[row] + self.queue_limit_s), _Kind.EXPIRE, row)
+        since = self.arrival[row] if not self.preempted[row] else now
+        deadline = max(now, since + self.limit[row])
+        self.expires[row] = self.push(deadline, _Kind.EXPIRE, row)
+        if self.preemptive:
+            self.queue_changed = True
         self.schedule_tick(now)
+        return deadline
 
     def schedule_tick(self, now: float) -> None:
         if self.queue and not self.tick_scheduled:
@@ -459,8 +605,7 @@ class _Run:
             arrival_s=self.arrival[row],
             reason=reason,
             detail=detail,
-            max_latency_ms=job.max_latency_ms,
-            accelerators=job.accelerator_count if job.accelerator_model else 0,
+            **self.job_facts(row),
         )
 
     def result(self, now: float, *, finished: bool) -> SimulationResult:
@@ -474,8 +619,7 @@ class _Run:
                     status=JobStatus.WAITING,
                     arrival_s=self.arrival[row],
                     detail=self.queue.get(row, "not arrived yet"),
-                    max_latency_ms=job.max_latency_ms,
-                    accelerators=job.accelerator_count if job.accelerator_model else 0,
+                    **self.job_facts(row),
                 )
             outcomes.append(outcome)
         ledger = self.engine.ledger
@@ -499,4 +643,5 @@ class _Run:
             engine_calls=self.engine_calls,
             wall_s=time.perf_counter() - self.started,
             admission=self.admission.value,
+            preemption_modelled=self.preemptive,
         )
