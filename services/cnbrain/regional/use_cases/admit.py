@@ -189,15 +189,20 @@ class AdmitQueued:
         ]
         running = _running(held, classes)
         before = calendar.copy()
-        result = admission_round(
-            calendar,
-            waiting,
-            classes=classes,
-            capacity=_owned_capacity(self._live_map),
-            running=running,
-            weights=terms.weights,
-            free_now=_free_now(calendar, self._live_map) if self._preempt else None,
-            cohort_of={t: terms.cohorts[name] for t, name in terms.cohort_of.items()},
+        capacity = _owned_capacity(self._live_map)
+        free_now = _free_now(calendar, self._live_map) if self._preempt else None
+        cohort_of = {t: terms.cohorts[name] for t, name in terms.cohort_of.items()}
+        result = await anyio.to_thread.run_sync(  # pure, and long for a long queue
+            lambda: admission_round(
+                calendar,
+                waiting,
+                classes=classes,
+                capacity=capacity,
+                running=running,
+                weights=terms.weights,
+                free_now=free_now,
+                cohort_of=cohort_of,
+            )
         )
         by_id = {q.request.id: q for q in queued}
         rejected += await self._reject(
