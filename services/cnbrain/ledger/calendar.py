@@ -181,7 +181,6 @@ class Profile:
         if start > deadline or amount > self._capacity:
             return None
         times, free = self._times, self._free
-        n = len(times)
         i = bisect_right(times, start) - 1
         while True:
             # The last step is the whole capacity, so this stops before running off the end.
@@ -190,14 +189,12 @@ class Profile:
                 start = times[i]
             if start > deadline:
                 return None
-            end = start + duration
-            j = i + 1
-            while j < n and times[j] < end:
-                if free[j] < amount:
-                    break
-                j += 1
-            else:
+            stop = bisect_left(times, start + duration, i + 1)
+            if stop == i + 1 or min(free[i + 1 : stop]) >= amount:
                 return start
+            j = i + 1
+            while free[j] >= amount:  # a step of the window is short: the first one
+                j += 1
             i = j
 
     def advance(self, now: int) -> None:
