@@ -166,8 +166,9 @@ class Gate(Protocol):
         ...
 
 
-CapacityKind = Literal["capacity", "map"]
-"""What a `CapacityEvent` says changed: capacity/utilisation of sites and links, or the map."""
+CapacityKind = Literal["capacity", "map", "queue"]
+"""What a `CapacityEvent` says changed: capacity/utilisation of sites and links, the map, or
+the admission queue (a request joined it)."""
 
 
 def _utc_now() -> datetime:

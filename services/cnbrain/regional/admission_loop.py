@@ -3,8 +3,9 @@
 Every instance (replica) of a regional brain runs the loop; only the one holding the
 region's admission lease (`storage.leases`, duty `admission`) runs rounds. It renews the
 lease before a round once half of it has passed, and rounds run every `interval_s`, or sooner
-when woken (`wake`: capacity freed or taken here or by a replica, a request queued), but at
-most one every `MIN_GAP_S`. An instance that
+when woken, but at most one every `MIN_GAP_S`: by `queued` (a request joined the queue, here
+or at a replica), or by `wake` (capacity freed or taken, here, by a replica or by a peer),
+which starts a round only while the last round found requests waiting. An instance that
 stops lets the lease go; one that dies (kill -9) holds it until it lapses (`lease_s`), and
 another instance takes over then. A round that overruns the lease is still safe: admission
 is a conditional change in the transaction that reserves (`use_cases.admit`).
@@ -18,6 +19,7 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.regional.use_cases.admit import RoundReport
 from cnbrain.storage import leases
 from cnbrain.storage.clock import utcnow
 
@@ -50,12 +52,21 @@ class AdmissionLoop:
         """Whether this instance held the lease at its last try."""
         self._renew_at = 0.0
         """When (event-loop time) the lease held is to be renewed."""
+        self._waiting = True
+        """Whether requests waited at the last round (True until one ran)."""
 
     def wake(self) -> None:
-        """Run a round soon (if this instance holds the lease)."""
+        """Capacity changed: run a round soon, if requests were waiting at the last one (and
+        this instance holds the lease)."""
+        if self._waiting:
+            self._woken.set()
+
+    def queued(self) -> None:
+        """A request joined the queue: run a round soon (if this instance holds the lease)."""
+        self._waiting = True
         self._woken.set()
 
-    async def run(self, round: Callable[[], Awaitable[object]]) -> None:
+    async def run(self, round: Callable[[], Awaitable[RoundReport]]) -> None:
         """Hold the lease and run rounds until cancelled; then let the lease go. Errors of a
         round (an outage of the database, say) are logged, and the next round tries again."""
         try:
@@ -64,7 +75,7 @@ class AdmissionLoop:
                 try:
                     self.holding = await self._hold()
                     if self.holding:
-                        await round()
+                        self._waiting = (await round()).waiting > 0
                 except Exception:
                     if _cancelling():
                         raise asyncio.CancelledError from None

@@ -107,6 +107,7 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         await brain.dispatcher.start()
         stack.push_async_callback(brain.dispatcher.stop)
         replicas.on_capacity(brain.admission.wake)
+        replicas.on_queue(brain.admission.queued)
         background(stack, brain.admission.run(brain.requests.admit), "admission")
         yield brain
 
@@ -131,6 +132,10 @@ def _assemble(
     async def announce() -> None:
         admission.wake()
         await replicas.announce("capacity")
+
+    def queued() -> None:
+        admission.queued()
+        replicas.queued()
 
     changes = CapacityChanges(sessions, watch=live_map, announce=announce)
     decider = Decider(
@@ -170,7 +175,7 @@ def _assemble(
             national=national,
             peer_changed=replicas.peer_changed,
             wake_jobs=dispatcher.wake,
-            wake_admission=admission.wake,
+            wake_admission=queued,
         ),
         admin=AdminUseCases.build(sessions=sessions, forget_keys=authenticator.forget),
         map_admin=MapAdministration(

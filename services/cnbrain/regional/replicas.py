@@ -23,10 +23,19 @@ class Replicas:
         self._live_map = live_map
         self._background: set[asyncio.Task[None]] = set()
         self._on_capacity: list[Callable[[], None]] = []
+        self._on_queue: list[Callable[[], None]] = []
 
     def on_capacity(self, listener: Callable[[], None]) -> None:
         """Call `listener()` whenever capacity changes elsewhere (a replica, a peer)."""
         self._on_capacity.append(listener)
+
+    def on_queue(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` whenever another replica queues a request."""
+        self._on_queue.append(listener)
+
+    def queued(self) -> None:
+        """Requests joined the admission queue here: tell the replicas, in the background."""
+        self._in_background("queue")
 
     async def announce(self, kind: CapacityKind) -> None:
         """Tell the other replicas that capacity (or the map) changed here. It comes after a
@@ -40,7 +49,10 @@ class Replicas:
 
     def announce_soon(self) -> None:
         """`announce("capacity")` in the background."""
-        task = asyncio.get_running_loop().create_task(self.announce("capacity"))
+        self._in_background("capacity")
+
+    def _in_background(self, kind: CapacityKind) -> None:
+        task = asyncio.get_running_loop().create_task(self.announce(kind))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -64,6 +76,9 @@ class Replicas:
             return
         if event.kind == "map":
             await self._live_map.reload()
+        elif event.kind == "queue":
+            for listener in self._on_queue:
+                listener()
         else:
             self._live_map.capacity_changed()
             self._heard_capacity()
