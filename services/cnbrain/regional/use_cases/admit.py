@@ -11,11 +11,12 @@ lease (`regional.admission_loop`):
    order by class, fair shares and age; conservative backfill over the calendar;
 3. acts, each step in its own transaction:
    - requests whose max wait has passed, or that can never fit, are rejected with the reason;
-   - requests planned to start now that their cohort refuses wait, with the reason;
+   - requests their cohort refuses wait, with the reason (they were not planned);
    - requests planned to start now are decided by the engine on their planned site only
      (so a backfilled request takes only the gap it was planned in) and reserved with one
-     unit of work, moving from queued to placed (event `admitted`); a conflict (capacity
-     taken meanwhile by a request that started at once) admits nothing this round;
+     unit of work, moving from queued to placed (event `admitted`); when that unit of work
+     is refused (capacity taken meanwhile by a request that started at once, a tenant's
+     quota) they are reserved one by one, and those that still do not fit stay queued;
    - requests of a class that may preempt and have no start within their max wait get their
      victims requeued (`preempt`), and are admitted by a later round;
    - every queued request's plan is stored: its position, its estimated start and what
@@ -37,7 +38,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,22 +50,28 @@ from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.calendar import Calendar, Window
-from cnbrain.ledger.claim import Claim, claim_from, window_of
-from cnbrain.ledger.keys import ResourceKey, accelerator_key, demand_of, site_key
+from cnbrain.ledger.claim import claim_from, window_of
+from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
-from cnbrain.regional.stored_requests import fail_unreadable, stored_request
+from cnbrain.regional.stored_requests import fail_unreadable
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.admission_inputs import (
+    Queued,
+    free_now_of,
+    owned,
+    owned_capacity,
+    readable,
+    running_work,
+    waited_out,
+)
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.regional.use_cases.preempt import RequeueVictims
+from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
-from cnbrain.scheduling.blockers import Holding, option_blockers
-from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_demand
-from cnbrain.scheduling.resources import Resources, accelerator_dimension
-from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork, RunningWork
+from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork
 from cnbrain.storage import (
     fair_shares,
     jobs,
@@ -74,21 +81,12 @@ from cnbrain.storage import (
     request_events,
     requests,
 )
-from cnbrain.storage.running_work import HeldWork, held_work
+from cnbrain.storage.running_work import held_work
 
 log = logging.getLogger("cnbrain.regional")
 
 SYSTEM = "system"
 """The actor of what the admission loop does."""
-
-PLAN_MOVED_S = 60
-"""A `planned` event is written when a request's estimated start moves by at least this."""
-
-BLOCKERS_SHOWN = 200
-"""What blocks a waiting request is stored for the first this many of the order."""
-
-BLOCKER_OPTIONS = 3
-"""... on the first this many of its candidate sites."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +100,6 @@ class RoundReport:
     escalated: int = 0
     requeued: int = 0
     placed_elsewhere: int = 0
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Queued:
-    request: PlacementRequest
-    created_at: datetime
-    deadline: int
-    class_name: str
 
 
 class AdmitQueued:
@@ -167,7 +156,7 @@ class AdmitQueued:
             stopping = await jobs.with_open_attempts(session, [s.id for s in stored])
             terms = await fair_shares.admission_terms(session)
         assert classes is not None, "a prepared database has priority classes"
-        queued, unreadable = _readable(stored, classes)
+        queued, unreadable = readable(stored, classes)
         for record, problem in unreadable:
             await fail_unreadable(self._sessions, record, problem)
         rejected = 0
@@ -187,10 +176,10 @@ class AdmitQueued:
             )
             for q in local
         ]
-        running = _running(held, classes)
+        running = running_work(held, classes)
         before = calendar.copy()
-        capacity = _owned_capacity(self._live_map)
-        free_now = _free_now(calendar, self._live_map) if self._preempt else None
+        capacity = owned_capacity(self._live_map)
+        free_now = free_now_of(calendar, self._live_map) if self._preempt else None
         cohort_of = {t: terms.cohorts[name] for t, name in terms.cohort_of.items()}
         result = await anyio.to_thread.run_sync(  # pure, and long for a long queue
             lambda: admission_round(
@@ -206,7 +195,7 @@ class AdmitQueued:
         )
         by_id = {q.request.id: q for q in queued}
         rejected += await self._reject(
-            [(by_id[n.id].request, _waited_out(by_id[n.id])) for n in result.expired]
+            [(by_id[n.id].request, waited_out(by_id[n.id])) for n in result.expired]
             + [
                 (by_id[n.id].request, f"cannot start in this region whatever it waits: {n.reason}")
                 for n in result.impossible
@@ -224,8 +213,16 @@ class AdmitQueued:
                 )
         placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
         rejected += expired_elsewhere
-        blockers = _Blockers(before, claims, self._live_map)
-        await self._store_plans(result, elsewhere, earlier, by_id, blockers)
+        plans, events = plans_of(
+            result,
+            elsewhere=elsewhere,
+            earlier=earlier,
+            by_id=by_id,
+            options=self._options,
+            blockers=Blockers(before, claims, self._live_map),
+            at=datetime.fromtimestamp(self._clock(), UTC),
+        )
+        await self._store_plans(plans, events)
         return RoundReport(
             waiting=len(stored),
             admitted=admitted,
@@ -235,7 +232,7 @@ class AdmitQueued:
             placed_elsewhere=placed_elsewhere,
         )
 
-    async def _split(self, queued: Sequence[_Queued]) -> tuple[list[_Queued], list[_Queued]]:
+    async def _split(self, queued: Sequence[Queued]) -> tuple[list[Queued], list[Queued]]:
         """The queued requests this brain plans itself (their options built once per map, in
         a worker thread), and those only the national brain can place."""
         engine = self._live_map.engine
@@ -250,7 +247,7 @@ class AdmitQueued:
             ownership = self._live_map.ownership
             for request, options in zip(new, built, strict=True):
                 self._options[request.id] = tuple(
-                    o for o in options if _owned(o, ownership.sites, ownership.links)
+                    o for o in options if owned(o, ownership.sites, ownership.links)
                 )
         alive = {q.request.id for q in queued}
         for gone in [i for i in self._options if i not in alive]:
@@ -288,7 +285,7 @@ class AdmitQueued:
                 continue
         return done
 
-    async def _admit(self, result: Round, by_id: dict[str, _Queued], stopping: set[str]) -> int:
+    async def _admit(self, result: Round, by_id: dict[str, Queued], stopping: set[str]) -> int:
         """Decide the requests planned to start now, each group on its planned site only, and
         reserve them all with one unit of work; returns how many were admitted. A request
         whose job's last attempt has not ended yet (it was just preempted) waits for it."""
@@ -372,7 +369,7 @@ class AdmitQueued:
             return 0
         return len(decided)
 
-    async def escalate_waiting(self, elsewhere: Sequence[_Queued], now_s: int) -> tuple[int, int]:
+    async def escalate_waiting(self, elsewhere: Sequence[Queued], now_s: int) -> tuple[int, int]:
         """Ask the national brain to place each waiting request only it can place (each at most
         once every `ask_every_s`); record the ones it placed, and reject those whose max wait
         has passed. Returns (placed, rejected). An unreachable national brain leaves them
@@ -382,7 +379,7 @@ class AdmitQueued:
             del self._asked[gone]
         if not elsewhere or self._national is None:
             return 0, 0
-        late = [(q.request, _waited_out(q)) for q in elsewhere if q.deadline < now_s]
+        late = [(q.request, waited_out(q)) for q in elsewhere if q.deadline < now_s]
         rejected = await self._reject(late)
         placed = 0
         for q in elsewhere:
@@ -412,87 +409,10 @@ class AdmitQueued:
         return placed, rejected
 
     async def _store_plans(
-        self,
-        result: Round,
-        elsewhere: Sequence[_Queued],
-        earlier: dict[str, queue_plans.QueuePlan],
-        by_id: dict[str, _Queued],
-        blockers: "_Blockers",
+        self, plans: Sequence[queue_plans.QueuePlan], events: Sequence[RequestEvent]
     ) -> None:
-        """Store every waiting request's plan (with what blocks it, for the first
-        `BLOCKERS_SHOWN` of the order), and a `planned` event where its estimate moved."""
-        at = datetime.fromtimestamp(self._clock(), UTC)
-        now_s = blockers.now
-
-        def blocked(request_id: str) -> list[dict[str, Any]]:
-            if position[request_id] >= BLOCKERS_SHOWN:
-                return []
-            q = by_id[request_id]
-            duration = max(1, math.ceil(q.request.duration_hours * 3600))
-            return blockers.of(self._options[request_id][:BLOCKER_OPTIONS], duration)
-
-        position = result.position
-        plans: list[queue_plans.QueuePlan] = []
-        events: list[RequestEvent] = []
-        for planned in result.later:
-            start = datetime.fromtimestamp(planned.start, UTC)
-            site = self._options[planned.id][planned.option].label
-            plans.append(
-                queue_plans.QueuePlan(
-                    planned.id,
-                    position[planned.id],
-                    start,
-                    at,
-                    {
-                        "site": site,
-                        "reason": f"planned on {site} from {start.isoformat()}",
-                        "blockers": blocked(planned.id),
-                    },
-                )
-            )
-            before = earlier.get(planned.id)
-            if (
-                before is None
-                or before.estimated_start is None
-                or abs((before.estimated_start - start).total_seconds()) >= PLAN_MOVED_S
-            ):
-                events.append(
-                    RequestEvent.of(
-                        planned.id, RequestEventKind.PLANNED, at, site=site, start=start.isoformat()
-                    )
-                )
-        for stuck in result.stuck:
-            plans.append(
-                queue_plans.QueuePlan(
-                    stuck.id,
-                    position[stuck.id],
-                    None,
-                    at,
-                    {"reason": stuck.reason, "blockers": blocked(stuck.id)},
-                )
-            )
-        for over in result.over_quota:
-            plans.append(
-                queue_plans.QueuePlan(
-                    over.id,
-                    position[over.id],
-                    None,
-                    at,
-                    {"reason": f"waits for its quota: {over.reason}", "blockers": []},
-                )
-            )
-        offset = len(result.order)
-        for index, q in enumerate(elsewhere):
-            if q.deadline >= now_s:
-                plans.append(
-                    queue_plans.QueuePlan(
-                        q.request.id,
-                        offset + index,
-                        None,
-                        at,
-                        {"reason": "waits for the national brain to find room across regions"},
-                    )
-                )
+        """Store `plans` as the whole plan of the queue, with the events of the requests still
+        queued; an outage leaves the plans as they were (the next round writes them)."""
         try:
             async with self._sessions.begin() as session:
                 written = await queue_plans.replace_all(session, plans)
@@ -513,168 +433,3 @@ def _admitted(outcome: Outcome) -> Outcome:
         outcome.actor,
         kind=RequestEventKind.ADMITTED,
     )
-
-
-def _readable(
-    stored: Sequence[requests.StoredRequest], classes: PriorityClasses
-) -> tuple[list[_Queued], list[tuple[requests.StoredRequest, str]]]:
-    """The queued requests as the round plans them (their class: the one they name, or the
-    default when they name none or a class since deleted; their deadline: submission plus
-    max wait, or their class's default), and those whose stored form no longer reads."""
-    readable: list[_Queued] = []
-    unreadable: list[tuple[requests.StoredRequest, str]] = []
-    for record in stored:
-        request, problem = stored_request(record.body)
-        if request is None:
-            unreadable.append((record, problem))
-            continue
-        name = request.priority_class
-        one = classes.named_or_default(name)
-        wait = request.max_wait_s if request.max_wait_s is not None else one.default_max_wait_s
-        created = record.created_at.timestamp()
-        readable.append(_Queued(request, record.created_at, math.floor(created + wait), one.name))
-    return readable, unreadable
-
-
-def _waited_out(q: _Queued) -> str:
-    """The reason of a request rejected when its max wait passed."""
-    wait = q.request.max_wait_s
-    waited = "its class's max wait" if wait is None else f"its max wait of {wait:g} s"
-    return f"no start within {waited}"
-
-
-def _running(held: Sequence[HeldWork], classes: PriorityClasses) -> list[RunningWork]:
-    """The held work as the round weighs it (usage, preemption candidates)."""
-    running = []
-    for work in held:
-        name = work.body.get("priority_class")
-        one = classes.named_or_default(name)
-        accelerators = (
-            {work.accelerator_model: work.accelerator_count}
-            if work.accelerator_model and work.accelerator_count
-            else None
-        )
-        running.append(
-            RunningWork(
-                id=work.request_id,
-                tenant=work.tenant_id,
-                class_value=one.value,
-                preemptible=one.preemptible,
-                started_at=min(work.start_at.timestamp(), MAX_TIME_S),
-                demand=Resources.of(
-                    cpu_m=work.cpu_m,
-                    mem_mib=work.mem_mib,
-                    storage_gib=work.storage_gib,
-                    accelerators=accelerators,
-                ),
-                site=work.site_id,
-            )
-        )
-    return running
-
-
-def _owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:
-    """Whether every resource of `option` is this brain's own."""
-    for key in option.demand:
-        kind, index = key[0], key[1]
-        if not (sites[index] if kind == "site" else links[index]):
-            return False
-    return True
-
-
-def _owned_capacity(live_map: LiveMap) -> Resources:
-    """The whole capacity of this brain's own sites, as one vector."""
-    arrays = live_map.engine.arrays
-    owned = live_map.ownership.sites
-    accelerators = {
-        model: int(arrays.cap_acc[owned, column].sum())
-        for model, column in arrays.accelerator_column.items()
-    }
-    return Resources.of(
-        cpu_m=int(arrays.cap_cpu_m[owned].sum()),
-        mem_mib=int(arrays.cap_mem_mib[owned].sum()),
-        storage_gib=int(arrays.cap_storage_gib[owned].sum()),
-        accelerators=accelerators,
-    )
-
-
-def _free_now(calendar: Calendar[ResourceKey], live_map: LiveMap) -> Callable[[str], Resources]:
-    """What a site has free at the calendar's now, as one vector."""
-    arrays = live_map.engine.arrays
-    site_index = arrays.map.site_index
-    now = calendar.now
-
-    def free(site_id: str) -> Resources:
-        i = site_index[site_id]
-        amounts: dict[str, int] = {}
-        for name in ("cpu_m", "mem_mib", "storage_gib"):
-            key = site_key(i, name)
-            amounts[name] = calendar.profile(key).free_at(now) if key in calendar else 0
-        for model in arrays.accelerator_column:
-            key = accelerator_key(i, model)
-            if key in calendar:
-                amounts[accelerator_dimension(model)] = calendar.profile(key).free_at(now)
-        return Resources(amounts)
-
-    return free
-
-
-class _Blockers:
-    """What blocks an option on the calendar as it stood before the round planned it: the
-    running and admitted work only (`scheduling.blockers`)."""
-
-    def __init__(
-        self, calendar: Calendar[ResourceKey], claims: Sequence[Claim], live_map: LiveMap
-    ) -> None:
-        self._calendar = calendar
-        self.now = calendar.now
-        arrays = live_map.engine.arrays
-        self._link_ids = [link.id for link in arrays.map.links]
-        self._by_key: dict[ResourceKey, list[Holding[ResourceKey]]] = {}
-        for claim in claims:
-            on_map = replace(
-                claim,
-                site_id=claim.site_id if claim.site_id in arrays.map.site_index else None,
-                link_ids=tuple(link for link in claim.link_ids if link in arrays.link_index),
-            )
-            demand = demand_of(on_map, arrays=arrays)
-            window = claim.window if claim.window.end > self.now else Window.of(self.now, 1)
-            holding = Holding(claim.request_id or claim.reservation_id, window, demand)
-            for key in demand:
-                self._by_key.setdefault(key, []).append(holding)
-
-    def of(self, options: Sequence[PlanOption[ResourceKey]], duration: int) -> list[dict[str, Any]]:
-        """The blockers of `options`, as stored in a plan's detail."""
-        out: list[dict[str, Any]] = []
-        for option in options:
-            holdings = list(
-                {id(h): h for key in option.demand for h in self._by_key.get(key, ())}.values()
-            )
-            found = option_blockers(
-                self._calendar, holdings, option, duration=duration, describe=self._describe
-            )
-            for blocker in found.blockers:
-                until = blocker.until
-                out.append(
-                    {
-                        "site": found.site,
-                        "resource": blocker.name,
-                        "wants": blocker.wants,
-                        "free": blocker.free_now,
-                        "until": None
-                        if until is None
-                        else datetime.fromtimestamp(until, UTC).isoformat(),
-                        "held_by": blocker.held_by,
-                        "text": f"{found.site}: {blocker.text()}",
-                    }
-                )
-        return out
-
-    def _describe(self, key: ResourceKey) -> str:
-        if key[0] == "link":
-            return f"Mbps on link {self._link_ids[key[1]]}"
-        if len(key) == 4:
-            return f"accelerator {key[-1]}"
-        return {"cpu_m": "CPU millicores", "mem_mib": "MiB of memory"}.get(
-            str(key[-1]), "GiB of storage"
-        )

@@ -1,0 +1,135 @@
+"""What an admission round reads, as the scheduling core weighs it: the queued requests with
+their classes and deadlines, the work holding capacity, and what this brain owns."""
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.keys import ResourceKey, accelerator_key, site_key
+from cnbrain.regional.stored_requests import stored_request
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.classes import PriorityClasses
+from cnbrain.scheduling.resources import Resources, accelerator_dimension
+from cnbrain.scheduling.work import MAX_TIME_S, RunningWork
+from cnbrain.storage import requests
+from cnbrain.storage.running_work import HeldWork
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A queued request as a round weighs it: its class (`class_name`) and the latest epoch
+    second it may start (`deadline`)."""
+
+    request: PlacementRequest
+    created_at: datetime
+    deadline: int
+    class_name: str
+
+
+def readable(
+    stored: Sequence[requests.StoredRequest], classes: PriorityClasses
+) -> tuple[list[Queued], list[tuple[requests.StoredRequest, str]]]:
+    """The queued requests as the round plans them (their class: the one they name, or the
+    default when they name none or a class since deleted; their deadline: submission plus
+    max wait, or their class's default), and those whose stored form no longer reads."""
+    readable: list[Queued] = []
+    unreadable: list[tuple[requests.StoredRequest, str]] = []
+    for record in stored:
+        request, problem = stored_request(record.body)
+        if request is None:
+            unreadable.append((record, problem))
+            continue
+        name = request.priority_class
+        one = classes.named_or_default(name)
+        wait = request.max_wait_s if request.max_wait_s is not None else one.default_max_wait_s
+        created = record.created_at.timestamp()
+        readable.append(Queued(request, record.created_at, math.floor(created + wait), one.name))
+    return readable, unreadable
+
+
+def waited_out(q: Queued) -> str:
+    """The reason of a request rejected when its max wait passed."""
+    wait = q.request.max_wait_s
+    waited = "its class's max wait" if wait is None else f"its max wait of {wait:g} s"
+    return f"no start within {waited}"
+
+
+def running_work(held: Sequence[HeldWork], classes: PriorityClasses) -> list[RunningWork]:
+    """The held work as the round weighs it (usage, preemption candidates)."""
+    running = []
+    for work in held:
+        name = work.body.get("priority_class")
+        one = classes.named_or_default(name)
+        accelerators = (
+            {work.accelerator_model: work.accelerator_count}
+            if work.accelerator_model and work.accelerator_count
+            else None
+        )
+        running.append(
+            RunningWork(
+                id=work.request_id,
+                tenant=work.tenant_id,
+                class_value=one.value,
+                preemptible=one.preemptible,
+                started_at=min(work.start_at.timestamp(), MAX_TIME_S),
+                demand=Resources.of(
+                    cpu_m=work.cpu_m,
+                    mem_mib=work.mem_mib,
+                    storage_gib=work.storage_gib,
+                    accelerators=accelerators,
+                ),
+                site=work.site_id,
+            )
+        )
+    return running
+
+
+def owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:
+    """Whether every resource of `option` is this brain's own."""
+    for key in option.demand:
+        kind, index = key[0], key[1]
+        if not (sites[index] if kind == "site" else links[index]):
+            return False
+    return True
+
+
+def owned_capacity(live_map: LiveMap) -> Resources:
+    """The whole capacity of this brain's own sites, as one vector."""
+    arrays = live_map.engine.arrays
+    owned = live_map.ownership.sites
+    accelerators = {
+        model: int(arrays.cap_acc[owned, column].sum())
+        for model, column in arrays.accelerator_column.items()
+    }
+    return Resources.of(
+        cpu_m=int(arrays.cap_cpu_m[owned].sum()),
+        mem_mib=int(arrays.cap_mem_mib[owned].sum()),
+        storage_gib=int(arrays.cap_storage_gib[owned].sum()),
+        accelerators=accelerators,
+    )
+
+
+def free_now_of(calendar: Calendar[ResourceKey], live_map: LiveMap) -> Callable[[str], Resources]:
+    """What a site has free at the calendar's now, as one vector."""
+    arrays = live_map.engine.arrays
+    site_index = arrays.map.site_index
+    now = calendar.now
+
+    def free(site_id: str) -> Resources:
+        i = site_index[site_id]
+        amounts: dict[str, int] = {}
+        for name in ("cpu_m", "mem_mib", "storage_gib"):
+            key = site_key(i, name)
+            amounts[name] = calendar.profile(key).free_at(now) if key in calendar else 0
+        for model in arrays.accelerator_column:
+            key = accelerator_key(i, model)
+            if key in calendar:
+                amounts[accelerator_dimension(model)] = calendar.profile(key).free_at(now)
+        return Resources(amounts)
+
+    return free

@@ -1,0 +1,177 @@
+"""What an admission round stores for the queue's view: each waiting request's plan (its
+position, estimated start and site, and what blocks it on its top candidates) and its
+`planned` event when its estimate moved (`storage.queue_plans`, `GET /v1/requests/{id}`)."""
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from cnbrain.domain.events import RequestEvent, RequestEventKind
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.keys import ResourceKey, demand_of
+from cnbrain.regional.use_cases.admission_inputs import Queued
+from cnbrain.scheduling.admission import Round
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.blockers import Holding, option_blockers
+from cnbrain.storage.queue_plans import QueuePlan
+
+PLAN_MOVED_S = 60
+"""A `planned` event is written when a request's estimated start moves by at least this."""
+
+BLOCKERS_SHOWN = 200
+"""What blocks a waiting request is stored for the first this many of the order."""
+
+BLOCKER_OPTIONS = 3
+"""... on the first this many of its candidate sites."""
+
+
+def plans_of(
+    result: Round,
+    *,
+    elsewhere: Sequence[Queued],
+    earlier: dict[str, QueuePlan],
+    by_id: dict[str, Queued],
+    options: dict[str, tuple[PlanOption[ResourceKey], ...]],
+    blockers: "Blockers",
+    at: datetime,
+) -> tuple[list[QueuePlan], list[RequestEvent]]:
+    """Every waiting request's plan after `result` (with what blocks it, for the first
+    `BLOCKERS_SHOWN` of the order), as of `at`, and a `planned` event for each whose estimate
+    moved from its `earlier` plan; `elsewhere` are those only the national brain can place."""
+    now_s = blockers.now
+
+    def blocked(request_id: str) -> list[dict[str, Any]]:
+        if position[request_id] >= BLOCKERS_SHOWN:
+            return []
+        q = by_id[request_id]
+        duration = max(1, math.ceil(q.request.duration_hours * 3600))
+        return blockers.of(options[request_id][:BLOCKER_OPTIONS], duration)
+
+    position = result.position
+    plans: list[QueuePlan] = []
+    events: list[RequestEvent] = []
+    for planned in result.later:
+        start = datetime.fromtimestamp(planned.start, UTC)
+        site = options[planned.id][planned.option].label
+        plans.append(
+            QueuePlan(
+                planned.id,
+                position[planned.id],
+                start,
+                at,
+                {
+                    "site": site,
+                    "reason": f"planned on {site} from {start.isoformat()}",
+                    "blockers": blocked(planned.id),
+                },
+            )
+        )
+        before = earlier.get(planned.id)
+        if (
+            before is None
+            or before.estimated_start is None
+            or abs((before.estimated_start - start).total_seconds()) >= PLAN_MOVED_S
+        ):
+            events.append(
+                RequestEvent.of(
+                    planned.id, RequestEventKind.PLANNED, at, site=site, start=start.isoformat()
+                )
+            )
+    for stuck in result.stuck:
+        plans.append(
+            QueuePlan(
+                stuck.id,
+                position[stuck.id],
+                None,
+                at,
+                {"reason": stuck.reason, "blockers": blocked(stuck.id)},
+            )
+        )
+    for over in result.over_quota:
+        plans.append(
+            QueuePlan(
+                over.id,
+                position[over.id],
+                None,
+                at,
+                {"reason": f"waits for its quota: {over.reason}", "blockers": []},
+            )
+        )
+    offset = len(result.order)
+    for index, q in enumerate(elsewhere):
+        if q.deadline >= now_s:
+            plans.append(
+                QueuePlan(
+                    q.request.id,
+                    offset + index,
+                    None,
+                    at,
+                    {"reason": "waits for the national brain to find room across regions"},
+                )
+            )
+    return plans, events
+
+
+class Blockers:
+    """What blocks an option on the calendar as it stood before the round planned it: the
+    running and admitted work only (`scheduling.blockers`)."""
+
+    def __init__(
+        self, calendar: Calendar[ResourceKey], claims: Sequence[Claim], live_map: LiveMap
+    ) -> None:
+        self._calendar = calendar
+        self.now = calendar.now
+        arrays = live_map.engine.arrays
+        self._link_ids = [link.id for link in arrays.map.links]
+        self._by_key: dict[ResourceKey, list[Holding[ResourceKey]]] = {}
+        for claim in claims:
+            on_map = replace(
+                claim,
+                site_id=claim.site_id if claim.site_id in arrays.map.site_index else None,
+                link_ids=tuple(link for link in claim.link_ids if link in arrays.link_index),
+            )
+            demand = demand_of(on_map, arrays=arrays)
+            window = claim.window if claim.window.end > self.now else Window.of(self.now, 1)
+            holding = Holding(claim.request_id or claim.reservation_id, window, demand)
+            for key in demand:
+                self._by_key.setdefault(key, []).append(holding)
+
+    def of(self, options: Sequence[PlanOption[ResourceKey]], duration: int) -> list[dict[str, Any]]:
+        """The blockers of `options`, as stored in a plan's detail."""
+        out: list[dict[str, Any]] = []
+        for option in options:
+            holdings = list(
+                {id(h): h for key in option.demand for h in self._by_key.get(key, ())}.values()
+            )
+            found = option_blockers(
+                self._calendar, holdings, option, duration=duration, describe=self._describe
+            )
+            for blocker in found.blockers:
+                until = blocker.until
+                out.append(
+                    {
+                        "site": found.site,
+                        "resource": blocker.name,
+                        "wants": blocker.wants,
+                        "free": blocker.free_now,
+                        "until": None
+                        if until is None
+                        else datetime.fromtimestamp(until, UTC).isoformat(),
+                        "held_by": blocker.held_by,
+                        "text": f"{found.site}: {blocker.text()}",
+                    }
+                )
+        return out
+
+    def _describe(self, key: ResourceKey) -> str:
+        if key[0] == "link":
+            return f"Mbps on link {self._link_ids[key[1]]}"
+        if len(key) == 4:
+            return f"accelerator {key[-1]}"
+        return {"cpu_m": "CPU millicores", "mem_mib": "MiB of memory"}.get(
+            str(key[-1]), "GiB of storage"
+        )
