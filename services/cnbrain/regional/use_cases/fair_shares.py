@@ -22,11 +22,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain import bounds
 from cnbrain.domain.accelerators import ACCELERATOR_MODELS
 from cnbrain.domain.bounds import Name
-from cnbrain.domain.errors import Forbidden, Invalid, NotFound
+from cnbrain.domain.errors import Invalid, NotFound
 from cnbrain.netmap.arrays import cores_to_millicores, gib_to_mib, whole_gib
 from cnbrain.regional.schemas import Strict
 from cnbrain.regional.security import Principal
-from cnbrain.regional.use_cases.tenancy import STAFF_ONLY
+from cnbrain.regional.use_cases.tenancy import no_tenant, require_staff, require_visible
 from cnbrain.scheduling.fair_share import DEFAULT_WEIGHT
 from cnbrain.scheduling.resources import ACCELERATOR_PREFIX, CPU_M, MEM_MIB, STORAGE_GIB, Resources
 from cnbrain.storage import audit, fair_shares, tenants
@@ -103,7 +103,7 @@ class ManageFairShares:
     async def get_share(self, principal: Principal, tenant_id: str) -> FairShareView:
         """The tenant's share (the defaults when none is stored). Raises NotFound for a tenant
         that does not exist or the caller may not act for."""
-        _require_visible(principal, tenant_id)
+        require_visible(principal, tenant_id)
         async with self._sessions() as session:
             await _require_tenant(session, tenant_id)
             share = await fair_shares.get_share(session, tenant_id)
@@ -114,7 +114,7 @@ class ManageFairShares:
     ) -> tuple[FairShareView, bool]:
         """Store the tenant's share, replacing any; the share as stored, and whether none was
         stored before. Raises Forbidden (not staff), Invalid naming the field, or NotFound."""
-        _require_staff(principal)
+        require_staff(principal)
         share = _share(body)
         async with self._sessions.begin() as session:
             await _require_tenant(session, tenant_id)
@@ -134,7 +134,7 @@ class ManageFairShares:
     async def delete_share(self, principal: Principal, tenant_id: str) -> None:
         """Delete the tenant's stored share: it has the defaults again. Raises Forbidden (not
         staff) or NotFound (no such tenant, or none stored)."""
-        _require_staff(principal)
+        require_staff(principal)
         async with self._sessions.begin() as session:
             await _require_tenant(session, tenant_id)
             if not await fair_shares.delete_share(session, tenant_id):
@@ -201,20 +201,6 @@ def _view(tenant_id: str, share: FairShare) -> FairShareView:
     )
 
 
-def _require_staff(principal: Principal) -> None:
-    if not principal.is_staff:
-        raise Forbidden(STAFF_ONLY)
-
-
-def _require_visible(principal: Principal, tenant_id: str) -> None:
-    if not principal.may_act_for(tenant_id):
-        raise _no_tenant(tenant_id)
-
-
 async def _require_tenant(session: AsyncSession, tenant_id: str) -> None:
     if await tenants.get_tenant(session, tenant_id=tenant_id) is None:
-        raise _no_tenant(tenant_id)
-
-
-def _no_tenant(tenant_id: str) -> NotFound:
-    return NotFound(f"tenant {tenant_id!r} does not exist")
+        raise no_tenant(tenant_id)

@@ -46,7 +46,7 @@ class ManageTenants:
     async def create_tenant(self, principal: Principal, body: TenantCreate) -> TenantView:
         """A new tenant with an unlimited quota. Raises Forbidden (not staff), Conflict (the
         id is taken) or Invalid (storage refuses the id or name)."""
-        _require_staff(principal)
+        require_staff(principal)
         async with self._sessions.begin() as session:
             if await tenants.get_tenant(session, tenant_id=body.id) is not None:
                 raise Conflict(f"tenant {body.id!r} exists already")
@@ -63,27 +63,27 @@ class ManageTenants:
 
     async def list_tenants(self, principal: Principal) -> list[TenantView]:
         """Every tenant, by id. Raises Forbidden (not staff)."""
-        _require_staff(principal)
+        require_staff(principal)
         async with self._sessions() as session:
             found = await tenants.list_tenants(session)
         return [TenantView(id=t.id, name=t.name, created_at=t.created_at) for t in found]
 
     async def get_tenant(self, principal: Principal, tenant_id: str) -> TenantView:
         """The tenant, if the caller may act for it; else NotFound."""
-        _require_visible(principal, tenant_id)
+        require_visible(principal, tenant_id)
         async with self._sessions() as session:
             tenant = await tenants.get_tenant(session, tenant_id=tenant_id)
         if tenant is None:
-            raise _no_tenant(tenant_id)
+            raise no_tenant(tenant_id)
         return TenantView(id=tenant.id, name=tenant.name, created_at=tenant.created_at)
 
     async def set_quota(self, principal: Principal, tenant_id: str, body: QuotaBody) -> QuotaView:
         """Replace the tenant's limits (None: unlimited) and return its quota as it now
         stands. Raises Forbidden (not staff) or NotFound."""
-        _require_staff(principal)
+        require_staff(principal)
         async with self._sessions.begin() as session:
             if await tenants.get_tenant(session, tenant_id=tenant_id) is None:
-                raise _no_tenant(tenant_id)
+                raise no_tenant(tenant_id)
             await tenants.set_quota(
                 session,
                 tenant_id=tenant_id,
@@ -109,11 +109,11 @@ class ManageTenants:
     async def get_quota(self, principal: Principal, tenant_id: str) -> QuotaView:
         """The tenant's limits and use, as of now, if the caller may act for it; else
         NotFound."""
-        _require_visible(principal, tenant_id)
+        require_visible(principal, tenant_id)
         async with self._sessions() as session:
             quota = await tenants.get_quota(session, tenant_id=tenant_id)
         if quota is None:
-            raise _no_tenant(tenant_id)
+            raise no_tenant(tenant_id)
         return QuotaView(
             cpu_cores=None if quota.limit_cpu_m is None else quota.limit_cpu_m / 1000,
             memory_gib=None if quota.limit_mem_mib is None else quota.limit_mem_mib / 1024,
@@ -157,7 +157,7 @@ class ManageUsers:
                 body.tenant is not None
                 and await tenants.get_tenant(session, tenant_id=body.tenant) is None
             ):
-                raise _no_tenant(body.tenant)
+                raise no_tenant(body.tenant)
             user = await tenants.create_user(
                 session, name=body.name, role=body.role, tenant_id=body.tenant
             )
@@ -246,17 +246,20 @@ class ManageUsers:
         return _user_view(user)
 
 
-def _require_staff(principal: Principal) -> None:
+def require_staff(principal: Principal) -> None:
+    """Forbidden unless `principal` is staff."""
     if not principal.is_staff:
         raise Forbidden(STAFF_ONLY)
 
 
-def _require_visible(principal: Principal, tenant_id: str) -> None:
+def require_visible(principal: Principal, tenant_id: str) -> None:
+    """NotFound (as if it did not exist) unless `principal` may act for the tenant."""
     if not principal.may_act_for(tenant_id):
-        raise _no_tenant(tenant_id)
+        raise no_tenant(tenant_id)
 
 
-def _no_tenant(tenant_id: str) -> NotFound:
+def no_tenant(tenant_id: str) -> NotFound:
+    """The error of a tenant that does not exist (or that the caller may not see)."""
     return NotFound(f"tenant {tenant_id!r} does not exist")
 
 
