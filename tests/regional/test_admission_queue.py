@@ -21,6 +21,9 @@ from tests.tiny_map import tiny_map_raw
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
+MAX_QUEUED = 10
+"""Requests one tenant may have waiting, in this module's brain."""
+
 
 def _ascend(count: int, **extra: Any) -> dict[str, Any]:
     return {
@@ -42,7 +45,12 @@ async def api(tmp_path_factory: Any) -> AsyncIterator[Api]:
     tmp = tmp_path_factory.mktemp("queue")
     (tmp / "map.json").write_text(json.dumps(tiny_map_raw()), encoding="utf-8")
     settings = brain_settings(
-        database, redis, tmp, map=str(tmp / "map.json"), admission_interval_s=0.2
+        database,
+        redis,
+        tmp,
+        map=str(tmp / "map.json"),
+        admission_interval_s=0.2,
+        max_queued_per_tenant=MAX_QUEUED,
     )
     try:
         async with serving(settings) as (app, client):
@@ -307,4 +315,21 @@ async def test_a_cohort_lends_idle_quota_and_its_lender_reclaims_it(api: Api) ->
         (lender_user, back),
     ):
         await api.call(token, "POST", f"/v1/requests/{one['id']}/cancel")
+    await api.invariants()
+
+
+async def test_a_tenant_may_have_only_so_many_requests_waiting(api: Api) -> None:
+    _, user = await api.tenant_user("q-bound")
+    holder = await _submit(api, user, _ascend(16))
+    waiting = [await _submit(api, user, _ascend(1, start="queue")) for _ in range(MAX_QUEUED)]
+    refused = await api.call(user, "POST", "/v1/requests", json=_ascend(1, start="queue"))
+    assert refused.status_code == 409, refused.text
+    assert f"has {MAX_QUEUED} requests waiting in the queue" in refused.json()["detail"]
+    now = await api.call(user, "POST", "/v1/requests", json=_ascend(1))
+    assert now.status_code == 201 and now.json()["state"] == "rejected"
+    await _cancel(api, user, waiting[0]["id"])
+    again = await api.call(user, "POST", "/v1/requests", json=_ascend(1, start="queue"))
+    assert again.status_code == 201, again.text
+    for one in [*waiting[1:], again.json(), holder]:
+        await _cancel(api, user, one["id"])
     await api.invariants()

@@ -89,3 +89,10 @@ class Settings(BrainSettings):
     admission_top_n: int = Field(
         default=5, ge=1, le=50, description="Candidate sites planned for each queued request."
     )
+    max_queued_per_tenant: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Requests one tenant may have waiting in the admission queue; one more "
+        "that asks to wait is refused (409).",
+    )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, and_, case, or_, select, update
+from sqlalchemy import Table, and_, case, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -52,6 +52,7 @@ __all__ = [
     "RequestStoreError",
     "StateChange",
     "StoredRequest",
+    "count_in_state",
     "find_by_idempotency_key",
     "get_decision",
     "get_decisions",
@@ -275,6 +276,15 @@ async def pending_requests(
     if limit is not None:
         query = query.limit(limit)
     return [stored(record) for record in await session.scalars(query)]
+
+
+async def count_in_state(session: AsyncSession, *, tenant_id: str, state: RequestState) -> int:
+    """How many of the tenant's requests are in `state`."""
+    r = PlacementRequestRecord
+    found = await session.scalar(
+        select(func.count()).select_from(r).where(r.tenant_id == tenant_id, r.state == state)
+    )
+    return int(found or 0)
 
 
 async def list_requests(

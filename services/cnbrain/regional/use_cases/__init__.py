@@ -64,7 +64,11 @@ class RequestUseCases:
             attempts=settings.placement_attempts,
             queued=wake_admission,
         )
-        intake = Intake(sessions=sessions, map=lambda: live_map.map)
+        intake = Intake(
+            sessions=sessions,
+            map=lambda: live_map.map,
+            max_queued=settings.max_queued_per_tenant,
+        )
         read = ReadRequests(sessions)
         return cls(
             submit=SubmitRequest(

@@ -12,12 +12,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.bounds import has_control_characters
-from cnbrain.domain.errors import Forbidden, Invalid
+from cnbrain.domain.errors import Conflict, Forbidden, Invalid
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.states import RequestState
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.security import Principal
-from cnbrain.storage import priority_classes, tenants
+from cnbrain.storage import priority_classes, requests, tenants
 
 
 def new_request_id() -> str:
@@ -25,13 +26,19 @@ def new_request_id() -> str:
 
 
 class Intake:
-    """`map()` is the map in use."""
+    """`map()` is the map in use; a tenant may have at most `max_queued` requests waiting in
+    the admission queue."""
 
     def __init__(
-        self, *, sessions: async_sessionmaker[AsyncSession], map: Callable[[], ComputeNetworkMap]
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        map: Callable[[], ComputeNetworkMap],
+        max_queued: int,
     ) -> None:
         self._sessions = sessions
         self._map = map
+        self._max_queued = max_queued
         self._known_tenants: set[str] = set()
         """Tenant ids found in the database so far (tenants are never deleted, so this
         stays true)."""
@@ -58,14 +65,29 @@ class Intake:
 
     async def checked(self, principal: Principal, body: dict[str, Any]) -> PlacementRequest:
         """`body` as a new request (new id) of its tenant, checked against the map and the
-        priority classes. Raises Forbidden or Invalid (field `priority_class` for a class that
-        does not exist)."""
+        priority classes. Raises Forbidden, Invalid (field `priority_class` for a class that
+        does not exist), or Conflict when it asks to wait and its tenant has `max_queued`
+        requests waiting already (submissions at the same instant may pass the count
+        together, by at most as many as arrive at once)."""
         tenant = await self.tenant_of(principal, body)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self._map())
         if request.priority_class is not None:
             await self._check_class(request.priority_class)
+        if request.start == "queue":
+            await self._check_room_in_queue(tenant)
         return request
+
+    async def _check_room_in_queue(self, tenant: str) -> None:
+        async with self._sessions() as session:
+            waiting = await requests.count_in_state(
+                session, tenant_id=tenant, state=RequestState.QUEUED
+            )
+        if waiting >= self._max_queued:
+            raise Conflict(
+                f"tenant {tenant!r} has {waiting} requests waiting in the queue, the most it "
+                "may; cancel some, or wait for them to be admitted"
+            )
 
     async def _check_class(self, name: str) -> None:
         """Raise Invalid (field `priority_class`) unless a class called `name` is stored."""
