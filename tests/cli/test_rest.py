@@ -208,6 +208,9 @@ def test_requests_why_shows_a_queued_requests_place_estimate_and_blockers(
         line.strip().startswith(f"{site}: wants 1024 accelerator H100, 0 free; 1024 held")
         for line in lines
     ), told
+    listed = cnbrain(brain, token, "queue").splitlines()
+    assert listed[0].split()[:3] == ["0", queued["id"], "cli-queue"], listed
+    assert cnbrain(brain, token, "queue", "--json")["items"][0]["id"] == queued["id"]
     cnbrain(brain, token, "requests", "cancel", queued["id"])
     assert "is cancelled, not waiting" in cnbrain(brain, token, "requests", "why", queued["id"])
     cnbrain(brain, token, "requests", "cancel", holder["id"])

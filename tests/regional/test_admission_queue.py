@@ -151,6 +151,17 @@ async def test_a_higher_class_is_admitted_first_and_a_queued_request_can_be_canc
     )
     high_view = await _until(api, user, high["id"], lambda v: v["queue"] is not None)
     assert high_view["queue"]["position"] == 0
+    queue = (await api.call(user, "GET", "/v1/queue")).json()
+    assert [(i["id"], i["position"]) for i in queue["items"]] == [(high["id"], 0), (low["id"], 1)]
+    assert queue["next_after"] is None
+    first = (await api.call(user, "GET", "/v1/queue", params={"limit": 1})).json()
+    assert [i["id"] for i in first["items"]] == [high["id"]] and first["next_after"] == 0
+    rest = (await api.call(user, "GET", "/v1/queue", params={"after": 0})).json()
+    assert [i["id"] for i in rest["items"]] == [low["id"]]
+    _, stranger = await api.tenant_user("q-stranger")
+    assert (await api.call(stranger, "GET", "/v1/queue")).json()["items"] == []
+    everyone = (await api.as_admin("GET", "/v1/queue")).json()["items"]
+    assert {high["id"], low["id"]} <= {i["id"] for i in everyone}
     assert planned["queue"]["estimated_start"] > high_view["queue"]["estimated_start"]
     await _cancel(api, user, holder["id"])
     await _until(api, user, high["id"], lambda v: v["state"] == "placed")

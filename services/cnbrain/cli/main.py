@@ -286,7 +286,7 @@ def _add_user_commands(sub: Subcommands) -> None:
 
 
 def _add_request_commands(sub: Subcommands) -> None:
-    """`cnbrain submit` and `cnbrain requests list|show|cancel|events`."""
+    """`cnbrain submit`, `cnbrain requests list|show|cancel|events|why` and `cnbrain queue`."""
     from cnbrain.cli import rest
 
     submit = sub.add_parser("submit", help="submit a request to a running brain")
@@ -321,6 +321,12 @@ def _add_request_commands(sub: Subcommands) -> None:
     why.add_argument("id")
     rest.add_connection_options(why)
     why.set_defaults(run=rest.requests_why)
+    queue = sub.add_parser("queue", help="the region's admission queue, in order")
+    queue.add_argument("--after", type=int, help="from this position on (exclusive)")
+    queue.add_argument("--limit", type=int)
+    queue.add_argument("--json", action="store_true")
+    rest.add_connection_options(queue)
+    queue.set_defaults(run=rest.queue_list)
 
 
 def _add_priority_class_commands(sub: Subcommands) -> None:

@@ -212,6 +212,23 @@ def requests_why(args: argparse.Namespace) -> int:
     return 0
 
 
+def queue_list(args: argparse.Namespace) -> int:
+    """The region's admission queue in order (a tenant's users see their own requests)."""
+    params = {"after": args.after, "limit": args.limit}
+    page = _call(args, "GET", "/v1/queue", params={k: v for k, v in params.items() if v})
+    if args.json:
+        return _print(page)
+    for item in page["items"]:
+        start = item["estimated_start"] or "-"
+        print(
+            f"{item['position']:>6}  {item['id']}  {item['tenant']:<20} {start:<26} "
+            f"{item['site'] or '-':<24} {item['reason']}".rstrip()
+        )
+    if page["next_after"] is not None:
+        print(f"(more: --after {page['next_after']})")
+    return 0
+
+
 def _because(reason: str | None) -> str:
     return f" ({reason})" if reason else ""
 

@@ -63,6 +63,25 @@ class QueueView(BaseModel):
     blockers: list[QueueBlocker] = Field(default_factory=list)
 
 
+class QueueEntry(BaseModel):
+    """One queued request in the region's admission order."""
+
+    id: str
+    tenant: str
+    position: int = Field(description="Its place in the admission order, 0 first.")
+    estimated_start: datetime | None
+    site: str | None
+    reason: str
+    planned_at: datetime
+
+
+class QueuePage(BaseModel):
+    items: list[QueueEntry]
+    next_after: int | None = Field(
+        description="Pass as `after` for the next page; null at the end."
+    )
+
+
 class RequestView(BaseModel):
     """A request as the brain holds it: its state, why, the decision, and, while it waits in
     the admission queue, where it stands there."""

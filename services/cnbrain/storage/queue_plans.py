@@ -82,13 +82,33 @@ async def plans_of(session: AsyncSession, request_ids: Sequence[str]) -> dict[st
     found = await session.scalars(
         select(QueuePlanRecord).where(QueuePlanRecord.request_id.in_(list(request_ids)))
     )
-    return {
-        p.request_id: QueuePlan(
-            request_id=p.request_id,
-            position=p.position,
-            estimated_start=None if p.estimated_start_at is None else as_utc(p.estimated_start_at),
-            planned_at=as_utc(p.planned_at),
-            detail=dict(p.detail),
-        )
-        for p in found
-    }
+    return {p.request_id: _plan(p) for p in found}
+
+
+async def in_order(
+    session: AsyncSession, *, tenant_id: str | None, after: int, limit: int
+) -> list[tuple[QueuePlan, str]]:
+    """Up to `limit` stored plans of queued requests (of `tenant_id` only, when given) with a
+    position after `after`, in queue order; each with its request's tenant."""
+    p, r = QueuePlanRecord, PlacementRequestRecord
+    query = (
+        select(p, r.tenant_id)
+        .join(r, r.id == p.request_id)
+        .where(r.state == RequestState.QUEUED, p.position > after)
+    )
+    if tenant_id is not None:
+        query = query.where(r.tenant_id == tenant_id)
+    rows = await session.execute(query.order_by(p.position, p.request_id).limit(limit))
+    return [(_plan(row[0]), str(row[1])) for row in rows]
+
+
+def _plan(record: QueuePlanRecord) -> QueuePlan:
+    return QueuePlan(
+        request_id=record.request_id,
+        position=record.position,
+        estimated_start=None
+        if record.estimated_start_at is None
+        else as_utc(record.estimated_start_at),
+        planned_at=as_utc(record.planned_at),
+        detail=dict(record.detail),
+    )

@@ -10,6 +10,7 @@ from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
     EXAMPLE_REQUEST,
+    QueuePage,
     Quote,
     RequestEventList,
     RequestPage,
@@ -90,6 +91,23 @@ async def list_requests(
             422, "Unprocessable Content", f"state: must be one of {', '.join(RequestState)}"
         )
     return await cases.read.page(principal, state=state, limit=limit, cursor=cursor)
+
+
+@router.get(
+    "/queue",
+    response_model=QueuePage,
+    responses=ERRORS,
+    summary="The region's admission queue, in order (a tenant's users see their own requests)",
+)
+async def list_queue(
+    principal: PrincipalDep,
+    cases: UseCasesDep,
+    after: Annotated[
+        int, Query(ge=-1, le=10**9, description="From the previous page's next_after.")
+    ] = -1,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> QueuePage:
+    return await cases.read.queue(principal, after=after, limit=limit)
 
 
 @router.get(

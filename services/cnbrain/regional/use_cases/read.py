@@ -8,7 +8,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.errors import Invalid, NotFound
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.schemas import QueueBlocker, QueueView, RequestPage, RequestView
+from cnbrain.regional.schemas import (
+    QueueBlocker,
+    QueueEntry,
+    QueuePage,
+    QueueView,
+    RequestPage,
+    RequestView,
+)
 from cnbrain.regional.security import Principal
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.storage import queue_plans, requests
@@ -33,6 +40,29 @@ class ReadRequests:
                 else {}
             )
         return view_of(*found, plan=plans.get(request_id))
+
+    async def queue(self, principal: Principal, *, after: int, limit: int) -> QueuePage:
+        """The queued requests in the caller's scope in admission order, from position
+        `after` on (exclusive), as the last admission round planned them."""
+        async with self._sessions() as session:
+            rows = await queue_plans.in_order(
+                session, tenant_id=principal.tenant_scope(), after=after, limit=limit + 1
+            )
+        page = rows[:limit]
+        items = [
+            QueueEntry(
+                id=plan.request_id,
+                tenant=tenant,
+                position=plan.position,
+                estimated_start=plan.estimated_start,
+                site=_text(plan.detail.get("site")),
+                reason=str(plan.detail.get("reason", "")),
+                planned_at=plan.planned_at,
+            )
+            for plan, tenant in page
+        ]
+        more = len(rows) > limit and bool(page)
+        return QueuePage(items=items, next_after=page[-1][0].position if more else None)
 
     async def page(
         self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
@@ -102,12 +132,15 @@ def _queue_view(plan: queue_plans.QueuePlan) -> QueueView:
             blockers.append(QueueBlocker.model_validate(one))
         except ValidationError:
             continue
-    site = detail.get("site")
     return QueueView(
         position=plan.position,
         estimated_start=plan.estimated_start,
-        site=site if isinstance(site, str) else None,
+        site=_text(detail.get("site")),
         planned_at=plan.planned_at,
         reason=str(detail.get("reason", "")),
         blockers=blockers,
     )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
