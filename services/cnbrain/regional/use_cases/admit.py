@@ -50,7 +50,8 @@ from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.claim import claim_from, window_of
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.claim import Claim, claim_from, window_of
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.stored_requests import fail_unreadable
@@ -70,6 +71,7 @@ from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_demand
 from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork
 from cnbrain.storage import (
@@ -81,7 +83,7 @@ from cnbrain.storage import (
     request_events,
     requests,
 )
-from cnbrain.storage.running_work import held_work
+from cnbrain.storage.running_work import HeldWork, held_work
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -100,6 +102,20 @@ class RoundReport:
     escalated: int = 0
     requeued: int = 0
     placed_elsewhere: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What one round plans from (`AdmitQueued._read`)."""
+
+    stored: list[requests.StoredRequest]
+    classes: PriorityClasses
+    calendar: Calendar[ResourceKey]
+    held: list[HeldWork]
+    claims: list[Claim]
+    earlier: dict[str, queue_plans.QueuePlan]
+    stopping: set[str]
+    terms: fair_shares.AdmissionTerms
 
 
 class AdmitQueued:
@@ -139,28 +155,83 @@ class AdmitQueued:
     async def __call__(self) -> RoundReport:
         """Plan the queue once and act on the plan (module docstring)."""
         now_s = int(self._clock())
-        engine = self._live_map.engine
-        arrays = engine.arrays
+        read = await self._read(now_s)
+        if read is None:
+            return RoundReport()
+        queued, unreadable = readable(read.stored, read.classes)
+        for record, problem in unreadable:
+            await fail_unreadable(self._sessions, record, problem)
+        rejected = 0
+        local, elsewhere = await self._split(queued)
+        before = read.calendar.copy()
+        result = await self._plan(read, local)
+        by_id = {q.request.id: q for q in queued}
+        rejected += await self._reject(
+            [(by_id[n.id].request, waited_out(by_id[n.id])) for n in result.expired]
+            + [
+                (by_id[n.id].request, f"cannot start in this region whatever it waits: {n.reason}")
+                for n in result.impossible
+            ]
+        )
+        admitted = await self._admit(result, by_id, read.stopping)
+        requeued = 0
+        if self._preempt is not None:
+            for preemption in result.preemptions:
+                requeued += await self._preempt(
+                    preemption.victims,
+                    preemptor=preemption.preemptor,
+                    reason="preempted by a request of class "
+                    f"{by_id[preemption.preemptor].class_name}",
+                )
+        placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
+        rejected += expired_elsewhere
+        plans, events = plans_of(
+            result,
+            elsewhere=elsewhere,
+            earlier=read.earlier,
+            by_id=by_id,
+            options=self._options,
+            blockers=Blockers(before, read.claims, self._live_map),
+            at=datetime.fromtimestamp(self._clock(), UTC),
+        )
+        await self._store_plans(plans, events)
+        return RoundReport(
+            waiting=len(read.stored),
+            admitted=admitted,
+            rejected=rejected,
+            escalated=len(elsewhere),
+            requeued=requeued,
+            placed_elsewhere=placed_elsewhere,
+        )
+
+    async def _read(self, now_s: int) -> "_Read | None":
+        """What a round plans from, read in one transaction; None when nothing waits (the
+        stored plans are then cleared, once)."""
+        arrays = self._live_map.engine.arrays
         async with self._sessions() as session, session.begin():
             stored = await requests.pending_requests(session, state=RequestState.QUEUED)
             if not stored:
                 if self._planned:
                     await queue_plans.replace_all(session, [])
                     self._planned = False
-                return RoundReport()
+                return None
             classes = await priority_classes.list_classes(session)
-            calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now_s)
-            held = await held_work(session)
-            claims = await ledger_store.holding_claims(session)
-            earlier = await queue_plans.plans_of(session, [s.id for s in stored])
-            stopping = await jobs.with_open_attempts(session, [s.id for s in stored])
-            terms = await fair_shares.admission_terms(session)
-        assert classes is not None, "a prepared database has priority classes"
-        queued, unreadable = readable(stored, classes)
-        for record, problem in unreadable:
-            await fail_unreadable(self._sessions, record, problem)
-        rejected = 0
-        local, elsewhere = await self._split(queued)
+            assert classes is not None, "a prepared database has priority classes"
+            ids = [s.id for s in stored]
+            return _Read(
+                stored=stored,
+                classes=classes,
+                calendar=await ledger_store.calendar_of(session, arrays=arrays, now=now_s),
+                held=await held_work(session),
+                claims=await ledger_store.holding_claims(session),
+                earlier=await queue_plans.plans_of(session, ids),
+                stopping=await jobs.with_open_attempts(session, ids),
+                terms=await fair_shares.admission_terms(session),
+            )
+
+    async def _plan(self, read: "_Read", local: Sequence[Queued]) -> Round:
+        """`admission_round` over the requests this brain places itself, in a worker thread
+        (it is pure, and long for a long queue); the calendar read then holds the plan."""
         waiting = [
             Waiting(
                 work=QueuedWork(
@@ -176,60 +247,22 @@ class AdmitQueued:
             )
             for q in local
         ]
-        running = running_work(held, classes)
-        before = calendar.copy()
+        calendar, terms = read.calendar, read.terms
+        running = running_work(read.held, read.classes)
         capacity = owned_capacity(self._live_map)
         free_now = free_now_of(calendar, self._live_map) if self._preempt else None
         cohort_of = {t: terms.cohorts[name] for t, name in terms.cohort_of.items()}
-        result = await anyio.to_thread.run_sync(  # pure, and long for a long queue
+        return await anyio.to_thread.run_sync(
             lambda: admission_round(
                 calendar,
                 waiting,
-                classes=classes,
+                classes=read.classes,
                 capacity=capacity,
                 running=running,
                 weights=terms.weights,
                 free_now=free_now,
                 cohort_of=cohort_of,
             )
-        )
-        by_id = {q.request.id: q for q in queued}
-        rejected += await self._reject(
-            [(by_id[n.id].request, waited_out(by_id[n.id])) for n in result.expired]
-            + [
-                (by_id[n.id].request, f"cannot start in this region whatever it waits: {n.reason}")
-                for n in result.impossible
-            ]
-        )
-        admitted = await self._admit(result, by_id, stopping)
-        requeued = 0
-        if self._preempt is not None:
-            for preemption in result.preemptions:
-                requeued += await self._preempt(
-                    preemption.victims,
-                    preemptor=preemption.preemptor,
-                    reason="preempted by a request of class "
-                    f"{by_id[preemption.preemptor].class_name}",
-                )
-        placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
-        rejected += expired_elsewhere
-        plans, events = plans_of(
-            result,
-            elsewhere=elsewhere,
-            earlier=earlier,
-            by_id=by_id,
-            options=self._options,
-            blockers=Blockers(before, claims, self._live_map),
-            at=datetime.fromtimestamp(self._clock(), UTC),
-        )
-        await self._store_plans(plans, events)
-        return RoundReport(
-            waiting=len(stored),
-            admitted=admitted,
-            rejected=rejected,
-            escalated=len(elsewhere),
-            requeued=requeued,
-            placed_elsewhere=placed_elsewhere,
         )
 
     async def _split(self, queued: Sequence[Queued]) -> tuple[list[Queued], list[Queued]]:
