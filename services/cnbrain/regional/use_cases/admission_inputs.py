@@ -35,21 +35,21 @@ def readable(
     stored: Sequence[requests.StoredRequest], classes: PriorityClasses
 ) -> tuple[list[Queued], list[tuple[requests.StoredRequest, str]]]:
     """The queued requests as the round plans them (their class: the one they name, or the
-    default when they name none or a class since deleted; their deadline: submission plus
-    max wait, or their class's default), and those whose stored form no longer reads."""
-    readable: list[Queued] = []
+    default when they name none or a class since deleted; their deadline: when they entered
+    the queue, their last change of state, plus their max wait, or their class's default), and
+    those whose stored form no longer reads."""
+    found: list[Queued] = []
     unreadable: list[tuple[requests.StoredRequest, str]] = []
     for record in stored:
         request, problem = stored_request(record.body)
         if request is None:
             unreadable.append((record, problem))
             continue
-        name = request.priority_class
-        one = classes.named_or_default(name)
+        one = classes.named_or_default(request.priority_class)
         wait = request.max_wait_s if request.max_wait_s is not None else one.default_max_wait_s
-        created = record.created_at.timestamp()
-        readable.append(Queued(request, record.created_at, math.floor(created + wait), one.name))
-    return readable, unreadable
+        entered = record.updated_at.timestamp()  # queued again after a preemption
+        found.append(Queued(request, record.created_at, math.floor(entered + wait), one.name))
+    return found, unreadable
 
 
 def waited_out(q: Queued) -> str:
