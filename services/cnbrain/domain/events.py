@@ -10,7 +10,11 @@ Kinds written today, and the request's state after each:
 | --- | --- | --- |
 | `submitted` | the request is stored | pending |
 | `placed` | a site (and path) is reserved for it | placed |
-| `rejected` | no site fits, a quota is reached, or capacity kept changing | rejected |
+| `rejected` | no site fits, a quota is full, capacity kept changing, or wait ran out | rejected |
+| `queued` | it asked to wait and joined the admission queue, or it was preempted | queued |
+| `planned` | the admission round gave it an estimated start, or moved it | queued |
+| `admitted` | the admission round placed it on its planned site | placed |
+| `preempted` | a request of a higher class took its place; what it held is released | queued |
 | `job_submitted` | an attempt of its job is handed to its site's scheduler | submitted |
 | `started` | the scheduler runs the job | running |
 | `suspended` | the job is paused | suspended |
@@ -22,8 +26,6 @@ Kinds written today, and the request's state after each:
 | `failed` | it could not be decided, or its last attempt ended it | failed |
 | `cancelled` | its tenant cancelled it; everything it held is released | cancelled |
 
-`queued`, `planned`, `admitted` and `preempted` belong to the admission queue (issue 13) and
-are not written yet.
 """
 
 from collections.abc import Mapping

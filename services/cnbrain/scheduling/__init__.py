@@ -1,5 +1,7 @@
-"""The core rules of the admission queue: priority classes, fair order, quotas, preemption.
+"""The core rules of the admission queue: priority classes, fair order, quotas over time,
+conservative backfill, preemption, why a request waits, and the one admission round that
+puts them together (`admission.admission_round`).
 
-Pure: these modules decide from the values they are given and keep no state; the service's
-queue, calendar and admission loop that will use them are not here (docs/scheduling.md).
+Pure: these modules decide from the values they are given and keep no state; the regional
+brain's queue and admission loop that use them are in `cnbrain.regional` (docs/scheduling.md).
 """

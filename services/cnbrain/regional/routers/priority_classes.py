@@ -1,6 +1,6 @@
 """The priority classes: anyone authenticated lists and reads them; staff put and delete
-them (`cnbrain.regional.use_cases.priority_classes` says what each refuses). The admission
-queue that will use them does not run yet."""
+them (`cnbrain.regional.use_cases.priority_classes` says what each refuses). They order
+the admission queue."""
 
 from fastapi import APIRouter, Response
 

@@ -1,8 +1,7 @@
 """The operators' priority classes: listed and read by anyone authenticated, put (created or
 replaced) and deleted by staff, each change audited in the transaction that makes it.
 
-The classes are the data of the admission queue, whose loop does not run yet: today no
-request waits, and its class changes nothing in how it is decided (`docs/scheduling.md`).
+The classes order the admission queue and say who may preempt whom (`docs/scheduling.md`).
 
 Errors are the domain's: Forbidden (not staff), NotFound (no such class), Invalid naming the
 field (a name or number out of bounds), Conflict (a value another class has, the default
