@@ -163,9 +163,8 @@ class PlacementRequest(DomainModel):
     )
     start: Start = Field(
         default="now",
-        description='"now": start now or be rejected. "queue": wait for the earliest start at '
-        "which it fits, within max_wait_s; the regional brain refuses it (422) until its "
-        "admission queue runs.",
+        description='"now": start now or be rejected. "queue": wait in the region\'s admission '
+        "queue for the earliest start at which it fits, within max_wait_s.",
     )
     workload_class: WorkloadClass = WorkloadClass.BATCH
     objective: ObjectiveWeights = Field(default_factory=ObjectiveWeights)
