@@ -85,6 +85,18 @@ class Api:
         return tenant_id, await self.user(role="tenant-user", tenant=tenant_id)
 
 
+def detail_of(response: httpx.Response, status: int, field: str | None = None) -> str:
+    """The `detail` of the problem document `response` must be, with `status`, and, when
+    `field` is given, an error naming that field only."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    if field is not None:
+        assert [e["field"] for e in problem["errors"]] == [field], problem
+    detail: str = problem["detail"]
+    return detail
+
+
 def brain_settings(database_url: str, redis_url: str | None, tmp: Path, **extra: Any) -> Settings:
     return Settings(
         database_url=database_url,

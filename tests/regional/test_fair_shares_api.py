@@ -7,7 +7,6 @@ The brain is shared by the module's tests, so each test makes tenants of its own
 
 from typing import Any
 
-import httpx
 import pytest
 
 from cnbrain.domain import bounds
@@ -15,7 +14,7 @@ from cnbrain.scheduling.cohorts import TenantQuota
 from cnbrain.scheduling.resources import Resources
 from cnbrain.storage import fair_shares
 from cnbrain.storage.fair_shares import MAX_QUOTA_STORAGE_GIB
-from tests.regional.brain_api import Api
+from tests.regional.brain_api import Api, detail_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -35,16 +34,6 @@ BODY: dict[str, Any] = {
 
 def _share(tenant: str) -> str:
     return f"/v1/tenants/{tenant}/fair-share"
-
-
-def _problem(response: httpx.Response, status: int, field: str | None = None) -> str:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
-    if field is not None:
-        assert [e["field"] for e in problem["errors"]] == [field], problem
-    detail: str = problem["detail"]
-    return detail
 
 
 def _without_time(view: dict[str, Any]) -> dict[str, Any]:
@@ -90,12 +79,12 @@ async def test_staff_put_and_delete_and_the_tenant_reads_its_own(api: Api) -> No
         assert shown.status_code == 200, shown.text
         assert shown.json() == made.json()
     for token in (admin, user):
-        _problem(await api.call(token, "PUT", _share(tenant), json={"weight": 9}), 403)
-        _problem(await api.call(token, "DELETE", _share(tenant)), 403)
+        detail_of(await api.call(token, "PUT", _share(tenant), json={"weight": 9}), 403)
+        detail_of(await api.call(token, "DELETE", _share(tenant)), 403)
     # another tenant's users do not see it, nor may they change their own
-    assert "does not exist" in _problem(await api.call(other_user, "GET", _share(tenant)), 404)
-    _problem(await api.call(other_user, "PUT", _share(other), json={"weight": 9}), 403)
-    _problem(await api.client.get(_share(tenant)), 401)
+    assert "does not exist" in detail_of(await api.call(other_user, "GET", _share(tenant)), 404)
+    detail_of(await api.call(other_user, "PUT", _share(other), json={"weight": 9}), 403)
+    detail_of(await api.client.get(_share(tenant)), 401)
     assert (await api.call(user, "GET", _share(tenant))).json() == made.json()
     replaced = await api.call(operator, "PUT", _share(tenant), json={"weight": 0.5})
     assert replaced.status_code == 200, replaced.text
@@ -109,7 +98,7 @@ async def test_staff_put_and_delete_and_the_tenant_reads_its_own(api: Api) -> No
     deleted = await api.call(operator, "DELETE", _share(tenant))
     assert deleted.status_code == 204, deleted.text
     assert (await api.call(user, "GET", _share(tenant))).json()["updated_at"] is None
-    assert "no fair share stored" in _problem(await api.as_admin("DELETE", _share(tenant)), 404)
+    assert "no fair share stored" in detail_of(await api.as_admin("DELETE", _share(tenant)), 404)
 
 
 async def test_amounts_are_stored_in_the_ledgers_units_rounded_up(api: Api) -> None:
@@ -135,7 +124,7 @@ async def test_amounts_are_stored_in_the_ledgers_units_rounded_up(api: Api) -> N
 async def test_unknown_tenants_are_not_found(api: Api) -> None:
     for method, body in (("GET", None), ("PUT", BODY), ("DELETE", None)):
         answer = await api.as_admin(method, _share("fs-nobody"), json=body)
-        assert "tenant 'fs-nobody' does not exist" in _problem(answer, 404), method
+        assert "tenant 'fs-nobody' does not exist" in detail_of(answer, 404), method
 
 
 def _with(**fields: Any) -> dict[str, Any]:
@@ -184,7 +173,7 @@ async def test_bad_bodies_are_422_naming_the_field_and_change_nothing(
     api: Api, body: dict[str, Any], field: str
 ) -> None:
     tenant = await api.new_tenant("fs-bad")
-    _problem(await api.as_admin("PUT", _share(tenant), json=body), 422, field)
+    detail_of(await api.as_admin("PUT", _share(tenant), json=body), 422, field)
     assert (await api.as_admin("GET", _share(tenant))).json()["updated_at"] is None
 
 
@@ -193,7 +182,7 @@ async def test_every_change_is_audited(api: Api) -> None:
     assert (await api.as_admin("PUT", _share(tenant), json=BODY)).status_code == 201
     assert (await api.as_admin("PUT", _share(tenant), json={"weight": 3})).status_code == 200
     assert (await api.as_admin("DELETE", _share(tenant))).status_code == 204
-    _problem(await api.as_admin("PUT", _share(tenant), json={"weight": 0}), 422, "weight")
+    detail_of(await api.as_admin("PUT", _share(tenant), json={"weight": 0}), 422, "weight")
     listed = await api.as_admin(
         "GET", "/v1/audit", params={"object_type": "fair_share", "limit": 500}
     )

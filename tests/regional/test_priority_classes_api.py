@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.regional.bodies import LOCAL_CPU
-from tests.regional.brain_api import Api
+from tests.regional.brain_api import Api, detail_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -27,16 +27,6 @@ def _body(value: int, **extra: Any) -> dict[str, Any]:
     return {"value": value, "preemptible": True, "default_max_wait_s": 600, **extra}
 
 
-def _problem(response: httpx.Response, status: int, field: str | None = None) -> str:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
-    if field is not None:
-        assert [e["field"] for e in problem["errors"]] == [field], problem
-    detail: str = problem["detail"]
-    return detail
-
-
 async def test_anyone_authenticated_reads_the_built_in_classes(api: Api) -> None:
     _, user = await api.tenant_user("pc-read")
     listed = await api.call(user, "GET", CLASSES)
@@ -47,16 +37,16 @@ async def test_anyone_authenticated_reads_the_built_in_classes(api: Api) -> None
     assert values == sorted(values, reverse=True)
     one = await api.call(user, "GET", f"{CLASSES}/high")
     assert one.json() == {**BUILT_IN[0], "default": False}
-    assert "'nope' does not exist" in _problem(await api.call(user, "GET", f"{CLASSES}/nope"), 404)
-    _problem(await api.client.get(CLASSES), 401)
+    assert "'nope' does not exist" in detail_of(await api.call(user, "GET", f"{CLASSES}/nope"), 404)
+    detail_of(await api.client.get(CLASSES), 401)
 
 
 async def test_only_staff_put_and_delete(api: Api) -> None:
     _, admin, user = await api.tenant("pc-roles")
     operator = await api.user(role="operator", tenant=None)
     for token in (user, admin):
-        _problem(await api.call(token, "PUT", f"{CLASSES}/mine", json=_body(7001)), 403)
-        _problem(await api.call(token, "DELETE", f"{CLASSES}/low"), 403)
+        detail_of(await api.call(token, "PUT", f"{CLASSES}/mine", json=_body(7001)), 403)
+        detail_of(await api.call(token, "DELETE", f"{CLASSES}/low"), 403)
     made = await api.call(operator, "PUT", f"{CLASSES}/ops-batch", json=_body(7002))
     assert made.status_code == 201, made.text
     assert made.json() == {
@@ -68,7 +58,7 @@ async def test_only_staff_put_and_delete(api: Api) -> None:
     }
     gone = await api.call(operator, "DELETE", f"{CLASSES}/ops-batch")
     assert gone.status_code == 204, gone.text
-    _problem(await api.call(user, "GET", f"{CLASSES}/ops-batch"), 404)
+    detail_of(await api.call(user, "GET", f"{CLASSES}/ops-batch"), 404)
 
 
 async def test_put_creates_then_replaces_and_is_audited(api: Api) -> None:
@@ -114,19 +104,19 @@ async def test_put_creates_then_replaces_and_is_audited(api: Api) -> None:
 async def test_bad_names_and_numbers_are_422_naming_the_field(
     api: Api, name: str, body: dict[str, Any], field: str
 ) -> None:
-    _problem(await api.as_admin("PUT", f"{CLASSES}/{name}", json=body), 422, field)
-    _problem(await api.as_admin("GET", f"{CLASSES}/{name}"), 404)
+    detail_of(await api.as_admin("PUT", f"{CLASSES}/{name}", json=body), 422, field)
+    detail_of(await api.as_admin("GET", f"{CLASSES}/{name}"), 404)
 
 
 async def test_the_rules_of_the_set_answer_409(api: Api) -> None:
     taken = await api.as_admin("PUT", f"{CLASSES}/copycat", json=_body(900))
-    assert "value: 900 is already the value of class 'high'" in _problem(taken, 409)
+    assert "value: 900 is already the value of class 'high'" in detail_of(taken, 409)
     undefault = await api.as_admin("PUT", f"{CLASSES}/normal", json=_body(500))
-    assert "'normal' is the default" in _problem(undefault, 409)
-    assert "'normal' is the default" in _problem(
+    assert "'normal' is the default" in detail_of(undefault, 409)
+    assert "'normal' is the default" in detail_of(
         await api.as_admin("DELETE", f"{CLASSES}/normal"), 409
     )
-    _problem(await api.as_admin("DELETE", f"{CLASSES}/copycat"), 404)
+    detail_of(await api.as_admin("DELETE", f"{CLASSES}/copycat"), 404)
     # The default moves to a new class, and back.
     made = await api.as_admin("PUT", f"{CLASSES}/standard", json=_body(7301, default=True))
     assert made.status_code == 201 and made.json()["default"] is True, made.text
@@ -146,12 +136,12 @@ async def test_requests_name_existing_classes_and_a_start_now_or_queue(api: Api)
     made = await api.as_admin("PUT", f"{CLASSES}/research", json=_body(7401))
     assert made.status_code == 201, made.text
     unknown = await _submit(api, user, priority_class="vip")
-    assert "unknown class 'vip'" in _problem(unknown, 422, "priority_class")
+    assert "unknown class 'vip'" in detail_of(unknown, 422, "priority_class")
     quoted = await api.call(user, "POST", "/v1/quotes", json={**LOCAL_CPU, "start": "queue"})
     assert quoted.status_code == 200, quoted.text
-    _problem(await _submit(api, user, start="later"), 422, "start")
+    detail_of(await _submit(api, user, start="later"), 422, "start")
     for wait in (-1, 10**5 * 3600 + 1, "1h"):
-        _problem(await _submit(api, user, max_wait_s=wait), 422, "max_wait_s")
+        detail_of(await _submit(api, user, max_wait_s=wait), 422, "max_wait_s")
     asked = {**LOCAL_CPU, "priority_class": "research", "max_wait_s": 120, "start": "now"}
     placed = await api.call(user, "POST", "/v1/requests", json=asked)
     assert placed.status_code == 201, placed.text
@@ -166,7 +156,7 @@ async def test_requests_name_existing_classes_and_a_start_now_or_queue(api: Api)
     assert plain.json()["request"]["priority_class"] is None
     assert plain.json()["request"]["start"] == "now"
     in_use = await api.as_admin("DELETE", f"{CLASSES}/research")
-    assert "named by 1 request(s)" in _problem(in_use, 409)
+    assert "named by 1 request(s)" in detail_of(in_use, 409)
     cancelled = await api.call(user, "POST", f"/v1/requests/{view['id']}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     assert (await api.as_admin("DELETE", f"{CLASSES}/research")).status_code == 204
