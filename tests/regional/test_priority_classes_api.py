@@ -176,4 +176,4 @@ async def test_the_openapi_document_describes_the_classes(api: Api) -> None:
     assert {"200", "201", "403", "409", "422"} <= set(put)
     submitted = spec["components"]["schemas"]["SubmittedRequest"]["properties"]
     assert {"priority_class", "max_wait_s", "start"} <= set(submitted)
-    assert "refuses" in submitted["start"]["description"]
+    assert "admission queue" in submitted["start"]["description"]
