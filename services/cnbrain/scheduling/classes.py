@@ -112,3 +112,18 @@ class PriorityClasses:
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+
+_HOUR_S: Final = 3600.0
+
+BUILT_IN: Final = PriorityClasses(
+    (
+        PriorityClass(name="low", value=100, preemptible=True, default_max_wait_s=24 * _HOUR_S),
+        PriorityClass(name="normal", value=500, preemptible=True, default_max_wait_s=24 * _HOUR_S),
+        PriorityClass(name="high", value=900, preemptible=False, default_max_wait_s=_HOUR_S),
+    ),
+    default="normal",
+)
+"""The classes a brain starts with (`docs/scheduling.md`): `normal` the default, `low` for
+work that may wait and give way, `high` for work that waits at most an hour and is never
+preempted."""

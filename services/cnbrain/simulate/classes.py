@@ -2,7 +2,8 @@
 
 Traces name no class, so with classes on every job gets one by a draw: `draw_classes` picks
 each job's class independently with the given shares, from a generator seeded by the run's
-seed (the same jobs, shares and seed give the same classes). The set is fixed:
+seed (the same jobs, shares and seed give the same classes). The set is fixed, the classes a
+regional brain starts with (`scheduling.classes.BUILT_IN`):
 
 | class | value | preemptible | max wait |
 |---|---:|---|---:|
@@ -19,17 +20,7 @@ from typing import Final
 
 import numpy as np
 
-from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
-
-BUILT_IN: Final = PriorityClasses(
-    [
-        PriorityClass("high", 900, preemptible=False, default_max_wait_s=3600),
-        PriorityClass("normal", 500, preemptible=True, default_max_wait_s=86400),
-        PriorityClass("low", 100, preemptible=True, default_max_wait_s=86400),
-    ],
-    default="normal",
-)
-"""The simulator's classes (module docstring)."""
+from cnbrain.scheduling.classes import BUILT_IN
 
 DEFAULT_SHARES: Final = {"high": 0.2, "normal": 0.5, "low": 0.3}
 """The share of jobs drawn into each class when none are given."""

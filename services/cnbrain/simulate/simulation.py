@@ -88,10 +88,10 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import STRATEGIES, EngineConfig
 from cnbrain.scheduling.admission import Preemption
+from cnbrain.scheduling.classes import BUILT_IN
 from cnbrain.scheduling.resources import Resources
 from cnbrain.simulate.admission import ONE_CLASS_SET, Admission, FairQueue, checked_admission
 from cnbrain.simulate.backfill_round import BackfillPlanner, Held, id_row
-from cnbrain.simulate.classes import BUILT_IN
 from cnbrain.simulate.eligibility import BoolArray, Eligibility, any_site
 from cnbrain.simulate.metrics import take_sample
 from cnbrain.simulate.no_path import NoPathMemo, site_limit

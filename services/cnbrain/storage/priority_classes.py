@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.errors import Conflict, Internal
 from cnbrain.domain.states import ENDED_REQUEST
-from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
+from cnbrain.scheduling.classes import BUILT_IN, PriorityClass, PriorityClasses
 from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import advisory_lock
@@ -38,19 +38,6 @@ __all__ = [
 CLASSES_LOCK: Final = 0x636E_6272_0C1A
 """PostgreSQL advisory lock held by every write of the classes."""
 
-_HOUR_S: Final = 3600.0
-
-BUILT_IN: Final = PriorityClasses(
-    (
-        PriorityClass(name="low", value=100, preemptible=True, default_max_wait_s=24 * _HOUR_S),
-        PriorityClass(name="normal", value=500, preemptible=True, default_max_wait_s=24 * _HOUR_S),
-        PriorityClass(name="high", value=900, preemptible=False, default_max_wait_s=_HOUR_S),
-    ),
-    default="normal",
-)
-"""The classes a brain starts with (`docs/scheduling.md`): `normal` the default, `low` for
-work that may wait and give way, `high` for work that waits at most an hour and is never
-preempted."""
 
 _ENDED = sorted(str(state) for state in ENDED_REQUEST)
 
