@@ -26,7 +26,6 @@ and the calendar.
 
 import gc
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -34,15 +33,19 @@ import numpy as np
 from cnbrain.bench.workload import random_requests
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar
-from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanItem, Planned, plan
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
-from cnbrain.scheduling.options import CalendarKeys, request_demand, request_options
-from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.options import (
+    CalendarKeys,
+    free_now_on,
+    request_demand,
+    request_options,
+    sites_capacity,
+)
 from cnbrain.scheduling.work import QueuedWork, RunningWork, usage_by_tenant
 
 NOW = 1_800_000_000
@@ -62,16 +65,6 @@ CLASSES = PriorityClasses(
     default="normal",
 )
 CLASS_SHARES = {"urgent": 0.2, "normal": 0.5, "batch": 0.3}
-
-
-def _capacity(arrays: MapArrays) -> Resources:
-    models = arrays.map.accelerator_models
-    return Resources.of(
-        cpu_m=int(arrays.cap_cpu_m.sum()),
-        mem_mib=int(arrays.cap_mem_mib.sum()),
-        storage_gib=int(arrays.cap_storage_gib.sum()),
-        accelerators={m: int(arrays.cap_acc[:, c].sum()) for c, m in enumerate(models)},
-    )
 
 
 def _duration_s(request: PlacementRequest) -> int:
@@ -177,7 +170,7 @@ def bench_admission(
         )
         deadline = int(work.submitted_at + CLASSES.get(work.class_name).default_max_wait_s)
         waiting.append(Waiting(work, options_of[r.id], _duration_s(r), deadline))
-    capacity = _capacity(engine.arrays)
+    capacity = sites_capacity(engine.arrays)
     started = time.perf_counter()
     fair_order(
         [w.work for w in waiting],
@@ -198,7 +191,7 @@ def bench_admission(
         capacity=capacity,
         running=running_work,
         weights=TENANT_WEIGHTS,
-        free_now=_free_now(calendar, keys, engine.arrays),
+        free_now=free_now_on(calendar, keys),
     )
     cycle_s = time.perf_counter() - started
     cycle_cpu_s = time.process_time() - started_cpu
@@ -254,32 +247,6 @@ def _figures(
         mean_delay_s=float(np.mean(delays)) if delays else 0.0,
         max_delay_s=float(max(delays, default=0)),
     )
-
-
-def _free_now(
-    calendar: Calendar[int], keys: CalendarKeys, arrays: MapArrays
-) -> Callable[[str], Resources]:
-    """What a site has free at the calendar's now, as a resource vector."""
-    site_index = arrays.map.site_index
-    models = {column: model for model, column in arrays.accelerator_column.items()}
-
-    def free(site_id: str) -> Resources:
-        i = site_index[site_id]
-        at = calendar.now
-
-        def amount(dimension: int) -> int:
-            return calendar.profile(keys.site(i, dimension)).free_at(at)
-
-        return Resources.of(
-            cpu_m=amount(keys.CPU_M),
-            mem_mib=amount(keys.MEM_MIB),
-            storage_gib=amount(keys.STORAGE_GIB),
-            accelerators={
-                model: amount(keys.ACCELERATORS + column) for column, model in models.items()
-            },
-        )
-
-    return free
 
 
 def format_figures(f: AdmissionFigures) -> str:

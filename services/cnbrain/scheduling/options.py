@@ -8,12 +8,13 @@ sites and their paths. What the engine decides on is static (the map, the reques
 constraints, whole capacity), so options are built once per request, not per cycle.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.calendar import Calendar
 from cnbrain.ledger.keys import SITE_COMPUTE, ResourceKey, accelerator_key, link_key, site_key
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gib_to_mib, whole_gib
@@ -22,7 +23,13 @@ from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.paths import Blocked
 from cnbrain.routing.router import NOTHING_BLOCKED
 from cnbrain.scheduling.backfill import PlanOption
-from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.resources import (
+    CPU_M,
+    MEM_MIB,
+    STORAGE_GIB,
+    Resources,
+    accelerator_dimension,
+)
 
 RANK_CHUNK = 1000
 """Requests ranked by the engine in one batch (bounds the (requests x sites) matrices)."""
@@ -161,3 +168,48 @@ def request_demand(request: PlacementRequest) -> Resources:
         storage_gib=whole_gib(r.storage_gib),
         accelerators={r.accelerator.model: r.accelerator.count} if r.accelerator else None,
     )
+
+
+def sites_capacity(arrays: MapArrays, sites: "np.ndarray | None" = None) -> Resources:
+    """The whole capacity of the map's sites (those `sites`, a boolean mask, marks; all when
+    None) as one resource vector."""
+    keep = np.ones(arrays.n_sites, dtype=bool) if sites is None else sites
+    return Resources.of(
+        cpu_m=int(arrays.cap_cpu_m[keep].sum()),
+        mem_mib=int(arrays.cap_mem_mib[keep].sum()),
+        storage_gib=int(arrays.cap_storage_gib[keep].sum()),
+        accelerators={
+            model: int(arrays.cap_acc[keep, column].sum())
+            for model, column in arrays.accelerator_column.items()
+        },
+    )
+
+
+def free_now_on(
+    calendar: Calendar[Any], keys: "CalendarKeys | LedgerKeys"
+) -> Callable[[str], Resources]:
+    """What a site (by id) has free at the calendar's now, as one resource vector: its
+    compute under `keys`' numbering; a resource the calendar lacks has nothing free."""
+    arrays = keys.arrays
+    site_index = arrays.map.site_index
+    now = calendar.now
+    dimensions = [
+        (CPU_M, keys.CPU_M),
+        (MEM_MIB, keys.MEM_MIB),
+        (STORAGE_GIB, keys.STORAGE_GIB),
+        *(
+            (accelerator_dimension(model), keys.ACCELERATORS + column)
+            for model, column in arrays.accelerator_column.items()
+        ),
+    ]
+
+    def free(site_id: str) -> Resources:
+        i = site_index[site_id]
+        amounts: dict[str, int] = {}
+        for name, dimension in dimensions:
+            key = keys.site(i, dimension)
+            if key in calendar:
+                amounts[name] = calendar.profile(key).free_at(now)
+        return Resources(amounts)
+
+    return free

@@ -28,6 +28,7 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
+from cnbrain.scheduling.options import sites_capacity
 from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import QueuedWork, RunningWork
 from cnbrain.simulate.backfill_round import id_row, row_id
@@ -78,12 +79,7 @@ class FairQueue:
         self.models = models = arrays.map.accelerator_models
         self.site_ids = [site.id for site in arrays.map.sites]
         self.site_index = {site_id: i for i, site_id in enumerate(self.site_ids)}
-        self.capacity = Resources.of(
-            cpu_m=int(arrays.cap_cpu_m.sum()),
-            mem_mib=int(arrays.cap_mem_mib.sum()),
-            storage_gib=int(arrays.cap_storage_gib.sum()),
-            accelerators={m: int(arrays.cap_acc[:, c].sum()) for c, m in enumerate(models)},
-        )
+        self.capacity = sites_capacity(arrays)
         self.demand = [
             Resources.of(
                 cpu_m=int(eligibility.cpu_m[row]),

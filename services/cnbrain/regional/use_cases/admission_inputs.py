@@ -2,19 +2,17 @@
 their classes and deadlines, the work holding capacity, and what this brain owns."""
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.calendar import Calendar
-from cnbrain.ledger.keys import ResourceKey, accelerator_key, site_key
+from cnbrain.ledger.keys import ResourceKey
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
-from cnbrain.scheduling.resources import Resources, accelerator_dimension
+from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import MAX_TIME_S, RunningWork
 from cnbrain.storage import requests
 from cnbrain.storage.running_work import HeldWork
@@ -96,40 +94,3 @@ def owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:
         if not (sites[index] if kind == "site" else links[index]):
             return False
     return True
-
-
-def owned_capacity(live_map: LiveMap) -> Resources:
-    """The whole capacity of this brain's own sites, as one vector."""
-    arrays = live_map.engine.arrays
-    owned = live_map.ownership.sites
-    accelerators = {
-        model: int(arrays.cap_acc[owned, column].sum())
-        for model, column in arrays.accelerator_column.items()
-    }
-    return Resources.of(
-        cpu_m=int(arrays.cap_cpu_m[owned].sum()),
-        mem_mib=int(arrays.cap_mem_mib[owned].sum()),
-        storage_gib=int(arrays.cap_storage_gib[owned].sum()),
-        accelerators=accelerators,
-    )
-
-
-def free_now_of(calendar: Calendar[ResourceKey], live_map: LiveMap) -> Callable[[str], Resources]:
-    """What a site has free at the calendar's now, as one vector."""
-    arrays = live_map.engine.arrays
-    site_index = arrays.map.site_index
-    now = calendar.now
-
-    def free(site_id: str) -> Resources:
-        i = site_index[site_id]
-        amounts: dict[str, int] = {}
-        for name in ("cpu_m", "mem_mib", "storage_gib"):
-            key = site_key(i, name)
-            amounts[name] = calendar.profile(key).free_at(now) if key in calendar else 0
-        for model in arrays.accelerator_column:
-            key = accelerator_key(i, model)
-            if key in calendar:
-                amounts[accelerator_dimension(model)] = calendar.profile(key).free_at(now)
-        return Resources(amounts)
-
-    return free

@@ -58,9 +58,7 @@ from cnbrain.regional.stored_requests import fail_unreadable
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.admission_inputs import (
     Queued,
-    free_now_of,
     owned,
-    owned_capacity,
     readable,
     running_work,
     waited_out,
@@ -72,7 +70,13 @@ from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
-from cnbrain.scheduling.options import LedgerKeys, ledger_options, request_demand
+from cnbrain.scheduling.options import (
+    LedgerKeys,
+    free_now_on,
+    ledger_options,
+    request_demand,
+    sites_capacity,
+)
 from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork
 from cnbrain.storage import (
     fair_shares,
@@ -249,8 +253,9 @@ class AdmitQueued:
         ]
         calendar, terms = read.calendar, read.terms
         running = running_work(read.held, read.classes)
-        capacity = owned_capacity(self._live_map)
-        free_now = free_now_of(calendar, self._live_map) if self._preempt else None
+        arrays = self._live_map.engine.arrays
+        capacity = sites_capacity(arrays, self._live_map.ownership.sites)
+        free_now = free_now_on(calendar, LedgerKeys(arrays)) if self._preempt else None
         cohort_of = {t: terms.cohorts[name] for t, name in terms.cohort_of.items()}
         return await anyio.to_thread.run_sync(
             lambda: admission_round(
