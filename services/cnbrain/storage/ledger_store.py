@@ -25,7 +25,7 @@ Contract:
 """
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -170,9 +170,28 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     )
 
 
+@dataclass(frozen=True, slots=True)
+class HeldWindow:
+    """One holding of a calendar (`calendar_and_holdings`): what the reservation or part of
+    `request_id` (or, when it names none, of id `reservation_id`) takes of each resource
+    (`demand`, over `ledger.keys`), over `window`, as the calendar counts it."""
+
+    request_id: str
+    demand: dict[ResourceKey, int]
+    window: Window
+
+
 async def calendar_of(
     session: AsyncSession, *, arrays: MapArrays, now: int
 ) -> Calendar[ResourceKey]:
+    """`calendar_and_holdings`' calendar."""
+    calendar, _ = await calendar_and_holdings(session, arrays=arrays, now=now)
+    return calendar
+
+
+async def calendar_and_holdings(
+    session: AsyncSession, *, arrays: MapArrays, now: int
+) -> tuple[Calendar[ResourceKey], list[HeldWindow]]:
     """The calendar of `arrays`' sites and links from epoch second `now` on (keys as
     `ledger.keys` names them; a site has an accelerator key for each model of `arrays` it
     has a pool of).
@@ -189,6 +208,9 @@ async def calendar_of(
     reported after the reservations were taken) each window takes only what is still free
     over it, so nothing goes below 0, as in the snapshot. What lies outside `arrays`' map is
     left out.
+
+    With it, every holding as it counts it: its demand on `arrays`' map and its window (the
+    overdue ones over [now, now + OVERDUE_S)), before capping at what is free.
 
     It reads with several statements in the caller's transaction: for one consistent view
     under concurrent writers, run it in a REPEATABLE READ (snapshot) transaction. Raises
@@ -241,6 +263,7 @@ async def calendar_of(
     holdings = sorted(
         await _holding_claims(session), key=lambda held: (held.window.start, held.reservation_id)
     )
+    held: list[HeldWindow] = []
     for claim in holdings:
         window = claim.window if claim.window.end > now else Window.of(now, OVERDUE_S)
         on_map = replace(
@@ -248,17 +271,13 @@ async def calendar_of(
             site_id=claim.site_id if claim.site_id in site_index else None,
             link_ids=tuple(link for link in claim.link_ids if link in link_index),
         )
-        for key, amount in demand_of(on_map, arrays=arrays).items():
+        demand = demand_of(on_map, arrays=arrays)
+        for key, amount in demand.items():
             if key in calendar:
                 fits = min(amount, calendar.profile(key).min_free(window))
                 calendar.take({key: fits}, window)
-    return calendar
-
-
-async def holding_claims(session: AsyncSession) -> list[Claim]:
-    """The claims of every held reservation and every prepared or held cross-brain part,
-    each with its window (as `calendar_of` counts them)."""
-    return await _holding_claims(session)
+        held.append(HeldWindow(claim.request_id or claim.reservation_id, demand, window))
+    return calendar, held
 
 
 def _capacity(status: str, amount: int) -> int:

@@ -51,7 +51,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.calendar import Calendar
-from cnbrain.ledger.claim import Claim, claim_from, window_of
+from cnbrain.ledger.claim import claim_from, window_of
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.stored_requests import fail_unreadable
@@ -116,7 +116,7 @@ class _Read:
     classes: PriorityClasses
     calendar: Calendar[ResourceKey]
     held: list[HeldWork]
-    claims: list[Claim]
+    holdings: list[ledger_store.HeldWindow]
     earlier: dict[str, queue_plans.QueuePlan]
     stopping: set[str]
     terms: fair_shares.AdmissionTerms
@@ -195,7 +195,7 @@ class AdmitQueued:
             earlier=read.earlier,
             by_id=by_id,
             options=self._options,
-            blockers=Blockers(before, read.claims, self._live_map),
+            blockers=Blockers(before, read.holdings, self._live_map),
             at=datetime.fromtimestamp(self._clock(), UTC),
         )
         await self._store_plans(plans, events)
@@ -222,12 +222,15 @@ class AdmitQueued:
             classes = await priority_classes.list_classes(session)
             assert classes is not None, "a prepared database has priority classes"
             ids = [s.id for s in stored]
+            calendar, holdings = await ledger_store.calendar_and_holdings(
+                session, arrays=arrays, now=now_s
+            )
             return _Read(
                 stored=stored,
                 classes=classes,
-                calendar=await ledger_store.calendar_of(session, arrays=arrays, now=now_s),
+                calendar=calendar,
                 held=await held_work(session),
-                claims=await ledger_store.holding_claims(session),
+                holdings=holdings,
                 earlier=await queue_plans.plans_of(session, ids),
                 stopping=await jobs.with_open_attempts(session, ids),
                 terms=await fair_shares.admission_terms(session),

@@ -4,19 +4,18 @@ position, estimated start and site, and what blocks it on its top candidates) an
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.calendar import Calendar, Window
-from cnbrain.ledger.claim import Claim
-from cnbrain.ledger.keys import ResourceKey, demand_of
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.keys import ResourceKey
 from cnbrain.regional.use_cases.admission_inputs import Queued
 from cnbrain.scheduling.admission import Round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.blockers import Holding, option_blockers
+from cnbrain.storage import ledger_store
 from cnbrain.storage.queue_plans import QueuePlan
 
 PLAN_MOVED_S = 60
@@ -121,23 +120,18 @@ class Blockers:
     running and admitted work only (`scheduling.blockers`)."""
 
     def __init__(
-        self, calendar: Calendar[ResourceKey], claims: Sequence[Claim], live_map: LiveMap
+        self,
+        calendar: Calendar[ResourceKey],
+        held: Sequence[ledger_store.HeldWindow],
+        live_map: LiveMap,
     ) -> None:
         self._calendar = calendar
         self.now = calendar.now
-        arrays = live_map.engine.arrays
-        self._link_ids = [link.id for link in arrays.map.links]
+        self._link_ids = [link.id for link in live_map.engine.arrays.map.links]
         self._by_key: dict[ResourceKey, list[Holding[ResourceKey]]] = {}
-        for claim in claims:
-            on_map = replace(
-                claim,
-                site_id=claim.site_id if claim.site_id in arrays.map.site_index else None,
-                link_ids=tuple(link for link in claim.link_ids if link in arrays.link_index),
-            )
-            demand = demand_of(on_map, arrays=arrays)
-            window = claim.window if claim.window.end > self.now else Window.of(self.now, 1)
-            holding = Holding(claim.request_id or claim.reservation_id, window, demand)
-            for key in demand:
+        for one in held:
+            holding = Holding(one.request_id, one.window, one.demand)
+            for key in one.demand:
                 self._by_key.setdefault(key, []).append(holding)
 
     def of(self, options: Sequence[PlanOption[ResourceKey]], duration: int) -> list[dict[str, Any]]:
