@@ -4,9 +4,9 @@ A round (`AdmitQueued.__call__`), run by the one instance that holds the region'
 lease (`regional.admission_loop`):
 
 1. reads, in one transaction: the queued requests, the priority classes, the region's
-   calendar (`ledger_store.calendar_of`: every held reservation over its window), the work
-   holding capacity, and the tenants' fair shares (weights, and cohorts with their nominal
-   quotas and borrowing limits: `storage.fair_shares`);
+   calendar (`ledger_store.calendar_and_holdings`: every held reservation over its window),
+   the work holding capacity, and the tenants' fair shares (weights, and cohorts with their
+   nominal quotas and borrowing limits: `storage.fair_shares`);
 2. plans them with the project's one admission code (`scheduling.admission.admission_round`):
    order by class, fair shares and age; conservative backfill over the calendar;
 3. acts, each step in its own transaction:
