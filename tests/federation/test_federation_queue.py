@@ -1,12 +1,14 @@
 """End to end on separate processes and PostgreSQL: a cross-region request that asks to wait
 is queued by its source region while the western hubs are full, and is admitted (placed by
-the national brain across three brains) once one of them frees.
+the national brain across three brains) once one of them frees; while it waits, the national
+brain plans it on the calendars of the regions and the backbone.
 
 The west's three hubs with H800 accelerators are made full by reports of use outside the
 brains (`POST /v1/sites/{id}/usage`), and one is freed the same way.
 """
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -89,11 +91,130 @@ async def test_a_cross_region_request_waits_and_is_admitted_when_the_western_hub
         ("backbone", "national"),
         ("destination", "west"),
     ]
-    assert _events(federation, view["id"]) == ["submitted", "queued", "admitted"]
+    events = _events(federation, view["id"])
+    # Planned at most once: when the hub had freed but the west's last summary did not yet
+    # show it, the national brain's calendars did.
+    assert events in (
+        ["submitted", "queued", "admitted"],
+        ["submitted", "queued", "planned", "admitted"],
+    )
     for url in federation.databases.values():
         await check_invariants(url)
 
     assert cancel(federation, "east", view["id"])["state"] == "cancelled"
+    for url in federation.databases.values():
+        assert await unreleased(url) == []
+        await check_invariants(url)
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_cross_region_request_that_waits_gets_the_national_brains_estimated_start(
+    federation: LocalFederation,
+) -> None:
+    """The western hubs are full: two from outside the brains, Zhongwei by a two-hour
+    reservation of the west for its last 64 H800. The national brain plans the east's
+    request on the calendars: it may start at Zhongwei when that reservation ends."""
+    for site in ("CQ-hub-chongqing", "GS-hub-qingyang"):
+        _report_h800(federation, site, WEST_H800[site])
+    _report_h800(federation, "NX-hub-zhongwei", WEST_H800["NX-hub-zhongwei"] - 64)
+    filler = submit(
+        federation,
+        "west",
+        {
+            "source_province": "NX",
+            "resources": GPU_REQUEST["resources"],
+            "constraints": {"regions_allowed": ["NX"]},
+            "duration_hours": 2,
+        },
+    )
+    assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
+    body = {
+        **GPU_REQUEST,
+        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
+        "start": "queue",
+        "max_wait_s": 4 * 3600,
+    }
+    view = submit(federation, "east", body)
+    assert view["state"] == "queued", view
+
+    async def estimated() -> dict[str, Any] | None:
+        now = _view(federation, view["id"])
+        queue = now["queue"]
+        return now if queue is not None and queue["estimated_start"] is not None else None
+
+    waiting = await until(estimated, "the national brain's estimated start", 60)
+    queue = waiting["queue"]
+    assert queue["site"] == "NX-hub-zhongwei"
+    assert "planned by the national brain on NX-hub-zhongwei" in queue["reason"]
+    ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
+    start = datetime.fromisoformat(queue["estimated_start"])
+    assert abs((start - ends).total_seconds()) < 120, (start, ends)
+    assert _events(federation, view["id"]) == ["submitted", "queued", "planned"]
+
+    assert cancel(federation, "east", view["id"])["state"] == "cancelled"
+    assert cancel(federation, "west", filler["id"])["state"] == "cancelled"
+    for site in WEST_H800:
+        _report_h800(federation, site, 0)
+    for url in federation.databases.values():
+        assert await unreleased(url) == []
+        await check_invariants(url)
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class_request(
+    federation: LocalFederation,
+) -> None:
+    """Zhongwei's last 64 H800 are held for two hours by a low-class request of the west;
+    a high-class request of the east that may wait only a minute has the west requeue it,
+    and is placed there at once."""
+    for site in ("CQ-hub-chongqing", "GS-hub-qingyang"):
+        _report_h800(federation, site, WEST_H800[site])
+    _report_h800(federation, "NX-hub-zhongwei", WEST_H800["NX-hub-zhongwei"] - 64)
+    victim = submit(
+        federation,
+        "west",
+        {
+            "source_province": "NX",
+            "resources": GPU_REQUEST["resources"],
+            "constraints": {"regions_allowed": ["NX"]},
+            "duration_hours": 2,
+            "priority_class": "low",
+        },
+    )
+    assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
+    body = {
+        **GPU_REQUEST,
+        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
+        "start": "queue",
+        "max_wait_s": 60,
+        "priority_class": "high",
+    }
+    view = submit(federation, "east", body)
+    assert view["state"] == "queued", view
+
+    async def admitted() -> dict[str, Any] | None:
+        now = _view(federation, view["id"])
+        return now if now["state"] == "placed" else None
+
+    placed = await until(admitted, "the high-class request placed after the preemption", 60)
+    assert placed["site"] == "NX-hub-zhongwei"
+    requeued = get(federation, "west", f"/v1/requests/{victim['id']}")
+    assert requeued["state"] == "queued"
+    assert requeued["reason"] == "preempted by a request of class high"
+    kinds = [
+        e["kind"] for e in get(federation, "west", f"/v1/requests/{victim['id']}/events")["events"]
+    ]
+    assert kinds[-2:] == ["preempted", "queued"]
+    assert _events(federation, view["id"])[-1] == "admitted"
+    for url in federation.databases.values():
+        await check_invariants(url)
+
+    assert cancel(federation, "east", view["id"])["state"] == "cancelled"
+    assert cancel(federation, "west", victim["id"])["state"] == "cancelled"
+    for site in WEST_H800:
+        _report_h800(federation, site, 0)
     for url in federation.databases.values():
         assert await unreleased(url) == []
         await check_invariants(url)

@@ -1,6 +1,7 @@
 """The admission queue of a regional brain on PostgreSQL and Redis, on the tiny map: requests
 that ask to wait are queued with their place and estimated start, admitted when capacity
-frees, in class order, and rejected when their max wait passes.
+frees, in class order, and rejected when their max wait passes; room made by preemption for
+a request of another region is left to it while its hold lasts.
 
 Only CC-hub has Ascend910B accelerators (16), so every request here that asks for them
 competes for that one pool.
@@ -9,12 +10,15 @@ competes for that one pool.
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.storage import room_holds
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings, serving
 from tests.tiny_map import tiny_map_raw
@@ -342,5 +346,40 @@ async def test_a_tenant_may_have_only_so_many_requests_waiting(api: Api) -> None
     again = await api.call(user, "POST", "/v1/requests", json=_ascend(1, start="queue"))
     assert again.status_code == 201, again.text
     for one in [*waiting[1:], again.json(), holder]:
+        await _cancel(api, user, one["id"])
+    await api.invariants()
+
+
+async def test_room_made_for_a_request_of_another_region_is_left_to_it_until_its_hold_ends(
+    api: Api,
+) -> None:
+    _, user = await api.tenant_user("q-room")
+    holder = await _submit(api, user, _ascend(16, priority_class="low"))
+    assert holder["state"] == "placed" and holder["site"] == "CC-hub"
+    waiting = await _submit(api, user, _ascend(16, start="queue"))
+    assert waiting["state"] == "queued"
+    foreign = PlacementRequest.model_validate(
+        {**_ascend(16, priority_class="high"), "id": "other-region-1", "tenant": "q-room"}
+    )
+    make_room = api.use_cases.make_room
+    assert (await make_room(foreign, ["nowhere", "AA-dc"])).requeued == 0
+    room = await make_room(foreign, ["AA-dc", "CC-hub"])
+    assert (room.requeued, room.site_id) == (1, "CC-hub"), room
+    requeued = await _until(api, user, holder["id"], lambda v: v["state"] == "queued")
+    assert requeued["reason"] == "preempted by a request of class high"
+
+    # Rounds run every 0.2 s: neither the waiting request nor the victim takes the room.
+    await asyncio.sleep(2)
+    for one in (waiting, holder):
+        view = (await api.call(user, "GET", f"/v1/requests/{one['id']}")).json()
+        assert view["state"] == "queued", view
+
+    now = datetime.now(UTC)
+    async with api.brain.sessions.begin() as session:  # the hold ends now
+        [hold] = await room_holds.active(session, now=now)
+        await room_holds.hold(session, replace(hold, until=now), now=now)
+    admitted = await _until(api, user, waiting["id"], lambda v: v["state"] == "placed")
+    assert admitted["site"] == "CC-hub"
+    for one in (waiting, holder):
         await _cancel(api, user, one["id"])
     await api.invariants()

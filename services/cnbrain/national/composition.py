@@ -22,6 +22,7 @@ from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
+from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.netmap.load import load_document
 from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import registry
@@ -83,7 +84,17 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
         server: RunningServer | None = None
         if settings.grpc_port is not None:
             national = NationalServicer(
-                settings=settings, live_map=live_map, directory=directory, placer=placer
+                settings=settings,
+                live_map=live_map,
+                directory=directory,
+                placer=placer,
+                waiting=PlaceOrPlan(
+                    settings=settings,
+                    sessions=sessions,
+                    live_map=live_map,
+                    directory=directory,
+                    placer=placer,
+                ),
             )
             ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
 

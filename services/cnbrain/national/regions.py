@@ -55,6 +55,32 @@ class Region:
         except grpc.aio.AioRpcError as error:
             raise unavailable(self.id, error) from error
 
+    async def timelines(
+        self, site_ids: Sequence[str], link_ids: Sequence[str], *, deadline_s: float
+    ) -> regional_pb2.GetTimelinesResponse:
+        """The free amount over time of the region's resources among those named
+        (GetTimelines). Raises PeerUnavailable when it does not answer in `deadline_s`."""
+        try:
+            return await self.brain.GetTimelines(
+                regional_pb2.GetTimelinesRequest(site_ids=site_ids, link_ids=link_ids),
+                timeout=deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+
+    async def make_room(
+        self, request_json: str, site_ids: Sequence[str], *, deadline_s: float
+    ) -> regional_pb2.MakeRoomResponse:
+        """Ask the region to make room by preemption for the request on one of `site_ids`
+        (MakeRoom). Raises PeerUnavailable when it does not answer in `deadline_s`."""
+        try:
+            return await self.brain.MakeRoom(
+                regional_pb2.MakeRoomRequest(request_json=request_json, site_ids=site_ids),
+                timeout=deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+
 
 def unavailable(region_id: str, error: grpc.aio.AioRpcError) -> PeerUnavailable:
     """The failed call `error` to region `region_id`, in the federation's words."""

@@ -1,4 +1,5 @@
-"""NationalBrainService: region registration and summaries, cross-region placement."""
+"""NationalBrainService: region registration and summaries, cross-region placement (and the
+plan of a cross-region request that waits)."""
 
 from collections.abc import AsyncIterator
 from typing import Any
@@ -6,11 +7,13 @@ from typing import Any
 import grpc
 from typing_extensions import override
 
+from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
+from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.v1 import national_pb2, national_pb2_grpc
@@ -26,11 +29,13 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         live_map: LiveMap,
         directory: RegionDirectory,
         placer: CrossRegionPlacer,
+        waiting: PlaceOrPlan,
     ) -> None:
         self._settings = settings
         self._live_map = live_map
         self._directory = directory
         self._placer = placer
+        self._waiting = waiting
 
     @override
     async def RegisterRegion(
@@ -86,8 +91,28 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"region {request.source_region!r} has not registered",
             )
-        decision = await self._placer.place(placement, request.source_region)
-        return national_pb2.PlaceCrossRegionResponse(decision_json=decision.model_dump_json())
+        wait_until = request.wait_until_s
+        if not 0 <= wait_until <= MAX_EPOCH_S:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"wait_until_s must be within [0, {MAX_EPOCH_S}], not {wait_until}",
+            )
+        if not wait_until:
+            decision = await self._placer.place(placement, request.source_region)
+            return national_pb2.PlaceCrossRegionResponse(decision_json=decision.model_dump_json())
+        decision, plan = await self._waiting(
+            placement, request.source_region, wait_until_s=wait_until
+        )
+        answer = national_pb2.PlaceCrossRegionResponse(decision_json=decision.model_dump_json())
+        if plan is not None:
+            answer.plan.CopyFrom(
+                national_pb2.WaitPlan(
+                    estimated_start_s=plan.start_s or 0,
+                    site_id=plan.site_id or "",
+                    reason=plan.reason,
+                )
+            )
+        return answer
 
     @override
     async def ReleaseCrossRegion(

@@ -47,6 +47,7 @@ from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.map_admin import MapAdministration
 from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
 from cnbrain.regional.use_cases.recover import start_recovery
+from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import priority_classes, registry, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
@@ -98,9 +99,11 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         replicas = Replicas(caches, instance_id=settings.instance_id, live_map=live_map)
         stack.push_async_callback(replicas.drain)
         background(stack, replicas.follow(), "replicas")
-        national = await _join_federation(stack, settings, sessions, live_map, replicas)
+        national, servicer = await _join_federation(stack, settings, sessions, live_map, replicas)
 
         brain = _assemble(settings, sessions, caches, live_map, replicas, national)
+        if servicer is not None:
+            servicer.make_room = brain.requests.make_room
         recovery = await start_recovery(brain.requests.recover)
         if recovery is not None:
             stack.push_async_callback(stop_task, recovery)
@@ -218,18 +221,24 @@ async def _join_federation(
     sessions: async_sessionmaker[AsyncSession],
     live_map: LiveMap,
     replicas: Replicas,
-) -> NationalLink | None:
+) -> tuple[NationalLink | None, RegionalServicer | None]:
     """As a region's brain (`region` set): expire the parts peers prepared here and left,
-    serve the national brain over gRPC (when `grpc_port` is set), and link to it (when
+    serve the national brain over gRPC (when `grpc_port` is set; the servicer is returned,
+    to be given the use cases it serves once they are built), and link to it (when
     `national_endpoint` is set; the link is returned)."""
     region = settings.region
     if region is None:
-        return None
+        return None, None
     security = settings.security(region)
     background(stack, expire_forever(sessions, changed=replicas.peer_changed), "expiry")
     server: RunningServer | None = None
+    servicer: RegionalServicer | None = None
     if settings.grpc_port is not None:
-        regional = RegionalServicer(live_map, region_id=region)
+        servicer = regional = RegionalServicer(
+            live_map,
+            region_id=region,
+            timelines=ReadTimelines(sessions=sessions, live_map=live_map),
+        )
         ledger = LedgerServicer(
             sessions, view=live_map.view, watch=AnnouncingWatch(live_map, replicas)
         )
@@ -252,7 +261,7 @@ async def _join_federation(
     if server is not None:
         log.info("region %s: gRPC on %s", region, advertised)
     if not settings.national_endpoint:
-        return None
+        return None, servicer
     national = NationalLink(
         settings.national_endpoint,
         settings=settings,
@@ -263,4 +272,4 @@ async def _join_federation(
     )
     stack.push_async_callback(national.close)
     background(stack, national.run(), "national-link")
-    return national
+    return national, servicer

@@ -1,8 +1,9 @@
 """A regional brain as a member of a federation.
 
 - `RegionalServicer` answers the national brain: candidate sites of this region with their
-  destination segments, and source segments from a request's access node; both on this
-  brain's own links and ledger.
+  destination segments, and source segments from a request's access node, both on this
+  brain's own links and ledger; the timelines of its sites and links (its calendar); and
+  room made on a site by preemption for a waiting cross-region request.
 - `NationalLink` registers with the national brain, streams summaries of free capacity,
   escalates requests that cannot be placed locally, and releases cross-region reservations.
 """
@@ -15,12 +16,15 @@ import grpc
 import numpy as np
 from typing_extensions import override
 
+from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.ownership import Ownership
+from cnbrain.federation.timelines import timeline_message
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
@@ -28,6 +32,9 @@ from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.use_cases.make_room import MakeRoom
+from cnbrain.regional.use_cases.ports import NationalPlan
+from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
 from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
@@ -43,6 +50,9 @@ UNAVAILABLE_POLICY = "federation"
 
 NATIONAL_PEER = "the national brain"
 
+MAX_PLAN_REASON = 500
+"""Characters of the national brain's plan reason kept (what the tenant sees)."""
+
 SUMMARY_STREAM_S = 300.0
 """Deadline of one summary stream; a new one (registering again) follows at once."""
 
@@ -56,9 +66,14 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     """Every call answers all its requests on one snapshot of this brain's ledger; a request
     that is not valid here gets its own reason (or error) and the others their answers."""
 
-    def __init__(self, live_map: LiveMap, *, region_id: str) -> None:
+    def __init__(
+        self, live_map: LiveMap, *, region_id: str, timelines: ReadTimelines | None = None
+    ) -> None:
         self._live_map = live_map
         self._region_id = region_id
+        self._timelines = timelines
+        self.make_room: MakeRoom | None = None
+        """Set once the brain's use cases are built; until then MakeRoom is unavailable."""
 
     @override
     async def GetCandidates(
@@ -181,6 +196,41 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
                 path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
                 for p in paths
             ],
+        )
+
+    @override
+    async def GetTimelines(
+        self, request: regional_pb2.GetTimelinesRequest, context: Context
+    ) -> regional_pb2.GetTimelinesResponse:
+        if self._timelines is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this brain keeps no calendar")
+        try:
+            now, timelines = await self._timelines(list(request.site_ids), list(request.link_ids))
+        except Invalid as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        arrays = self._live_map.engine.arrays
+        return regional_pb2.GetTimelinesResponse(
+            region_id=self._region_id,
+            now_s=now,
+            timelines=[timeline_message(key, profile, arrays=arrays) for key, profile in timelines],
+        )
+
+    @override
+    async def MakeRoom(
+        self, request: regional_pb2.MakeRoomRequest, context: Context
+    ) -> regional_pb2.MakeRoomResponse:
+        make_room = self.make_room
+        if make_room is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the brain is starting")
+        placement = self._request(request.request_json)
+        if isinstance(placement, str):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, placement)
+        try:
+            room = await make_room(placement, list(request.site_ids))
+        except Invalid as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        return regional_pb2.MakeRoomResponse(
+            requeued=room.requeued, site_id=room.site_id or "", reason=room.reason
         )
 
     def _request(self, text: str) -> PlacementRequest | str:
@@ -309,15 +359,26 @@ class NationalLink:
     async def escalate(self, request: PlacementRequest) -> Decision:
         """The national brain's decision for `request`; a rejection naming the cause when it
         cannot be reached."""
+        decision, _ = await self.escalate_waiting(request, wait_until_s=0)
+        return decision
+
+    async def escalate_waiting(
+        self, request: PlacementRequest, *, wait_until_s: int
+    ) -> tuple[Decision, NationalPlan | None]:
+        """The national brain's decision for `request` (a rejection naming the cause when it
+        cannot be reached) and, for a request that waits until `wait_until_s` (0: it does
+        not) and was not placed, the plan of its wait."""
         try:
             answer = await self._stub.PlaceCrossRegion(
                 national_pb2.PlaceCrossRegionRequest(
-                    request_json=request_json(request), source_region=self._region_id
+                    request_json=request_json(request),
+                    source_region=self._region_id,
+                    wait_until_s=wait_until_s,
                 ),
                 timeout=ESCALATION_DEADLINE_S,
             )
         except grpc.aio.AioRpcError as error:
-            return Decision(
+            unavailable = Decision(
                 request_id=request.id,
                 status=DecisionStatus.REJECTED,
                 policy=UNAVAILABLE_POLICY,
@@ -326,7 +387,18 @@ class NationalLink:
                     f"({error.code().name.lower()}: {error.details()})"
                 ),
             )
-        return Decision.model_validate_json(answer.decision_json)
+            return unavailable, None
+        decision = Decision.model_validate_json(answer.decision_json)
+        if not answer.HasField("plan"):
+            return decision, None
+        plan = answer.plan
+        start = plan.estimated_start_s if 0 < plan.estimated_start_s <= MAX_EPOCH_S else None
+        site = plan.site_id if plan.site_id in self._live_map.map.site_index else None
+        return decision, NationalPlan(
+            start_s=start if site else None,
+            site_id=site if start else None,
+            reason=plan.reason[:MAX_PLAN_REASON],
+        )
 
     async def release(self, reservation_id: str, reason: str) -> bool:
         """Release a cross-region reservation in every owner; True when the national brain

@@ -430,6 +430,23 @@ class LeaseRecord(Base):
     until: Mapped[datetime]
 
 
+class RoomHoldRecord(Base):
+    """Room made on a site of this brain, by preemption, for request `request_id` of another
+    region's queue: until `until`, the admission round counts this compute on `site_id` as
+    taken, unless the request holds a part here by then."""
+
+    __tablename__ = "room_holds"
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"))
+    cpu_m: Mapped[int] = mapped_column(BigInteger)
+    mem_mib: Mapped[int] = mapped_column(BigInteger)
+    storage_gib: Mapped[int] = mapped_column(BigInteger)
+    accelerator_model: Mapped[str | None] = mapped_column(String(32))
+    accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    until: Mapped[datetime] = mapped_column(index=True)
+
+
 class QueuePlanRecord(Base):
     """Where a queued request stands in the admission queue, as the last admission round
     planned it: its `position` (0 first), its estimated start (None: no start within its

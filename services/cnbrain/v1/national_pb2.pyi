@@ -240,40 +240,84 @@ class PlaceCrossRegionRequest(_message.Message):
 
     REQUEST_JSON_FIELD_NUMBER: _builtins.int
     SOURCE_REGION_FIELD_NUMBER: _builtins.int
+    WAIT_UNTIL_S_FIELD_NUMBER: _builtins.int
     request_json: _builtins.str
     """The request (JSON of cnbrain.domain.request.PlacementRequest)."""
     source_region: _builtins.str
+    wait_until_s: _builtins.int
+    """The request waits in its source region's queue until this epoch second (its max wait);
+    0: it does not wait. A waiting request that cannot be placed now gets a plan.
+    """
     def __init__(
         self,
         *,
         request_json: _builtins.str = ...,
         source_region: _builtins.str = ...,
+        wait_until_s: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_json", b"request_json", "source_region", b"source_region"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_json", b"request_json", "source_region", b"source_region", "wait_until_s", b"wait_until_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlaceCrossRegionRequest: _TypeAlias = PlaceCrossRegionRequest  # noqa: Y015
 
 @_typing.final
+class WaitPlan(_message.Message):
+    """When a waiting cross-region request may start: planned on the backbone's calendar and the
+    calendars of the regions its candidates and route cross.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ESTIMATED_START_S_FIELD_NUMBER: _builtins.int
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    estimated_start_s: _builtins.int
+    """The earliest start found within its max wait (epoch seconds); 0: none."""
+    site_id: _builtins.str
+    """The site of that start (empty: none)."""
+    reason: _builtins.str
+    """What the plan found, for the tenant."""
+    def __init__(
+        self,
+        *,
+        estimated_start_s: _builtins.int = ...,
+        site_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["estimated_start_s", b"estimated_start_s", "reason", b"reason", "site_id", b"site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaitPlan: _TypeAlias = WaitPlan  # noqa: Y015
+
+@_typing.final
 class PlaceCrossRegionResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DECISION_JSON_FIELD_NUMBER: _builtins.int
+    PLAN_FIELD_NUMBER: _builtins.int
     decision_json: _builtins.str
     """The decision (JSON of cnbrain.domain.decision.Decision): placed with a reservation id
     committed in every owner, or rejected with its reason.
     """
+    @_builtins.property
+    def plan(self) -> Global___WaitPlan:
+        """For a rejected request that waits (wait_until_s set): when it may start."""
+
     def __init__(
         self,
         *,
         decision_json: _builtins.str = ...,
+        plan: Global___WaitPlan | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision_json", b"decision_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision_json", b"decision_json", "plan", b"plan"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

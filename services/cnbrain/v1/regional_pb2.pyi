@@ -218,3 +218,153 @@ class GetSourceSegmentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSourceSegmentsResponse: _TypeAlias = GetSourceSegmentsResponse  # noqa: Y015
+
+@_typing.final
+class GetTimelinesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SITE_IDS_FIELD_NUMBER: _builtins.int
+    LINK_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def site_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 64 sites and 256 links."""
+
+    @_builtins.property
+    def link_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        site_ids: _abc.Iterable[_builtins.str] | None = ...,
+        link_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "site_ids", b"site_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTimelinesRequest: _TypeAlias = GetTimelinesRequest  # noqa: Y015
+
+@_typing.final
+class Timeline(_message.Message):
+    """One resource's free amount as a step function of time: from at_s[i] (epoch seconds) on,
+    free[i] is free, until at_s[i + 1]; the last step lasts for ever and is the capacity.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    LINK_ID_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    AT_S_FIELD_NUMBER: _builtins.int
+    FREE_FIELD_NUMBER: _builtins.int
+    site_id: _builtins.str
+    """A site's resource: cpu_m, mem_mib, storage_gib or acc:<model> (link_id empty)."""
+    resource: _builtins.str
+    link_id: _builtins.str
+    """A link's bandwidth in Mbps (site_id and resource empty)."""
+    capacity: _builtins.int
+    @_builtins.property
+    def at_s(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def free(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        site_id: _builtins.str = ...,
+        resource: _builtins.str = ...,
+        link_id: _builtins.str = ...,
+        capacity: _builtins.int = ...,
+        at_s: _abc.Iterable[_builtins.int] | None = ...,
+        free: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_s", b"at_s", "capacity", b"capacity", "free", b"free", "link_id", b"link_id", "resource", b"resource", "site_id", b"site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Timeline: _TypeAlias = Timeline  # noqa: Y015
+
+@_typing.final
+class GetTimelinesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    NOW_S_FIELD_NUMBER: _builtins.int
+    TIMELINES_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.str
+    now_s: _builtins.int
+    """The calendar's now (epoch seconds): at_s[0] of every timeline."""
+    @_builtins.property
+    def timelines(self) -> _containers.RepeatedCompositeFieldContainer[Global___Timeline]: ...
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.str = ...,
+        now_s: _builtins.int = ...,
+        timelines: _abc.Iterable[Global___Timeline] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["now_s", b"now_s", "region_id", b"region_id", "timelines", b"timelines"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTimelinesResponse: _TypeAlias = GetTimelinesResponse  # noqa: Y015
+
+@_typing.final
+class MakeRoomRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_JSON_FIELD_NUMBER: _builtins.int
+    SITE_IDS_FIELD_NUMBER: _builtins.int
+    request_json: _builtins.str
+    """The waiting request (the JSON of cnbrain.domain.request.PlacementRequest); its
+    priority_class is looked up among this region's classes.
+    """
+    @_builtins.property
+    def site_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Its candidate sites in this region, best first (at most 16)."""
+
+    def __init__(
+        self,
+        *,
+        request_json: _builtins.str = ...,
+        site_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_json", b"request_json", "site_ids", b"site_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MakeRoomRequest: _TypeAlias = MakeRoomRequest  # noqa: Y015
+
+@_typing.final
+class MakeRoomResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEUED_FIELD_NUMBER: _builtins.int
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    requeued: _builtins.int
+    """How many requests were requeued (0: none, and `reason` says why)."""
+    site_id: _builtins.str
+    """The site the room was made on (empty: none)."""
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        requeued: _builtins.int = ...,
+        site_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "requeued", b"requeued", "site_id", b"site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MakeRoomResponse: _TypeAlias = MakeRoomResponse  # noqa: Y015

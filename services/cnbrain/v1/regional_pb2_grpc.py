@@ -47,6 +47,16 @@ class RegionalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsResponse.FromString,
                 _registered_method=True)
+        self.GetTimelines = channel.unary_unary(
+                '/cnbrain.v1.RegionalBrainService/GetTimelines',
+                request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetTimelinesRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetTimelinesResponse.FromString,
+                _registered_method=True)
+        self.MakeRoom = channel.unary_unary(
+                '/cnbrain.v1.RegionalBrainService/MakeRoom',
+                request_serializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomResponse.FromString,
+                _registered_method=True)
 
 
 class RegionalBrainServiceServicer:
@@ -70,6 +80,25 @@ class RegionalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTimelines(self, request, context):
+        """The free amount over time (this brain's calendar) of every resource of the sites and of
+        the links named that this region owns; what it does not own is left out. The national
+        brain plans a waiting cross-region request on these and the backbone's calendar.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MakeRoom(self, request, context):
+        """Make room for a waiting cross-region request of a higher class on the first of the
+        sites named where this region can: requeue the fewest running or admitted requests of
+        lower, preemptible classes (this region's classes) whose compute covers what it lacks,
+        and leave that room to it for a short while.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegionalBrainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -82,6 +111,16 @@ def add_RegionalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetSourceSegments,
                     request_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsResponse.SerializeToString,
+            ),
+            'GetTimelines': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTimelines,
+                    request_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetTimelinesRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_regional__pb2.GetTimelinesResponse.SerializeToString,
+            ),
+            'MakeRoom': grpc.unary_unary_rpc_method_handler(
+                    servicer.MakeRoom,
+                    request_deserializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -141,6 +180,60 @@ class RegionalBrainService:
             '/cnbrain.v1.RegionalBrainService/GetSourceSegments',
             cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsRequest.SerializeToString,
             cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTimelines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.RegionalBrainService/GetTimelines',
+            cnbrain_dot_v1_dot_regional__pb2.GetTimelinesRequest.SerializeToString,
+            cnbrain_dot_v1_dot_regional__pb2.GetTimelinesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MakeRoom(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.RegionalBrainService/MakeRoom',
+            cnbrain_dot_v1_dot_regional__pb2.MakeRoomRequest.SerializeToString,
+            cnbrain_dot_v1_dot_regional__pb2.MakeRoomResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,17 @@ class RegionalBrainServiceStub:
     """
     GetSourceSegments: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetSourceSegmentsRequest, _regional_pb2.GetSourceSegmentsResponse]
     """Source segments of each request: from its access node to its province's backbone gateway."""
+    GetTimelines: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetTimelinesRequest, _regional_pb2.GetTimelinesResponse]
+    """The free amount over time (this brain's calendar) of every resource of the sites and of
+    the links named that this region owns; what it does not own is left out. The national
+    brain plans a waiting cross-region request on these and the backbone's calendar.
+    """
+    MakeRoom: _grpc.UnaryUnaryMultiCallable[_regional_pb2.MakeRoomRequest, _regional_pb2.MakeRoomResponse]
+    """Make room for a waiting cross-region request of a higher class on the first of the
+    sites named where this region can: requeue the fewest running or admitted requests of
+    lower, preemptible classes (this region's classes) whose compute covers what it lacks,
+    and leave that room to it for a short while.
+    """
 
 @_typing.type_check_only
 class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
@@ -57,6 +68,17 @@ class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
     """
     GetSourceSegments: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetSourceSegmentsRequest, _regional_pb2.GetSourceSegmentsResponse]  # type: ignore[assignment]
     """Source segments of each request: from its access node to its province's backbone gateway."""
+    GetTimelines: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetTimelinesRequest, _regional_pb2.GetTimelinesResponse]  # type: ignore[assignment]
+    """The free amount over time (this brain's calendar) of every resource of the sites and of
+    the links named that this region owns; what it does not own is left out. The national
+    brain plans a waiting cross-region request on these and the backbone's calendar.
+    """
+    MakeRoom: _aio.UnaryUnaryMultiCallable[_regional_pb2.MakeRoomRequest, _regional_pb2.MakeRoomResponse]  # type: ignore[assignment]
+    """Make room for a waiting cross-region request of a higher class on the first of the
+    sites named where this region can: requeue the fewest running or admitted requests of
+    lower, preemptible classes (this region's classes) whose compute covers what it lacks,
+    and leave that room to it for a short while.
+    """
 
 class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
     """What a regional brain answers about its own provinces for the national brain. Every call
@@ -81,5 +103,28 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_regional_pb2.GetSourceSegmentsResponse, _abc.Awaitable[_regional_pb2.GetSourceSegmentsResponse]]:
         """Source segments of each request: from its access node to its province's backbone gateway."""
+
+    @_abc_1.abstractmethod
+    def GetTimelines(
+        self,
+        request: _regional_pb2.GetTimelinesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_regional_pb2.GetTimelinesResponse, _abc.Awaitable[_regional_pb2.GetTimelinesResponse]]:
+        """The free amount over time (this brain's calendar) of every resource of the sites and of
+        the links named that this region owns; what it does not own is left out. The national
+        brain plans a waiting cross-region request on these and the backbone's calendar.
+        """
+
+    @_abc_1.abstractmethod
+    def MakeRoom(
+        self,
+        request: _regional_pb2.MakeRoomRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_regional_pb2.MakeRoomResponse, _abc.Awaitable[_regional_pb2.MakeRoomResponse]]:
+        """Make room for a waiting cross-region request of a higher class on the first of the
+        sites named where this region can: requeue the fewest running or admitted requests of
+        lower, preemptible classes (this region's classes) whose compute covers what it lacks,
+        and leave that room to it for a short while.
+        """
 
 def add_RegionalBrainServiceServicer_to_server(servicer: RegionalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -17,6 +17,7 @@ from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.events import ListEvents
 from cnbrain.regional.use_cases.intake import Intake
+from cnbrain.regional.use_cases.make_room import MakeRoom
 from cnbrain.regional.use_cases.placing import Placer
 from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.regional.use_cases.preempt import RequeueVictims
@@ -38,6 +39,7 @@ class RequestUseCases:
     placer: Placer
     decider: Decider
     admit: AdmitQueued
+    make_room: MakeRoom
 
     @classmethod
     def build(
@@ -70,6 +72,7 @@ class RequestUseCases:
             max_queued=settings.max_queued_per_tenant,
         )
         read = ReadRequests(sessions)
+        preempt = RequeueVictims(sessions=sessions, changes=changes, wake_jobs=wake_jobs)
         return cls(
             submit=SubmitRequest(
                 settings=settings,
@@ -106,7 +109,8 @@ class RequestUseCases:
                 national=national,
                 top_n=settings.admission_top_n,
                 wake_jobs=wake_jobs,
-                preempt=RequeueVictims(sessions=sessions, changes=changes, wake_jobs=wake_jobs),
+                preempt=preempt,
                 ask_every_s=settings.admission_interval_s,
             ),
+            make_room=MakeRoom(sessions=sessions, live_map=live_map, preempt=preempt),
         )

@@ -1,5 +1,6 @@
 """What an admission round reads, as the scheduling core weighs it: the queued requests with
-their classes and deadlines, the work holding capacity, and what this brain owns."""
+their classes and deadlines, the work holding capacity, the room left to requests of other
+regions, and what this brain owns."""
 
 import math
 from collections.abc import Sequence
@@ -8,13 +9,17 @@ from datetime import datetime
 from typing import Any
 
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.ledger.keys import ResourceKey
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.keys import ResourceKey, accelerator_key, site_key
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import MAX_TIME_S, RunningWork
 from cnbrain.storage import requests
+from cnbrain.storage.ledger_store import HeldWindow
+from cnbrain.storage.room_holds import RoomHold
 from cnbrain.storage.running_work import HeldWork
 
 
@@ -94,3 +99,32 @@ def owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:
         if not (sites[index] if kind == "site" else links[index]):
             return False
     return True
+
+
+def leave_held_rooms(
+    calendar: Calendar[ResourceKey],
+    holds: Sequence[RoomHold],
+    holdings: Sequence[HeldWindow],
+    arrays: MapArrays,
+) -> None:
+    """Take from `calendar`, from its now until each hold's end, the compute of every room
+    hold whose request holds nothing in this brain yet (as much of it as is free), so the
+    round leaves that room to it."""
+    holding = {held.request_id for held in holdings}
+    now = calendar.now
+    for hold in holds:
+        site = arrays.map.site_index.get(hold.site_id)
+        end = math.ceil(hold.until.timestamp())
+        if hold.request_id in holding or site is None or end <= now:
+            continue
+        demand: dict[ResourceKey, int] = {
+            site_key(site, "cpu_m"): hold.cpu_m,
+            site_key(site, "mem_mib"): hold.mem_mib,
+            site_key(site, "storage_gib"): hold.storage_gib,
+        }
+        if hold.accelerator_model and hold.accelerator_count:
+            demand[accelerator_key(site, hold.accelerator_model)] = hold.accelerator_count
+        window = Window(now, end)
+        for key, amount in demand.items():
+            if key in calendar and amount > 0:
+                calendar.take({key: min(amount, calendar.profile(key).min_free(window))}, window)

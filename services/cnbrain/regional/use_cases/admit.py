@@ -5,8 +5,10 @@ lease (`regional.admission_loop`):
 
 1. reads, in one transaction: the queued requests, the priority classes, the region's
    calendar (`ledger_store.calendar_and_holdings`: every held reservation over its window),
-   the work holding capacity, and the tenants' fair shares (weights, and cohorts with their
-   nominal quotas and borrowing limits: `storage.fair_shares`);
+   the work holding capacity, the tenants' fair shares (weights, and cohorts with their
+   nominal quotas and borrowing limits: `storage.fair_shares`), and the rooms held for
+   requests of other regions (`use_cases.make_room`), which the calendar then counts as
+   taken until they end or their request holds its part;
 2. plans them with the project's one admission code (`scheduling.admission.admission_round`):
    order by class, fair shares and age; conservative backfill over the calendar;
 3. acts, each step in its own transaction:
@@ -30,8 +32,10 @@ A round that stops anywhere (a crash, kill -9) leaves every request queued or pl
 its reservation, never in between.
 
 Requests whose candidates lie outside the region (and requests asking for the national
-optimum), in a federated brain, are asked of the national brain again at every round while
-they wait (`escalate_waiting`); it places them at once or not at all.
+optimum), in a federated brain, are asked of the national brain while they wait, at most
+every `ask_every_s` (`escalate_waiting`): it places them at once, or answers with its plan
+of their wait (their earliest start on the backbone's calendar and the regions', or room
+made by preemption in a destination region), which is stored as their plan.
 """
 
 import logging
@@ -58,13 +62,14 @@ from cnbrain.regional.stored_requests import fail_unreadable
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.admission_inputs import (
     Queued,
+    leave_held_rooms,
     owned,
     readable,
     running_work,
     waited_out,
 )
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
-from cnbrain.regional.use_cases.ports import NationalClient
+from cnbrain.regional.use_cases.ports import NationalClient, NationalPlan
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
@@ -86,6 +91,7 @@ from cnbrain.storage import (
     queue_plans,
     request_events,
     requests,
+    room_holds,
 )
 from cnbrain.storage.running_work import HeldWork, held_work
 
@@ -120,6 +126,7 @@ class _Read:
     earlier: dict[str, queue_plans.QueuePlan]
     stopping: set[str]
     terms: fair_shares.AdmissionTerms
+    holds: list[room_holds.RoomHold]
 
 
 class AdmitQueued:
@@ -153,6 +160,8 @@ class AdmitQueued:
         self._options_map: object = None
         self._ask_every_s = ask_every_s
         self._asked: dict[str, float] = {}
+        self._national_plans: dict[str, NationalPlan] = {}
+        """The national brain's last plan of each request only it can place."""
         self._planned = True
         """Whether plans may be stored (the last round stored some, or none ran yet)."""
 
@@ -167,6 +176,7 @@ class AdmitQueued:
             await fail_unreadable(self._sessions, record, problem)
         rejected = 0
         local, elsewhere = await self._split(queued)
+        leave_held_rooms(read.calendar, read.holds, read.holdings, self._live_map.engine.arrays)
         before = read.calendar.copy()
         result = await self._plan(read, local)
         by_id = {q.request.id: q for q in queued}
@@ -192,6 +202,7 @@ class AdmitQueued:
         plans, events = plans_of(
             result,
             elsewhere=elsewhere,
+            national_plans=self._national_plans,
             earlier=read.earlier,
             by_id=by_id,
             options=self._options,
@@ -234,6 +245,7 @@ class AdmitQueued:
                 earlier=await queue_plans.plans_of(session, ids),
                 stopping=await jobs.with_open_attempts(session, ids),
                 terms=await fair_shares.admission_terms(session),
+                holds=await room_holds.active(session, now=datetime.fromtimestamp(now_s, UTC)),
             )
 
     async def _plan(self, read: "_Read", local: Sequence[Queued]) -> Round:
@@ -418,6 +430,7 @@ class AdmitQueued:
         alive = {q.request.id for q in elsewhere}
         for gone in [i for i in self._asked if i not in alive]:
             del self._asked[gone]
+            self._national_plans.pop(gone, None)
         if not elsewhere or self._national is None:
             return 0, 0
         late = [(q.request, waited_out(q)) for q in elsewhere if q.deadline < now_s]
@@ -428,11 +441,15 @@ class AdmitQueued:
                 continue
             self._asked[q.request.id] = now_s
             try:
-                decision = await self._national.escalate(q.request)
+                decision, plan = await self._national.escalate_waiting(
+                    q.request, wait_until_s=q.deadline
+                )
             except Exception as exc:
                 log.info("the national brain could not be asked for %s: %s", q.request.id, exc)
                 break
             if decision.status is not DecisionStatus.PLACED:
+                if plan is not None:
+                    self._national_plans[q.request.id] = plan
                 continue
             outcome = _admitted(Outcome.of(q.request, decision, SYSTEM))
             try:

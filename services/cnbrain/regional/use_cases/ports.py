@@ -2,10 +2,22 @@
 adapters that implement them live outside `use_cases` (the national link over gRPC,
 `regional.federation.NationalLink`)."""
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
+
+
+@dataclass(frozen=True, slots=True)
+class NationalPlan:
+    """The national brain's plan of a waiting cross-region request it could not place now:
+    its earliest start within its max wait (epoch seconds) and site, or None and None; and
+    what it found."""
+
+    start_s: int | None
+    site_id: str | None
+    reason: str
 
 
 class NationalClient(Protocol):
@@ -15,6 +27,13 @@ class NationalClient(Protocol):
         """The national brain's decision for a request no site of this region fits: placed
         (committed in every owner) or rejected; a rejection naming the cause when the
         national brain cannot be reached."""
+
+    async def escalate_waiting(
+        self, request: PlacementRequest, *, wait_until_s: int
+    ) -> tuple[Decision, NationalPlan | None]:
+        """`escalate` for a request that waits in this region's queue until epoch second
+        `wait_until_s`: with a rejection, the national brain's plan of its wait (None when
+        it gave none, or could not be reached)."""
 
     async def release(self, reservation_id: str, reason: str) -> bool:
         """Release a cross-region reservation in every owner; True when the national brain

@@ -3,7 +3,7 @@ position, estimated start and site, and what blocks it on its top candidates) an
 `planned` event when its estimate moved (`storage.queue_plans`, `GET /v1/requests/{id}`)."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.calendar import Calendar
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.regional.use_cases.admission_inputs import Queued
+from cnbrain.regional.use_cases.ports import NationalPlan
 from cnbrain.scheduling.admission import Round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.blockers import Holding, option_blockers
@@ -32,6 +33,7 @@ def plans_of(
     result: Round,
     *,
     elsewhere: Sequence[Queued],
+    national_plans: Mapping[str, NationalPlan],
     earlier: dict[str, QueuePlan],
     by_id: dict[str, Queued],
     options: dict[str, tuple[PlanOption[ResourceKey], ...]],
@@ -40,7 +42,8 @@ def plans_of(
 ) -> tuple[list[QueuePlan], list[RequestEvent]]:
     """Every waiting request's plan after `result` (with what blocks it, for the first
     `BLOCKERS_SHOWN` of the order), as of `at`, and a `planned` event for each whose estimate
-    moved from its `earlier` plan; `elsewhere` are those only the national brain can place."""
+    moved from its `earlier` plan; `elsewhere` are those only the national brain can place,
+    planned as its last `national_plans` says."""
     now_s = blockers.now
 
     def blocked(request_id: str) -> list[dict[str, Any]]:
@@ -69,12 +72,7 @@ def plans_of(
                 },
             )
         )
-        before = earlier.get(planned.id)
-        if (
-            before is None
-            or before.estimated_start is None
-            or abs((before.estimated_start - start).total_seconds()) >= PLAN_MOVED_S
-        ):
+        if _moved(earlier.get(planned.id), start):
             events.append(
                 RequestEvent.of(
                     planned.id, RequestEventKind.PLANNED, at, site=site, start=start.isoformat()
@@ -102,17 +100,44 @@ def plans_of(
         )
     offset = len(result.order)
     for index, q in enumerate(elsewhere):
-        if q.deadline >= now_s:
-            plans.append(
-                QueuePlan(
+        if q.deadline < now_s:
+            continue
+        plan = national_plans.get(q.request.id)
+        if plan is None or plan.start_s is None or plan.site_id is None:
+            reason = "waits for the national brain to find room across regions"
+            detail = {"reason": f"{reason}: {plan.reason}" if plan else reason}
+            plans.append(QueuePlan(q.request.id, offset + index, None, at, detail))
+            continue
+        start = datetime.fromtimestamp(plan.start_s, UTC)
+        plans.append(
+            QueuePlan(
+                q.request.id,
+                offset + index,
+                start,
+                at,
+                {"site": plan.site_id, "reason": plan.reason, "blockers": []},
+            )
+        )
+        if _moved(earlier.get(q.request.id), start):
+            events.append(
+                RequestEvent.of(
                     q.request.id,
-                    offset + index,
-                    None,
+                    RequestEventKind.PLANNED,
                     at,
-                    {"reason": "waits for the national brain to find room across regions"},
+                    site=plan.site_id,
+                    start=start.isoformat(),
                 )
             )
     return plans, events
+
+
+def _moved(before: QueuePlan | None, start: datetime) -> bool:
+    """Whether a plan's estimated start moved from `before` (by `PLAN_MOVED_S` at least)."""
+    return (
+        before is None
+        or before.estimated_start is None
+        or abs((before.estimated_start - start).total_seconds()) >= PLAN_MOVED_S
+    )
 
 
 class Blockers:

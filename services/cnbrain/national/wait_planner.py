@@ -1,0 +1,124 @@
+"""Planning a waiting cross-region request over time: pure functions from its options (sites,
+each with its route, as demands over the map's calendar keys), the backbone's calendar and
+the timelines the regions sent, to its earliest start.
+
+An option's resources belong to several owners: the destination site's compute and its
+region's links, the backbone's links, the source region's links. The plan joins them into
+one calendar: the backbone's profiles from the national brain's own ledger, every other
+resource from the timeline its owner sent. An option with a resource no owner answered for
+is left out.
+
+No I/O: `national.waiting` asks the regions and reads the backbone's calendar.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.federation.timelines import key_of, load, steps_of
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.keys import ResourceKey
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.v1 import regional_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPlan:
+    """When a waiting request may start: the earliest start found within its max wait
+    (epoch seconds) and its site, or None and None; and what was found, for the tenant."""
+
+    start_s: int | None
+    site_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """The sites and links to ask one owner for."""
+
+    site_ids: list[str]
+    link_ids: list[str]
+
+
+def owner_of(key: ResourceKey, arrays: MapArrays) -> str:
+    """The owner of a calendar key: a link's owner, or the region of a site's province."""
+    if key[0] == "link":
+        return arrays.map.links[key[1]].owner
+    return region_of(key[1], arrays)
+
+
+def region_of(site: int, arrays: MapArrays) -> str:
+    """The region of the province of the site of index `site`."""
+    cmap = arrays.map
+    return cmap.provinces[cmap.sites[site].province].region
+
+
+def wanted(options: Sequence[PlanOption[ResourceKey]], arrays: MapArrays) -> dict[str, Wanted]:
+    """By owner (a region id, or `NATIONAL_OWNER`), the sites and links `options` use."""
+    out: dict[str, Wanted] = {}
+    for option in options:
+        for key in option.demand:
+            one = out.setdefault(owner_of(key, arrays), Wanted([], []))
+            if key[0] == "link":
+                link = arrays.map.links[key[1]].id
+                if link not in one.link_ids:
+                    one.link_ids.append(link)
+            else:
+                site = arrays.map.sites[key[1]].id
+                if site not in one.site_ids:
+                    one.site_ids.append(site)
+    return out
+
+
+def joint_calendar(
+    backbone: Calendar[ResourceKey],
+    answers: Mapping[str, regional_pb2.GetTimelinesResponse],
+    *,
+    options: Sequence[PlanOption[ResourceKey]],
+    arrays: MapArrays,
+) -> Calendar[ResourceKey]:
+    """One calendar from `backbone.now` on of the resources of `options`: the backbone's
+    links as `backbone` has them, the others as the region owning them answered (`answers`
+    by region id; a timeline of a resource the region does not own is ignored). Raises
+    WireError for a timeline that names what this map lacks or is malformed."""
+    now = backbone.now
+    used = {key for option in options for key in option.demand}
+    capacities: dict[ResourceKey, int] = {}
+    steps: dict[ResourceKey, list[tuple[int, int]]] = {}
+    for key in used:
+        if owner_of(key, arrays) == NATIONAL_OWNER and key in backbone:
+            profile = backbone.profile(key)
+            capacities[key] = profile.capacity
+            steps[key] = list(profile.steps())
+    for region_id, answer in answers.items():
+        for message in answer.timelines:
+            key = key_of(message, arrays=arrays)
+            if key not in used or owner_of(key, arrays) != region_id:
+                continue
+            capacities[key], steps[key] = steps_of(message, now=answer.now_s)
+    calendar: Calendar[ResourceKey] = Calendar(capacities, now=now)
+    for key, its_steps in steps.items():
+        load(calendar, key, its_steps)
+    return calendar
+
+
+def earliest_start(
+    calendar: Calendar[ResourceKey],
+    options: Sequence[PlanOption[ResourceKey]],
+    *,
+    duration_s: int,
+    deadline_s: int,
+) -> tuple[int, PlanOption[ResourceKey]] | None:
+    """The earliest start by `deadline_s` of any option whose resources `calendar` has all,
+    for `duration_s`, with its option (ties: the option first in `options`); None if none."""
+    best: tuple[int, PlanOption[ResourceKey]] | None = None
+    for option in options:
+        if not all(key in calendar for key in option.demand):
+            continue
+        start = calendar.earliest(
+            option.demand, duration_s, not_before=calendar.now, deadline=deadline_s
+        )
+        if start is not None and (best is None or start < best[0]):
+            best = (start, option)
+    return best

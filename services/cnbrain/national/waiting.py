@@ -1,0 +1,200 @@
+"""Cross-region requests that wait in their source region's queue: placed now if they fit,
+otherwise planned over time, and, when nothing is free within their max wait, given room by
+preemption in a destination region.
+
+1. The placer (`national.orchestrator`) tries to place the request now, as for any request.
+2. If it cannot, the plan: the request's options are the engine's Top-N sites of the whole
+   map with their routes (`scheduling.options.ledger_options`), each a demand on site
+   compute and on every link of its route. Every region that owns some of those resources
+   is asked for their timelines (`GetTimelines`, in parallel, under the candidate deadline);
+   the backbone's links come from the national brain's own ledger. On that joint calendar
+   (`wait_planner`) the earliest start within the max wait is the plan.
+3. If no option can start within the max wait, the regions of the options' sites, in the
+   order of the options, are asked to make room on them (`MakeRoom`: work of lower,
+   preemptible classes requeued there, by that region's classes, and the room left to the
+   request for a short while) until one does; the placer then tries once more at once.
+
+The source region stores the plan as the request's estimated start and asks again at its
+next rounds, until the request is placed or its max wait passes.
+"""
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.codec import WireError, request_json
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.keys import ResourceKey
+from cnbrain.national import wait_planner
+from cnbrain.national.orchestrator import CrossRegionPlacer
+from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.settings import NationalSettings
+from cnbrain.national.wait_planner import WaitPlan
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.options import LedgerKeys, ledger_options
+from cnbrain.storage import ledger_store
+from cnbrain.v1 import regional_pb2
+
+log = logging.getLogger("cnbrain.national")
+
+WAIT_OPTIONS = 8
+"""Sites a waiting request is planned on (the engine's best first)."""
+
+MAX_ROOM_SITES = 16
+"""Sites one region is asked to make room on at most."""
+
+
+class PlaceOrPlan:
+    """The use case of a waiting cross-region request (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        settings: NationalSettings,
+        sessions: async_sessionmaker[AsyncSession],
+        live_map: LiveMap,
+        directory: RegionDirectory,
+        placer: CrossRegionPlacer,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._sessions = sessions
+        self._live_map = live_map
+        self._directory = directory
+        self._placer = placer
+        self._clock = clock
+
+    async def __call__(
+        self, request: PlacementRequest, source_region: str, *, wait_until_s: int
+    ) -> tuple[Decision, WaitPlan | None]:
+        """The placer's decision for `request`, and, when it is a rejection, the plan of its
+        wait until epoch second `wait_until_s` (None when placed)."""
+        decision = await self._placer.place(request, source_region)
+        if decision.status is DecisionStatus.PLACED:
+            return decision, None
+        options, plan = await self.plan(request, wait_until_s=wait_until_s)
+        if plan.start_s is not None or not options:
+            return decision, plan
+        room = await self._make_room(request, options)
+        if room is None:
+            return decision, plan
+        if room.requeued:
+            decision = await self._placer.place(request, source_region)
+            if decision.status is DecisionStatus.PLACED:
+                return decision, None
+        return decision, WaitPlan(None, None, f"{plan.reason}; {room.reason}")
+
+    async def plan(
+        self, request: PlacementRequest, *, wait_until_s: int
+    ) -> tuple[list[PlanOption[ResourceKey]], WaitPlan]:
+        """The options of `request` and its earliest start on them by `wait_until_s`
+        (module docstring)."""
+        engine = self._live_map.engine
+        arrays = engine.arrays
+        options = list(
+            (
+                await asyncio.to_thread(
+                    ledger_options, engine, [request], top_n=WAIT_OPTIONS, keys=LedgerKeys(arrays)
+                )
+            )[0]
+        )
+        if not options:
+            return [], WaitPlan(None, None, "no site of the federation can ever take it")
+        now = int(self._clock())
+        owners = wait_planner.wanted(options, arrays)
+        async with self._sessions() as session, session.begin():
+            backbone = await ledger_store.calendar_of(session, arrays=arrays, now=now)
+        answers, missing = await self._timelines(owners)
+        try:
+            calendar = wait_planner.joint_calendar(
+                backbone, answers, options=options, arrays=arrays
+            )
+        except WireError as wrong:
+            log.warning("a region's timelines for %s are not valid: %s", request.id, wrong)
+            return options, WaitPlan(None, None, f"a region's calendar was not valid: {wrong}")
+        found = wait_planner.earliest_start(
+            calendar,
+            options,
+            duration_s=max(1, math.ceil(request.duration_hours * 3600)),
+            deadline_s=wait_until_s,
+        )
+        unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""
+        if found is None:
+            return options, WaitPlan(
+                None, None, f"no candidate site is free for it within its max wait{unheard}"
+            )
+        start, option = found
+        return options, WaitPlan(
+            start,
+            option.label,
+            f"planned by the national brain on {option.label} from epoch second {start}{unheard}",
+        )
+
+    async def _timelines(
+        self, owners: dict[str, wait_planner.Wanted]
+    ) -> tuple[dict[str, regional_pb2.GetTimelinesResponse], set[str]]:
+        """The timelines of every region among `owners`, and the regions that gave none."""
+        deadline = self._settings.candidate_deadline_s
+        calls: dict[str, asyncio.Future[regional_pb2.GetTimelinesResponse]] = {}
+        missing: set[str] = set()
+        for owner, one in owners.items():
+            if owner == NATIONAL_OWNER:
+                continue
+            region = self._directory.get(owner)
+            if region is None:
+                missing.add(owner)
+                continue
+            calls[owner] = asyncio.ensure_future(
+                region.timelines(one.site_ids, one.link_ids, deadline_s=deadline)
+            )
+        answers: dict[str, regional_pb2.GetTimelinesResponse] = {}
+        for owner, call in calls.items():
+            try:
+                answers[owner] = await call
+            except PeerUnavailable as error:
+                log.info("no timelines from region %s: %s", owner, error)
+                missing.add(owner)
+        return answers, missing
+
+    async def _make_room(
+        self, request: PlacementRequest, options: list[PlanOption[ResourceKey]]
+    ) -> regional_pb2.MakeRoomResponse | None:
+        """Ask the region of each option's site, in the options' order, to make room on its
+        sites among the options, until one requeues some work; its answer, or the last
+        region's (None when no region could be asked)."""
+        arrays = self._live_map.engine.arrays
+        by_region: dict[str, list[str]] = {}
+        for option in options:
+            region_id = wait_planner.region_of(arrays.map.site_index[option.label], arrays)
+            by_region.setdefault(region_id, []).append(option.label)
+        text = request_json(request)
+        last: regional_pb2.MakeRoomResponse | None = None
+        for region_id, sites in by_region.items():
+            region = self._directory.get(region_id)
+            if region is None:
+                continue
+            try:
+                last = await region.make_room(
+                    text, sites[:MAX_ROOM_SITES], deadline_s=self._settings.call_deadline_s
+                )
+            except PeerUnavailable as error:
+                log.info("region %s could not make room for %s: %s", region_id, request.id, error)
+                continue
+            if last.requeued:
+                log.info(
+                    "region %s requeued %d requests on %s for %s",
+                    region_id,
+                    last.requeued,
+                    last.site_id,
+                    request.id,
+                )
+                return last
+        return last

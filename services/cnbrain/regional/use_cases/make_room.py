@@ -1,0 +1,129 @@
+"""Making room on a site of this region for a waiting cross-region request of a higher class
+(`MakeRoom`, asked by the national brain when the request has no start within its max wait).
+
+On the first of the sites named that is this region's and where it can: the victims are
+chosen by the scheduling core's rule (`scheduling.preemption.choose_victims`) among the work
+held on that site, with this region's priority classes (the request's class looked up by its
+name; an unknown name is the default class); a room hold is stored for the request
+(`storage.room_holds`: its compute on that site for `HOLD_S`, which this brain's admission
+round leaves to it), then the victims are requeued (`use_cases.preempt`). The national brain
+places the request at once after; the hold keeps the victims and the rest of this region's
+queue from taking the room back meanwhile. Once the request holds its part here the hold
+no longer counts; it lapses by itself.
+
+Only the site's compute is freed: the bandwidth the request needs on this region's links is
+no reason to preempt."""
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.netmap.arrays import cores_to_millicores, gib_to_mib, whole_gib
+from cnbrain.regional.use_cases.admission_inputs import running_work
+from cnbrain.regional.use_cases.preempt import RequeueVictims
+from cnbrain.scheduling.options import LedgerKeys, free_now_on, request_demand
+from cnbrain.scheduling.preemption import choose_victims
+from cnbrain.storage import ledger_store, priority_classes, room_holds
+from cnbrain.storage.running_work import held_work
+
+HOLD_S = 30
+"""How long the room made is left to the request."""
+
+MAX_SITES = 16
+"""Sites one call may name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What `MakeRoom` did: how many requests it requeued and on which site (None: none),
+    and why (not)."""
+
+    requeued: int
+    site_id: str | None
+    reason: str
+
+
+class MakeRoom:
+    """Preempt lower-class work on a site of this region for a request of another region's
+    queue (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        live_map: LiveMap,
+        preempt: RequeueVictims,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._sessions = sessions
+        self._live_map = live_map
+        self._preempt = preempt
+        self._clock = clock
+
+    async def __call__(self, request: PlacementRequest, site_ids: Sequence[str]) -> Room:
+        """Make room for `request` on the first of `site_ids` where victims of classes below
+        its own free what it lacks now. Nothing when it fits on one of them already, when
+        none is this region's, or when no set of victims frees enough on any. Raises Invalid
+        (field `site_ids`) for more than `MAX_SITES` sites."""
+        if len(site_ids) > MAX_SITES:
+            raise Invalid(f"at most {MAX_SITES} sites, not {len(site_ids)}", field="site_ids")
+        arrays = self._live_map.engine.arrays
+        owned = self._live_map.ownership.sites
+        index = arrays.map.site_index
+        sites = [s for s in dict.fromkeys(site_ids) if s in index and owned[index[s]]]
+        if not sites:
+            return Room(0, None, "none of the sites named is this region's")
+        now = int(self._clock())
+        async with self._sessions() as session, session.begin():
+            classes = await priority_classes.list_classes(session)
+            assert classes is not None, "a prepared database has priority classes"
+            calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now)
+            held = await held_work(session)
+        preemptor = classes.named_or_default(request.priority_class)
+        free_now = free_now_on(calendar, LedgerKeys(arrays))
+        demand = request_demand(request)
+        running = running_work(held, classes)
+        for site in sites:
+            need = (demand - free_now(site)).positive_part()
+            if need.is_zero():
+                return Room(0, None, f"it fits on {site} now")
+            on_site = [w for w in running if w.site == site]
+            victims = choose_victims(need, preemptor.value, on_site, now=now)
+            if victims:
+                await self._hold(request, site, now)
+                requeued = await self._preempt(
+                    victims,
+                    preemptor=request.id,
+                    reason=f"preempted by a request of class {preemptor.name}",
+                )
+                return Room(requeued, site, f"requeued {requeued} of lower classes on {site}")
+        return Room(
+            0,
+            None,
+            f"no work of a class below {preemptor.name} on {', '.join(sites)} frees what it lacks",
+        )
+
+    async def _hold(self, request: PlacementRequest, site_id: str, now: int) -> None:
+        at = datetime.fromtimestamp(now, UTC)
+        r = request.resources
+        async with self._sessions.begin() as session:
+            await room_holds.hold(
+                session,
+                room_holds.RoomHold(
+                    request_id=request.id,
+                    site_id=site_id,
+                    cpu_m=cores_to_millicores(r.cpu),
+                    mem_mib=gib_to_mib(r.memory_gib),
+                    storage_gib=whole_gib(r.storage_gib),
+                    accelerator_model=r.accelerator.model if r.accelerator else None,
+                    accelerator_count=r.accelerator.count if r.accelerator else 0,
+                    until=at + timedelta(seconds=HOLD_S),
+                ),
+                now=at,
+            )

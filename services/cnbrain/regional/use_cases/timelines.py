@@ -1,0 +1,79 @@
+"""The free amount over time of this region's sites and links, for the national brain's plan
+of a waiting cross-region request (`GetTimelines`): their profiles on this brain's calendar
+(`ledger_store.calendar_of`), of what this region owns only."""
+
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.calendar import Profile
+from cnbrain.ledger.keys import (
+    SITE_COMPUTE,
+    ResourceKey,
+    accelerator_key,
+    link_key,
+    site_key,
+)
+from cnbrain.storage import ledger_store
+
+MAX_SITES = 64
+"""Sites one call may name."""
+
+MAX_LINKS = 256
+"""Links one call may name."""
+
+
+class ReadTimelines:
+    """The timelines of one call, read in one transaction."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        live_map: LiveMap,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._sessions = sessions
+        self._live_map = live_map
+        self._clock = clock
+
+    async def __call__(
+        self, site_ids: Sequence[str], link_ids: Sequence[str]
+    ) -> tuple[int, list[tuple[ResourceKey, Profile]]]:
+        """The calendar's now and the profile of every resource of the sites of `site_ids`
+        and of every link of `link_ids` that this region owns (the others, and ids the map
+        does not have, are left out). Raises Invalid (field `site_ids` or `link_ids`) for
+        more than `MAX_SITES` sites or `MAX_LINKS` links."""
+        if len(site_ids) > MAX_SITES:
+            raise Invalid(f"at most {MAX_SITES} sites, not {len(site_ids)}", field="site_ids")
+        if len(link_ids) > MAX_LINKS:
+            raise Invalid(f"at most {MAX_LINKS} links, not {len(link_ids)}", field="link_ids")
+        arrays = self._live_map.engine.arrays
+        ownership = self._live_map.ownership
+        sites = {
+            i
+            for i in (arrays.map.site_index.get(s) for s in site_ids)
+            if i is not None and ownership.sites[i]
+        }
+        links = [
+            link_key(j)
+            for j in dict.fromkeys(arrays.link_index.get(link) for link in link_ids)
+            if j is not None and ownership.links[j]
+        ]
+        now = int(self._clock())
+        async with self._sessions() as session, session.begin():
+            calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now)
+        keys: list[ResourceKey] = [
+            key
+            for i in sorted(sites)
+            for key in (
+                *(site_key(i, resource) for resource in SITE_COMPUTE),
+                *(accelerator_key(i, model) for model in arrays.accelerator_column),
+            )
+            if key in calendar
+        ]
+        keys += [key for key in links if key in calendar]
+        return now, [(key, calendar.profile(key)) for key in keys]

@@ -1,0 +1,172 @@
+"""Planning a waiting cross-region request over time: its options split by owner, one calendar
+joined from the backbone's and the regions' timelines, and its earliest start on it."""
+
+import pytest
+
+from cnbrain.federation.codec import WireError
+from cnbrain.federation.timelines import key_of, steps_of, timeline_message
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.keys import ResourceKey, accelerator_key, link_key
+from cnbrain.national import wait_planner
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.engine import PlacementEngine
+from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.options import LedgerKeys, ledger_options
+from cnbrain.v1 import regional_pb2
+from tests.tiny_map import request
+
+NOW = 1_800_000_000
+HOUR = 3600
+ASCEND = {"cpu": 8, "memory_gib": 64, "accelerator": {"model": "Ascend910B", "count": 16}}
+"""All of CC-hub's Ascend910B: only the west's hub can take it, across the backbone."""
+
+
+def _options(engine: PlacementEngine) -> list[PlanOption[ResourceKey]]:
+    waiting = request(resources=ASCEND, constraints={"min_bandwidth_gbps": 10}, duration_hours=1)
+    found = ledger_options(engine, [waiting], top_n=8, keys=LedgerKeys(engine.arrays))[0]
+    return list(found)
+
+
+def _calendar_of(arrays: MapArrays, owner: str) -> Calendar[ResourceKey]:
+    """A calendar, empty of reservations, of every resource `owner` owns."""
+    capacities: dict[ResourceKey, int] = {}
+    for j, link in enumerate(arrays.map.links):
+        if link.owner == owner:
+            capacities[link_key(j)] = int(arrays.link_cap_mbps[j])
+    for i in range(len(arrays.map.sites)):
+        if wait_planner.region_of(i, arrays) == owner:
+            keys = LedgerKeys(arrays)
+            capacities[keys.site(i, keys.CPU_M)] = int(arrays.cap_cpu_m[i])
+            capacities[keys.site(i, keys.MEM_MIB)] = int(arrays.cap_mem_mib[i])
+            for model, column in arrays.accelerator_column.items():
+                if arrays.cap_acc[i, column]:
+                    capacities[accelerator_key(i, model)] = int(arrays.cap_acc[i, column])
+    return Calendar(capacities, now=NOW)
+
+
+def _answer(
+    calendar: Calendar[ResourceKey], arrays: MapArrays
+) -> regional_pb2.GetTimelinesResponse:
+    return regional_pb2.GetTimelinesResponse(
+        now_s=calendar.now,
+        timelines=[
+            timeline_message(key, calendar.profile(key), arrays=arrays)
+            for key in _keys(calendar, arrays)
+        ],
+    )
+
+
+def _keys(calendar: Calendar[ResourceKey], arrays: MapArrays) -> list[ResourceKey]:
+    keys: list[ResourceKey] = [link_key(j) for j in range(len(arrays.map.links))]
+    site_keys = LedgerKeys(arrays)
+    for i in range(len(arrays.map.sites)):
+        keys += [site_keys.site(i, d) for d in (site_keys.CPU_M, site_keys.MEM_MIB)]
+        keys += [accelerator_key(i, model) for model in arrays.accelerator_column]
+    return [key for key in keys if key in calendar]
+
+
+def _plan(
+    engine: PlacementEngine,
+    backbone: Calendar[ResourceKey],
+    regions: dict[str, Calendar[ResourceKey]],
+    *,
+    deadline_s: int = NOW + 24 * HOUR,
+) -> tuple[int, str] | None:
+    arrays = engine.arrays
+    options = _options(engine)
+    answers = {region: _answer(calendar, arrays) for region, calendar in regions.items()}
+    joint = wait_planner.joint_calendar(backbone, answers, options=options, arrays=arrays)
+    found = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=deadline_s)
+    return None if found is None else (found[0], found[1].label)
+
+
+@pytest.fixture
+def engine(tiny_map: ComputeNetworkMap) -> PlacementEngine:
+    return PlacementEngine(tiny_map)
+
+
+def test_the_options_of_a_cross_region_request_are_asked_of_every_owner_they_use(
+    engine: PlacementEngine,
+) -> None:
+    options = _options(engine)
+    assert [o.label for o in options] == ["CC-hub"]
+    wanted = wait_planner.wanted(options, engine.arrays)
+    assert set(wanted) == {"east", "national", "west"}
+    assert wanted["west"].site_ids == ["CC-hub"]
+    assert wanted["east"].site_ids == [] and wanted["east"].link_ids
+    assert wanted["national"].site_ids == [] and wanted["national"].link_ids
+
+
+def test_a_request_waits_for_the_destination_site_to_free(engine: PlacementEngine) -> None:
+    arrays = engine.arrays
+    west = _calendar_of(arrays, "west")
+    hub = arrays.map.site_index["CC-hub"]
+    west.take({accelerator_key(hub, "Ascend910B"): 4}, Window(NOW - HOUR, NOW + 3 * HOUR))
+    regions = {"east": _calendar_of(arrays, "east"), "west": west}
+    assert _plan(engine, _calendar_of(arrays, "national"), regions) == (NOW + 3 * HOUR, "CC-hub")
+
+
+def test_the_backbone_calendar_holds_a_start_back_past_the_sites(engine: PlacementEngine) -> None:
+    arrays = engine.arrays
+    west = _calendar_of(arrays, "west")
+    hub = arrays.map.site_index["CC-hub"]
+    west.take({accelerator_key(hub, "Ascend910B"): 4}, Window(NOW, NOW + HOUR))
+    backbone = _calendar_of(arrays, "national")
+    for j, link in enumerate(arrays.map.links):
+        if link.owner == "national":  # every backbone link full for five hours
+            backbone.take({link_key(j): int(arrays.link_cap_mbps[j])}, Window(NOW, NOW + 5 * HOUR))
+    regions = {"east": _calendar_of(arrays, "east"), "west": west}
+    assert _plan(engine, backbone, regions) == (NOW + 5 * HOUR, "CC-hub")
+    assert _plan(engine, backbone, regions, deadline_s=NOW + 4 * HOUR) is None
+
+
+def test_an_option_whose_owner_did_not_answer_is_left_out(engine: PlacementEngine) -> None:
+    arrays = engine.arrays
+    regions = {"east": _calendar_of(arrays, "east")}
+    assert _plan(engine, _calendar_of(arrays, "national"), regions) is None
+    regions["west"] = _calendar_of(arrays, "west")
+    assert _plan(engine, _calendar_of(arrays, "national"), regions) == (NOW, "CC-hub")
+
+
+def test_a_timeline_names_its_resource_by_id_and_comes_back_to_the_same_steps(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    west = _calendar_of(arrays, "west")
+    key = accelerator_key(arrays.map.site_index["CC-hub"], "Ascend910B")
+    west.take({key: 10}, Window(NOW + 60, NOW + 120))
+    message = timeline_message(key, west.profile(key), arrays=arrays)
+    assert (message.site_id, message.resource, message.link_id) == ("CC-hub", "acc:Ascend910B", "")
+    assert key_of(message, arrays=arrays) == key
+    assert steps_of(message, now=NOW) == (16, [(NOW, 16), (NOW + 60, 6), (NOW + 120, 16)])
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"site_id": "nowhere"}, "unknown site"),
+        ({"resource": "acc:TPU"}, "unknown resource"),
+        ({"at_s": [NOW, NOW + 60, NOW + 60]}, "do not increase"),
+        ({"free": [17, 16, 16]}, "outside"),
+        ({"at_s": [NOW + 1, NOW + 60, NOW + 120]}, "start at"),
+        ({"free": [16]}, "do not match"),
+        ({"capacity": -1}, "out of bounds"),
+    ],
+)
+def test_a_malformed_timeline_is_refused(
+    engine: PlacementEngine, change: dict[str, object], words: str
+) -> None:
+    arrays = engine.arrays
+    west = _calendar_of(arrays, "west")
+    key = accelerator_key(arrays.map.site_index["CC-hub"], "Ascend910B")
+    west.take({key: 10}, Window(NOW + 60, NOW + 120))
+    message = timeline_message(key, west.profile(key), arrays=arrays)
+    for field, value in change.items():
+        if isinstance(value, list):
+            getattr(message, field)[:] = value
+        else:
+            setattr(message, field, value)
+    with pytest.raises(WireError, match=words):
+        key_of(message, arrays=arrays)
+        steps_of(message, now=NOW)
