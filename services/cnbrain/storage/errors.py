@@ -1,7 +1,7 @@
 """Errors of the storage layer, in the tree of `cnbrain.domain.errors`; each message names
 the item at fault. Their kinds: NotFoundError (and UnknownItem) not found; RegistryError,
-TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded,
-RequestStoreError and InvalidTransition conflict.
+TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded (and its
+CohortQuotaExceeded), RequestStoreError and InvalidTransition conflict.
 """
 
 from typing import ClassVar
@@ -60,6 +60,26 @@ class QuotaExceeded(LedgerStoreError):  # noqa: N818
     def __init__(self, resource: str, detail: str = "") -> None:
         self.resource = resource
         super().__init__(f"{resource}: {detail}" if detail else f"{resource}: quota exceeded")
+
+    @property
+    def refusal(self) -> str:
+        """The reason of a request refused for it, as its tenant reads it."""
+        return f"the tenant's quota of {self.resource} would be exceeded"
+
+
+class CohortQuotaExceeded(QuotaExceeded):
+    """The tenant would hold more than its cohort allows now (`cohort` names it; `reason`
+    says which dimension, how much and which limit: its borrowing limit, or what the other
+    members leave unused)."""
+
+    def __init__(self, cohort: str, reason: str) -> None:
+        self.cohort = cohort
+        self.reason = reason
+        super().__init__(f"cohort {cohort!r}", reason)
+
+    @property
+    def refusal(self) -> str:
+        return f"the quota of cohort {self.cohort!r} would be exceeded: {self.reason}"
 
 
 class RequestStoreError(StorageError, Conflict):
