@@ -21,6 +21,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.outages import outage_of
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
@@ -205,7 +206,7 @@ class Placer:
             except ledger_store.CapacityConflict:
                 continue
             except ledger_store.QuotaExceeded as exceeded:
-                reason = f"the tenant's quota of {exceeded.resource} would be exceeded"
+                reason = exceeded.refusal
                 rejected = decision.model_copy(
                     update={"status": DecisionStatus.REJECTED, "reason": reason}
                 )
@@ -262,9 +263,11 @@ class Placer:
         decided: Sequence[tuple[Outcome, Reservation | None]],
     ) -> datetime:
         """One unit of work on `session`'s connection: take every reservation of `decided`
-        (indices into `arrays`) with `reserve_many`, each over its request's duration from
-        now, and write every outcome. Returns the time written. Raises (after rolling back)
-        CapacityConflict or QuotaExceeded when the sums do not fit, or any database error."""
+        (indices into `arrays`), each over its request's duration from now, held to its
+        tenant's cohort quota (`cohort_quota.reserve_within_cohorts`), and write every
+        outcome. Returns the time written. Raises (after rolling back) CapacityConflict or
+        QuotaExceeded (CohortQuotaExceeded for a cohort's) when the sums do not fit, or any
+        database error."""
         now_s = int(time.time())
         claims = [
             claim_from(
@@ -277,7 +280,7 @@ class Placer:
             if r is not None
         ]
         async with self._changes.begin(session) as (_, change):
-            await ledger_store.reserve_many(session, claims=claims)
+            await reserve_within_cohorts(session, claims=claims)
             at = await write_outcomes(session, [o for o, _ in decided])
             for _, reservation in decided:
                 if reservation is not None:
