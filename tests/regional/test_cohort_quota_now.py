@@ -18,11 +18,14 @@ import pytest_asyncio
 from sqlalchemy import text
 
 from cnbrain.ledger.claim import Claim
+from cnbrain.regional.use_cases.admission_inputs import running_work
 from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
 from cnbrain.scheduling.resources import Resources
-from cnbrain.storage import fair_shares, ledger_store
+from cnbrain.scheduling.work import usage_by_tenant
+from cnbrain.storage import fair_shares, ledger_store, priority_classes
 from cnbrain.storage.errors import CohortQuotaExceeded
 from cnbrain.storage.requests import NewRequest, insert_requests
+from cnbrain.storage.running_work import held_usage, held_work
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.ledger.windows import HOUR
@@ -268,4 +271,23 @@ async def test_a_unit_of_work_waits_for_another_members_to_check_the_cohorts_quo
     await api.invariants()
     async with api.brain.sessions.begin() as session:
         await ledger_store.release(session, reservation_id=f"rsv-{first}")
+    await api.invariants()
+
+
+async def test_the_usage_checked_is_the_rounds(api: Api) -> None:
+    tenant, user = await api.tenant_user("c-usage")
+    cpu_only = {**_ascend(0), "resources": {"cpu": 3, "memory_gib": 5}}
+    views = [await _submit(api, user, body) for body in (_ascend(2), _ascend(3), cpu_only)]
+    assert [v["state"] for v in views] == ["placed"] * 3
+    async with api.brain.sessions() as session:
+        classes = await priority_classes.list_classes(session)
+        assert classes is not None
+        rounds = usage_by_tenant(running_work(await held_work(session), classes))
+        checked = await held_usage(session, [tenant])
+        first = await ledger_store.held_reservations(session, request_id=views[0]["id"])
+        left_out = await held_usage(session, [tenant], excluding=first)
+    assert checked == {tenant: rounds[tenant]}
+    assert rounds[tenant]["accelerator:Ascend910B"] == 5
+    assert left_out[tenant]["accelerator:Ascend910B"] == 3
+    await _cancel_all(api, user, views)
     await api.invariants()
