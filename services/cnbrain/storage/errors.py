@@ -4,6 +4,7 @@ TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded (a
 CohortQuotaExceeded), RequestStoreError and InvalidTransition conflict.
 """
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from cnbrain.domain.errors import CnbrainError, Conflict, ErrorKind, Invalid, NotFound
@@ -68,18 +69,25 @@ class QuotaExceeded(LedgerStoreError):  # noqa: N818
 
 
 class CohortQuotaExceeded(QuotaExceeded):
-    """The tenant would hold more than its cohort allows now (`cohort` names it; `reason`
-    says which dimension, how much and which limit: its borrowing limit, or what the other
-    members leave unused)."""
+    """Tenants would hold more than their cohorts allow now. `refusals` gives, by request id,
+    the reason of each claim refused (`refusal_of`); `cohort` and `reason` are the first's:
+    the cohort, and which dimension, how much and which limit (the tenant's borrowing limit,
+    or what the other members leave unused)."""
 
-    def __init__(self, cohort: str, reason: str) -> None:
+    def __init__(self, cohort: str, reason: str, refusals: Mapping[str, str]) -> None:
         self.cohort = cohort
         self.reason = reason
+        self.refusals = dict(refusals)
         super().__init__(f"cohort {cohort!r}", reason)
+
+    @staticmethod
+    def refusal_of(cohort: str, reason: str) -> str:
+        """The reason of a request its `cohort` refuses for `reason`."""
+        return f"the quota of cohort {cohort!r} would be exceeded: {reason}"
 
     @property
     def refusal(self) -> str:
-        return f"the quota of cohort {self.cohort!r} would be exceeded: {self.reason}"
+        return self.refusal_of(self.cohort, self.reason)
 
 
 class RequestStoreError(StorageError, Conflict):

@@ -3,8 +3,10 @@
 
 `reserve_within_cohorts` takes claims as `ledger_store.reserve_many` does, and then, for the
 claims of tenants in a cohort, checks in claim order that each tenant may add its claim to
-what it holds: within its nominal quota, or borrowing no more than its borrowing limit and
-what the cohort's other members leave unused. What a tenant holds is what the round counts:
+what it holds (with its claims before it that were not refused): within its nominal quota,
+or borrowing no more than its borrowing limit and what the cohort's other members leave
+unused. When any is refused, it raises with every refusal, so that the caller may roll back
+and take the others alone. What a tenant holds is what the round counts:
 its held reservations in this brain's ledger (`running_work.held_usage`, the claims being
 taken left out).
 
@@ -32,8 +34,8 @@ from cnbrain.storage.running_work import demand_of, held_usage
 async def reserve_within_cohorts(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
     """Take `claims` with `ledger_store.reserve_many` in the caller's transaction and hold
     them to their tenants' cohort quotas (module docstring). Raises what `reserve_many`
-    raises, or `CohortQuotaExceeded` naming the cohort and the first refusal (the caller
-    rolls back)."""
+    raises, or `CohortQuotaExceeded` with the reason of every claim refused, by request id
+    (the caller rolls back)."""
     if not claims:
         return
     tenants = {claim.tenant_id for claim in claims}
@@ -45,6 +47,8 @@ async def reserve_within_cohorts(session: AsyncSession, *, claims: Sequence[Clai
     members = {m for name in set(held.values()) for m in terms.cohorts[name].members}
     await ledger_store.reserve_many(session, claims=claims, lock_tenants=members)
     usage = await held_usage(session, members, excluding={c.reservation_id for c in claims})
+    first: tuple[str, str] | None = None
+    refusals: dict[str, str] = {}
     for claim in claims:
         name = held.get(claim.tenant_id)
         if name is None:
@@ -53,8 +57,13 @@ async def reserve_within_cohorts(session: AsyncSession, *, claims: Sequence[Clai
         demand = _demand(claim)
         verdict = cohort.can_admit(claim.tenant_id, demand, usage)
         if not verdict.admitted:
-            raise CohortQuotaExceeded(cohort.name, verdict.reason or "over its quota")
+            reason = verdict.reason or "over its quota"
+            first = first or (cohort.name, reason)
+            refusals[claim.request_id] = CohortQuotaExceeded.refusal_of(cohort.name, reason)
+            continue
         usage[claim.tenant_id] = usage.get(claim.tenant_id, Resources()) + demand
+    if first is not None:
+        raise CohortQuotaExceeded(*first, refusals)
 
 
 def _demand(claim: Claim) -> Resources:
