@@ -6,9 +6,9 @@ claims of tenants in a cohort, checks in claim order that each tenant may add it
 what it holds (with its claims before it that were not refused): within its nominal quota,
 or borrowing no more than its borrowing limit and what the cohort's other members leave
 unused. When any is refused, it raises with every refusal, so that the caller may roll back
-and take the others alone. What a tenant holds is what the round counts:
-its held reservations in this brain's ledger (`running_work.held_usage`, the claims being
-taken left out).
+and take the others again without them. What a tenant holds is what the round counts: its
+held reservations in this brain's ledger (`running_work.held_usage`, the claims being taken
+left out).
 
 Concurrency: `reserve_many` locks the quota rows of every member of those cohorts with the
 claims' own (one locking read, in the ledger's lock order), and they stay locked until the
