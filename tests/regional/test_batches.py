@@ -254,6 +254,49 @@ async def test_a_quota_across_a_batch_admits_exactly_its_limit(
     await api.invariants()
 
 
+async def test_a_cohort_refusing_some_of_a_batch_settles_the_rest_in_it(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cohort = f"batch-{uuid.uuid4().hex[:8]}"
+    lender, _, _ = await api.tenant()
+    borrower, _, borrower_user = await api.tenant()
+    _, _, alone_user = await api.tenant()
+    roomy = {"cpu_cores": 64, "memory_gib": 64}
+    for tenant, share in (
+        (lender, {"nominal": {**roomy, "accelerators": {"A100": 2}}}),
+        (
+            borrower,
+            {
+                "nominal": {**roomy, "accelerators": {"A100": 2}},
+                "borrowing_limit": {"accelerators": {"A100": 2}},
+            },
+        ),
+    ):
+        put = await api.as_admin(
+            "PUT", f"/v1/tenants/{tenant}/fair-share", json={"cohort": cohort, **share}
+        )
+        assert put.status_code == 201, put.text
+    one_by_one = count_calls(monkeypatch, Placer, "place")
+    group = group_of(api)
+    batches_before = group.batches
+    body = {**ONE_GPU, "national_optimum": False}
+    theirs, alone = await asyncio.gather(
+        submit_all(api, borrower_user, 8, body), submit_all(api, alone_user, 8, body)
+    )
+    assert group.batches - batches_before < 16
+    assert not one_by_one  # the refused were rejected in their batch, the rest placed in it
+    views = [a.json() for a in theirs]
+    # Its nominal 2 and the lender's idle 2: its borrowing limit.
+    assert sum(v["state"] == "placed" for v in views) == 4
+    refused = [v for v in views if v["state"] == "rejected"]
+    assert len(refused) == 4
+    assert all(v["reason"].startswith(f"the quota of cohort {cohort!r}") for v in refused)
+    assert all(v["decision"]["reservation_id"] is None for v in refused)
+    assert [a.json()["state"] for a in alone] == ["placed"] * 8
+    assert await held(api, borrower) == 4
+    await api.invariants()
+
+
 async def test_a_failure_in_the_batch_transaction_leaks_nothing_and_loses_nothing(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -87,6 +87,7 @@ class JobPart(DomainModel):
     simulator: simulated time). A failed job is run again, on the same site, until
     `max_attempts` attempts have been made; a site whose scheduler is unavailable or refuses
     the job counts an attempt too, and the request is placed elsewhere when another site fits.
+    An attempt ended because its request was preempted does not count.
     """
 
     command: str | None = Field(

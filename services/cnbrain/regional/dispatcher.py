@@ -14,7 +14,8 @@ request `placed`; one background task per brain instance (`Dispatcher.start`) do
 5. settle requests whose last attempt ended without completing: the next attempt on the same
    site, or, when the site's scheduler would not take the job, a new placement elsewhere
    (`cnbrain.regional.replacement`), or, once `job.max_attempts` are used, `failed` with the
-   reason (and released);
+   reason (and released). An attempt ended by its request's preemption counts for none of
+   them (`jobs.counted`);
 6. write the usage record of every ended attempt from its scheduler's accounting;
 7. renew this instance's leases, and release the cross-region parts of ended requests.
 
@@ -477,7 +478,7 @@ class Dispatcher:
         request = PlacementRequest.model_validate(item.request.body)
         assert request.job is not None  # stalled requests have jobs
         last, max_attempts = item.last, request.job.max_attempts
-        if last.attempt < max_attempts and last.state == AttemptState.NOT_SUBMITTED:
+        if item.used < max_attempts and last.state == AttemptState.NOT_SUBMITTED:
             await self._place_elsewhere(request, last=last)
             self.wake()
             return
@@ -494,9 +495,10 @@ class Dispatcher:
                 or latest[-1].state not in ENDED_ATTEMPT
             ):
                 return  # settled meanwhile
-            if last.attempt < max_attempts:
+            used = jobs.counted(latest)
+            if used < max_attempts:
                 await job_outcomes.retry_on_same_site(
-                    session, last=latest[-1], max_attempts=max_attempts
+                    session, last=latest[-1], used=used, max_attempts=max_attempts
                 )
             else:
                 released = await job_outcomes.finish_request(
@@ -504,7 +506,7 @@ class Dispatcher:
                     request_id=request.id,
                     tenant_id=request.tenant,
                     state=RequestState.FAILED,
-                    reason=job_outcomes.failure_reason(latest[-1], max_attempts),
+                    reason=job_outcomes.failure_reason(latest[-1], used, max_attempts),
                     attempt=last.attempt,
                 )
                 if released:

@@ -4,6 +4,8 @@ request's event (`cnbrain.domain.events`).
 - `finish_request`: the request ends (completed or failed) and its reservations in this
   brain's ledger are released at once.
 - `retry_on_same_site`: the next attempt is queued on the same site, keeping the reservation.
+  Attempts ended by a preemption do not count toward `max_attempts` (`jobs.counted`); the
+  reasons then say which of the counted attempts it is.
 - `attempt_ended`: the event of an attempt that ended without completing.
 
 A request placed across regions holds its reservation in parts kept by their owners; the
@@ -69,12 +71,15 @@ async def finish_request(
     return True
 
 
-async def retry_on_same_site(session: AsyncSession, *, last: Job, max_attempts: int) -> None:
+async def retry_on_same_site(
+    session: AsyncSession, *, last: Job, used: int, max_attempts: int
+) -> None:
     """Queue the attempt after `last` on `last`'s site (the reservation stays), and say so
-    in the request's reason and its `requeued` event; the request goes back to `submitted`."""
+    in the request's reason and its `requeued` event; the request goes back to `submitted`.
+    `used` is how many of its attempts count toward `max_attempts` so far."""
     attempt = last.attempt + 1
     reason = (
-        f"attempt {last.attempt} {_ended(last)}; attempt {attempt} of {max_attempts} "
+        f"attempt {last.attempt} {_ended(last)}; {_of(attempt, used + 1, max_attempts)} "
         f"queued on site {last.site_id}"
     )
     await jobs.queue_attempt(
@@ -143,9 +148,18 @@ def _ended(job: Job) -> str:
     return f"{words.get(job.state, job.state)}{detail}"
 
 
-def failure_reason(last: Job, max_attempts: int) -> str:
-    """The reason of a request whose last attempt `last` ended it."""
-    return f"attempt {last.attempt} of {max_attempts} {_ended(last)}"
+def failure_reason(last: Job, used: int, max_attempts: int) -> str:
+    """The reason of a request whose last attempt `last` ended it, `used` of its attempts
+    counting toward `max_attempts`."""
+    return f"{_of(last.attempt, used, max_attempts)} {_ended(last)}"
+
+
+def _of(attempt: int, used: int, max_attempts: int) -> str:
+    """Attempt number `attempt`, the `used`-th of `max_attempts` that count: "attempt 2 of
+    3", or, after preempted attempts, "attempt 4 (2 of 3; preempted ones do not count)"."""
+    if attempt == used:
+        return f"attempt {attempt} of {max_attempts}"
+    return f"attempt {attempt} ({used} of {max_attempts}; preempted ones do not count)"
 
 
 async def held_parts(session: AsyncSession, *, request_id: str) -> list[str]:

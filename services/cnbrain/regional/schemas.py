@@ -251,6 +251,12 @@ class AttemptView(BaseModel):
         description="The scheduler's own word for the state.", examples=["RUNNING"]
     )
     message: str | None = Field(description="What the scheduler (or the brain) said last.")
+    reason: str | None = Field(
+        default=None,
+        description="Why the brain ended it, when it did: preempted (its request was "
+        "preempted; it does not count toward max_attempts); null otherwise.",
+        examples=[None, "preempted"],
+    )
     exit_code: int | None
     queued_at: datetime
     submitted_at: datetime | None

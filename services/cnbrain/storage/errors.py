@@ -1,9 +1,10 @@
 """Errors of the storage layer, in the tree of `cnbrain.domain.errors`; each message names
 the item at fault. Their kinds: NotFoundError (and UnknownItem) not found; RegistryError,
-TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded,
-RequestStoreError and InvalidTransition conflict.
+TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded (and its
+CohortQuotaExceeded), RequestStoreError and InvalidTransition conflict.
 """
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from cnbrain.domain.errors import CnbrainError, Conflict, ErrorKind, Invalid, NotFound
@@ -60,6 +61,33 @@ class QuotaExceeded(LedgerStoreError):  # noqa: N818
     def __init__(self, resource: str, detail: str = "") -> None:
         self.resource = resource
         super().__init__(f"{resource}: {detail}" if detail else f"{resource}: quota exceeded")
+
+    @property
+    def refusal(self) -> str:
+        """The reason of a request refused for it, as its tenant reads it."""
+        return f"the tenant's quota of {self.resource} would be exceeded"
+
+
+class CohortQuotaExceeded(QuotaExceeded):
+    """Tenants would hold more than their cohorts allow now. `refusals` gives, by request id,
+    the reason of each claim refused (`refusal_of`); `cohort` and `reason` are the first's:
+    the cohort, and which dimension, how much and which limit (the tenant's borrowing limit,
+    or what the other members leave unused)."""
+
+    def __init__(self, cohort: str, reason: str, refusals: Mapping[str, str]) -> None:
+        self.cohort = cohort
+        self.reason = reason
+        self.refusals = dict(refusals)
+        super().__init__(f"cohort {cohort!r}", reason)
+
+    @staticmethod
+    def refusal_of(cohort: str, reason: str) -> str:
+        """The reason of a request its `cohort` refuses for `reason`."""
+        return f"the quota of cohort {cohort!r} would be exceeded: {reason}"
+
+    @property
+    def refusal(self) -> str:
+        return self.refusal_of(self.cohort, self.reason)
 
 
 class RequestStoreError(StorageError, Conflict):

@@ -6,13 +6,16 @@ there (`cnbrain.scheduling.cohorts.TenantQuota`), resource vectors in the ledger
 tenant without a stored share has `FairShare()`: weight 1, no cohort, no nominal quota.
 
 `admission_terms` reads every stored share at once, for an admission round: the weights, the
-cohorts built from their members' quotas, and each member's cohort. A stored row that no
+cohorts built from their members' quotas, and each member's cohort. `cohorts_of` reads, in
+one query, only the cohorts some given tenants are in (every member of each), for a placement
+that holds those tenants to their cohort quota. A stored row that no
 longer validates (say, written by hand) is left out, and logged: its tenant then has the
 defaults, as `get_share` says too. Writes to one tenant's share take turns on its tenant row.
 """
 
 import logging
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -39,6 +42,7 @@ __all__ = [
     "AdmissionTerms",
     "FairShare",
     "admission_terms",
+    "cohorts_of",
     "delete_share",
     "get_share",
     "put_share",
@@ -209,6 +213,32 @@ async def admission_terms(session: AsyncSession) -> AdmissionTerms:
         .order_by(FairShareRecord.tenant_id)
         .execution_options(populate_existing=True)
     )
+    return _terms(records)
+
+
+async def cohorts_of(session: AsyncSession, tenant_ids: Collection[str]) -> AdmissionTerms:
+    """The terms of the members of every cohort one of `tenant_ids` names, in one query: the
+    same cohorts (and members' weights) `admission_terms` has for them, and nothing for a
+    tenant in no cohort. Nothing is read for no tenants."""
+    if not tenant_ids:
+        return AdmissionTerms()
+    share = FairShareRecord
+    named = (
+        select(share.cohort)
+        .where(share.tenant_id.in_(sorted(tenant_ids)), share.cohort.is_not(None))
+        .scalar_subquery()
+    )
+    records = await session.scalars(
+        select(share)
+        .where(share.cohort.in_(named))
+        .order_by(share.tenant_id)
+        .execution_options(populate_existing=True)
+    )
+    return _terms(records)
+
+
+def _terms(records: Iterable[FairShareRecord]) -> AdmissionTerms:
+    """The terms of the stored shares `records` that validate."""
     weights: dict[str, float] = {}
     members: dict[str, dict[str, TenantQuota]] = {}
     cohort_of: dict[str, str] = {}

@@ -13,6 +13,11 @@ The owner follows an attempt until `lease_until`; once that lapses another brain
 take it over (`take_over`). An attempt a stopped instance was submitting is `lost`: whether the
 scheduler took it cannot be known.
 
+An attempt under way when its request is preempted is marked (`mark_preempted`: its `reason`
+is `preempted`); it ends as its scheduler says (say `cancelled`), is listed with the others,
+and does not count toward the job's `max_attempts` (`counted`). Attempt numbers go on
+counting every attempt.
+
 Every function works inside the caller's transaction and never commits. State changes are
 conditional updates, so two instances cannot both make the same change.
 """
@@ -20,7 +25,7 @@ conditional updates, so two instances cannot both make the same change.
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import and_, func, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -47,11 +52,13 @@ __all__ = [
     "advance_request",
     "attempts_of",
     "claim_queued",
+    "counted",
     "followed",
     "get",
     "live_attempt",
     "mark_metered",
     "mark_not_submitted",
+    "mark_preempted",
     "mark_submitted",
     "move_request_to_site",
     "queue_attempt",
@@ -65,6 +72,9 @@ __all__ = [
 
 SIMULATOR_KIND = "simulator"
 
+PREEMPTED: Final = "preempted"
+"""The reason of an attempt whose request was preempted while it was under way."""
+
 _LIVE = sorted(LIVE_ATTEMPT)
 _ENDED = sorted(ENDED_ATTEMPT)
 
@@ -73,7 +83,8 @@ _ENDED = sorted(ENDED_ATTEMPT)
 class Job:
     """One attempt to run a request's job on the cluster scheduler of a site, as stored (see
     the module's docstring for its states, owner and lease). `metered_at` is set once its
-    usage record is written (or it is known that none will come)."""
+    usage record is written (or it is known that none will come). `reason` is why the brain
+    ended it, when it did (`PREEMPTED`); None otherwise."""
 
     request_id: str
     attempt: int
@@ -93,6 +104,18 @@ class Job:
     ended_at: datetime | None
     metered_at: datetime | None
     updated_at: datetime
+    reason: str | None = None
+
+    @property
+    def counts(self) -> bool:
+        """Whether it counts toward the job's `max_attempts`: every attempt but a preempted
+        one."""
+        return self.reason != PREEMPTED
+
+
+def counted(attempts: Sequence[Job]) -> int:
+    """How many of a request's `attempts` count toward its job's `max_attempts`."""
+    return sum(1 for attempt in attempts if attempt.counts)
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
@@ -176,10 +199,12 @@ def _has_job(session: AsyncSession) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Stalled:
-    """A runnable request with a job and no attempt under way; `last` is its last attempt."""
+    """A runnable request with a job and no attempt under way; `last` is its last attempt and
+    `used` how many of its attempts count toward its `max_attempts` (`counted`)."""
 
     request: requests.StoredRequest
     last: Job
+    used: int
 
 
 async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[Stalled]:
@@ -209,7 +234,9 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
     stalled = []
     for record in found:
         attempts = await attempts_of(session, request_id=record.id)
-        stalled.append(Stalled(request=requests.stored(record), last=attempts[-1]))
+        stalled.append(
+            Stalled(request=requests.stored(record), last=attempts[-1], used=counted(attempts))
+        )
     return stalled
 
 
@@ -278,6 +305,20 @@ async def with_open_attempts(session: AsyncSession, request_ids: Sequence[str]) 
         .distinct()
     )
     return set(found)
+
+
+async def mark_preempted(session: AsyncSession, request_ids: Sequence[str]) -> int:
+    """Mark the attempts not ended yet of `request_ids` as preempted (module docstring), in
+    the caller's transaction; returns how many were marked."""
+    if not request_ids:
+        return 0
+    j = JobRecord
+    return await execute_counted(
+        session,
+        update(j)
+        .where(j.request_id.in_(list(request_ids)), j.state.in_(sorted(OPEN_ATTEMPT)))
+        .values(reason=PREEMPTED, updated_at=utcnow()),
+    )
 
 
 async def queue_next_attempts(

@@ -24,7 +24,7 @@ Contract:
 - Nothing here commits: the caller owns the transaction.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -336,12 +336,19 @@ def _claim_columns(table: type[ReservationRecord] | type[PeerReservation]) -> tu
     )
 
 
-async def reserve_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+async def reserve_many(
+    session: AsyncSession, *, claims: Sequence[Claim], lock_tenants: Collection[str] = ()
+) -> None:
     """Take every claim of `claims` as a held reservation (under its `reservation_id`) inside
     the caller's transaction: all of them, or raise and leave the caller to roll back (earlier
     updates of the call may have been applied). Each needs a site and counts against its
     tenant's quota; the claims on one site, accelerator pool, link or tenant are added up and
     must fit together.
+
+    The quota rows of `lock_tenants` are locked too, with those of the claims' tenants and in
+    the same order (so still without deadlock), and stay locked until the caller's
+    transaction ends: a caller that checks a rule over several tenants' holdings (a cohort's
+    quota) checks it after this returns, while no other reservation of theirs can be taken.
 
     Raises CapacityConflict (naming a site, pool or link that is short, retired or unknown),
     QuotaExceeded (naming the tenant's limit), or LedgerStoreError (a malformed claim, a
@@ -354,7 +361,7 @@ async def reserve_many(session: AsyncSession, *, claims: Sequence[Claim]) -> Non
     ids = [claim.reservation_id for claim in held]
     if len(set(ids)) != len(ids):
         raise LedgerStoreError("a reservation id appears more than once")
-    await _take(session, held, store=held)
+    await _take(session, held, store=held, lock_tenants=lock_tenants)
 
 
 async def take_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
@@ -377,8 +384,15 @@ def _reservation(claim: Claim) -> Claim:
     return claim
 
 
-async def _take(session: AsyncSession, claims: Sequence[Claim], *, store: Sequence[Claim]) -> None:
-    """Lock, check and take the sums of `claims` and insert `store` as held reservations."""
+async def _take(
+    session: AsyncSession,
+    claims: Sequence[Claim],
+    *,
+    store: Sequence[Claim],
+    lock_tenants: Collection[str] = (),
+) -> None:
+    """Lock, check and take the sums of `claims` and insert `store` as held reservations; the
+    quota rows of `lock_tenants` are locked with the claims' own."""
     for claim in claims:
         _validate(claim)
     sums = _sums_of(claims)
@@ -409,8 +423,8 @@ async def _take(session: AsyncSession, claims: Sequence[Claim], *, store: Sequen
         free_links = await sql.lock_links(sorted(sums.bandwidth))
         for link in sorted(sums.bandwidth):
             _fit(f"link {link!r} bandwidth", sums.bandwidth[link], free_links.get(link, 0))
-    if sums.quotas:
-        found = await sql.lock_quotas(sorted(sums.quotas))
+    if sums.quotas or lock_tenants:
+        found = await sql.lock_quotas(sorted(set(sums.quotas) | set(lock_tenants)))
         for tenant in sorted(sums.quotas):
             if tenant not in found:
                 raise LedgerStoreError(f"tenant {tenant!r} has no quota row")

@@ -313,7 +313,9 @@ class JobRecord(Base):
     scheduler no longer knows it) or not_submitted (the scheduler refused it or could not be
     reached). `owner` is the brain instance that follows the attempt, until `lease_until`;
     another instance takes it over once the lease lapses. `metered_at` is set once its usage
-    record is written (or it is known that none will come).
+    record is written (or it is known that none will come). `reason` is why the brain ended
+    it, when it did: `preempted` (its request was preempted; it does not count toward the
+    job's `max_attempts`); null otherwise.
     """
 
     __tablename__ = "jobs"
@@ -337,6 +339,7 @@ class JobRecord(Base):
     ended_at: Mapped[datetime | None]
     metered_at: Mapped[datetime | None]
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    reason: Mapped[str | None] = mapped_column(String(16))
 
 
 class UsageRecord(Base):

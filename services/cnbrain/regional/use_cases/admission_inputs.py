@@ -15,7 +15,6 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
-from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import MAX_TIME_S, RunningWork
 from cnbrain.storage import requests
 from cnbrain.storage.ledger_store import HeldWindow
@@ -68,11 +67,6 @@ def running_work(held: Sequence[HeldWork], classes: PriorityClasses) -> list[Run
     for work in held:
         name = work.body.get("priority_class")
         one = classes.named_or_default(name)
-        accelerators = (
-            {work.accelerator_model: work.accelerator_count}
-            if work.accelerator_model and work.accelerator_count
-            else None
-        )
         running.append(
             RunningWork(
                 id=work.request_id,
@@ -80,12 +74,7 @@ def running_work(held: Sequence[HeldWork], classes: PriorityClasses) -> list[Run
                 class_value=one.value,
                 preemptible=one.preemptible,
                 started_at=min(work.start_at.timestamp(), MAX_TIME_S),
-                demand=Resources.of(
-                    cpu_m=work.cpu_m,
-                    mem_mib=work.mem_mib,
-                    storage_gib=work.storage_gib,
-                    accelerators=accelerators,
-                ),
+                demand=work.demand,
                 site=work.site_id,
             )
         )

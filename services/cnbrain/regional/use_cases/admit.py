@@ -68,6 +68,7 @@ from cnbrain.regional.use_cases.admission_inputs import (
     running_work,
     waited_out,
 )
+from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient, NationalPlan
 from cnbrain.regional.use_cases.preempt import RequeueVictims
@@ -388,8 +389,10 @@ class AdmitQueued:
         return admitted
 
     async def _reserve(self, decided: Sequence[tuple[Outcome, Reservation]]) -> int:
-        """Reserve `decided` over their windows from now and write them admitted, in one unit
-        of work; returns how many (0: none, the unit of work refused; they stay queued)."""
+        """Reserve `decided` over their windows from now, held to their tenants' cohort quotas
+        again under the ledger's locks (the plan was made on an earlier reading), and write
+        them admitted, in one unit of work; returns how many (0: none, the unit of work
+        refused; they stay queued)."""
         engine = self._live_map.engine
         now_s = int(self._clock())
         claims = [
@@ -403,7 +406,7 @@ class AdmitQueued:
         ]
         try:
             async with self._changes.begin() as (session, change):
-                await ledger_store.reserve_many(session, claims=claims)
+                await reserve_within_cohorts(session, claims=claims)
                 await write_outcomes(session, [o for o, _ in decided])
                 await jobs.queue_next_attempts(
                     session,

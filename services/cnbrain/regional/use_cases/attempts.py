@@ -39,6 +39,7 @@ class ListAttempts:
                     state=AttemptState(a.state),
                     backend_state=a.backend_state,
                     message=a.message,
+                    reason=a.reason,
                     exit_code=a.exit_code,
                     queued_at=a.queued_at,
                     submitted_at=a.submitted_at,

@@ -62,6 +62,16 @@ class Outcome:
         round decides it (`use_cases.admit`)."""
         return cls(request, None, RequestState.QUEUED, QUEUED_REASON, actor)
 
+    def refused(self, reason: str) -> "Outcome":
+        """This outcome rejected instead, for `reason` (its decision, if any, says so too, and
+        holds no reservation)."""
+        decision = self.decision
+        if decision is not None:
+            decision = decision.model_copy(
+                update={"status": DecisionStatus.REJECTED, "reason": reason, "reservation_id": None}
+            )
+        return Outcome(self.request, decision, RequestState.REJECTED, reason, self.actor)
+
     def event(self, at: datetime) -> RequestEvent:
         """The request's event of this outcome, written at `at`: placed on its site, or
         rejected or failed with the reason."""

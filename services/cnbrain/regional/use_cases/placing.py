@@ -21,10 +21,12 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.outages import outage_of
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.storage import ledger_store, requests
+from cnbrain.storage.errors import CohortQuotaExceeded
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -148,14 +150,11 @@ class Placer:
             else:
                 stale.append(item)
         if arrays is not None and decided:
-            try:
-                at = await self._commit(session, arrays, [(o, r) for _, o, r in decided])
-            except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded):
-                one_by_one += [item for item, _, _ in decided]
-            except Exception:
-                log.warning("a batch failed to commit; placing one by one", exc_info=True)
+            committed = await self._commit_batch(session, arrays, decided)
+            if committed is None:
                 one_by_one += [item for item, _, _ in decided]
             else:
+                at, decided = committed
                 for item, outcome, _ in decided:
                     settled[item.request.id] = SubmissionOutcome(
                         request_id=item.request.id,
@@ -179,6 +178,36 @@ class Placer:
             except Exception as exc:
                 settled[item.request.id] = await self._fail(item, exc)
         return settled
+
+    async def _commit_batch(
+        self,
+        session: AsyncSession,
+        arrays: MapArrays,
+        decided: list[tuple[Stored, Outcome, Reservation | None]],
+    ) -> tuple[datetime, list[tuple[Stored, Outcome, Reservation | None]]] | None:
+        """Commit the batch's decisions in one unit of work (`_commit`); when cohorts refuse
+        some of them, once more with those rejected for their reasons. Returns the time
+        written and the decisions as written, or None when the batch cannot be settled so
+        (each request then goes the one-request way)."""
+        for _ in range(2):
+            try:
+                at = await self._commit(session, arrays, [(o, r) for _, o, r in decided])
+            except CohortQuotaExceeded as exceeded:
+                refused = exceeded.refusals
+                decided = [
+                    (item, outcome.refused(refused[item.request.id]), None)
+                    if item.request.id in refused
+                    else (item, outcome, reservation)
+                    for item, outcome, reservation in decided
+                ]
+                continue
+            except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded):
+                return None
+            except Exception:
+                log.warning("a batch failed to commit; placing one by one", exc_info=True)
+                return None
+            return at, decided
+        return None
 
     async def place(self, request: PlacementRequest, *, actor: str) -> None:
         """Decide and reserve a stored pending request the one-request way: the batch's
@@ -205,11 +234,7 @@ class Placer:
             except ledger_store.CapacityConflict:
                 continue
             except ledger_store.QuotaExceeded as exceeded:
-                reason = f"the tenant's quota of {exceeded.resource} would be exceeded"
-                rejected = decision.model_copy(
-                    update={"status": DecisionStatus.REJECTED, "reason": reason}
-                )
-                await self.finish(Outcome(request, rejected, RequestState.REJECTED, reason, actor))
+                await self.finish(outcome.refused(exceeded.refusal))
                 return
             return
         await self.finish(Outcome(request, None, RequestState.REJECTED, reason, actor))
@@ -262,9 +287,11 @@ class Placer:
         decided: Sequence[tuple[Outcome, Reservation | None]],
     ) -> datetime:
         """One unit of work on `session`'s connection: take every reservation of `decided`
-        (indices into `arrays`) with `reserve_many`, each over its request's duration from
-        now, and write every outcome. Returns the time written. Raises (after rolling back)
-        CapacityConflict or QuotaExceeded when the sums do not fit, or any database error."""
+        (indices into `arrays`), each over its request's duration from now, held to its
+        tenant's cohort quota (`cohort_quota.reserve_within_cohorts`), and write every
+        outcome. Returns the time written. Raises (after rolling back) CapacityConflict or
+        QuotaExceeded (CohortQuotaExceeded for a cohort's) when the sums do not fit, or any
+        database error."""
         now_s = int(time.time())
         claims = [
             claim_from(
@@ -277,7 +304,7 @@ class Placer:
             if r is not None
         ]
         async with self._changes.begin(session) as (_, change):
-            await ledger_store.reserve_many(session, claims=claims)
+            await reserve_within_cohorts(session, claims=claims)
             at = await write_outcomes(session, [o for o, _ in decided])
             for _, reservation in decided:
                 if reservation is not None:

@@ -2,10 +2,12 @@
 
 In one unit of work, each victim (a runnable request of this brain, chosen by the admission
 round) moves back to `queued` with the reason, every reservation it holds in this brain's
-ledger is released, and its `preempted` and `queued` events and its audit entry are
-written. Its job's live attempt, if any, is then cancelled on its scheduler by the
-dispatcher (a request that is not runnable has its attempt cancelled), and ends
-`cancelled`, visible among its attempts. The
+ledger is released, its job's attempt under way (if any) is marked preempted
+(`jobs.mark_preempted`), and its `preempted` and `queued` events and its audit entry are
+written. That attempt is then cancelled on its scheduler by the dispatcher (a request that
+is not runnable has its attempt cancelled), and ends `cancelled` with the reason
+`preempted`, visible among its attempts; it does not count toward the job's `max_attempts`,
+so a job may be preempted any number of times. The
 victim waits in the queue like any other request; once admitted again, its next attempt is
 queued on the site it is admitted on (`use_cases.admit`).
 
@@ -21,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.states import RequestState
 from cnbrain.regional.unit_of_work import CapacityChanges
-from cnbrain.storage import audit, ledger_store, request_events, requests
+from cnbrain.storage import audit, jobs, ledger_store, request_events, requests
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -71,6 +73,7 @@ class RequeueVictims:
                     session, request_id=victim
                 ):
                     await ledger_store.release(session, reservation_id=reservation_id)
+            await jobs.mark_preempted(session, victims)
             change.free()
             await request_events.append_many(
                 session,

@@ -10,16 +10,18 @@ group commit (`cnbrain.group_commit`), which settles the submissions waiting tog
 2. The engine decides them together on the brain's snapshot (`Decider`: requests of one
    batch never count on the same capacity).
 3. One unit of work takes every reservation with `ledger_store.reserve_many` (the sums per
-   site, accelerator pool, link and tenant quota, by conditional updates) and writes every
-   outcome: the requests move to `placed` or `rejected`. Rejections on a cached snapshot
-   are not final: those requests are decided again on a fresh one.
+   site, accelerator pool, link and tenant quota, by conditional updates), holds those of
+   tenants in a cohort to the cohort's quota (`cohort_quota.reserve_within_cohorts`: one
+   query for the batch's cohorts, and the check under the members' quota-row locks), and
+   writes every outcome: the requests move to `placed` or `rejected`. Rejections on a cached
+   snapshot are not final: those requests are decided again on a fresh one.
 
 Whenever the batch cannot be settled so (another replica took capacity the snapshot showed
-free, a quota would be exceeded, the engine or the database failed on the batch), it rolls
-back and each request of the batch goes the one-request way instead (`Placer.place`): up to
-`placement_attempts` times, the same decision and unit of work with one item; on a conflict,
-refresh the snapshot and decide again. So correctness never depends on the batch; the batch
-only saves statements and round trips.
+free, a quota or a cohort's quota would be exceeded, the engine or the database failed on
+the batch), it rolls back and each request of the batch goes the one-request way instead
+(`Placer.place`): up to `placement_attempts` times, the same decision and unit of work with
+one item; on a conflict, refresh the snapshot and decide again. So correctness never depends
+on the batch; the batch only saves statements and round trips.
 
 Each caller gets its own answer, built from what was written (no read-back), except after the
 one-request way, which reads the request back.
