@@ -17,6 +17,7 @@ from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.national.coordinator import Coordinator
+from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.regions import RegionDirectory
@@ -95,6 +96,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                     directory=directory,
                     placer=placer,
                 ),
+                map_sync=MapSync(sessions=sessions, live_map=live_map),
             )
             ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
 

@@ -1,5 +1,5 @@
-"""NationalBrainService: region registration and summaries, cross-region placement (and the
-plan of a cross-region request that waits)."""
+"""NationalBrainService: region registration and summaries (with the regions' parts of the
+map), cross-region placement (and the plan of a cross-region request that waits)."""
 
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,6 +10,7 @@ from typing_extensions import override
 from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
@@ -30,12 +31,14 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         directory: RegionDirectory,
         placer: CrossRegionPlacer,
         waiting: PlaceOrPlan,
+        map_sync: MapSync,
     ) -> None:
         self._settings = settings
         self._live_map = live_map
         self._directory = directory
         self._placer = placer
         self._waiting = waiting
+        self._map_sync = map_sync
 
     @override
     async def RegisterRegion(
@@ -69,10 +72,16 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     ) -> national_pb2.ReportSummariesResponse:
         received = 0
         async for message in request_iterator:
-            if not self._directory.report(message.summary):
+            summary = message.summary
+            if not self._directory.report(summary):
                 await context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    f"region {message.summary.region_id!r} has not registered",
+                    f"region {summary.region_id!r} has not registered",
+                )
+            region = self._directory.get(summary.region_id)
+            if summary.map_included and region is not None:
+                await self._map_sync.apply(
+                    region.id, region.provinces, list(summary.sites_json), list(summary.links_json)
                 )
             received += 1
         return national_pb2.ReportSummariesResponse(received=received)

@@ -4,8 +4,9 @@
   destination segments, and source segments from a request's access node, both on this
   brain's own links and ledger; the timelines of its sites and links (its calendar); and
   room made on a site by preemption for a waiting cross-region request.
-- `NationalLink` registers with the national brain, streams summaries of free capacity,
-  escalates requests that cannot be placed locally, and releases cross-region reservations.
+- `NationalLink` registers with the national brain, streams summaries of free capacity (with
+  this region's part of the map when it changed), escalates requests that cannot be placed
+  locally, and releases cross-region reservations.
 """
 
 import asyncio
@@ -23,6 +24,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.map_delta import RegionPart
 from cnbrain.federation.ownership import Ownership
 from cnbrain.federation.timelines import timeline_message
 from cnbrain.ledger.reservation import Reservation
@@ -431,14 +433,22 @@ class NationalLink:
         log.info("registered region %s with the national brain", self._region_id)
 
     async def _summaries(self, interval: float) -> Any:
+        """The summaries of one stream: each with the digest of this region's part of the
+        map, and the part itself on the first and whenever the digest changed."""
+        sent = ""
         while True:
             self._sequence += 1
             snapshot, _ = await self._live_map.snapshot()
-            yield national_pb2.ReportSummariesRequest(
-                summary=summarise(
-                    self._live_map.ownership, self._region_id, snapshot, self._sequence
-                )
-            )
+            summary = summarise(self._live_map.ownership, self._region_id, snapshot, self._sequence)
+            part = RegionPart.of(self._live_map.map, self._region_id)
+            summary.map_digest = part.digest()
+            if summary.map_digest != sent:
+                sites, links = part.documents()
+                summary.map_included = True
+                summary.sites_json.extend(sites)
+                summary.links_json.extend(links)
+                sent = summary.map_digest
+            yield national_pb2.ReportSummariesRequest(summary=summary)
             await asyncio.sleep(interval)
 
 

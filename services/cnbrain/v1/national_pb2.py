@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/national.proto\x12\ncnbrain.v1\"O\n\x15RegisterRegionRequest\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x11\n\tprovinces\x18\x03 \x03(\t\"J\n\x16RegisterRegionResponse\x12\x13\n\x0bnational_id\x18\x01 \x01(\t\x12\x1b\n\x13summary_interval_ms\x18\x02 \x01(\x05\"@\n\x12\x41\x63\x63\x65leratorSummary\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0c\n\x04\x66ree\x18\x02 \x01(\x03\x12\r\n\x05total\x18\x03 \x01(\x03\"X\n\x0fSiteKindSummary\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05sites\x18\x02 \x01(\x05\x12\x12\n\nfree_cpu_m\x18\x03 \x01(\x03\x12\x14\n\x0c\x66ree_mem_mib\x18\x04 \x01(\x03\"E\n\x0bGatewayLoad\x12\x10\n\x08province\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x13\n\x0butilisation\x18\x03 \x01(\x01\"\xf4\x01\n\rRegionSummary\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x34\n\x0c\x61\x63\x63\x65lerators\x18\x03 \x03(\x0b\x32\x1e.cnbrain.v1.AcceleratorSummary\x12/\n\nsite_kinds\x18\x04 \x03(\x0b\x32\x1b.cnbrain.v1.SiteKindSummary\x12\x15\n\rcpu_price_min\x18\x05 \x01(\x01\x12\x15\n\rcpu_price_max\x18\x06 \x01(\x01\x12)\n\x08gateways\x18\x07 \x03(\x0b\x32\x17.cnbrain.v1.GatewayLoad\"D\n\x16ReportSummariesRequest\x12*\n\x07summary\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.RegionSummary\"+\n\x17ReportSummariesResponse\x12\x10\n\x08received\x18\x01 \x01(\x03\"\\\n\x17PlaceCrossRegionRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x15\n\rsource_region\x18\x02 \x01(\t\x12\x14\n\x0cwait_until_s\x18\x03 \x01(\x03\"F\n\x08WaitPlan\x12\x19\n\x11\x65stimated_start_s\x18\x01 \x01(\x03\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"U\n\x18PlaceCrossRegionResponse\x12\x15\n\rdecision_json\x18\x01 \x01(\t\x12\"\n\x04plan\x18\x02 \x01(\x0b\x32\x14.cnbrain.v1.WaitPlan\"C\n\x19ReleaseCrossRegionRequest\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\".\n\x1aReleaseCrossRegionResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\x32\x91\x03\n\x14NationalBrainService\x12W\n\x0eRegisterRegion\x12!.cnbrain.v1.RegisterRegionRequest\x1a\".cnbrain.v1.RegisterRegionResponse\x12\\\n\x0fReportSummaries\x12\".cnbrain.v1.ReportSummariesRequest\x1a#.cnbrain.v1.ReportSummariesResponse(\x01\x12]\n\x10PlaceCrossRegion\x12#.cnbrain.v1.PlaceCrossRegionRequest\x1a$.cnbrain.v1.PlaceCrossRegionResponse\x12\x63\n\x12ReleaseCrossRegion\x12%.cnbrain.v1.ReleaseCrossRegionRequest\x1a&.cnbrain.v1.ReleaseCrossRegionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/national.proto\x12\ncnbrain.v1\"O\n\x15RegisterRegionRequest\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x11\n\tprovinces\x18\x03 \x03(\t\"J\n\x16RegisterRegionResponse\x12\x13\n\x0bnational_id\x18\x01 \x01(\t\x12\x1b\n\x13summary_interval_ms\x18\x02 \x01(\x05\"@\n\x12\x41\x63\x63\x65leratorSummary\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0c\n\x04\x66ree\x18\x02 \x01(\x03\x12\r\n\x05total\x18\x03 \x01(\x03\"X\n\x0fSiteKindSummary\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05sites\x18\x02 \x01(\x05\x12\x12\n\nfree_cpu_m\x18\x03 \x01(\x03\x12\x14\n\x0c\x66ree_mem_mib\x18\x04 \x01(\x03\"E\n\x0bGatewayLoad\x12\x10\n\x08province\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x13\n\x0butilisation\x18\x03 \x01(\x01\"\xc6\x02\n\rRegionSummary\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x34\n\x0c\x61\x63\x63\x65lerators\x18\x03 \x03(\x0b\x32\x1e.cnbrain.v1.AcceleratorSummary\x12/\n\nsite_kinds\x18\x04 \x03(\x0b\x32\x1b.cnbrain.v1.SiteKindSummary\x12\x15\n\rcpu_price_min\x18\x05 \x01(\x01\x12\x15\n\rcpu_price_max\x18\x06 \x01(\x01\x12)\n\x08gateways\x18\x07 \x03(\x0b\x32\x17.cnbrain.v1.GatewayLoad\x12\x12\n\nmap_digest\x18\x08 \x01(\t\x12\x14\n\x0cmap_included\x18\t \x01(\x08\x12\x12\n\nsites_json\x18\n \x03(\t\x12\x12\n\nlinks_json\x18\x0b \x03(\t\"D\n\x16ReportSummariesRequest\x12*\n\x07summary\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.RegionSummary\"+\n\x17ReportSummariesResponse\x12\x10\n\x08received\x18\x01 \x01(\x03\"\\\n\x17PlaceCrossRegionRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x15\n\rsource_region\x18\x02 \x01(\t\x12\x14\n\x0cwait_until_s\x18\x03 \x01(\x03\"F\n\x08WaitPlan\x12\x19\n\x11\x65stimated_start_s\x18\x01 \x01(\x03\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"U\n\x18PlaceCrossRegionResponse\x12\x15\n\rdecision_json\x18\x01 \x01(\t\x12\"\n\x04plan\x18\x02 \x01(\x0b\x32\x14.cnbrain.v1.WaitPlan\"C\n\x19ReleaseCrossRegionRequest\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\".\n\x1aReleaseCrossRegionResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\x32\x91\x03\n\x14NationalBrainService\x12W\n\x0eRegisterRegion\x12!.cnbrain.v1.RegisterRegionRequest\x1a\".cnbrain.v1.RegisterRegionResponse\x12\\\n\x0fReportSummaries\x12\".cnbrain.v1.ReportSummariesRequest\x1a#.cnbrain.v1.ReportSummariesResponse(\x01\x12]\n\x10PlaceCrossRegion\x12#.cnbrain.v1.PlaceCrossRegionRequest\x1a$.cnbrain.v1.PlaceCrossRegionResponse\x12\x63\n\x12ReleaseCrossRegion\x12%.cnbrain.v1.ReleaseCrossRegionRequest\x1a&.cnbrain.v1.ReleaseCrossRegionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,21 +42,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GATEWAYLOAD']._serialized_start=354
   _globals['_GATEWAYLOAD']._serialized_end=423
   _globals['_REGIONSUMMARY']._serialized_start=426
-  _globals['_REGIONSUMMARY']._serialized_end=670
-  _globals['_REPORTSUMMARIESREQUEST']._serialized_start=672
-  _globals['_REPORTSUMMARIESREQUEST']._serialized_end=740
-  _globals['_REPORTSUMMARIESRESPONSE']._serialized_start=742
-  _globals['_REPORTSUMMARIESRESPONSE']._serialized_end=785
-  _globals['_PLACECROSSREGIONREQUEST']._serialized_start=787
-  _globals['_PLACECROSSREGIONREQUEST']._serialized_end=879
-  _globals['_WAITPLAN']._serialized_start=881
-  _globals['_WAITPLAN']._serialized_end=951
-  _globals['_PLACECROSSREGIONRESPONSE']._serialized_start=953
-  _globals['_PLACECROSSREGIONRESPONSE']._serialized_end=1038
-  _globals['_RELEASECROSSREGIONREQUEST']._serialized_start=1040
-  _globals['_RELEASECROSSREGIONREQUEST']._serialized_end=1107
-  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_start=1109
-  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_end=1155
-  _globals['_NATIONALBRAINSERVICE']._serialized_start=1158
-  _globals['_NATIONALBRAINSERVICE']._serialized_end=1559
+  _globals['_REGIONSUMMARY']._serialized_end=752
+  _globals['_REPORTSUMMARIESREQUEST']._serialized_start=754
+  _globals['_REPORTSUMMARIESREQUEST']._serialized_end=822
+  _globals['_REPORTSUMMARIESRESPONSE']._serialized_start=824
+  _globals['_REPORTSUMMARIESRESPONSE']._serialized_end=867
+  _globals['_PLACECROSSREGIONREQUEST']._serialized_start=869
+  _globals['_PLACECROSSREGIONREQUEST']._serialized_end=961
+  _globals['_WAITPLAN']._serialized_start=963
+  _globals['_WAITPLAN']._serialized_end=1033
+  _globals['_PLACECROSSREGIONRESPONSE']._serialized_start=1035
+  _globals['_PLACECROSSREGIONRESPONSE']._serialized_end=1120
+  _globals['_RELEASECROSSREGIONREQUEST']._serialized_start=1122
+  _globals['_RELEASECROSSREGIONREQUEST']._serialized_end=1189
+  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_start=1191
+  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_end=1237
+  _globals['_NATIONALBRAINSERVICE']._serialized_start=1240
+  _globals['_NATIONALBRAINSERVICE']._serialized_end=1641
 # @@protoc_insertion_point(module_scope)

@@ -164,18 +164,37 @@ class RegionSummary(_message.Message):
     CPU_PRICE_MIN_FIELD_NUMBER: _builtins.int
     CPU_PRICE_MAX_FIELD_NUMBER: _builtins.int
     GATEWAYS_FIELD_NUMBER: _builtins.int
+    MAP_DIGEST_FIELD_NUMBER: _builtins.int
+    MAP_INCLUDED_FIELD_NUMBER: _builtins.int
+    SITES_JSON_FIELD_NUMBER: _builtins.int
+    LINKS_JSON_FIELD_NUMBER: _builtins.int
     region_id: _builtins.str
     sequence: _builtins.int
     """Increases with every summary the region sends."""
     cpu_price_min: _builtins.float
     """Lowest and highest CPU price per core-hour among the region's active sites, CNY."""
     cpu_price_max: _builtins.float
+    map_digest: _builtins.str
+    """The digest of the region's part of the map: its own sites and links."""
+    map_included: _builtins.bool
+    """Whether the part itself follows: on the first summary of a stream, and whenever its
+    digest changed since the stream's last summary. The national brain's map then takes
+    the region's sites and links as sent (added, changed, retired).
+    """
     @_builtins.property
     def accelerators(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcceleratorSummary]: ...
     @_builtins.property
     def site_kinds(self) -> _containers.RepeatedCompositeFieldContainer[Global___SiteKindSummary]: ...
     @_builtins.property
     def gateways(self) -> _containers.RepeatedCompositeFieldContainer[Global___GatewayLoad]: ...
+    @_builtins.property
+    def sites_json(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Each a JSON document: a site (cnbrain.domain.site.Site, without its execution backend)
+        or a link (cnbrain.domain.network.Link).
+        """
+
+    @_builtins.property
+    def links_json(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -186,10 +205,14 @@ class RegionSummary(_message.Message):
         cpu_price_min: _builtins.float = ...,
         cpu_price_max: _builtins.float = ...,
         gateways: _abc.Iterable[Global___GatewayLoad] | None = ...,
+        map_digest: _builtins.str = ...,
+        map_included: _builtins.bool = ...,
+        sites_json: _abc.Iterable[_builtins.str] | None = ...,
+        links_json: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerators", b"accelerators", "cpu_price_max", b"cpu_price_max", "cpu_price_min", b"cpu_price_min", "gateways", b"gateways", "region_id", b"region_id", "sequence", b"sequence", "site_kinds", b"site_kinds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerators", b"accelerators", "cpu_price_max", b"cpu_price_max", "cpu_price_min", b"cpu_price_min", "gateways", b"gateways", "links_json", b"links_json", "map_digest", b"map_digest", "map_included", b"map_included", "region_id", b"region_id", "sequence", b"sequence", "site_kinds", b"site_kinds", "sites_json", b"sites_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
