@@ -94,3 +94,33 @@ async def test_a_site_registered_on_a_region_becomes_a_cross_region_candidate(
 async def _status(url: str, site_id: str) -> str | None:
     found = await rows(url, "SELECT status FROM sites WHERE id = $1", site_id)
     return str(found[0]["status"]) if found else None
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_weight_matrix_set_on_one_region_holds_for_the_whole_federation(
+    federation: LocalFederation,
+) -> None:
+    matrix = get(federation, "east", "/v1/weight-matrix")
+    green = {"cost": 0.5, "latency": 0.25, "energy": 3.0, "balance": 1.0}
+    changed = {**matrix, "rows": {**matrix["rows"], "training": green}}
+    east = federation.members["east"].url
+    answer = httpx.put(
+        f"{east}/v1/weight-matrix", json=changed, headers=_admin(federation), timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+
+    national = federation.databases["national"]
+    [row] = await rows(
+        national,
+        "SELECT cost, latency, energy, balance FROM weight_matrix WHERE workload_class = $1",
+        "training",
+    )
+    assert row == green
+
+    async def followed() -> bool | None:
+        west: dict[str, Any] = get(federation, "west", "/v1/weight-matrix")
+        return True if west["rows"]["training"] == green else None
+
+    await until(followed, "the west following the matrix set on the east", 30)
+    assert get(federation, "east", "/v1/weight-matrix")["rows"]["training"] == green

@@ -20,6 +20,7 @@ from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
+from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
@@ -97,6 +98,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                     placer=placer,
                 ),
                 map_sync=MapSync(sessions=sessions, live_map=live_map),
+                policy=FederationPolicy(sessions=sessions, live_map=live_map),
             )
             ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
 

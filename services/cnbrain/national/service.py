@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from pydantic import ValidationError
 from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
@@ -12,14 +13,19 @@ from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
+from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
+from cnbrain.placement.weights import WeightMatrix
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+MAX_ACTOR = 64
+"""Characters of an actor the audit log keeps."""
 
 
 class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
@@ -32,6 +38,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         placer: CrossRegionPlacer,
         waiting: PlaceOrPlan,
         map_sync: MapSync,
+        policy: FederationPolicy,
     ) -> None:
         self._settings = settings
         self._live_map = live_map
@@ -39,6 +46,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         self._placer = placer
         self._waiting = waiting
         self._map_sync = map_sync
+        self._policy = policy
 
     @override
     async def RegisterRegion(
@@ -122,6 +130,35 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 )
             )
         return answer
+
+    @override
+    async def SetWeightMatrix(
+        self, request: national_pb2.SetWeightMatrixRequest, context: Context
+    ) -> national_pb2.SetWeightMatrixResponse:
+        try:
+            matrix = WeightMatrix.model_validate_json(request.matrix_json)
+        except ValidationError as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a weight matrix: {wrong}")
+        if request.region_id not in self._directory:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"region {request.region_id!r} has not registered",
+            )
+        actor = f"{request.region_id}:{request.actor}"[:MAX_ACTOR]
+        await self._policy.set_weight_matrix(matrix, actor=actor)
+        return national_pb2.SetWeightMatrixResponse(digest=matrix.digest())
+
+    @override
+    async def GetWeightMatrix(
+        self, request: national_pb2.GetWeightMatrixRequest, context: Context
+    ) -> national_pb2.GetWeightMatrixResponse:
+        matrix = self._live_map.engine.config.weight_matrix
+        digest = matrix.digest()
+        if request.known_digest == digest:
+            return national_pb2.GetWeightMatrixResponse(digest=digest)
+        return national_pb2.GetWeightMatrixResponse(
+            digest=digest, matrix_json=matrix.model_dump_json()
+        )
 
     @override
     async def ReleaseCrossRegion(

@@ -4,6 +4,8 @@ The weight a decision uses for a term is the request's own weight times this mul
 operators steer classes (say, training towards green sites) without editing requests.
 """
 
+import hashlib
+import json
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -27,6 +29,11 @@ class WeightMatrix(DomainModel):
     rows: dict[WorkloadClass, ObjectiveWeights] = Field(
         default_factory=lambda: dict(DEFAULT_MATRIX)
     )
+
+    def digest(self) -> str:
+        """A digest of the matrix: equal matrices, equal digests."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def effective(
         self, workload_class: WorkloadClass, weights: ObjectiveWeights

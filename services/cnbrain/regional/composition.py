@@ -45,6 +45,7 @@ from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.map_admin import MapAdministration
+from cnbrain.regional.use_cases.policy_sync import FollowWeightMatrix
 from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
 from cnbrain.regional.use_cases.recover import start_recovery
 from cnbrain.regional.use_cases.timelines import ReadTimelines
@@ -112,6 +113,15 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         replicas.on_capacity(brain.admission.wake)
         replicas.on_queue(brain.admission.queued)
         background(stack, brain.admission.run(brain.requests.admit), "admission")
+        if national is not None:
+            follow = FollowWeightMatrix(
+                sessions=sessions,
+                live_map=live_map,
+                national=national,
+                announce=lambda: replicas.announce("map"),
+                interval_s=settings.summary_interval_s,
+            )
+            background(stack, follow.run(), "weight-matrix")
         yield brain
 
 
@@ -187,6 +197,7 @@ def _assemble(
             changes=changes,
             replicas=replicas,
             credentials=credentials,
+            policy=national,
         ),
         priority_classes=ManagePriorityClasses(sessions),
         dispatcher=dispatcher,

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 import numpy as np
+from pydantic import ValidationError
 from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
@@ -32,6 +33,7 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
+from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
@@ -418,6 +420,41 @@ class NationalLink:
                 NATIONAL_PEER, error.code().name.lower(), error.details() or ""
             ) from error
         return answer.released
+
+    async def set_weight_matrix(self, matrix: WeightMatrix, *, actor: str) -> None:
+        """Make `matrix` the federation's (SetWeightMatrix). Raises PeerUnavailable when the
+        national brain cannot be reached or does not answer in time."""
+        try:
+            await self._stub.SetWeightMatrix(
+                national_pb2.SetWeightMatrixRequest(
+                    matrix_json=matrix.model_dump_json(), region_id=self._region_id, actor=actor
+                ),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise PeerUnavailable(
+                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
+            ) from error
+
+    async def weight_matrix(self, *, known_digest: str) -> WeightMatrix | None:
+        """The federation's weight matrix, or None when it is the one of `known_digest`
+        (GetWeightMatrix). Raises PeerUnavailable when the national brain cannot be reached
+        or sends what is not a weight matrix."""
+        try:
+            answer = await self._stub.GetWeightMatrix(
+                national_pb2.GetWeightMatrixRequest(known_digest=known_digest),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise PeerUnavailable(
+                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
+            ) from error
+        if not answer.matrix_json:
+            return None
+        try:
+            return WeightMatrix.model_validate_json(answer.matrix_json)
+        except ValidationError as wrong:
+            raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
     async def _register(self) -> None:
         self.registered.clear()

@@ -386,3 +386,93 @@ class ReleaseCrossRegionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReleaseCrossRegionResponse: _TypeAlias = ReleaseCrossRegionResponse  # noqa: Y015
+
+@_typing.final
+class SetWeightMatrixRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATRIX_JSON_FIELD_NUMBER: _builtins.int
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    matrix_json: _builtins.str
+    """The matrix (JSON of cnbrain.placement.weights.WeightMatrix)."""
+    region_id: _builtins.str
+    """Who set it, for the national brain's audit log: the region and its user's id."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        matrix_json: _builtins.str = ...,
+        region_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "matrix_json", b"matrix_json", "region_id", b"region_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetWeightMatrixRequest: _TypeAlias = SetWeightMatrixRequest  # noqa: Y015
+
+@_typing.final
+class SetWeightMatrixResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIGEST_FIELD_NUMBER: _builtins.int
+    digest: _builtins.str
+    """The digest of the matrix now in force."""
+    def __init__(
+        self,
+        *,
+        digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest", b"digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetWeightMatrixResponse: _TypeAlias = SetWeightMatrixResponse  # noqa: Y015
+
+@_typing.final
+class GetWeightMatrixRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KNOWN_DIGEST_FIELD_NUMBER: _builtins.int
+    known_digest: _builtins.str
+    """The digest of the matrix the caller has (empty: none)."""
+    def __init__(
+        self,
+        *,
+        known_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["known_digest", b"known_digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWeightMatrixRequest: _TypeAlias = GetWeightMatrixRequest  # noqa: Y015
+
+@_typing.final
+class GetWeightMatrixResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIGEST_FIELD_NUMBER: _builtins.int
+    MATRIX_JSON_FIELD_NUMBER: _builtins.int
+    digest: _builtins.str
+    matrix_json: _builtins.str
+    """The matrix, when its digest differs from known_digest (empty otherwise)."""
+    def __init__(
+        self,
+        *,
+        digest: _builtins.str = ...,
+        matrix_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest", b"digest", "matrix_json", b"matrix_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWeightMatrixResponse: _TypeAlias = GetWeightMatrixResponse  # noqa: Y015

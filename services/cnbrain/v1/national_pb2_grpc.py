@@ -55,6 +55,16 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionResponse.FromString,
                 _registered_method=True)
+        self.SetWeightMatrix = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/SetWeightMatrix',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.SetWeightMatrixRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.SetWeightMatrixResponse.FromString,
+                _registered_method=True)
+        self.GetWeightMatrix = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/GetWeightMatrix',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.FromString,
+                _registered_method=True)
 
 
 class NationalBrainServiceServicer:
@@ -91,6 +101,21 @@ class NationalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetWeightMatrix(self, request, context):
+        """The federation's weight matrix is the national brain's: a regional brain forwards an
+        operator's change here, and every regional brain follows it (GetWeightMatrix).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWeightMatrix(self, request, context):
+        """The national brain's weight matrix, unless the caller knows it already.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NationalBrainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +138,16 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.ReleaseCrossRegion,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionResponse.SerializeToString,
+            ),
+            'SetWeightMatrix': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWeightMatrix,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.SetWeightMatrixRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.SetWeightMatrixResponse.SerializeToString,
+            ),
+            'GetWeightMatrix': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWeightMatrix,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +259,60 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/ReleaseCrossRegion',
             cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWeightMatrix(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/SetWeightMatrix',
+            cnbrain_dot_v1_dot_national__pb2.SetWeightMatrixRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.SetWeightMatrixResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWeightMatrix(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/GetWeightMatrix',
+            cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -44,6 +44,12 @@ class NationalBrainServiceStub:
     """
     ReleaseCrossRegion: _grpc.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
+    SetWeightMatrix: _grpc.UnaryUnaryMultiCallable[_national_pb2.SetWeightMatrixRequest, _national_pb2.SetWeightMatrixResponse]
+    """The federation's weight matrix is the national brain's: a regional brain forwards an
+    operator's change here, and every regional brain follows it (GetWeightMatrix).
+    """
+    GetWeightMatrix: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetWeightMatrixRequest, _national_pb2.GetWeightMatrixResponse]
+    """The national brain's weight matrix, unless the caller knows it already."""
 
 @_typing.type_check_only
 class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
@@ -61,6 +67,12 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """
     ReleaseCrossRegion: _aio.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]  # type: ignore[assignment]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
+    SetWeightMatrix: _aio.UnaryUnaryMultiCallable[_national_pb2.SetWeightMatrixRequest, _national_pb2.SetWeightMatrixResponse]  # type: ignore[assignment]
+    """The federation's weight matrix is the national brain's: a regional brain forwards an
+    operator's change here, and every regional brain follows it (GetWeightMatrix).
+    """
+    GetWeightMatrix: _aio.UnaryUnaryMultiCallable[_national_pb2.GetWeightMatrixRequest, _national_pb2.GetWeightMatrixResponse]  # type: ignore[assignment]
+    """The national brain's weight matrix, unless the caller knows it already."""
 
 class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
     """The national brain: the regions' view of the country, the backbone, cross-region placement."""
@@ -99,5 +111,23 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_national_pb2.ReleaseCrossRegionResponse, _abc.Awaitable[_national_pb2.ReleaseCrossRegionResponse]]:
         """Release every part of a cross-region reservation, in every owner. Idempotent."""
+
+    @_abc_1.abstractmethod
+    def SetWeightMatrix(
+        self,
+        request: _national_pb2.SetWeightMatrixRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.SetWeightMatrixResponse, _abc.Awaitable[_national_pb2.SetWeightMatrixResponse]]:
+        """The federation's weight matrix is the national brain's: a regional brain forwards an
+        operator's change here, and every regional brain follows it (GetWeightMatrix).
+        """
+
+    @_abc_1.abstractmethod
+    def GetWeightMatrix(
+        self,
+        request: _national_pb2.GetWeightMatrixRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.GetWeightMatrixResponse, _abc.Awaitable[_national_pb2.GetWeightMatrixResponse]]:
+        """The national brain's weight matrix, unless the caller knows it already."""
 
 def add_NationalBrainServiceServicer_to_server(servicer: NationalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,5 +1,6 @@
 """The operators' changes of the map (算力注册): sites and links registered, updated and
-retired, capacity reported in use outside the brain (算力感知), and the weight matrix.
+retired, capacity reported in use outside the brain (算力感知), and the weight matrix (in a
+federation the federation's, set through the national brain: `use_cases.policy_sync`).
 
 Every change is one transaction with its audit entry. A change of the map then rebuilds this
 replica's map and tells the others; a report of capacity in use is a change of capacity, made
@@ -24,6 +25,7 @@ from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.regional.use_cases.ports import NationalPolicy
 from cnbrain.storage import audit, registry
 from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
 
@@ -42,12 +44,14 @@ class MapAdministration:
         changes: CapacityChanges,
         replicas: Replicas,
         credentials: CredentialStore,
+        policy: NationalPolicy | None = None,
     ) -> None:
         self._sessions = sessions
         self._live_map = live_map
         self._changes = changes
         self._replicas = replicas
         self._credentials = credentials
+        self._policy = policy
 
     def sites(self) -> list[Site]:
         return list(self._live_map.map.sites)
@@ -118,6 +122,10 @@ class MapAdministration:
             return await get_weight_matrix(session)
 
     async def set_weight_matrix(self, principal: Principal, matrix: WeightMatrix) -> None:
+        """Set the weight matrix: in a federation, the federation's, through the national
+        brain first (Unavailable when it cannot be reached: nothing changes), then here."""
+        if self._policy is not None:
+            await self._policy.set_weight_matrix(matrix, actor=principal.user_id)
         detail = matrix.model_dump(mode="json")
         async with self._map_change(
             principal, "weights.updated", "weight_matrix", "default", detail

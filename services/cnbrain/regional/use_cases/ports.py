@@ -7,6 +7,7 @@ from typing import Protocol
 
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.placement.weights import WeightMatrix
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +40,16 @@ class NationalClient(Protocol):
         """Release a cross-region reservation in every owner; True when the national brain
         held it. Raises PeerUnavailable when it cannot be reached or does not answer in
         time (then nothing is known to have been released)."""
+
+
+class NationalPolicy(Protocol):
+    """The federation's policy, which the national brain holds."""
+
+    async def set_weight_matrix(self, matrix: WeightMatrix, *, actor: str) -> None:
+        """Make `matrix` the federation's weight matrix, set by `actor` of this region.
+        Raises PeerUnavailable when the national brain cannot be reached (then nothing is
+        known to have changed)."""
+
+    async def weight_matrix(self, *, known_digest: str) -> WeightMatrix | None:
+        """The federation's weight matrix, or None when its digest is `known_digest`.
+        Raises PeerUnavailable when the national brain cannot be reached."""
