@@ -22,6 +22,7 @@ from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.release_backlog import DatabaseBacklog
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.waiting import PlaceOrPlan
@@ -72,6 +73,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
         coordinator = Coordinator(
             Participants(local, directory, deadline_s=settings.call_deadline_s),
             ttl_ms=settings.prepare_ttl_ms,
+            backlog=DatabaseBacklog(sessions),
         )
         placer = CrossRegionPlacer(
             settings=settings,

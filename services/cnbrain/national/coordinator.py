@@ -54,6 +54,20 @@ class Participant(Protocol):
         Raises PeerUnavailable when the owner does not answer (nothing known released)."""
 
 
+class Backlog(Protocol):
+    """Where the releases an owner could not make are kept, so that a restart of the
+    national brain does not forget them (`national.release_backlog`)."""
+
+    async def owe(self, owner: str, reservation_ids: Sequence[str], reason: str) -> None:
+        """Record that `owner` still has to release `reservation_ids`, for `reason`."""
+
+    async def paid(self, owner: str, reservation_ids: Sequence[str]) -> None:
+        """Forget those releases: `owner` has made them."""
+
+    async def owed(self) -> list[tuple[str, str, str]]:
+        """Every release still owed, as (owner, reservation id, reason)."""
+
+
 Lookup = Callable[[str], Participant | None]
 """The participant of an owner; None: an owner (region) that is not registered."""
 
@@ -62,11 +76,14 @@ ByOwner = dict[str, list[tuple[int, Part]]]
 
 class Coordinator:
     """Two-phase commit of plans' parts in their owners, each reached through the
-    participant `participant` looks up."""
+    participant `participant` looks up. The releases owners could not make are kept in
+    `backlog` too (None: in memory only) and taken up from there by
+    `retry_releases_forever`."""
 
-    def __init__(self, participant: Lookup, *, ttl_ms: int) -> None:
+    def __init__(self, participant: Lookup, *, ttl_ms: int, backlog: Backlog | None = None) -> None:
         self._participant = participant
         self._ttl_ms = ttl_ms
+        self._backlog = backlog
         self._unreleased: set[tuple[str, str, str]] = set()
 
     async def prepare(self, plans: Sequence[Plan]) -> dict[int, AttemptError]:
@@ -109,12 +126,12 @@ class Coordinator:
             "a part could not be committed",
         )
 
-    async def release(self, owner: str, reservation_ids: Sequence[str], reason: str) -> None:
-        """Release `reservation_ids` in `owner` (one call). Parts that cannot be released now
-        are released by `retry_releases_forever` once their owner answers (a prepared one
-        also expires there by itself)."""
+    async def release(self, owner: str, reservation_ids: Sequence[str], reason: str) -> bool:
+        """Release `reservation_ids` in `owner` (one call); whether it did. Parts that cannot
+        be released now are owed (in the backlog) and released by `retry_releases_forever`
+        once their owner answers (a prepared one also expires there by itself)."""
         if not reservation_ids:
-            return
+            return True
         participant = self._participant(owner)
         try:
             if participant is None:
@@ -128,10 +145,20 @@ class Coordinator:
                 error,
             )
             self._unreleased.update((owner, rid, reason) for rid in reservation_ids)
+            if self._backlog is not None:
+                try:
+                    await self._backlog.owe(owner, reservation_ids, reason)
+                except Exception:
+                    log.warning("could not keep the releases owed in the backlog", exc_info=True)
+            return False
+        return True
 
     async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
         """Release again, every `interval_s`, the parts an owner could not release when
-        asked (it was down or unreachable), until each is released. Until cancelled."""
+        asked (it was down or unreachable), until each is released; the backlog's, from a
+        run before, first. Until cancelled."""
+        if self._backlog is not None:
+            self._unreleased.update(await self._backlog.owed())
         while True:
             await asyncio.sleep(interval_s)
             waiting: dict[tuple[str, str], list[str]] = {}
@@ -139,7 +166,11 @@ class Coordinator:
                 self._unreleased.discard((owner, reservation_id, reason))
                 waiting.setdefault((owner, reason), []).append(reservation_id)
             for (owner, reason), reservation_ids in waiting.items():
-                await self.release(owner, reservation_ids, reason)
+                if await self.release(owner, reservation_ids, reason) and self._backlog:
+                    try:
+                        await self._backlog.paid(owner, reservation_ids)
+                    except Exception:
+                        log.warning("could not clear paid releases", exc_info=True)
 
     async def _release_plans(self, plans: Sequence[Plan], reason: str) -> None:
         """Release every part of `plans`, one call per owner."""

@@ -433,6 +433,19 @@ class LeaseRecord(Base):
     until: Mapped[datetime]
 
 
+class ReleaseBacklogRecord(Base):
+    """A release the national brain owes an owner: the part of reservation `reservation_id`
+    that `owner` could not release when asked (it was down or did not answer), to be
+    released again with `reason` until it is."""
+
+    __tablename__ = "release_backlog"
+
+    owner: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reservation_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(500))
+    since: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class RoomHoldRecord(Base):
     """Room made on a site of this brain, by preemption, for request `request_id` of another
     region's queue: until `until`, the admission round counts this compute on `site_id` as
