@@ -44,6 +44,26 @@ def _report_h800(federation: LocalFederation, site: str, used: int) -> None:
     assert answer.status_code == 204, answer.text
 
 
+def _fill_the_west(federation: LocalFederation, **extra: Any) -> dict[str, Any]:
+    """The western hubs' H800 all taken: Chongqing's and Qingyang's from outside the brains,
+    Zhongwei's but 64, and those 64 by a two-hour request of the west (with `extra`); its
+    view."""
+    for site in ("CQ-hub-chongqing", "GS-hub-qingyang"):
+        _report_h800(federation, site, WEST_H800[site])
+    _report_h800(federation, "NX-hub-zhongwei", WEST_H800["NX-hub-zhongwei"] - 64)
+    return submit(
+        federation,
+        "west",
+        {
+            "source_province": "NX",
+            "resources": GPU_REQUEST["resources"],
+            "constraints": {"regions_allowed": ["NX"]},
+            "duration_hours": 2,
+            **extra,
+        },
+    )
+
+
 def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:
     view: dict[str, Any] = get(federation, "east", f"/v1/requests/{request_id}")
     return view
@@ -115,19 +135,7 @@ async def test_a_cross_region_request_that_waits_gets_the_national_brains_estima
     """The western hubs are full: two from outside the brains, Zhongwei by a two-hour
     reservation of the west for its last 64 H800. The national brain plans the east's
     request on the calendars: it may start at Zhongwei when that reservation ends."""
-    for site in ("CQ-hub-chongqing", "GS-hub-qingyang"):
-        _report_h800(federation, site, WEST_H800[site])
-    _report_h800(federation, "NX-hub-zhongwei", WEST_H800["NX-hub-zhongwei"] - 64)
-    filler = submit(
-        federation,
-        "west",
-        {
-            "source_province": "NX",
-            "resources": GPU_REQUEST["resources"],
-            "constraints": {"regions_allowed": ["NX"]},
-            "duration_hours": 2,
-        },
-    )
+    filler = _fill_the_west(federation)
     assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
     body = {
         **GPU_REQUEST,
@@ -169,20 +177,7 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
     """Zhongwei's last 64 H800 are held for two hours by a low-class request of the west;
     a high-class request of the east that may wait only a minute has the west requeue it,
     and is placed there at once."""
-    for site in ("CQ-hub-chongqing", "GS-hub-qingyang"):
-        _report_h800(federation, site, WEST_H800[site])
-    _report_h800(federation, "NX-hub-zhongwei", WEST_H800["NX-hub-zhongwei"] - 64)
-    victim = submit(
-        federation,
-        "west",
-        {
-            "source_province": "NX",
-            "resources": GPU_REQUEST["resources"],
-            "constraints": {"regions_allowed": ["NX"]},
-            "duration_hours": 2,
-            "priority_class": "low",
-        },
-    )
+    victim = _fill_the_west(federation, priority_class="low")
     assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
     body = {
         **GPU_REQUEST,

@@ -7,8 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.placement.weights import WeightMatrix
-from cnbrain.storage import audit
-from cnbrain.storage.weights import set_weight_matrix
+from cnbrain.storage.weights import set_weight_matrix_audited
 
 
 class FederationPolicy:
@@ -21,13 +20,5 @@ class FederationPolicy:
     async def set_weight_matrix(self, matrix: WeightMatrix, *, actor: str) -> None:
         """Store `matrix`, audited as set by `actor`, and rebuild the engine with it."""
         async with self._sessions.begin() as session:
-            await set_weight_matrix(session, matrix=matrix)
-            await audit.record(
-                session,
-                actor=actor,
-                action="weights.updated",
-                object_type="weight_matrix",
-                object_id="default",
-                detail=matrix.model_dump(mode="json"),
-            )
+            await set_weight_matrix_audited(session, matrix=matrix, actor=actor)
         await self._live_map.reload()

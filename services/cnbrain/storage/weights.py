@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.enums import WorkloadClass
 from cnbrain.domain.request import ObjectiveWeights
 from cnbrain.placement.weights import DEFAULT_MATRIX, WeightMatrix
+from cnbrain.storage import audit
 from cnbrain.storage.models import WeightRow
 
 
@@ -55,3 +56,19 @@ async def reset_weight_row(session: AsyncSession, *, workload_class: WorkloadCla
     if row is not None:
         await session.delete(row)
         await session.flush()
+
+
+async def set_weight_matrix_audited(
+    session: AsyncSession, *, matrix: WeightMatrix, actor: str
+) -> None:
+    """`set_weight_matrix`, with its audit entry (`weights.updated` by `actor`), in the
+    caller's transaction."""
+    await set_weight_matrix(session, matrix=matrix)
+    await audit.record(
+        session,
+        actor=actor,
+        action="weights.updated",
+        object_type="weight_matrix",
+        object_id="default",
+        detail=matrix.model_dump(mode="json"),
+    )

@@ -14,8 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.regional.use_cases.ports import NationalPolicy
-from cnbrain.storage import audit
-from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
+from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix_audited
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -50,15 +49,7 @@ class FollowWeightMatrix:
             return False
         async with self._sessions.begin() as session:
             if (await get_weight_matrix(session)).digest() != matrix.digest():
-                await set_weight_matrix(session, matrix=matrix)
-                await audit.record(
-                    session,
-                    actor=NATIONAL_ACTOR,
-                    action="weights.updated",
-                    object_type="weight_matrix",
-                    object_id="default",
-                    detail=matrix.model_dump(mode="json"),
-                )
+                await set_weight_matrix_audited(session, matrix=matrix, actor=NATIONAL_ACTOR)
         await self._live_map.reload()
         await self._announce()
         return True
