@@ -36,7 +36,7 @@ class BrainSettings(BaseSettings):
     call_deadline_s: float = Field(default=2.0, gt=0, description="Deadline of a call to a peer.")
     audit_interval_s: float = Field(
         default=60.0,
-        gt=0,
+        ge=0.1,
         le=3600,
         description="How often the ledger auditor checks this brain's ledger.",
     )
