@@ -199,3 +199,36 @@ def test_the_ledger_audit_is_for_admins_only(federation: LocalFederation) -> Non
         f"{url}/v1/ledger-audit", headers={"Authorization": f"Bearer {key}"}, timeout=10
     )
     assert answer.status_code == 403, answer.text
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_part_whose_source_is_down_is_only_reported_until_the_source_answers(
+    federation: LocalFederation,
+) -> None:
+    west = federation.databases["west"]
+    federation.kill("east")
+    try:
+        created = await _inject_part(west, "orphan-east-down", site=True)
+
+        async def unverified_long_after() -> dict[str, Any] | None:
+            view = _ledger_audit(federation, "west")
+            at = view["audited_at"]
+            if at is None or datetime.fromisoformat(at) < created + timedelta(seconds=3 * GRACE_S):
+                return None
+            return view
+
+        view = await until(unverified_long_after, "an audit of the west well after the grace")
+        assert view["found"] == {"unverified": 1}, view
+        assert view["repaired"] == {}
+        assert "could not be asked" in view["findings"][0]["detail"]
+        assert (await _state(west, "orphan-east-down"))["state"] == "held"
+    finally:
+        federation.start_member("east")
+
+    async def released() -> dict[str, Any] | None:
+        found = await _state(west, "orphan-east-down")
+        return found if found["state"] == "released" else None
+
+    await until(released, "the part released once the east answers", 60)
+    await check_invariants(west)
