@@ -67,9 +67,10 @@ class HeldReservation:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """A prepared or held part of a cross-brain reservation held here. `source` is the
-    region that owns its request (None: not known, no request recorded); `expires_at_s` is
-    set while it is prepared."""
+    """A prepared or held part of a cross-brain reservation held here. `source` names where
+    its request is recorded (a region, or this brain; None: not known, no request recorded),
+    where `holding_findings`' `live` comes from; `expires_at_s` is set while it is
+    prepared."""
 
     id: str
     request_id: str
