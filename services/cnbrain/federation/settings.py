@@ -34,6 +34,19 @@ class BrainSettings(BaseSettings):
         description="Directory written by `cnbrain certs`: TLS with client certificates.",
     )
     call_deadline_s: float = Field(default=2.0, gt=0, description="Deadline of a call to a peer.")
+    audit_interval_s: float = Field(
+        default=60.0,
+        ge=0.1,
+        le=3600,
+        description="How often the ledger auditor checks this brain's ledger.",
+    )
+    audit_grace_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="How long a reservation or part the auditor finds orphaned stays so "
+        "before the auditor releases it.",
+    )
 
     def security(self, name: str) -> PeerSecurity:
         """This brain's peer security; `name` picks its certificate in `tls_dir`."""

@@ -4,7 +4,7 @@ over a local and a remote participant, and its gRPC server; started in order and
 reverse."""
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.background import background
 from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.federation.audit_loop import audit_forever
+from cnbrain.federation.auditor import LedgerAuditor, region_of_province
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
@@ -47,14 +49,15 @@ class NationalBrain:
     directory: RegionDirectory
     coordinator: Coordinator
     placer: CrossRegionPlacer
+    auditor: LedgerAuditor
     server: RunningServer | None
 
 
 @asynccontextmanager
 async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
     """The national brain started on `settings`: the schema migrated, the built-in map loaded
-    into an empty database, the engine built, expiry of abandoned prepared parts and retries
-    of failed releases running, and gRPC served (when `grpc_port` is set)."""
+    into an empty database, the engine built, expiry of abandoned prepared parts, retries
+    of failed releases and the ledger auditor running, and gRPC served (when `grpc_port` is set)."""
     async with AsyncExitStack() as stack:
         database = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -84,6 +87,23 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
         )
         background(stack, expire_forever(sessions, changed=live_map.capacity_changed), "expiry")
         background(stack, coordinator.retry_releases_forever(), "release-retries")
+
+        async def live_at(region_id: str, request_ids: Sequence[str]) -> set[str]:
+            return await directory.live_requests(
+                region_id, request_ids, deadline_s=settings.call_deadline_s
+            )
+
+        auditor = LedgerAuditor(
+            sessions,
+            region=None,
+            region_of=region_of_province(live_map),
+            live_at=live_at,
+            grace_s=settings.audit_grace_s,
+            changed=live_map.capacity_changed,
+        )
+        background(
+            stack, audit_forever(auditor, interval_s=settings.audit_interval_s), "ledger-audit"
+        )
 
         server: RunningServer | None = None
         if settings.grpc_port is not None:
@@ -124,5 +144,6 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             directory=directory,
             coordinator=coordinator,
             placer=placer,
+            auditor=auditor,
             server=server,
         )

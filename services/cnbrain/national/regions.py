@@ -81,6 +81,17 @@ class Region:
         except grpc.aio.AioRpcError as error:
             raise unavailable(self.id, error) from error
 
+    async def live_requests(self, request_ids: Sequence[str], *, deadline_s: float) -> set[str]:
+        """The live ones of `request_ids` in the region (GetLiveRequests). Raises
+        PeerUnavailable when it does not answer in `deadline_s`."""
+        try:
+            answer = await self.brain.GetLiveRequests(
+                regional_pb2.GetLiveRequestsRequest(request_ids=request_ids), timeout=deadline_s
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+        return set(answer.live_request_ids)
+
 
 def unavailable(region_id: str, error: grpc.aio.AioRpcError) -> PeerUnavailable:
     """The failed call `error` to region `region_id`, in the federation's words."""
@@ -100,6 +111,16 @@ class RegionDirectory:
 
     def get(self, region_id: str) -> Region | None:
         return self._regions.get(region_id)
+
+    async def live_requests(
+        self, region_id: str, request_ids: Sequence[str], *, deadline_s: float
+    ) -> set[str]:
+        """The live ones of `request_ids` in region `region_id`. Raises PeerUnavailable when
+        it has not registered or does not answer in `deadline_s`."""
+        region = self._regions.get(region_id)
+        if region is None:
+            raise PeerUnavailable(region_id, "unregistered", "the region has not registered")
+        return await region.live_requests(request_ids, deadline_s=deadline_s)
 
     def all(self) -> list[Region]:
         return list(self._regions.values())

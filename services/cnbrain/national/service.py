@@ -10,6 +10,7 @@ from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.federation.codec import WireError, request_of
+from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
@@ -26,6 +27,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 MAX_ACTOR = 64
 """Characters of an actor the audit log keeps."""
+
+MAX_LIVE_IDS = 1000
+"""Request ids one GetSourceLiveRequests may name (a region's GetLiveRequests takes as many)."""
 
 
 class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
@@ -166,6 +170,27 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     ) -> national_pb2.ReleaseCrossRegionResponse:
         released = await self._placer.release(request.reservation_id, request.reason)
         return national_pb2.ReleaseCrossRegionResponse(released=released)
+
+    @override
+    async def GetSourceLiveRequests(
+        self, request: national_pb2.GetSourceLiveRequestsRequest, context: Context
+    ) -> national_pb2.GetSourceLiveRequestsResponse:
+        if len(request.request_ids) > MAX_LIVE_IDS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"request_ids: at most {MAX_LIVE_IDS}, not {len(request.request_ids)}",
+            )
+        try:
+            live = await self._directory.live_requests(
+                request.region_id,
+                list(request.request_ids),
+                deadline_s=self._settings.call_deadline_s,
+            )
+        except PeerUnavailable as why:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(why))
+        return national_pb2.GetSourceLiveRequestsResponse(
+            live_request_ids=[rid for rid in request.request_ids if rid in live]
+        )
 
 
 def add_national_service(server: grpc.aio.Server, servicer: NationalServicer) -> str:

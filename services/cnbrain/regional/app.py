@@ -15,6 +15,7 @@ from cnbrain.regional.routers import (
     fair_shares,
     health,
     jobs,
+    ledger_audit,
     operator,
     priority_classes,
     requests,
@@ -62,5 +63,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, requests, jobs, usage, tenants, operator, priority_classes, audit):
         app.include_router(module.router)
     app.include_router(fair_shares.router)
+    app.include_router(ledger_audit.router)
     openapi.install(app)
     return app

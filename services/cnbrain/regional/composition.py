@@ -23,6 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from cnbrain.background import background, stop_task
 from cnbrain.cache import Caches, build_cache
 from cnbrain.execution import CredentialStore
+from cnbrain.federation.audit_loop import audit_forever
+from cnbrain.federation.auditor import LedgerAuditor, live_requests, region_of_province
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
@@ -78,6 +80,8 @@ class RegionalBrain:
     priority_classes: ManagePriorityClasses
     dispatcher: Dispatcher
     admission: AdmissionLoop
+    auditor: LedgerAuditor
+    """The ledger auditor (`docs/federation.md`, "The ledger auditor"); its last report."""
 
 
 @asynccontextmanager
@@ -85,8 +89,8 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
     """A regional brain started on `settings`: the schema migrated, the built-in map loaded
     into an empty database, the first admin installed, the map and engine built, the replicas
     followed, the federation joined (when `region` is set), the requests an earlier stop left
-    pending recovered, the dispatcher and the admission loop running. On exit (or when a step
-    of the start raises) what was started is stopped in reverse."""
+    pending recovered, the dispatcher, the admission loop and the ledger auditor running. On
+    exit (or when a step of the start raises) what was started is stopped in reverse."""
     async with AsyncExitStack() as stack:
         database: AsyncEngine = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -102,7 +106,15 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         background(stack, replicas.follow(), "replicas")
         national, servicer = await _join_federation(stack, settings, sessions, live_map, replicas)
 
-        brain = _assemble(settings, sessions, caches, live_map, replicas, national)
+        auditor = LedgerAuditor(
+            sessions,
+            region=settings.region,
+            region_of=region_of_province(live_map),
+            live_at=national.live_requests if national is not None else None,
+            grace_s=settings.audit_grace_s,
+            changed=replicas.peer_changed,
+        )
+        brain = _assemble(settings, sessions, caches, live_map, replicas, national, auditor)
         if servicer is not None:
             servicer.make_room = brain.requests.make_room
         recovery = await start_recovery(brain.requests.recover)
@@ -122,6 +134,9 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
                 interval_s=settings.summary_interval_s,
             )
             background(stack, follow.run(), "weight-matrix")
+        background(
+            stack, audit_forever(auditor, interval_s=settings.audit_interval_s), "ledger-audit"
+        )
         yield brain
 
 
@@ -132,6 +147,7 @@ def _assemble(
     live_map: LiveMap,
     replicas: Replicas,
     national: NationalLink | None,
+    auditor: LedgerAuditor,
 ) -> RegionalBrain:
     """The parts above the map and the federation, each handed what it uses."""
     credentials = CredentialStore(settings.credentials)
@@ -202,6 +218,7 @@ def _assemble(
         priority_classes=ManagePriorityClasses(sessions),
         dispatcher=dispatcher,
         admission=admission,
+        auditor=auditor,
     )
 
 
@@ -249,6 +266,7 @@ async def _join_federation(
             live_map,
             region_id=region,
             timelines=ReadTimelines(sessions=sessions, live_map=live_map),
+            live_requests=live_requests(sessions),
         )
         ledger = LedgerServicer(
             sessions, view=live_map.view, watch=AnnouncingWatch(live_map, replicas)

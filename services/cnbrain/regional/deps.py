@@ -6,10 +6,12 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from cnbrain.federation.auditor import LedgerAuditor
 from cnbrain.regional.composition import RegionalBrain
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
+from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.map_admin import MapAdministration
@@ -64,6 +66,20 @@ async def get_dispatcher(brain: BrainDep) -> Dispatcher:
 
 
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
+
+
+async def get_auditor(brain: BrainDep) -> LedgerAuditor:
+    return brain.auditor
+
+
+AuditorDep = Annotated[LedgerAuditor, Depends(get_auditor)]
+
+
+async def get_settings(brain: BrainDep) -> Settings:
+    return brain.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 async def get_principal(

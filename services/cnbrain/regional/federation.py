@@ -11,6 +11,7 @@
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -47,6 +48,9 @@ log = logging.getLogger("cnbrain.regional")
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
+LiveRequests = Callable[[Sequence[str]], Awaitable[set[str]]]
+"""The live ones of some request ids in this brain (Invalid for too many)."""
+
 ESCALATION_DEADLINE_S = 15.0
 """Deadline of one cross-region placement: candidates, segments, solve, two phases."""
 
@@ -71,11 +75,17 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     that is not valid here gets its own reason (or error) and the others their answers."""
 
     def __init__(
-        self, live_map: LiveMap, *, region_id: str, timelines: ReadTimelines | None = None
+        self,
+        live_map: LiveMap,
+        *,
+        region_id: str,
+        timelines: ReadTimelines | None = None,
+        live_requests: LiveRequests | None = None,
     ) -> None:
         self._live_map = live_map
         self._region_id = region_id
         self._timelines = timelines
+        self._live_requests = live_requests
         self.make_room: MakeRoom | None = None
         """Set once the brain's use cases are built; until then MakeRoom is unavailable."""
 
@@ -235,6 +245,21 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
         return regional_pb2.MakeRoomResponse(
             requeued=room.requeued, site_id=room.site_id or "", reason=room.reason
+        )
+
+    @override
+    async def GetLiveRequests(
+        self, request: regional_pb2.GetLiveRequestsRequest, context: Context
+    ) -> regional_pb2.GetLiveRequestsResponse:
+        if self._live_requests is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this brain keeps no requests")
+        try:
+            live = await self._live_requests(list(request.request_ids))
+        except Invalid as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        return regional_pb2.GetLiveRequestsResponse(
+            region_id=self._region_id,
+            live_request_ids=[rid for rid in request.request_ids if rid in live],
         )
 
     def _request(self, text: str) -> PlacementRequest | str:
@@ -455,6 +480,22 @@ class NationalLink:
             return WeightMatrix.model_validate_json(answer.matrix_json)
         except ValidationError as wrong:
             raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
+
+    async def live_requests(self, region_id: str, request_ids: Sequence[str]) -> set[str]:
+        """The live ones of `request_ids` in their source region `region_id`, asked through
+        the national brain. Raises PeerUnavailable when it, or that region, cannot be asked."""
+        try:
+            answer = await self._stub.GetSourceLiveRequests(
+                national_pb2.GetSourceLiveRequestsRequest(
+                    region_id=region_id, request_ids=list(request_ids)
+                ),
+                timeout=self._deadline_s * 2,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise PeerUnavailable(
+                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
+            ) from error
+        return set(answer.live_request_ids)
 
     async def _register(self) -> None:
         self.registered.clear()

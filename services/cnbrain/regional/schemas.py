@@ -224,6 +224,35 @@ class AuditPage(BaseModel):
     next_cursor: str | None
 
 
+class LedgerFinding(BaseModel):
+    """One thing the ledger auditor found wrong."""
+
+    kind: str = Field(
+        description="over_commit, used_mismatch, ended_request, not_runnable, "
+        "expired_prepared, not_live_at_source or unverified.",
+        examples=["not_live_at_source"],
+    )
+    object_id: str = Field(description="The resource, reservation or part it is about.")
+    request_id: str | None = None
+    detail: str
+
+
+class LedgerAuditView(BaseModel):
+    """The ledger auditor's last audit of this brain's ledger, and its counts since the
+    brain started."""
+
+    audited_at: datetime | None = Field(description="None: no audit has run yet.")
+    audits: int = Field(description="Audits since the brain started.")
+    interval_s: float
+    grace_s: float
+    found: dict[str, int] = Field(description="The last audit's findings, per kind.")
+    repaired: dict[str, int] = Field(description="What the last audit released, per kind.")
+    found_total: dict[str, int] = Field(description="Findings of every audit, per kind.")
+    repaired_total: dict[str, int] = Field(description="Releases of every audit, per kind.")
+    findings: list[LedgerFinding] = Field(description="The last audit's findings (100 at most).")
+    repairs: list[LedgerFinding] = Field(description="The last audit's releases (100 at most).")
+
+
 class Health(BaseModel):
     status: str
     instance: str

@@ -34,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
+from cnbrain.ledger.audit import Usage
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.keys import (
@@ -85,6 +86,7 @@ __all__ = [
     "reservation_links",
     "reserve_many",
     "take_many",
+    "usages",
 ]
 
 ACTIVE = "active"
@@ -564,10 +566,21 @@ async def check_invariants(session: AsyncSession, *, require_fit: bool = True) -
     reservations (`peer_reservations`), and is not negative; with `require_fit`, also
     used + external <= cap and quota use <= limit (true unless caps were lowered or external
     use reported after the reservations were taken)."""
-    await _check_sites(session, require_fit)
-    await _check_accelerators(session, require_fit)
-    await _check_links(session, require_fit)
-    await _check_quotas(session, require_fit)
+    for usage in await usages(session):
+        _expect(usage, require_fit)
+
+
+async def usages(session: AsyncSession) -> list[Usage]:
+    """Every `used` column of the ledger (site compute, accelerator pools, links, quotas) with
+    what the held reservations and the prepared or held parts on it sum to; holdings on a
+    site, pool, link or tenant without a row come as a usage of 0 with a capacity of 0. A few
+    statements per table, in the caller's transaction."""
+    return [
+        *await _site_usages(session),
+        *await _accelerator_usages(session),
+        *await _link_usages(session),
+        *await _quota_usages(session),
+    ]
 
 
 def _validate(claim: Claim) -> None:
@@ -581,7 +594,7 @@ def _validate(claim: Claim) -> None:
         raise LedgerStoreError(f"{where}: a link appears more than once")
 
 
-async def _check_sites(session: AsyncSession, require_fit: bool) -> None:
+async def _site_usages(session: AsyncSession) -> list[Usage]:
     r = ReservationRecord
     held = {
         site: (cpu, mem, storage)
@@ -599,7 +612,8 @@ async def _check_sites(session: AsyncSession, require_fit: bool) -> None:
     ):
         before = held.get(str(site), (0, 0, 0))
         held[str(site)] = (before[0] + cpu, before[1] + mem, before[2] + storage)
-    for row in await session.scalars(select(SiteCapacity)):
+    found = []
+    for row in await session.scalars(select(SiteCapacity).order_by(SiteCapacity.site_id)):
         expected = held.pop(row.site_id, (0, 0, 0))
         for name, used, external, cap, want in (
             ("cpu", row.cpu_m_used, row.cpu_m_external, row.cpu_m_cap, expected[0]),
@@ -612,12 +626,14 @@ async def _check_sites(session: AsyncSession, require_fit: bool) -> None:
                 expected[2],
             ),
         ):
-            _expect(f"site {row.site_id!r} {name}", used, int(want), external, cap, require_fit)
-    if held:
-        raise AssertionError(f"reservations on sites without capacity rows: {sorted(held)}")
+            found.append(Usage(f"site {row.site_id!r} {name}", used, int(want), cap, external))
+    for site, amounts in sorted(held.items()):
+        for name, want in zip(("cpu", "memory", "storage"), amounts, strict=True):
+            found.append(Usage(f"site {site!r} {name} (no capacity row)", 0, int(want), 0))
+    return found
 
 
-async def _check_accelerators(session: AsyncSession, require_fit: bool) -> None:
+async def _accelerator_usages(session: AsyncSession) -> list[Usage]:
     r = ReservationRecord
     held = {
         (site, model): count
@@ -635,15 +651,19 @@ async def _check_accelerators(session: AsyncSession, require_fit: bool) -> None:
     ):
         key = (str(site), model)
         held[key] = held.get(key, 0) + count
-    for row in await session.scalars(select(SiteAccelerators)):
+    found = []
+    a = SiteAccelerators
+    for row in await session.scalars(select(a).order_by(a.site_id, a.model)):
         want = int(held.pop((row.site_id, row.model), 0))
         where = f"site {row.site_id!r} {row.model}"
-        _expect(where, row.used, want, row.external, row.cap, require_fit)
-    if any(held.values()):
-        raise AssertionError(f"accelerators held on pools that do not exist: {sorted(held)}")
+        found.append(Usage(where, row.used, want, row.cap, row.external))
+    for (site, model), count in sorted(held.items()):
+        if count:
+            found.append(Usage(f"site {site!r} {model} (no pool)", 0, int(count), 0))
+    return found
 
 
-async def _check_links(session: AsyncSession, require_fit: bool) -> None:
+async def _link_usages(session: AsyncSession) -> list[Usage]:
     r, rl = ReservationRecord, ReservationLink
     rows = await session.execute(
         select(rl.link_id, func.sum(r.mbps))
@@ -660,12 +680,15 @@ async def _check_links(session: AsyncSession, require_fit: bool) -> None:
         .group_by(pl.link_id)
     ):
         held[link] = held.get(link, 0) + mbps
-    for row in await session.scalars(select(LinkCapacity)):
+    found = []
+    for row in await session.scalars(select(LinkCapacity).order_by(LinkCapacity.link_id)):
         want = int(held.pop(row.link_id, 0))
         where = f"link {row.link_id!r} bandwidth"
-        _expect(where, row.mbps_used, want, row.mbps_external, row.mbps_cap, require_fit)
-    if any(held.values()):
-        raise AssertionError(f"bandwidth held on links without capacity rows: {sorted(held)}")
+        found.append(Usage(where, row.mbps_used, want, row.mbps_cap, row.mbps_external))
+    for link, mbps in sorted(held.items()):
+        if mbps:
+            found.append(Usage(f"link {link!r} bandwidth (no capacity row)", 0, int(mbps), 0))
+    return found
 
 
 def _per_tenant(
@@ -687,7 +710,10 @@ def _per_tenant(
     )
 
 
-async def _check_quotas(session: AsyncSession, require_fit: bool) -> None:
+_QUOTA_NAMES = ("cpu", "memory", "accelerators", "bandwidth", "active requests")
+
+
+async def _quota_usages(session: AsyncSession) -> list[Usage]:
     r = ReservationRecord
     held = {
         tenant: (cpu, mem, acc, mbps, count)
@@ -701,25 +727,42 @@ async def _check_quotas(session: AsyncSession, require_fit: bool) -> None:
     ):
         b = held.get(tenant, (0, 0, 0, 0, 0))
         held[tenant] = (b[0] + cpu, b[1] + mem, b[2] + acc, b[3] + mbps, b[4] + count)
-    for row in await session.scalars(select(Quota)):
+    found = []
+    for row in await session.scalars(select(Quota).order_by(Quota.tenant_id)):
         expected = held.pop(row.tenant_id, (0, 0, 0, 0, 0))
-        for name, used, limit, want in (
-            ("cpu", row.used_cpu_m, row.limit_cpu_m, expected[0]),
-            ("memory", row.used_mem_mib, row.limit_mem_mib, expected[1]),
-            ("accelerators", row.used_accelerators, row.limit_accelerators, expected[2]),
-            ("bandwidth", row.used_mbps, row.limit_mbps, expected[3]),
-            ("active requests", row.active_requests, row.limit_active_requests, expected[4]),
+        for name, used, limit, want in zip(
+            _QUOTA_NAMES,
+            (
+                row.used_cpu_m,
+                row.used_mem_mib,
+                row.used_accelerators,
+                row.used_mbps,
+                row.active_requests,
+            ),
+            (
+                row.limit_cpu_m,
+                row.limit_mem_mib,
+                row.limit_accelerators,
+                row.limit_mbps,
+                row.limit_active_requests,
+            ),
+            expected,
+            strict=True,
         ):
-            cap = limit if limit is not None else used
-            _expect(f"tenant {row.tenant_id!r} {name}", used, int(want), 0, cap, require_fit)
-    if held:
-        raise AssertionError(f"reservations of tenants without quota rows: {sorted(held)}")
+            found.append(Usage(f"tenant {row.tenant_id!r} {name}", used, int(want), limit))
+    for tenant, amounts in sorted(held.items()):
+        for name, want in zip(_QUOTA_NAMES, amounts, strict=True):
+            found.append(Usage(f"tenant {tenant!r} {name} (no quota row)", 0, int(want), 0))
+    return found
 
 
-def _expect(where: str, used: int, want: int, external: int, cap: int, require_fit: bool) -> None:
+def _expect(usage: Usage, require_fit: bool) -> None:
+    where, used, want = usage.where, usage.used, usage.held
     if used != want:
         raise AssertionError(f"{where}: used {used} but held reservations sum to {want}")
     if used < 0:
         raise AssertionError(f"{where}: used is negative ({used})")
-    if require_fit and used + external > cap:
-        raise AssertionError(f"{where}: used {used} + external {external} exceeds cap {cap}")
+    if require_fit and usage.cap is not None and used + usage.external > usage.cap:
+        raise AssertionError(
+            f"{where}: used {used} + external {usage.external} exceeds cap {usage.cap}"
+        )

@@ -476,3 +476,51 @@ class GetWeightMatrixResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetWeightMatrixResponse: _TypeAlias = GetWeightMatrixResponse  # noqa: Y015
+
+@_typing.final
+class GetSourceLiveRequestsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_IDS_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.str
+    """The region that owns the requests (their source region)."""
+    @_builtins.property
+    def request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 1000."""
+
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.str = ...,
+        request_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["region_id", b"region_id", "request_ids", b"request_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSourceLiveRequestsRequest: _TypeAlias = GetSourceLiveRequestsRequest  # noqa: Y015
+
+@_typing.final
+class GetSourceLiveRequestsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIVE_REQUEST_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def live_request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The live ones of request_ids; the others are ended or not known in the region."""
+
+    def __init__(
+        self,
+        *,
+        live_request_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["live_request_ids", b"live_request_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSourceLiveRequestsResponse: _TypeAlias = GetSourceLiveRequestsResponse  # noqa: Y015

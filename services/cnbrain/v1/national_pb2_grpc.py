@@ -65,6 +65,11 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.FromString,
                 _registered_method=True)
+        self.GetSourceLiveRequests = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/GetSourceLiveRequests',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsResponse.FromString,
+                _registered_method=True)
 
 
 class NationalBrainServiceServicer:
@@ -116,6 +121,15 @@ class NationalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSourceLiveRequests(self, request, context):
+        """Which of the request ids named are live in their source region (that region's
+        GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
+        that region has not registered or does not answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NationalBrainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -148,6 +162,11 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetWeightMatrix,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.SerializeToString,
+            ),
+            'GetSourceLiveRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSourceLiveRequests,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -313,6 +332,33 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/GetWeightMatrix',
             cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSourceLiveRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/GetSourceLiveRequests',
+            cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,11 @@ class NationalBrainServiceStub:
     """
     GetWeightMatrix: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetWeightMatrixRequest, _national_pb2.GetWeightMatrixResponse]
     """The national brain's weight matrix, unless the caller knows it already."""
+    GetSourceLiveRequests: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetSourceLiveRequestsRequest, _national_pb2.GetSourceLiveRequestsResponse]
+    """Which of the request ids named are live in their source region (that region's
+    GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
+    that region has not registered or does not answer.
+    """
 
 @_typing.type_check_only
 class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
@@ -73,6 +78,11 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """
     GetWeightMatrix: _aio.UnaryUnaryMultiCallable[_national_pb2.GetWeightMatrixRequest, _national_pb2.GetWeightMatrixResponse]  # type: ignore[assignment]
     """The national brain's weight matrix, unless the caller knows it already."""
+    GetSourceLiveRequests: _aio.UnaryUnaryMultiCallable[_national_pb2.GetSourceLiveRequestsRequest, _national_pb2.GetSourceLiveRequestsResponse]  # type: ignore[assignment]
+    """Which of the request ids named are live in their source region (that region's
+    GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
+    that region has not registered or does not answer.
+    """
 
 class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
     """The national brain: the regions' view of the country, the backbone, cross-region placement."""
@@ -129,5 +139,16 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_national_pb2.GetWeightMatrixResponse, _abc.Awaitable[_national_pb2.GetWeightMatrixResponse]]:
         """The national brain's weight matrix, unless the caller knows it already."""
+
+    @_abc_1.abstractmethod
+    def GetSourceLiveRequests(
+        self,
+        request: _national_pb2.GetSourceLiveRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.GetSourceLiveRequestsResponse, _abc.Awaitable[_national_pb2.GetSourceLiveRequestsResponse]]:
+        """Which of the request ids named are live in their source region (that region's
+        GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
+        that region has not registered or does not answer.
+        """
 
 def add_NationalBrainServiceServicer_to_server(servicer: NationalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -368,3 +368,50 @@ class MakeRoomResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MakeRoomResponse: _TypeAlias = MakeRoomResponse  # noqa: Y015
+
+@_typing.final
+class GetLiveRequestsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 1000."""
+
+    def __init__(
+        self,
+        *,
+        request_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_ids", b"request_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLiveRequestsRequest: _TypeAlias = GetLiveRequestsRequest  # noqa: Y015
+
+@_typing.final
+class GetLiveRequestsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    LIVE_REQUEST_IDS_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.str
+    @_builtins.property
+    def live_request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The live ones of request_ids; the others are ended or not known here."""
+
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.str = ...,
+        live_request_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["live_request_ids", b"live_request_ids", "region_id", b"region_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLiveRequestsResponse: _TypeAlias = GetLiveRequestsResponse  # noqa: Y015

@@ -57,6 +57,11 @@ class RegionalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomResponse.FromString,
                 _registered_method=True)
+        self.GetLiveRequests = channel.unary_unary(
+                '/cnbrain.v1.RegionalBrainService/GetLiveRequests',
+                request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsResponse.FromString,
+                _registered_method=True)
 
 
 class RegionalBrainServiceServicer:
@@ -99,6 +104,16 @@ class RegionalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLiveRequests(self, request, context):
+        """Which of the request ids named are live in this region: recorded here (this region is
+        their source) and not ended (pending, queued, placed or with a job not ended). A brain
+        that holds a committed part for a request of this region asks, to find parts that were
+        left behind.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegionalBrainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +136,11 @@ def add_RegionalBrainServiceServicer_to_server(servicer, server):
                     servicer.MakeRoom,
                     request_deserializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_regional__pb2.MakeRoomResponse.SerializeToString,
+            ),
+            'GetLiveRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLiveRequests,
+                    request_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -234,6 +254,33 @@ class RegionalBrainService:
             '/cnbrain.v1.RegionalBrainService/MakeRoom',
             cnbrain_dot_v1_dot_regional__pb2.MakeRoomRequest.SerializeToString,
             cnbrain_dot_v1_dot_regional__pb2.MakeRoomResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLiveRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.RegionalBrainService/GetLiveRequests',
+            cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsRequest.SerializeToString,
+            cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

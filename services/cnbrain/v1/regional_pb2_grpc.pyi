@@ -53,6 +53,12 @@ class RegionalBrainServiceStub:
     lower, preemptible classes (this region's classes) whose compute covers what it lacks,
     and leave that room to it for a short while.
     """
+    GetLiveRequests: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetLiveRequestsRequest, _regional_pb2.GetLiveRequestsResponse]
+    """Which of the request ids named are live in this region: recorded here (this region is
+    their source) and not ended (pending, queued, placed or with a job not ended). A brain
+    that holds a committed part for a request of this region asks, to find parts that were
+    left behind.
+    """
 
 @_typing.type_check_only
 class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
@@ -78,6 +84,12 @@ class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
     sites named where this region can: requeue the fewest running or admitted requests of
     lower, preemptible classes (this region's classes) whose compute covers what it lacks,
     and leave that room to it for a short while.
+    """
+    GetLiveRequests: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetLiveRequestsRequest, _regional_pb2.GetLiveRequestsResponse]  # type: ignore[assignment]
+    """Which of the request ids named are live in this region: recorded here (this region is
+    their source) and not ended (pending, queued, placed or with a job not ended). A brain
+    that holds a committed part for a request of this region asks, to find parts that were
+    left behind.
     """
 
 class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -125,6 +137,18 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         sites named where this region can: requeue the fewest running or admitted requests of
         lower, preemptible classes (this region's classes) whose compute covers what it lacks,
         and leave that room to it for a short while.
+        """
+
+    @_abc_1.abstractmethod
+    def GetLiveRequests(
+        self,
+        request: _regional_pb2.GetLiveRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_regional_pb2.GetLiveRequestsResponse, _abc.Awaitable[_regional_pb2.GetLiveRequestsResponse]]:
+        """Which of the request ids named are live in this region: recorded here (this region is
+        their source) and not ended (pending, queued, placed or with a job not ended). A brain
+        that holds a committed part for a request of this region asks, to find parts that were
+        left behind.
         """
 
 def add_RegionalBrainServiceServicer_to_server(servicer: RegionalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
