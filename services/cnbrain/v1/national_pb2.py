@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/national.proto\x12\ncnbrain.v1\"O\n\x15RegisterRegionRequest\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x11\n\tprovinces\x18\x03 \x03(\t\"J\n\x16RegisterRegionResponse\x12\x13\n\x0bnational_id\x18\x01 \x01(\t\x12\x1b\n\x13summary_interval_ms\x18\x02 \x01(\x05\"@\n\x12\x41\x63\x63\x65leratorSummary\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0c\n\x04\x66ree\x18\x02 \x01(\x03\x12\r\n\x05total\x18\x03 \x01(\x03\"X\n\x0fSiteKindSummary\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05sites\x18\x02 \x01(\x05\x12\x12\n\nfree_cpu_m\x18\x03 \x01(\x03\x12\x14\n\x0c\x66ree_mem_mib\x18\x04 \x01(\x03\"E\n\x0bGatewayLoad\x12\x10\n\x08province\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x13\n\x0butilisation\x18\x03 \x01(\x01\"\xc6\x02\n\rRegionSummary\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x34\n\x0c\x61\x63\x63\x65lerators\x18\x03 \x03(\x0b\x32\x1e.cnbrain.v1.AcceleratorSummary\x12/\n\nsite_kinds\x18\x04 \x03(\x0b\x32\x1b.cnbrain.v1.SiteKindSummary\x12\x15\n\rcpu_price_min\x18\x05 \x01(\x01\x12\x15\n\rcpu_price_max\x18\x06 \x01(\x01\x12)\n\x08gateways\x18\x07 \x03(\x0b\x32\x17.cnbrain.v1.GatewayLoad\x12\x12\n\nmap_digest\x18\x08 \x01(\t\x12\x14\n\x0cmap_included\x18\t \x01(\x08\x12\x12\n\nsites_json\x18\n \x03(\t\x12\x12\n\nlinks_json\x18\x0b \x03(\t\"D\n\x16ReportSummariesRequest\x12*\n\x07summary\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.RegionSummary\"+\n\x17ReportSummariesResponse\x12\x10\n\x08received\x18\x01 \x01(\x03\"\\\n\x17PlaceCrossRegionRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x15\n\rsource_region\x18\x02 \x01(\t\x12\x14\n\x0cwait_until_s\x18\x03 \x01(\x03\"F\n\x08WaitPlan\x12\x19\n\x11\x65stimated_start_s\x18\x01 \x01(\x03\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"U\n\x18PlaceCrossRegionResponse\x12\x15\n\rdecision_json\x18\x01 \x01(\t\x12\"\n\x04plan\x18\x02 \x01(\x0b\x32\x14.cnbrain.v1.WaitPlan\"C\n\x19ReleaseCrossRegionRequest\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\".\n\x1aReleaseCrossRegionResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"O\n\x16SetWeightMatrixRequest\x12\x13\n\x0bmatrix_json\x18\x01 \x01(\t\x12\x11\n\tregion_id\x18\x02 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\")\n\x17SetWeightMatrixResponse\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\".\n\x16GetWeightMatrixRequest\x12\x14\n\x0cknown_digest\x18\x01 \x01(\t\">\n\x17GetWeightMatrixResponse\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\x12\x13\n\x0bmatrix_json\x18\x02 \x01(\t\"F\n\x1cGetSourceLiveRequestsRequest\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x13\n\x0brequest_ids\x18\x02 \x03(\t\"9\n\x1dGetSourceLiveRequestsResponse\x12\x18\n\x10live_request_ids\x18\x01 \x03(\t2\xb7\x05\n\x14NationalBrainService\x12W\n\x0eRegisterRegion\x12!.cnbrain.v1.RegisterRegionRequest\x1a\".cnbrain.v1.RegisterRegionResponse\x12\\\n\x0fReportSummaries\x12\".cnbrain.v1.ReportSummariesRequest\x1a#.cnbrain.v1.ReportSummariesResponse(\x01\x12]\n\x10PlaceCrossRegion\x12#.cnbrain.v1.PlaceCrossRegionRequest\x1a$.cnbrain.v1.PlaceCrossRegionResponse\x12\x63\n\x12ReleaseCrossRegion\x12%.cnbrain.v1.ReleaseCrossRegionRequest\x1a&.cnbrain.v1.ReleaseCrossRegionResponse\x12Z\n\x0fSetWeightMatrix\x12\".cnbrain.v1.SetWeightMatrixRequest\x1a#.cnbrain.v1.SetWeightMatrixResponse\x12Z\n\x0fGetWeightMatrix\x12\".cnbrain.v1.GetWeightMatrixRequest\x1a#.cnbrain.v1.GetWeightMatrixResponse\x12l\n\x15GetSourceLiveRequests\x12(.cnbrain.v1.GetSourceLiveRequestsRequest\x1a).cnbrain.v1.GetSourceLiveRequestsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/national.proto\x12\ncnbrain.v1\"O\n\x15RegisterRegionRequest\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x11\n\tprovinces\x18\x03 \x03(\t\"J\n\x16RegisterRegionResponse\x12\x13\n\x0bnational_id\x18\x01 \x01(\t\x12\x1b\n\x13summary_interval_ms\x18\x02 \x01(\x05\"@\n\x12\x41\x63\x63\x65leratorSummary\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0c\n\x04\x66ree\x18\x02 \x01(\x03\x12\r\n\x05total\x18\x03 \x01(\x03\"X\n\x0fSiteKindSummary\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05sites\x18\x02 \x01(\x05\x12\x12\n\nfree_cpu_m\x18\x03 \x01(\x03\x12\x14\n\x0c\x66ree_mem_mib\x18\x04 \x01(\x03\"E\n\x0bGatewayLoad\x12\x10\n\x08province\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x13\n\x0butilisation\x18\x03 \x01(\x01\"\xc6\x02\n\rRegionSummary\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x34\n\x0c\x61\x63\x63\x65lerators\x18\x03 \x03(\x0b\x32\x1e.cnbrain.v1.AcceleratorSummary\x12/\n\nsite_kinds\x18\x04 \x03(\x0b\x32\x1b.cnbrain.v1.SiteKindSummary\x12\x15\n\rcpu_price_min\x18\x05 \x01(\x01\x12\x15\n\rcpu_price_max\x18\x06 \x01(\x01\x12)\n\x08gateways\x18\x07 \x03(\x0b\x32\x17.cnbrain.v1.GatewayLoad\x12\x12\n\nmap_digest\x18\x08 \x01(\t\x12\x14\n\x0cmap_included\x18\t \x01(\x08\x12\x12\n\nsites_json\x18\n \x03(\t\x12\x12\n\nlinks_json\x18\x0b \x03(\t\"D\n\x16ReportSummariesRequest\x12*\n\x07summary\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.RegionSummary\"+\n\x17ReportSummariesResponse\x12\x10\n\x08received\x18\x01 \x01(\x03\"\\\n\x17PlaceCrossRegionRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x15\n\rsource_region\x18\x02 \x01(\t\x12\x14\n\x0cwait_until_s\x18\x03 \x01(\x03\"F\n\x08WaitPlan\x12\x19\n\x11\x65stimated_start_s\x18\x01 \x01(\x03\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"U\n\x18PlaceCrossRegionResponse\x12\x15\n\rdecision_json\x18\x01 \x01(\t\x12\"\n\x04plan\x18\x02 \x01(\x0b\x32\x14.cnbrain.v1.WaitPlan\"F\n\x17QuoteCrossRegionRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x15\n\rsource_region\x18\x02 \x01(\t\"1\n\x18QuoteCrossRegionResponse\x12\x15\n\rdecision_json\x18\x01 \x01(\t\"C\n\x19ReleaseCrossRegionRequest\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\".\n\x1aReleaseCrossRegionResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"O\n\x16SetWeightMatrixRequest\x12\x13\n\x0bmatrix_json\x18\x01 \x01(\t\x12\x11\n\tregion_id\x18\x02 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\")\n\x17SetWeightMatrixResponse\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\".\n\x16GetWeightMatrixRequest\x12\x14\n\x0cknown_digest\x18\x01 \x01(\t\">\n\x17GetWeightMatrixResponse\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\x12\x13\n\x0bmatrix_json\x18\x02 \x01(\t\"F\n\x1cGetSourceLiveRequestsRequest\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x13\n\x0brequest_ids\x18\x02 \x03(\t\"9\n\x1dGetSourceLiveRequestsResponse\x12\x18\n\x10live_request_ids\x18\x01 \x03(\t2\x96\x06\n\x14NationalBrainService\x12W\n\x0eRegisterRegion\x12!.cnbrain.v1.RegisterRegionRequest\x1a\".cnbrain.v1.RegisterRegionResponse\x12\\\n\x0fReportSummaries\x12\".cnbrain.v1.ReportSummariesRequest\x1a#.cnbrain.v1.ReportSummariesResponse(\x01\x12]\n\x10PlaceCrossRegion\x12#.cnbrain.v1.PlaceCrossRegionRequest\x1a$.cnbrain.v1.PlaceCrossRegionResponse\x12]\n\x10QuoteCrossRegion\x12#.cnbrain.v1.QuoteCrossRegionRequest\x1a$.cnbrain.v1.QuoteCrossRegionResponse\x12\x63\n\x12ReleaseCrossRegion\x12%.cnbrain.v1.ReleaseCrossRegionRequest\x1a&.cnbrain.v1.ReleaseCrossRegionResponse\x12Z\n\x0fSetWeightMatrix\x12\".cnbrain.v1.SetWeightMatrixRequest\x1a#.cnbrain.v1.SetWeightMatrixResponse\x12Z\n\x0fGetWeightMatrix\x12\".cnbrain.v1.GetWeightMatrixRequest\x1a#.cnbrain.v1.GetWeightMatrixResponse\x12l\n\x15GetSourceLiveRequests\x12(.cnbrain.v1.GetSourceLiveRequestsRequest\x1a).cnbrain.v1.GetSourceLiveRequestsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,22 +53,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WAITPLAN']._serialized_end=1033
   _globals['_PLACECROSSREGIONRESPONSE']._serialized_start=1035
   _globals['_PLACECROSSREGIONRESPONSE']._serialized_end=1120
-  _globals['_RELEASECROSSREGIONREQUEST']._serialized_start=1122
-  _globals['_RELEASECROSSREGIONREQUEST']._serialized_end=1189
-  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_start=1191
-  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_end=1237
-  _globals['_SETWEIGHTMATRIXREQUEST']._serialized_start=1239
-  _globals['_SETWEIGHTMATRIXREQUEST']._serialized_end=1318
-  _globals['_SETWEIGHTMATRIXRESPONSE']._serialized_start=1320
-  _globals['_SETWEIGHTMATRIXRESPONSE']._serialized_end=1361
-  _globals['_GETWEIGHTMATRIXREQUEST']._serialized_start=1363
-  _globals['_GETWEIGHTMATRIXREQUEST']._serialized_end=1409
-  _globals['_GETWEIGHTMATRIXRESPONSE']._serialized_start=1411
-  _globals['_GETWEIGHTMATRIXRESPONSE']._serialized_end=1473
-  _globals['_GETSOURCELIVEREQUESTSREQUEST']._serialized_start=1475
-  _globals['_GETSOURCELIVEREQUESTSREQUEST']._serialized_end=1545
-  _globals['_GETSOURCELIVEREQUESTSRESPONSE']._serialized_start=1547
-  _globals['_GETSOURCELIVEREQUESTSRESPONSE']._serialized_end=1604
-  _globals['_NATIONALBRAINSERVICE']._serialized_start=1607
-  _globals['_NATIONALBRAINSERVICE']._serialized_end=2302
+  _globals['_QUOTECROSSREGIONREQUEST']._serialized_start=1122
+  _globals['_QUOTECROSSREGIONREQUEST']._serialized_end=1192
+  _globals['_QUOTECROSSREGIONRESPONSE']._serialized_start=1194
+  _globals['_QUOTECROSSREGIONRESPONSE']._serialized_end=1243
+  _globals['_RELEASECROSSREGIONREQUEST']._serialized_start=1245
+  _globals['_RELEASECROSSREGIONREQUEST']._serialized_end=1312
+  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_start=1314
+  _globals['_RELEASECROSSREGIONRESPONSE']._serialized_end=1360
+  _globals['_SETWEIGHTMATRIXREQUEST']._serialized_start=1362
+  _globals['_SETWEIGHTMATRIXREQUEST']._serialized_end=1441
+  _globals['_SETWEIGHTMATRIXRESPONSE']._serialized_start=1443
+  _globals['_SETWEIGHTMATRIXRESPONSE']._serialized_end=1484
+  _globals['_GETWEIGHTMATRIXREQUEST']._serialized_start=1486
+  _globals['_GETWEIGHTMATRIXREQUEST']._serialized_end=1532
+  _globals['_GETWEIGHTMATRIXRESPONSE']._serialized_start=1534
+  _globals['_GETWEIGHTMATRIXRESPONSE']._serialized_end=1596
+  _globals['_GETSOURCELIVEREQUESTSREQUEST']._serialized_start=1598
+  _globals['_GETSOURCELIVEREQUESTSREQUEST']._serialized_end=1668
+  _globals['_GETSOURCELIVEREQUESTSRESPONSE']._serialized_start=1670
+  _globals['_GETSOURCELIVEREQUESTSRESPONSE']._serialized_end=1727
+  _globals['_NATIONALBRAINSERVICE']._serialized_start=1730
+  _globals['_NATIONALBRAINSERVICE']._serialized_end=2520
 # @@protoc_insertion_point(module_scope)

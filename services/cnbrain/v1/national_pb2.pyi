@@ -347,6 +347,51 @@ class PlaceCrossRegionResponse(_message.Message):
 Global___PlaceCrossRegionResponse: _TypeAlias = PlaceCrossRegionResponse  # noqa: Y015
 
 @_typing.final
+class QuoteCrossRegionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_JSON_FIELD_NUMBER: _builtins.int
+    SOURCE_REGION_FIELD_NUMBER: _builtins.int
+    request_json: _builtins.str
+    """The request (JSON of cnbrain.domain.request.PlacementRequest)."""
+    source_region: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_json: _builtins.str = ...,
+        source_region: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_json", b"request_json", "source_region", b"source_region"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuoteCrossRegionRequest: _TypeAlias = QuoteCrossRegionRequest  # noqa: Y015
+
+@_typing.final
+class QuoteCrossRegionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECISION_JSON_FIELD_NUMBER: _builtins.int
+    decision_json: _builtins.str
+    """The decision PlaceCrossRegion would make now (JSON of cnbrain.domain.decision.Decision):
+    placed without a reservation id, or rejected with its reason.
+    """
+    def __init__(
+        self,
+        *,
+        decision_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision_json", b"decision_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuoteCrossRegionResponse: _TypeAlias = QuoteCrossRegionResponse  # noqa: Y015
+
+@_typing.final
 class ReleaseCrossRegionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

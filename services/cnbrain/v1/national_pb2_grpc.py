@@ -50,6 +50,11 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.PlaceCrossRegionRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.PlaceCrossRegionResponse.FromString,
                 _registered_method=True)
+        self.QuoteCrossRegion = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/QuoteCrossRegion',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionResponse.FromString,
+                _registered_method=True)
         self.ReleaseCrossRegion = channel.unary_unary(
                 '/cnbrain.v1.NationalBrainService/ReleaseCrossRegion',
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionRequest.SerializeToString,
@@ -94,6 +99,14 @@ class NationalBrainServiceServicer:
         """Place a request whose source region could not (or was asked not to) place it locally:
         candidates from the Top-N regions, the three segments from their owners, the joint
         choice, and a two-phase reservation in every owner. Idempotent by request id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QuoteCrossRegion(self, request, context):
+        """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
+        joint choice, but nothing is prepared, committed or stored in any owner (a quote).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -147,6 +160,11 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.PlaceCrossRegion,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.PlaceCrossRegionRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.PlaceCrossRegionResponse.SerializeToString,
+            ),
+            'QuoteCrossRegion': grpc.unary_unary_rpc_method_handler(
+                    servicer.QuoteCrossRegion,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionResponse.SerializeToString,
             ),
             'ReleaseCrossRegion': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseCrossRegion,
@@ -251,6 +269,33 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/PlaceCrossRegion',
             cnbrain_dot_v1_dot_national__pb2.PlaceCrossRegionRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.PlaceCrossRegionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QuoteCrossRegion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/QuoteCrossRegion',
+            cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionResponse.FromString,
             options,
             channel_credentials,
             insecure,

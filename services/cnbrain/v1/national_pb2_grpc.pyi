@@ -42,6 +42,10 @@ class NationalBrainServiceStub:
     candidates from the Top-N regions, the three segments from their owners, the joint
     choice, and a two-phase reservation in every owner. Idempotent by request id.
     """
+    QuoteCrossRegion: _grpc.UnaryUnaryMultiCallable[_national_pb2.QuoteCrossRegionRequest, _national_pb2.QuoteCrossRegionResponse]
+    """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
+    joint choice, but nothing is prepared, committed or stored in any owner (a quote).
+    """
     ReleaseCrossRegion: _grpc.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
     SetWeightMatrix: _grpc.UnaryUnaryMultiCallable[_national_pb2.SetWeightMatrixRequest, _national_pb2.SetWeightMatrixResponse]
@@ -69,6 +73,10 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """Place a request whose source region could not (or was asked not to) place it locally:
     candidates from the Top-N regions, the three segments from their owners, the joint
     choice, and a two-phase reservation in every owner. Idempotent by request id.
+    """
+    QuoteCrossRegion: _aio.UnaryUnaryMultiCallable[_national_pb2.QuoteCrossRegionRequest, _national_pb2.QuoteCrossRegionResponse]  # type: ignore[assignment]
+    """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
+    joint choice, but nothing is prepared, committed or stored in any owner (a quote).
     """
     ReleaseCrossRegion: _aio.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]  # type: ignore[assignment]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
@@ -112,6 +120,16 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         """Place a request whose source region could not (or was asked not to) place it locally:
         candidates from the Top-N regions, the three segments from their owners, the joint
         choice, and a two-phase reservation in every owner. Idempotent by request id.
+        """
+
+    @_abc_1.abstractmethod
+    def QuoteCrossRegion(
+        self,
+        request: _national_pb2.QuoteCrossRegionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.QuoteCrossRegionResponse, _abc.Awaitable[_national_pb2.QuoteCrossRegionResponse]]:
+        """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
+        joint choice, but nothing is prepared, committed or stored in any owner (a quote).
         """
 
     @_abc_1.abstractmethod
