@@ -157,11 +157,73 @@ class CrossRegionPlacer:
             for item in items
         ]
 
+    async def quote(self, request: PlacementRequest, source_region: str) -> Decision:
+        """The decision `place` would make for `request` now, from the same steps (the
+        regions' candidates and segments, the engine's choice) as a first attempt alone;
+        nothing is prepared, committed or stored in any owner. Placed without a reservation
+        id, or rejected with its reason."""
+        item = Pending(request=request, source_region=source_region, text=request_json(request))
+        choice, timings_ms = await self._choose([item])
+        [outcome] = choice
+        if isinstance(outcome, AttemptError):
+            return planner.rejected(request, "; ".join([*item.notes, str(outcome)]))
+        decision, answers = outcome
+        if decision.status is DecisionStatus.REJECTED:
+            return planner.rejected(request, _reason(decision, item))
+        return planner.quoted(decision, regions=answers.regions, timings_ms=timings_ms)
+
     async def _attempt(self, items: Sequence[Pending]) -> list[AttemptResult]:
         """One attempt for every item: its placed decision, committed in every owner; its
         rejection; or the AttemptError that ended it (all its parts released)."""
         engine = self._live_map.engine
+        choice, timings_ms = await self._choose(items)
+        started = time.perf_counter()
         outcomes: list[AttemptResult | None] = [None] * len(items)
+        chosen: dict[int, Answers] = {}
+        plans: list[Plan] = []
+        start_s = int(time.time())  # every reservation of the attempt holds from now
+        for i, outcome in enumerate(choice):
+            item = items[i]
+            if isinstance(outcome, AttemptError):
+                outcomes[i] = outcome
+                continue
+            decision, chosen[i] = outcome
+            if decision.status is DecisionStatus.REJECTED:
+                outcomes[i] = planner.rejected(item.request, _reason(decision, item))
+                continue
+            reservation = engine.reservation_for(item.request, decision)
+            parts = planner.parts(
+                item.request, decision, reservation, engine.arrays, start_s=start_s
+            )
+            plans.append(Plan(item=i, decision=decision, reservation=reservation, parts=parts))
+        for i, refused in (await self._coordinator.prepare(plans)).items():
+            outcomes[i] = refused
+        prepared = time.perf_counter()
+        plans = [plan for plan in plans if outcomes[plan.item] is None]
+        for plan in plans:
+            plan.decision = planner.annotated(
+                plan.decision,
+                reservation_id=plan.reservation.id,
+                regions=chosen[plan.item].regions,
+                batch=len(items),
+                timings_ms={**timings_ms, "federation_prepare": (prepared - started) * 1000},
+            )
+        failed = await self._coordinator.commit(plans, _commitments(items, plans))
+        for plan in plans:
+            outcomes[plan.item] = failed.get(plan.item, plan.decision)
+        assert all(outcome is not None for outcome in outcomes)
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _choose(
+        self, items: Sequence[Pending]
+    ) -> tuple[list[tuple[Decision, Answers] | AttemptError], dict[str, float]]:
+        """The ask and decide steps of one attempt for every item, shared by placements and
+        quotes: the regions chosen for it are asked for candidates and segments, and the
+        engine decides all items that got answers together on one composed view. Per item,
+        the engine's decision (placed or rejected, nothing reserved) with the answers it was
+        made on, or the AttemptError that ended it before a decision; and the timings of the
+        two steps (`federation_ask`, `federation_decide`, ms)."""
+        outcomes: list[tuple[Decision, Answers] | AttemptError | None] = [None] * len(items)
         chosen: dict[int, tuple[Region, list[Region]]] = {}
         for i, item in enumerate(items):
             source = self._directory.get(item.source_region)
@@ -178,50 +240,24 @@ class CrossRegionPlacer:
         started = time.perf_counter()
         answers = await self._ask(items, chosen)
         asked = time.perf_counter()
-        deciding: list[int] = []
+        deciding: list[tuple[int, Answers]] = []
         for i, answer in answers.items():
             if isinstance(answer, AttemptError):
                 outcomes[i] = answer
             else:
-                deciding.append(i)
+                deciding.append((i, answer))
         decisions = await self._decide(
-            [items[i].request for i in deciding], [_answers(answers[i]) for i in deciding]
+            [items[i].request for i, _ in deciding], [answer for _, answer in deciding]
         )
         decided = time.perf_counter()
-        plans: list[Plan] = []
-        start_s = int(time.time())  # every reservation of the attempt holds from now
-        for i, decision in zip(deciding, decisions, strict=True):
-            item = items[i]
-            if decision.status is DecisionStatus.REJECTED:
-                reason = "; ".join([decision.reason or "", *item.notes]).strip("; ")
-                outcomes[i] = planner.rejected(item.request, reason)
-                continue
-            reservation = engine.reservation_for(item.request, decision)
-            parts = planner.parts(
-                item.request, decision, reservation, engine.arrays, start_s=start_s
-            )
-            plans.append(Plan(item=i, decision=decision, reservation=reservation, parts=parts))
-        for i, refused in (await self._coordinator.prepare(plans)).items():
-            outcomes[i] = refused
-        prepared = time.perf_counter()
-        plans = [plan for plan in plans if outcomes[plan.item] is None]
-        for plan in plans:
-            plan.decision = planner.annotated(
-                plan.decision,
-                reservation_id=plan.reservation.id,
-                regions=_answers(answers[plan.item]).regions,
-                batch=len(items),
-                timings_ms={
-                    "federation_ask": (asked - started) * 1000,
-                    "federation_decide": (decided - asked) * 1000,
-                    "federation_prepare": (prepared - decided) * 1000,
-                },
-            )
-        failed = await self._coordinator.commit(plans, _commitments(items, plans))
-        for plan in plans:
-            outcomes[plan.item] = failed.get(plan.item, plan.decision)
+        for (i, answer), decision in zip(deciding, decisions, strict=True):
+            outcomes[i] = (decision, answer)
+        timings_ms = {
+            "federation_ask": (asked - started) * 1000,
+            "federation_decide": (decided - asked) * 1000,
+        }
         assert all(outcome is not None for outcome in outcomes)
-        return [outcome for outcome in outcomes if outcome is not None]
+        return [outcome for outcome in outcomes if outcome is not None], timings_ms
 
     async def _ask(
         self, items: Sequence[Pending], chosen: Mapping[int, tuple[Region, list[Region]]]
@@ -401,6 +437,6 @@ def _commitments(items: Sequence[Pending], plans: Sequence[Plan]) -> dict[int, C
     }
 
 
-def _answers(answer: Answers | AttemptError) -> Answers:
-    assert isinstance(answer, Answers)
-    return answer
+def _reason(decision: Decision, item: Pending) -> str:
+    """The reason of the engine's rejection of `item`, with the notes its attempts collected."""
+    return "; ".join([decision.reason or "", *item.notes]).strip("; ")

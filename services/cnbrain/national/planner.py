@@ -193,23 +193,49 @@ def annotated(
     timings_ms: dict[str, float],
 ) -> Decision:
     """`decision` with its reservation id, the regions asked and the federation's timings."""
-    update: dict[str, object] = {"reservation_id": reservation_id}
+    noted = _noted(
+        decision,
+        timings_ms=timings_ms,
+        notes=(
+            f"candidates asked of regions {', '.join(regions)}",
+            f"placed in a batch of {batch} cross-region requests",
+        ),
+    )
+    return noted.model_copy(update={"reservation_id": reservation_id})
+
+
+QUOTED_NOTE = "quoted by the national brain: nothing was prepared or reserved in any owner"
+"""The note of every placed decision the national brain quotes."""
+
+
+def quoted(decision: Decision, *, regions: list[str], timings_ms: dict[str, float]) -> Decision:
+    """`decision` as the national brain's quote: the regions asked, the federation's timings
+    and `QUOTED_NOTE`; no reservation id."""
+    return _noted(
+        decision,
+        timings_ms=timings_ms,
+        notes=(f"candidates asked of regions {', '.join(regions)}", QUOTED_NOTE),
+    )
+
+
+def _noted(decision: Decision, *, timings_ms: dict[str, float], notes: tuple[str, ...]) -> Decision:
+    """`decision` with `timings_ms` (rounded) and `notes` added to its explanation."""
     explanation = decision.explanation
-    if explanation is not None:
-        update["explanation"] = explanation.model_copy(
-            update={
-                "timings_ms": {
-                    **explanation.timings_ms,
-                    **{k: round(v, 3) for k, v in timings_ms.items()},
-                },
-                "notes": (
-                    *explanation.notes,
-                    f"candidates asked of regions {', '.join(regions)}",
-                    f"placed in a batch of {batch} cross-region requests",
-                ),
-            }
-        )
-    return decision.model_copy(update=update)
+    if explanation is None:
+        return decision
+    return decision.model_copy(
+        update={
+            "explanation": explanation.model_copy(
+                update={
+                    "timings_ms": {
+                        **explanation.timings_ms,
+                        **{k: round(v, 3) for k, v in timings_ms.items()},
+                    },
+                    "notes": (*explanation.notes, *notes),
+                }
+            )
+        }
+    )
 
 
 def rejected(request: PlacementRequest, reason: str) -> Decision:

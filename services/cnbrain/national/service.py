@@ -1,5 +1,5 @@
 """NationalBrainService: region registration and summaries (with the regions' parts of the
-map), cross-region placement (and the plan of a cross-region request that waits)."""
+map), cross-region placement (and the plan of a cross-region request that waits) and quotes."""
 
 from collections.abc import AsyncIterator
 from typing import Any
@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
+from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
@@ -102,16 +103,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     async def PlaceCrossRegion(
         self, request: national_pb2.PlaceCrossRegionRequest, context: Context
     ) -> national_pb2.PlaceCrossRegionResponse:
-        try:
-            placement = request_of(request.request_json)
-            check_request(placement, self._live_map.map)
-        except (RequestError, WireError) as wrong:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
-        if request.source_region not in self._directory:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"region {request.source_region!r} has not registered",
-            )
+        placement = await self._checked(request.request_json, request.source_region, context)
         wait_until = request.wait_until_s
         if not 0 <= wait_until <= MAX_EPOCH_S:
             await context.abort(
@@ -165,6 +157,14 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         )
 
     @override
+    async def QuoteCrossRegion(
+        self, request: national_pb2.QuoteCrossRegionRequest, context: Context
+    ) -> national_pb2.QuoteCrossRegionResponse:
+        placement = await self._checked(request.request_json, request.source_region, context)
+        decision = await self._placer.quote(placement, request.source_region)
+        return national_pb2.QuoteCrossRegionResponse(decision_json=decision.model_dump_json())
+
+    @override
     async def ReleaseCrossRegion(
         self, request: national_pb2.ReleaseCrossRegionRequest, context: Context
     ) -> national_pb2.ReleaseCrossRegionResponse:
@@ -191,6 +191,22 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         return national_pb2.GetSourceLiveRequestsResponse(
             live_request_ids=[rid for rid in request.request_ids if rid in live]
         )
+
+    async def _checked(
+        self, request_json: str, source_region: str, context: Context
+    ) -> PlacementRequest:
+        """The request in `request_json`, valid on the map, from a registered region; else
+        the call ends INVALID_ARGUMENT or FAILED_PRECONDITION."""
+        try:
+            placement = request_of(request_json)
+            check_request(placement, self._live_map.map)
+        except (RequestError, WireError) as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        if source_region not in self._directory:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"region {source_region!r} has not registered"
+            )
+        return placement
 
 
 def add_national_service(server: grpc.aio.Server, servicer: NationalServicer) -> str:
