@@ -5,8 +5,8 @@
   brain's own links and ledger; the timelines of its sites and links (its calendar); and
   room made on a site by preemption for a waiting cross-region request.
 - `NationalLink` registers with the national brain, streams summaries of free capacity (with
-  this region's part of the map when it changed), escalates requests that cannot be placed
-  locally, and releases cross-region reservations.
+  this region's part of the map when it changed), escalates (and quotes) requests that cannot
+  be placed locally, and releases cross-region reservations.
 """
 
 import asyncio
@@ -38,7 +38,7 @@ from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
-from cnbrain.regional.use_cases.ports import NationalPlan
+from cnbrain.regional.use_cases.ports import NationalPlan, NationalQuote
 from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
@@ -52,7 +52,7 @@ LiveRequests = Callable[[Sequence[str]], Awaitable[set[str]]]
 """The live ones of some request ids in this brain (Invalid for too many)."""
 
 ESCALATION_DEADLINE_S = 15.0
-"""Deadline of one cross-region placement: candidates, segments, solve, two phases."""
+"""Deadline of one cross-region placement (candidates, segments, solve, two phases) or quote."""
 
 UNAVAILABLE_POLICY = "federation"
 
@@ -407,16 +407,7 @@ class NationalLink:
                 timeout=ESCALATION_DEADLINE_S,
             )
         except grpc.aio.AioRpcError as error:
-            unavailable = Decision(
-                request_id=request.id,
-                status=DecisionStatus.REJECTED,
-                policy=UNAVAILABLE_POLICY,
-                reason=(
-                    "no site of this region fits and the national brain is unavailable "
-                    f"({error.code().name.lower()}: {error.details()})"
-                ),
-            )
-            return unavailable, None
+            return _unavailable(request, error), None
         decision = Decision.model_validate_json(answer.decision_json)
         if not answer.HasField("plan"):
             return decision, None
@@ -428,6 +419,20 @@ class NationalLink:
             site_id=site if start else None,
             reason=plan.reason[:MAX_PLAN_REASON],
         )
+
+    async def quote(self, request: PlacementRequest) -> NationalQuote:
+        """The national brain's quote for `request` (QuoteCrossRegion); a rejection naming
+        the cause, not reached, when it cannot be reached."""
+        try:
+            answer = await self._stub.QuoteCrossRegion(
+                national_pb2.QuoteCrossRegionRequest(
+                    request_json=request_json(request), source_region=self._region_id
+                ),
+                timeout=ESCALATION_DEADLINE_S,
+            )
+        except grpc.aio.AioRpcError as error:
+            return NationalQuote(_unavailable(request, error), reached=False)
+        return NationalQuote(Decision.model_validate_json(answer.decision_json), reached=True)
 
     async def release(self, reservation_id: str, reason: str) -> bool:
         """Release a cross-region reservation in every owner; True when the national brain
@@ -528,6 +533,19 @@ class NationalLink:
                 sent = summary.map_digest
             yield national_pb2.ReportSummariesRequest(summary=summary)
             await asyncio.sleep(interval)
+
+
+def _unavailable(request: PlacementRequest, error: grpc.aio.AioRpcError) -> Decision:
+    """The rejection of `request` when the national brain, asked for it, failed with `error`."""
+    return Decision(
+        request_id=request.id,
+        status=DecisionStatus.REJECTED,
+        policy=UNAVAILABLE_POLICY,
+        reason=(
+            "no site of this region fits and the national brain is unavailable "
+            f"({error.code().name.lower()}: {error.details()})"
+        ),
+    )
 
 
 def summarise(

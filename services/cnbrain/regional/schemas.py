@@ -115,6 +115,12 @@ class Quote(BaseModel):
 
     decision: Decision
     alternatives: list[Candidate] = Field(description="The other candidates with their objective.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Who made the quote when not this brain alone: the national brain, for a "
+        "request that no site of this region fits (or that asks for the national optimum), "
+        "or that it could not be reached.",
+    )
 
 
 class TenantCreate(Strict):

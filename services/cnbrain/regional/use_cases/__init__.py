@@ -87,6 +87,8 @@ class RequestUseCases:
                 decider=decider,
                 caches=caches,
                 limit_per_minute=settings.rate_limit_per_minute,
+                forget=live_map.capacity_changed,
+                national=national,
             ),
             cancel=CancelRequest(
                 sessions=sessions,

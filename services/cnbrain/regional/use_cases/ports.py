@@ -21,6 +21,16 @@ class NationalPlan:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class NationalQuote:
+    """The national brain's quote of a request: the decision a cross-region placement would
+    make now (nothing reserved), or, when the national brain could not be reached
+    (`reached` False), a rejection naming the cause."""
+
+    decision: Decision
+    reached: bool
+
+
 class NationalClient(Protocol):
     """The national brain, seen from a regional brain."""
 
@@ -35,6 +45,10 @@ class NationalClient(Protocol):
         """`escalate` for a request that waits in this region's queue until epoch second
         `wait_until_s`: with a rejection, the national brain's plan of its wait (None when
         it gave none, or could not be reached)."""
+
+    async def quote(self, request: PlacementRequest) -> NationalQuote:
+        """What `escalate` would answer for `request` now, with nothing prepared or reserved
+        in any owner."""
 
     async def release(self, reservation_id: str, reason: str) -> bool:
         """Release a cross-region reservation in every owner; True when the national brain
