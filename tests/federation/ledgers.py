@@ -62,3 +62,25 @@ async def check_invariants(url: str) -> None:
             await ledger_store.check_invariants(session)
     finally:
         await engine.dispose()
+
+
+LEDGER_TABLES = (
+    "site_capacity",
+    "site_accelerators",
+    "link_capacity",
+    "reservations",
+    "reservation_links",
+    "peer_reservations",
+    "peer_reservation_links",
+    "placement_requests",
+    "decisions",
+)
+"""The tables a placement or a request changes in a brain's database."""
+
+
+async def ledger(url: str) -> dict[str, list[str]]:
+    """Every row of the brain's `LEDGER_TABLES`, each table's rows in one order, to compare."""
+    return {
+        table: sorted(repr(sorted(r.items())) for r in await rows(url, f"SELECT * FROM {table}"))
+        for table in LEDGER_TABLES
+    }
