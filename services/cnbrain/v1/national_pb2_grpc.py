@@ -107,6 +107,7 @@ class NationalBrainServiceServicer:
     def QuoteCrossRegion(self, request, context):
         """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
         joint choice, but nothing is prepared, committed or stored in any owner (a quote).
+        Idempotent: it changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -45,6 +45,7 @@ class NationalBrainServiceStub:
     QuoteCrossRegion: _grpc.UnaryUnaryMultiCallable[_national_pb2.QuoteCrossRegionRequest, _national_pb2.QuoteCrossRegionResponse]
     """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
     joint choice, but nothing is prepared, committed or stored in any owner (a quote).
+    Idempotent: it changes nothing.
     """
     ReleaseCrossRegion: _grpc.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
@@ -77,6 +78,7 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     QuoteCrossRegion: _aio.UnaryUnaryMultiCallable[_national_pb2.QuoteCrossRegionRequest, _national_pb2.QuoteCrossRegionResponse]  # type: ignore[assignment]
     """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
     joint choice, but nothing is prepared, committed or stored in any owner (a quote).
+    Idempotent: it changes nothing.
     """
     ReleaseCrossRegion: _aio.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]  # type: ignore[assignment]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
@@ -130,6 +132,7 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_national_pb2.QuoteCrossRegionResponse, _abc.Awaitable[_national_pb2.QuoteCrossRegionResponse]]:
         """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
         joint choice, but nothing is prepared, committed or stored in any owner (a quote).
+        Idempotent: it changes nothing.
         """
 
     @_abc_1.abstractmethod
