@@ -6,8 +6,9 @@ with exponential backoff, at most `MAX_ATTEMPTS` times in all. Retrying is safe 
 RPC of cnbrain.v1 is idempotent by design (see the comments in protos/cnbrain/v1).
 
 Every call must pass `timeout=`: `DEADLINE_S` for control calls, `PLACEMENT_DEADLINE_S` for
-`PlaceCrossRegion`, which makes calls of its own. A call without a deadline can wait forever on
-a peer that accepted it and never answers. The retries happen within the one deadline.
+`PlaceCrossRegion` and `QuoteCrossRegion`, which make calls of their own. A call without a
+deadline can wait forever on a peer that accepted it and never answers. The retries happen
+within the one deadline.
 """
 
 import json
