@@ -13,6 +13,10 @@ its owners' parts (`planner.parts`) and reserve them in two phases (`coordinator
 A request whose part failed is tried again on its own, without the region that failed (up to
 `placement_attempts` in all), then rejected with every reason. Parts a crashed brain prepared
 expire there by themselves.
+
+A quote takes the same ask and decide steps (`_choose`, shared with every attempt) for one
+request alone, outside the batches, and stops before the reservation: it prepares, commits and
+stores nothing.
 """
 
 import asyncio
@@ -67,7 +71,8 @@ AttemptResult = Decision | AttemptError
 
 class CrossRegionPlacer:
     """The cross-region placement use case: each request's attempts, the regions' answers,
-    the engine's joint choice, and its reservation through `coordinator`."""
+    the engine's joint choice, and its reservation through `coordinator`; and the quote of a
+    request, the same choice without the reservation."""
 
     def __init__(
         self,
