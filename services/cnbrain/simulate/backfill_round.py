@@ -9,11 +9,11 @@ the sorting into admit, later, expired, impossible and stuck. That calendar is k
 the run, not built afresh each round: a job's window is taken when it starts and given back
 (from then on) when it departs or is preempted, and each round advances it to its now and
 plans on a copy; from the round's now on it holds exactly what a calendar built then from the
-running jobs would. The retry round then looks only
-at the jobs the round admits (planned to start now), in admission order; the others are not
-offered to the engine in this round (they are planned again at the next one). With
-preemption on (`free_now` given), the round also names the victims of the stuck jobs whose
-class may preempt; the simulator acts on them (`cnbrain.simulate.simulation`).
+running jobs would. The retry round then looks only at the jobs the round admits (planned
+to start now), in admission order; the others are not offered to the engine in this round
+(they are planned again at the next one). With preemption on (`free_now` given), the round
+also names the victims of the stuck jobs whose class may preempt; the simulator acts on them
+(`cnbrain.simulate.simulation`).
 
 The rest stays the simulator's: the engine (the policy under test) places each job looked at,
 on the site it chooses, which may differ from the planned one; the next round plans again from
