@@ -34,8 +34,6 @@ class UnknownResource(NotFound):
 
 
 def _check_int(value: object, name: str, *, minimum: int | None = None) -> int:
-    if type(value) is int and (minimum is None or value >= minimum):
-        return value  # the common case, first
     if not isinstance(value, int) or isinstance(value, bool):
         raise Invalid(f"must be an integer, not {value!r}", field=name)
     if minimum is not None and value < minimum:
@@ -367,13 +365,7 @@ class Calendar(Generic[K]):
 
     def _resolve(self, demand: Mapping[K, int]) -> list[tuple[Profile, int]]:
         """The profile and the checked amount of each key of `demand`, in its order."""
-        profiles = self._profiles
-        resolved: list[tuple[Profile, int]] = []
-        for key, amount in demand.items():
-            profile = profiles.get(key)
-            if profile is None:
-                raise UnknownResource(f"the calendar holds no resource {key!r}")
-            if type(amount) is not int or amount < 0:
-                amount = _check_int(amount, f"demand[{key!r}]", minimum=0)
-            resolved.append((profile, amount))
-        return resolved
+        return [
+            (self.profile(key), _check_int(amount, f"demand[{key!r}]", minimum=0))
+            for key, amount in demand.items()
+        ]
