@@ -5,11 +5,15 @@ admission_round`, the admission code the regional brain runs: the fair order (cl
 DRF between tenants, age), conservative backfill over a `Calendar` of the map's resources
 (`cnbrain.scheduling.options.CalendarKeys`) holding every running job's remaining window (its
 reservation's compute on its site and bandwidth on its path, from now to its departure), and
-the sorting into admit, later, expired, impossible and stuck. The retry round then looks only
-at the jobs the round admits (planned to start now), in admission order; the others are not
-offered to the engine in this round (they are planned again at the next one). With
-preemption on (`free_now` given), the round also names the victims of the stuck jobs whose
-class may preempt; the simulator acts on them (`cnbrain.simulate.simulation`).
+the sorting into admit, later, expired, impossible and stuck. That calendar is kept through
+the run, not built afresh each round: a job's window is taken when it starts and given back
+(from then on) when it departs or is preempted, and each round advances it to its now and
+plans on a copy; from the round's now on it holds exactly what a calendar built then from the
+running jobs would. The retry round then looks only at the jobs the round admits (planned
+to start now), in admission order; the others are not offered to the engine in this round
+(they are planned again at the next one). With preemption on (`free_now` given), the round
+also names the victims of the stuck jobs whose class may preempt; the simulator acts on them
+(`cnbrain.simulate.simulation`).
 
 The rest stays the simulator's: the engine (the policy under test) places each job looked at,
 on the site it chooses, which may differ from the planned one; the next round plans again from
@@ -86,6 +90,40 @@ class BackfillPlanner:
         self.durations = [max(1, math.ceil(d)) for d in durations]
         self.deadlines = [math.floor(d) for d in deadlines]
         self.classes, self.capacity = classes, capacity
+        self.calendar: Calendar[int] = Calendar(self.capacities, now=0)
+        """The running jobs' windows, from the calendar's now on."""
+        self.held: dict[int, tuple[Held, Window]] = {}
+        """Per running row: how a round sees it, and the window it holds on `calendar`."""
+
+    def start(self, row: int, held: Held, now: float) -> None:
+        """Row `row` starts at `now` and holds `held.demand` until `held.departs`; a row
+        holds one window at a time. Raises CalendarConflict if the demand does not fit
+        (the ledger let more run than there is)."""
+        at = self._advance(now)
+        window = Window(at, max(at + 1, math.ceil(held.departs)))
+        self.calendar.take(held.demand, window)
+        self.held[row] = (held, window)
+
+    def stop(self, row: int, now: float) -> None:
+        """Row `row` holds nothing from `now` on (it departed or was preempted); a row that
+        holds nothing is left as it is."""
+        entry = self.held.pop(row, None)
+        if entry is None:
+            return
+        self._advance(now)
+        held, window = entry
+        self.calendar.give(held.demand, window)  # only its part from the calendar's now on
+
+    def running(self) -> list[Held]:
+        """The running rows, in the order they started."""
+        return [held for held, _ in self.held.values()]
+
+    def _advance(self, now: float) -> int:
+        """Move the calendar on to `now` (rounded down; the clock does not go back); its now."""
+        at = math.floor(now)
+        if at > self.calendar.now:
+            self.calendar.advance(at)
+        return self.calendar.now
 
     def requeued(self, row: int, deadline: float) -> None:
         """Row `row` is back in the queue, with the latest start `deadline`."""
@@ -95,18 +133,14 @@ class BackfillPlanner:
         self,
         queued: Sequence[QueuedWork],
         now: float,
-        running: Sequence[Held],
         free_now: Callable[[str], Resources] | None = None,
     ) -> Round:
-        """One `admission_round` over `queued` (ids from `row_id`) at `now`, on a calendar
-        holding the `running` jobs' reservations until their departures; `free_now` as
-        `admission_round` takes it (None: no preemption)."""
-        at = math.floor(now)
-        calendar: Calendar[int] = Calendar(self.capacities, now=at)
-        # Every window starts now; taken latest end first, each take splits one step only.
-        for held in sorted(running, key=lambda held: -held.departs):
-            window = Window(at, max(at + 1, math.ceil(held.departs)))
-            calendar.take(held.demand, window)
+        """One `admission_round` over `queued` (ids from `row_id`) at `now`, on a copy of the
+        calendar of the running jobs (`start`, `stop`); `free_now` as `admission_round`
+        takes it (None: no preemption). `now` is not before the last start or stop."""
+        self._advance(now)
+        calendar = self.calendar.copy()
+        running = self.running()
         waiting: list[Waiting[int]] = []
         for work in queued:
             row = id_row(work.id)

@@ -268,8 +268,6 @@ class _Run:
         """Per row: its last attempt found no eligible site with the free capacity."""
         self.running: dict[int, tuple[str, int]] = {}
         """Per running row: its reservation's id and its site's index."""
-        self.held: dict[int, Held] = {}
-        """With `backfill`: running rows as the admission round sees them, kept while they run."""
         self.departs: dict[int, int] = {}
         self.expires: dict[int, int] = {}
         """Per row: the sequence number of its live departure (expiry) event; an event of an
@@ -335,7 +333,7 @@ class _Run:
             self.last_change = now
         if kind is _Kind.DEPART:
             del self.departs[row]
-            self.release(row)
+            self.release(row, now)
             self.schedule_retry(now)
         elif kind is _Kind.RETRY:
             self.retry_scheduled = False
@@ -466,18 +464,6 @@ class _Run:
         fair, backfill = self.fair, self.backfill
         if not len(rows) and not self.preemptive:
             return rows, []  # the round could admit none of them
-        reservations = self.engine.ledger.reservations
-        running: list[Held] = []
-        for row, (reservation, site) in self.running.items():
-            held = self.held.get(row)
-            if held is None:
-                outcome = self.outcomes[row]
-                assert outcome is not None and outcome.start_s is not None
-                assert outcome.end_s is not None
-                work = fair.running(row, started_at=outcome.start_s, site=site)
-                demand = backfill.demand(reservations[reservation])
-                held = self.held[row] = Held(work, demand, outcome.end_s)
-            running.append(held)
         free_now: Callable[[str], Resources] | None = None
         if self.preemptive:
             snapshot = self.engine.ledger.snapshot()
@@ -485,9 +471,7 @@ class _Run:
             def free_now(site_id: str) -> Resources:
                 return fair.free_at(snapshot, site_id)
 
-        decided = backfill.admission(
-            [fair.queued(row) for row in self.queue], now, running, free_now
-        )
+        decided = backfill.admission([fair.queued(row) for row in self.queue], now, free_now)
         admitted = np.fromiter(
             (id_row(p.id) for p in decided.admit), dtype=np.int64, count=len(decided.admit)
         )
@@ -502,7 +486,7 @@ class _Run:
             outcome = self.outcomes[row]
             assert outcome is not None and outcome.start_s is not None
             del self.departs[row]
-            self.release(row)
+            self.release(row, now)
             self.accepted -= 1
             self.outcomes[row] = None
             self.preempted[row] += 1
@@ -515,10 +499,11 @@ class _Run:
             self.compute_blocked[row] = False
         self.schedule_retry(now)
 
-    def release(self, row: int) -> None:
-        """Running row `row` releases its reservation."""
+    def release(self, row: int, now: float) -> None:
+        """Running row `row` releases its reservation at `now`."""
         reservation, site = self.running.pop(row)
-        self.held.pop(row, None)
+        if self.backfill is not None:
+            self.backfill.stop(row, now)
         self.engine.release(reservation)
         if self.fair is not None:
             self.fair.departed(row)
@@ -565,6 +550,11 @@ class _Run:
             **self.job_facts(row),
         )
         self.departs[row] = self.push(now + job.duration_s, _Kind.DEPART, row)
+        if self.backfill is not None and self.fair is not None:
+            reservation = self.engine.ledger.reservations[decision.reservation_id]
+            work = self.fair.running(row, started_at=now, site=self.running[row][1])
+            held = Held(work, self.backfill.demand(reservation), now + job.duration_s)
+            self.backfill.start(row, held, now)
         return True
 
     def job_facts(self, row: int) -> dict[str, Any]:
