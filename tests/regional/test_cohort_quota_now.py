@@ -291,3 +291,22 @@ async def test_the_usage_checked_is_the_rounds(api: Api) -> None:
     assert left_out[tenant]["accelerator:Ascend910B"] == 3
     await _cancel_all(api, user, views)
     await api.invariants()
+
+
+async def test_a_tenant_put_in_a_cohort_after_it_placed_is_held_to_it_at_once(api: Api) -> None:
+    """The brain remembers for a second that a tenant is in no cohort; a change of its fair
+    share made on this brain holds for its very next request."""
+    tenant, user = await api.tenant_user("c-late")
+    first = await _submit(api, user, _ascend(4))
+    assert first["state"] == "placed"
+    await _share(
+        api,
+        tenant,
+        cohort=f"late-{uuid.uuid4().hex[:8]}",
+        nominal={**ROOMY, "accelerators": {"Ascend910B": 4}},
+    )
+    over = await _submit(api, user, _ascend(4))
+    assert over["state"] == "rejected", over
+    assert "would be exceeded" in over["reason"]
+    await _cancel_all(api, user, [first, over])
+    await api.invariants()

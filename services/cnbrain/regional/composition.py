@@ -45,6 +45,7 @@ from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.admin import AdminUseCases
+from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.map_admin import MapAdministration
 from cnbrain.regional.use_cases.policy_sync import FollowWeightMatrix
@@ -184,6 +185,7 @@ def _assemble(
         national=national,
     )
     authenticator = Authenticator(sessions)
+    cohorts = CohortQuotas()
     return RegionalBrain(
         settings=settings,
         sessions=sessions,
@@ -205,8 +207,13 @@ def _assemble(
             peer_changed=replicas.peer_changed,
             wake_jobs=dispatcher.wake,
             wake_admission=queued,
+            cohorts=cohorts,
         ),
-        admin=AdminUseCases.build(sessions=sessions, forget_keys=authenticator.forget),
+        admin=AdminUseCases.build(
+            sessions=sessions,
+            forget_keys=authenticator.forget,
+            fair_shares_changed=cohorts.forget,
+        ),
         map_admin=MapAdministration(
             sessions=sessions,
             live_map=live_map,

@@ -14,6 +14,7 @@ from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.admit import AdmitQueued
 from cnbrain.regional.use_cases.attempts import ListAttempts
 from cnbrain.regional.use_cases.cancel import CancelRequest
+from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.events import ListEvents
 from cnbrain.regional.use_cases.intake import Intake
@@ -55,6 +56,7 @@ class RequestUseCases:
         peer_changed: Callable[[], None],
         wake_jobs: Callable[[], None],
         wake_admission: Callable[[], None],
+        cohorts: CohortQuotas | None = None,
     ) -> "RequestUseCases":
         """The use cases of one brain, each handed only what it uses."""
         placer = Placer(
@@ -65,6 +67,7 @@ class RequestUseCases:
             forget=live_map.capacity_changed,
             attempts=settings.placement_attempts,
             queued=wake_admission,
+            cohorts=cohorts,
         )
         intake = Intake(
             sessions=sessions,

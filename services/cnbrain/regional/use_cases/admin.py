@@ -23,15 +23,19 @@ class AdminUseCases:
 
     @classmethod
     def build(
-        cls, *, sessions: async_sessionmaker[AsyncSession], forget_keys: Callable[[str], None]
+        cls,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        forget_keys: Callable[[str], None],
+        fair_shares_changed: Callable[[], None] = lambda: None,
     ) -> "AdminUseCases":
         """The use cases on the database of `sessions`; `forget_keys(user_id)` drops this
         replica's cached verifications of the user's keys (after a revocation or disabling
-        committed)."""
+        committed); `fair_shares_changed()` is told after a change of a fair share."""
         return cls(
             tenants=ManageTenants(sessions),
             users=ManageUsers(sessions=sessions, forget_keys=forget_keys),
             usage=UsageReports(sessions),
             audit=AuditLog(sessions),
-            fair_shares=ManageFairShares(sessions),
+            fair_shares=ManageFairShares(sessions, changed=fair_shares_changed),
         )

@@ -17,10 +17,12 @@ takes a reservation between the check and the commit: two placements that would 
 over the quota take turns, and the second sees the first's holdings.
 
 Cost: one query per call (the cohorts of the claims' tenants); for tenants in no cohort,
-nothing else is read or locked.
+nothing else is read or locked, and `CohortQuotas` reads nothing for a tenant it found in no
+cohort less than `NO_COHORT_S` ago.
 """
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -30,20 +32,61 @@ from cnbrain.storage import fair_shares, ledger_store
 from cnbrain.storage.errors import CohortQuotaExceeded
 from cnbrain.storage.running_work import demand_of, held_usage
 
+NO_COHORT_S = 1.0
+"""How long `CohortQuotas` takes a tenant found in no cohort to be in none."""
 
-async def reserve_within_cohorts(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+MAX_REMEMBERED = 100_000
+"""Tenants `CohortQuotas` remembers at most (past that it starts afresh)."""
+
+
+class CohortQuotas:
+    """`reserve_within_cohorts`, remembering for `NO_COHORT_S` the tenants it found in no
+    cohort, so that their next batches read nothing more than `reserve_many` does. `forget`
+    drops what it remembers (after a change of fair shares in this brain); a change made on
+    another replica holds here within `NO_COHORT_S`."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._no_cohort_until: dict[str, float] = {}
+
+    def forget(self) -> None:
+        self._no_cohort_until.clear()
+
+    async def reserve(self, session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+        """`reserve_within_cohorts` of `claims`, skipping the tenants known to be in no
+        cohort."""
+        now = self._clock()
+        known = {
+            claim.tenant_id
+            for claim in claims
+            if self._no_cohort_until.get(claim.tenant_id, 0.0) > now
+        }
+        none = await reserve_within_cohorts(session, claims=claims, no_cohort=known)
+        if len(self._no_cohort_until) + len(none) > MAX_REMEMBERED:
+            self._no_cohort_until.clear()
+        for tenant in none:
+            self._no_cohort_until[tenant] = now + NO_COHORT_S
+
+
+async def reserve_within_cohorts(
+    session: AsyncSession, *, claims: Sequence[Claim], no_cohort: Collection[str] = ()
+) -> set[str]:
     """Take `claims` with `ledger_store.reserve_many` in the caller's transaction and hold
-    them to their tenants' cohort quotas (module docstring). Raises what `reserve_many`
-    raises, or `CohortQuotaExceeded` with the reason of every claim refused, by request id
-    (the caller rolls back)."""
+    them to their tenants' cohort quotas (module docstring); the tenants of `no_cohort` are
+    taken to be in none (not read). Returns the tenants it read and found in no cohort.
+    Raises what `reserve_many` raises, or `CohortQuotaExceeded` with the reason of every
+    claim refused, by request id (the caller rolls back)."""
     if not claims:
-        return
-    tenants = {claim.tenant_id for claim in claims}
+        return set()
+    tenants = {claim.tenant_id for claim in claims} - set(no_cohort)
+    if not tenants:
+        await ledger_store.reserve_many(session, claims=claims)
+        return set()
     terms = await fair_shares.cohorts_of(session, tenants)
     held = {tenant: terms.cohort_of[tenant] for tenant in tenants if tenant in terms.cohort_of}
     if not held:
         await ledger_store.reserve_many(session, claims=claims)
-        return
+        return tenants
     members = {m for name in set(held.values()) for m in terms.cohorts[name].members}
     await ledger_store.reserve_many(session, claims=claims, lock_tenants=members)
     usage = await held_usage(session, members, excluding={c.reservation_id for c in claims})
@@ -64,6 +107,7 @@ async def reserve_within_cohorts(session: AsyncSession, *, claims: Sequence[Clai
         usage[claim.tenant_id] = usage.get(claim.tenant_id, Resources()) + demand
     if first is not None:
         raise CohortQuotaExceeded(*first, refusals)
+    return tenants - set(held)
 
 
 def _demand(claim: Claim) -> Resources:

@@ -13,6 +13,7 @@ bounds, a cohort that is not a cohort name, an accelerator model not in the cata
 borrowing limit without a cohort).
 """
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
@@ -97,8 +98,12 @@ class FairShareView(BaseModel):
 class ManageFairShares:
     """The tenants' fair shares in the brain's database."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], changed: Callable[[], None] = lambda: None
+    ) -> None:
         self._sessions = sessions
+        self._changed = changed
+        """Told once a change of a share has committed."""
 
     async def get_share(self, principal: Principal, tenant_id: str) -> FairShareView:
         """The tenant's share (the defaults when none is stored). Raises NotFound for a tenant
@@ -129,6 +134,7 @@ class ManageFairShares:
                 object_id=tenant_id,
                 detail=body.model_dump(),
             )
+        self._changed()
         return _view(tenant_id, stored or share), created
 
     async def delete_share(self, principal: Principal, tenant_id: str) -> None:
@@ -147,6 +153,7 @@ class ManageFairShares:
                 object_type="fair_share",
                 object_id=tenant_id,
             )
+        self._changed()
 
 
 def _share(body: FairShareBody) -> FairShare:

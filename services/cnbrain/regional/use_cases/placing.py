@@ -21,7 +21,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.outages import outage_of
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
-from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
+from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
@@ -95,8 +95,10 @@ class Placer:
         forget: Callable[[], None],
         attempts: int,
         queued: Callable[[], None] = lambda: None,
+        cohorts: CohortQuotas | None = None,
     ) -> None:
         self._sessions = sessions
+        self._cohorts = cohorts or CohortQuotas()
         self._queued = queued
         self._changes = changes
         self._decider = decider
@@ -288,7 +290,7 @@ class Placer:
     ) -> datetime:
         """One unit of work on `session`'s connection: take every reservation of `decided`
         (indices into `arrays`), each over its request's duration from now, held to its
-        tenant's cohort quota (`cohort_quota.reserve_within_cohorts`), and write every
+        tenant's cohort quota (`cohort_quota.CohortQuotas`), and write every
         outcome. Returns the time written. Raises (after rolling back) CapacityConflict or
         QuotaExceeded (CohortQuotaExceeded for a cohort's) when the sums do not fit, or any
         database error."""
@@ -304,7 +306,7 @@ class Placer:
             if r is not None
         ]
         async with self._changes.begin(session) as (_, change):
-            await reserve_within_cohorts(session, claims=claims)
+            await self._cohorts.reserve(session, claims=claims)
             at = await write_outcomes(session, [o for o, _ in decided])
             for _, reservation in decided:
                 if reservation is not None:
