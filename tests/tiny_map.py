@@ -205,6 +205,21 @@ def request(**overrides: Any) -> PlacementRequest:
     return PlacementRequest.model_validate(raw)
 
 
+def ascend_body(count: int, **extra: Any) -> dict[str, Any]:
+    """The body of a submission from AA of `count` Ascend910B (only CC-hub has them, 16) for
+    an hour, with `extra` fields."""
+    return {
+        "source_province": "AA",
+        "resources": {
+            "cpu": 1,
+            "memory_gib": 1,
+            "accelerator": {"model": "Ascend910B", "count": count},
+        },
+        "duration_hours": 1,
+        **extra,
+    }
+
+
 def cycle_state(cmap: ComputeNetworkMap, requests: Sequence[PlacementRequest]) -> CycleState:
     """A fresh cycle over an empty ledger of `cmap`."""
     arrays = MapArrays.build(cmap)

@@ -21,25 +21,12 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.storage import room_holds
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings, serving
-from tests.tiny_map import tiny_map_raw
+from tests.tiny_map import ascend_body, tiny_map_raw
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MAX_QUEUED = 10
 """Requests one tenant may have waiting, in this module's brain."""
-
-
-def _ascend(count: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "source_province": "AA",
-        "resources": {
-            "cpu": 1,
-            "memory_gib": 1,
-            "accelerator": {"model": "Ascend910B", "count": count},
-        },
-        "duration_hours": 1,
-        **extra,
-    }
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -99,9 +86,9 @@ async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_cap
     api: Api,
 ) -> None:
     _, user = await api.tenant_user("q-wait")
-    holder = await _submit(api, user, _ascend(16))
+    holder = await _submit(api, user, ascend_body(16))
     assert holder["state"] == "placed" and holder["site"] == "CC-hub"
-    waiting = await _submit(api, user, _ascend(16, start="queue"))
+    waiting = await _submit(api, user, ascend_body(16, start="queue"))
     assert waiting["state"] == "queued", waiting
     assert waiting["reason"] == "waits in the admission queue"
     planned = await _until(api, user, waiting["id"], lambda v: v["queue"] is not None)
@@ -133,8 +120,8 @@ async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_cap
 
 async def test_a_request_is_rejected_once_its_max_wait_passes(api: Api) -> None:
     _, user = await api.tenant_user("q-expire")
-    holder = await _submit(api, user, _ascend(16))
-    waiting = await _submit(api, user, _ascend(8, start="queue", max_wait_s=1))
+    holder = await _submit(api, user, ascend_body(16))
+    waiting = await _submit(api, user, ascend_body(8, start="queue", max_wait_s=1))
     assert waiting["state"] == "queued"
     rejected = await _until(api, user, waiting["id"], lambda v: v["state"] == "rejected")
     assert rejected["reason"] == "no start within its max wait of 1 s"
@@ -147,9 +134,9 @@ async def test_a_higher_class_is_admitted_first_and_a_queued_request_can_be_canc
     api: Api,
 ) -> None:
     _, user = await api.tenant_user("q-class")
-    holder = await _submit(api, user, _ascend(16))
-    low = await _submit(api, user, _ascend(16, start="queue", priority_class="low"))
-    high = await _submit(api, user, _ascend(16, start="queue", priority_class="high"))
+    holder = await _submit(api, user, ascend_body(16))
+    low = await _submit(api, user, ascend_body(16, start="queue", priority_class="low"))
+    high = await _submit(api, user, ascend_body(16, start="queue", priority_class="high"))
     planned = await _until(
         api, user, low["id"], lambda v: v["queue"] is not None and v["queue"]["position"] == 1
     )
@@ -184,10 +171,10 @@ async def test_a_higher_class_that_cannot_wait_preempts_lower_work_which_waits_a
     api: Api,
 ) -> None:
     _, user = await api.tenant_user("q-preempt")
-    low = await _submit(api, user, _ascend(16, priority_class="low"))
+    low = await _submit(api, user, ascend_body(16, priority_class="low"))
     assert low["state"] == "placed"
     urgent = await _submit(
-        api, user, _ascend(16, start="queue", priority_class="high", max_wait_s=5)
+        api, user, ascend_body(16, start="queue", priority_class="high", max_wait_s=5)
     )
     admitted = await _until(api, user, urgent["id"], lambda v: v["state"] == "placed")
     assert admitted["site"] == "CC-hub"
@@ -212,8 +199,8 @@ async def test_a_higher_class_that_cannot_wait_preempts_lower_work_which_waits_a
 
 async def test_rounds_run_at_once_never_admit_a_request_twice(api: Api) -> None:
     _, user = await api.tenant_user("q-twice")
-    holder = await _submit(api, user, _ascend(16))
-    waiting = [await _submit(api, user, _ascend(2, start="queue")) for _ in range(10)]
+    holder = await _submit(api, user, ascend_body(16))
+    waiting = [await _submit(api, user, ascend_body(2, start="queue")) for _ in range(10)]
     await _cancel(api, user, holder["id"])
     await asyncio.gather(*(api.use_cases.admit() for _ in range(4)))
     for one in waiting[:8]:
@@ -236,10 +223,10 @@ async def test_a_request_over_its_tenants_quota_waits_and_holds_up_no_other(api:
     _, other = await api.tenant_user("q-other")
     limited = await api.as_admin("PUT", f"/v1/tenants/{tenant}/quota", json={"accelerators": 4})
     assert limited.status_code == 200, limited.text
-    holder = await _submit(api, other, _ascend(16))
-    first = await _submit(api, user, _ascend(4, start="queue"))
-    second = await _submit(api, user, _ascend(4, start="queue"))
-    theirs = await _submit(api, other, _ascend(4, start="queue"))
+    holder = await _submit(api, other, ascend_body(16))
+    first = await _submit(api, user, ascend_body(4, start="queue"))
+    second = await _submit(api, user, ascend_body(4, start="queue"))
+    theirs = await _submit(api, other, ascend_body(4, start="queue"))
     await _cancel(api, other, holder["id"])
     await _until(api, user, first["id"], lambda v: v["state"] == "placed")
     await _until(api, other, theirs["id"], lambda v: v["state"] == "placed")
@@ -269,10 +256,10 @@ async def test_freed_capacity_goes_to_tenants_by_their_fair_share_weights(api: A
     _, light_user = await api.tenant_user("q-w-light")
     heavy, heavy_user = await api.tenant_user("q-w-heavy")
     await _share(api, heavy, weight=3)
-    holder = await _submit(api, holder_user, _ascend(16))
+    holder = await _submit(api, holder_user, ascend_body(16))
     # The light tenant's requests are older; four of the eight fit once the pool frees.
-    lights = [await _submit(api, light_user, _ascend(4, start="queue")) for _ in range(4)]
-    heavies = [await _submit(api, heavy_user, _ascend(4, start="queue")) for _ in range(4)]
+    lights = [await _submit(api, light_user, ascend_body(4, start="queue")) for _ in range(4)]
+    heavies = [await _submit(api, heavy_user, ascend_body(4, start="queue")) for _ in range(4)]
     await _cancel(api, holder_user, holder["id"])
     await _until(api, heavy_user, heavies[2]["id"], lambda v: v["state"] == "placed")
     # Weighted shares: the older light request first, then the heavy tenant three times.
@@ -303,15 +290,15 @@ async def test_a_cohort_lends_idle_quota_and_its_lender_reclaims_it(api: Api) ->
     )
     # The borrower holds the whole pool, 12 of it borrowed, in a class never preempted.
     taken = [
-        await _submit(api, borrower_user, _ascend(4, start="queue", priority_class="high"))
+        await _submit(api, borrower_user, ascend_body(4, start="queue", priority_class="high"))
         for _ in range(4)
     ]
     for one in taken:
         await _until(api, borrower_user, one["id"], lambda v: v["state"] == "placed")
-    over = await _submit(api, borrower_user, _ascend(4, start="queue", priority_class="high"))
+    over = await _submit(api, borrower_user, ascend_body(4, start="queue", priority_class="high"))
     # The lender, within its nominal, cannot wait: the newest borrowed work gives way.
     back = await _submit(
-        api, lender_user, _ascend(8, start="queue", priority_class="low", max_wait_s=5)
+        api, lender_user, ascend_body(8, start="queue", priority_class="low", max_wait_s=5)
     )
     await _until(api, lender_user, back["id"], lambda v: v["state"] == "placed", timeout_s=30)
     states = {
@@ -335,15 +322,15 @@ async def test_a_cohort_lends_idle_quota_and_its_lender_reclaims_it(api: Api) ->
 
 async def test_a_tenant_may_have_only_so_many_requests_waiting(api: Api) -> None:
     _, user = await api.tenant_user("q-bound")
-    holder = await _submit(api, user, _ascend(16))
-    waiting = [await _submit(api, user, _ascend(1, start="queue")) for _ in range(MAX_QUEUED)]
-    refused = await api.call(user, "POST", "/v1/requests", json=_ascend(1, start="queue"))
+    holder = await _submit(api, user, ascend_body(16))
+    waiting = [await _submit(api, user, ascend_body(1, start="queue")) for _ in range(MAX_QUEUED)]
+    refused = await api.call(user, "POST", "/v1/requests", json=ascend_body(1, start="queue"))
     assert refused.status_code == 409, refused.text
     assert f"has {MAX_QUEUED} requests waiting in the queue" in refused.json()["detail"]
-    now = await api.call(user, "POST", "/v1/requests", json=_ascend(1))
+    now = await api.call(user, "POST", "/v1/requests", json=ascend_body(1))
     assert now.status_code == 201 and now.json()["state"] == "rejected"
     await _cancel(api, user, waiting[0]["id"])
-    again = await api.call(user, "POST", "/v1/requests", json=_ascend(1, start="queue"))
+    again = await api.call(user, "POST", "/v1/requests", json=ascend_body(1, start="queue"))
     assert again.status_code == 201, again.text
     for one in [*waiting[1:], again.json(), holder]:
         await _cancel(api, user, one["id"])
@@ -354,12 +341,12 @@ async def test_room_made_for_a_request_of_another_region_is_left_to_it_until_its
     api: Api,
 ) -> None:
     _, user = await api.tenant_user("q-room")
-    holder = await _submit(api, user, _ascend(16, priority_class="low"))
+    holder = await _submit(api, user, ascend_body(16, priority_class="low"))
     assert holder["state"] == "placed" and holder["site"] == "CC-hub"
-    waiting = await _submit(api, user, _ascend(16, start="queue"))
+    waiting = await _submit(api, user, ascend_body(16, start="queue"))
     assert waiting["state"] == "queued"
     foreign = PlacementRequest.model_validate(
-        {**_ascend(16, priority_class="high"), "id": "other-region-1", "tenant": "q-room"}
+        {**ascend_body(16, priority_class="high"), "id": "other-region-1", "tenant": "q-room"}
     )
     make_room = api.use_cases.make_room
     assert (await make_room(foreign, ["nowhere", "AA-dc"])).requeued == 0

@@ -31,25 +31,12 @@ from tests.databases import create_postgres_database, drop_postgres_database, re
 from tests.ledger.windows import HOUR
 from tests.polling import until
 from tests.regional.brain_api import Api, brain_settings, serving
-from tests.tiny_map import tiny_map_raw
+from tests.tiny_map import ascend_body, tiny_map_raw
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 ROOMY = {"cpu_cores": 64, "memory_gib": 64}
 """A nominal quota of CPU and memory that no request here goes beyond."""
-
-
-def _ascend(count: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "source_province": "AA",
-        "resources": {
-            "cpu": 1,
-            "memory_gib": 1,
-            "accelerator": {"model": "Ascend910B", "count": count},
-        },
-        "duration_hours": 1,
-        **extra,
-    }
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -111,7 +98,7 @@ async def _cancel_all(api: Api, token: str, views: list[dict[str, Any]]) -> None
 
 async def test_a_request_within_its_nominal_quota_is_placed(api: Api) -> None:
     _, _, borrower = await _cohort(api, lender_nominal=8, borrower_nominal=8, borrowing_limit=0)
-    placed = await _submit(api, borrower, _ascend(8))
+    placed = await _submit(api, borrower, ascend_body(8))
     assert placed["state"] == "placed" and placed["site"] == "CC-hub"
     await _cancel_all(api, borrower, [placed])
     await api.invariants()
@@ -119,7 +106,7 @@ async def test_a_request_within_its_nominal_quota_is_placed(api: Api) -> None:
 
 async def test_a_request_borrowing_idle_quota_within_its_limit_is_placed(api: Api) -> None:
     _, _, borrower = await _cohort(api, lender_nominal=12, borrower_nominal=4, borrowing_limit=8)
-    views = [await _submit(api, borrower, _ascend(4)) for _ in range(3)]
+    views = [await _submit(api, borrower, ascend_body(4)) for _ in range(3)]
     # 4 on its nominal, then 8 borrowed of the lender's idle 12: its whole limit.
     assert [v["state"] for v in views] == ["placed"] * 3
     await _cancel_all(api, borrower, views)
@@ -130,9 +117,9 @@ async def test_a_request_over_its_borrowing_limit_is_rejected_naming_the_quota(a
     cohort, _, borrower = await _cohort(
         api, lender_nominal=12, borrower_nominal=4, borrowing_limit=4
     )
-    views = [await _submit(api, borrower, _ascend(4)) for _ in range(2)]
+    views = [await _submit(api, borrower, ascend_body(4)) for _ in range(2)]
     assert [v["state"] for v in views] == ["placed", "placed"]
-    over = await _submit(api, borrower, _ascend(4))
+    over = await _submit(api, borrower, ascend_body(4))
     assert over["state"] == "rejected", over
     assert over["reason"] == (
         f"the quota of cohort {cohort!r} would be exceeded: accelerator:Ascend910B: tenant "
@@ -147,9 +134,9 @@ async def test_a_request_is_rejected_when_the_lenders_use_their_quota(api: Api) 
     cohort, lender, borrower = await _cohort(
         api, lender_nominal=8, borrower_nominal=4, borrowing_limit=8
     )
-    theirs = await _submit(api, lender, _ascend(8))
+    theirs = await _submit(api, lender, ascend_body(8))
     assert theirs["state"] == "placed"
-    over = await _submit(api, borrower, _ascend(8))
+    over = await _submit(api, borrower, ascend_body(8))
     assert over["state"] == "rejected", over
     assert over["reason"].startswith(f"the quota of cohort {cohort!r} would be exceeded: ")
     assert over["reason"].endswith("but the cohort's other members leave 0 unused")
@@ -173,7 +160,7 @@ async def test_concurrent_requests_never_borrow_the_same_idle_quota_twice(api: A
         )
         borrowers.append(token)
     # The lender's idle 4 fits one of them; the pool (16) would fit all.
-    views = await asyncio.gather(*(_submit(api, token, _ascend(4)) for token in borrowers))
+    views = await asyncio.gather(*(_submit(api, token, ascend_body(4)) for token in borrowers))
     states = [v["state"] for v in views]
     assert sorted(states) == ["placed", "rejected", "rejected", "rejected"], views
     for token, view in zip(borrowers, views, strict=True):
@@ -185,7 +172,7 @@ async def test_a_tenant_in_no_cohort_is_held_to_no_cohort_quota(api: Api) -> Non
     tenant, user = await api.tenant_user("c-alone")
     # A nominal quota without a cohort counts for nothing.
     await _share(api, tenant, weight=2, nominal={**ROOMY, "accelerators": {"Ascend910B": 1}})
-    views = [await _submit(api, user, _ascend(8)) for _ in range(2)]
+    views = [await _submit(api, user, ascend_body(8)) for _ in range(2)]
     assert [v["state"] for v in views] == ["placed", "placed"]
     await _cancel_all(api, user, views)
     await api.invariants()
@@ -276,8 +263,8 @@ async def test_a_unit_of_work_waits_for_another_members_to_check_the_cohorts_quo
 
 async def test_the_usage_checked_is_the_rounds(api: Api) -> None:
     tenant, user = await api.tenant_user("c-usage")
-    cpu_only = {**_ascend(0), "resources": {"cpu": 3, "memory_gib": 5}}
-    views = [await _submit(api, user, body) for body in (_ascend(2), _ascend(3), cpu_only)]
+    cpu_only = {**ascend_body(0), "resources": {"cpu": 3, "memory_gib": 5}}
+    views = [await _submit(api, user, body) for body in (ascend_body(2), ascend_body(3), cpu_only)]
     assert [v["state"] for v in views] == ["placed"] * 3
     async with api.brain.sessions() as session:
         classes = await priority_classes.list_classes(session)
@@ -297,7 +284,7 @@ async def test_a_tenant_put_in_a_cohort_after_it_placed_is_held_to_it_at_once(ap
     """The brain remembers for a second that a tenant is in no cohort; a change of its fair
     share made on this brain holds for its very next request."""
     tenant, user = await api.tenant_user("c-late")
-    first = await _submit(api, user, _ascend(4))
+    first = await _submit(api, user, ascend_body(4))
     assert first["state"] == "placed"
     await _share(
         api,
@@ -305,7 +292,7 @@ async def test_a_tenant_put_in_a_cohort_after_it_placed_is_held_to_it_at_once(ap
         cohort=f"late-{uuid.uuid4().hex[:8]}",
         nominal={**ROOMY, "accelerators": {"Ascend910B": 4}},
     )
-    over = await _submit(api, user, _ascend(4))
+    over = await _submit(api, user, ascend_body(4))
     assert over["state"] == "rejected", over
     assert "would be exceeded" in over["reason"]
     await _cancel_all(api, user, [first, over])

@@ -446,9 +446,7 @@ class NationalLink:
                 timeout=self._deadline_s * 3,
             )
         except grpc.aio.AioRpcError as error:
-            raise PeerUnavailable(
-                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
-            ) from error
+            raise _national_unavailable(error) from error
         return answer.released
 
     async def set_weight_matrix(self, matrix: WeightMatrix, *, actor: str) -> None:
@@ -462,9 +460,7 @@ class NationalLink:
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:
-            raise PeerUnavailable(
-                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
-            ) from error
+            raise _national_unavailable(error) from error
 
     async def weight_matrix(self, *, known_digest: str) -> WeightMatrix | None:
         """The federation's weight matrix, or None when it is the one of `known_digest`
@@ -476,9 +472,7 @@ class NationalLink:
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:
-            raise PeerUnavailable(
-                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
-            ) from error
+            raise _national_unavailable(error) from error
         if not answer.matrix_json:
             return None
         try:
@@ -497,9 +491,7 @@ class NationalLink:
                 timeout=self._deadline_s * 2,
             )
         except grpc.aio.AioRpcError as error:
-            raise PeerUnavailable(
-                NATIONAL_PEER, error.code().name.lower(), error.details() or ""
-            ) from error
+            raise _national_unavailable(error) from error
         return set(answer.live_request_ids)
 
     async def _register(self) -> None:
@@ -546,6 +538,11 @@ def _unavailable(request: PlacementRequest, error: grpc.aio.AioRpcError) -> Deci
             f"({error.code().name.lower()}: {error.details()})"
         ),
     )
+
+
+def _national_unavailable(error: grpc.aio.AioRpcError) -> PeerUnavailable:
+    """The failed call `error` to the national brain, in the federation's words."""
+    return PeerUnavailable(NATIONAL_PEER, error.code().name.lower(), error.details() or "")
 
 
 def summarise(
