@@ -492,3 +492,15 @@ def test_a_copy_of_a_calendar_changes_apart_from_it() -> None:
     assert twin.profile("gpu").steps() == ((100, 0), (150, 2), (200, 8))
     calendar.give({"gpu": 6}, Window(100, 200))
     assert twin.profile("gpu").free_at(100) == 0
+
+
+def test_taking_what_is_free_takes_up_to_the_least_free_and_leaves_unknown_resources_out() -> None:
+    calendar: Calendar[str] = Calendar({"gpu": 8, "cpu": 4}, now=100)
+    calendar.take({"gpu": 5}, Window(120, 140))
+    calendar.take_what_is_free({"gpu": 6, "cpu": 1, "link": 9}, Window(100, 130))
+    # 3 is free all over the window (5 are held from 120 on): 3 is taken, not 6.
+    assert calendar.profile("gpu").steps() == ((100, 5), (120, 0), (130, 3), (140, 8))
+    assert calendar.profile("cpu").steps() == ((100, 3), (130, 4))
+    assert "link" not in calendar
+    with pytest.raises(Invalid):
+        calendar.take_what_is_free({"cpu": -1}, Window(100, 130))

@@ -298,6 +298,16 @@ class Calendar(Generic[K]):
         for profile, amount in resolved:
             profile._add(window, -amount)  # checked above
 
+    def take_what_is_free(self, demand: Mapping[K, int], window: Window) -> None:
+        """Take over `window`, of each resource of `demand` the calendar holds, the amount
+        asked or, when less is free all over the window, what is; a resource the calendar
+        does not hold is left out. Never raises CalendarConflict."""
+        for key, amount in demand.items():
+            if key in self._profiles:
+                profile = self._profiles[key]
+                wanted = _check_int(amount, f"demand[{key!r}]", minimum=0)
+                profile.take(window, min(wanted, profile.min_free(window)))
+
     def give(self, demand: Mapping[K, int], window: Window) -> None:
         """Give `demand` back over `window` on every resource, or raise CalendarConflict
         (naming the first resource it would take above capacity) and give nothing."""

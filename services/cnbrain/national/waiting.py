@@ -20,7 +20,6 @@ next rounds, until the request is placed or its max wait passes.
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable
 
@@ -32,6 +31,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, request_json
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.national import wait_planner
 from cnbrain.national.orchestrator import CrossRegionPlacer
@@ -123,7 +123,7 @@ class PlaceOrPlan:
         found = wait_planner.earliest_start(
             calendar,
             options,
-            duration_s=max(1, math.ceil(request.duration_hours * 3600)),
+            duration_s=duration_seconds(request.duration_hours),
             deadline_s=wait_until_s,
         )
         unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""

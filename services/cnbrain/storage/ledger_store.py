@@ -274,10 +274,7 @@ async def calendar_and_holdings(
             link_ids=tuple(link for link in claim.link_ids if link in link_index),
         )
         demand = demand_of(on_map, arrays=arrays)
-        for key, amount in demand.items():
-            if key in calendar:
-                fits = min(amount, calendar.profile(key).min_free(window))
-                calendar.take({key: fits}, window)
+        calendar.take_what_is_free(demand, window)
         held.append(HeldWindow(claim.request_id or claim.reservation_id, demand, window))
     return calendar, held
 

@@ -113,7 +113,4 @@ def leave_held_rooms(
         }
         if hold.accelerator_model and hold.accelerator_count:
             demand[accelerator_key(site, hold.accelerator_model)] = hold.accelerator_count
-        window = Window(now, end)
-        for key, amount in demand.items():
-            if key in calendar and amount > 0:
-                calendar.take({key: min(amount, calendar.profile(key).min_free(window))}, window)
+        calendar.take_what_is_free(demand, Window(now, end))

@@ -39,7 +39,6 @@ made by preemption in a destination region), which is stored as their plan.
 """
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.calendar import Calendar
-from cnbrain.ledger.claim import claim_from, window_of
+from cnbrain.ledger.claim import claim_from, duration_seconds, window_of
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.stored_requests import fail_unreadable
@@ -262,7 +261,7 @@ class AdmitQueued:
                     submitted_at=min(q.created_at.timestamp(), MAX_TIME_S),
                 ),
                 options=self._options[q.request.id],
-                duration=max(1, math.ceil(q.request.duration_hours * 3600)),
+                duration=duration_seconds(q.request.duration_hours),
                 deadline=q.deadline,
             )
             for q in local

@@ -2,7 +2,6 @@
 position, estimated start and site, and what blocks it on its top candidates) and its
 `planned` event when its estimate moved (`storage.queue_plans`, `GET /v1/requests/{id}`)."""
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.regional.use_cases.admission_inputs import Queued
 from cnbrain.regional.use_cases.ports import NationalPlan
@@ -50,7 +50,7 @@ def plans_of(
         if position[request_id] >= BLOCKERS_SHOWN:
             return []
         q = by_id[request_id]
-        duration = max(1, math.ceil(q.request.duration_hours * 3600))
+        duration = duration_seconds(q.request.duration_hours)
         return blockers.of(options[request_id][:BLOCKER_OPTIONS], duration)
 
     position = result.position
