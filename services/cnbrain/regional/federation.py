@@ -32,6 +32,7 @@ from cnbrain.federation.timelines import timeline_message
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
+from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
@@ -359,6 +360,7 @@ class NationalLink:
         self._deadline_s = settings.call_deadline_s
         self._interval_s = settings.summary_interval_s
         self.registered = asyncio.Event()
+        self._part: tuple[ComputeNetworkMap, str, list[str], list[str]] | None = None
 
     async def close(self) -> None:
         await self._channel.close()
@@ -507,6 +509,17 @@ class NationalLink:
         self.registered.set()
         log.info("registered region %s with the national brain", self._region_id)
 
+    def _map_part(self) -> tuple[str, list[str], list[str]]:
+        """The digest and documents of this region's part of the map in use, made again
+        only when the map was rebuilt."""
+        cmap = self._live_map.map
+        if self._part is None or self._part[0] is not cmap:
+            part = RegionPart.of(cmap, self._region_id)
+            sites, links = part.documents()
+            self._part = (cmap, part.digest(), sites, links)
+        _, digest, sites, links = self._part
+        return digest, sites, links
+
     async def _summaries(self, interval: float) -> Any:
         """The summaries of one stream: each with the digest of this region's part of the
         map, and the part itself on the first and whenever the digest changed."""
@@ -515,10 +528,8 @@ class NationalLink:
             self._sequence += 1
             snapshot, _ = await self._live_map.snapshot()
             summary = summarise(self._live_map.ownership, self._region_id, snapshot, self._sequence)
-            part = RegionPart.of(self._live_map.map, self._region_id)
-            summary.map_digest = part.digest()
+            summary.map_digest, sites, links = self._map_part()
             if summary.map_digest != sent:
-                sites, links = part.documents()
                 summary.map_included = True
                 summary.sites_json.extend(sites)
                 summary.links_json.extend(links)
