@@ -192,6 +192,26 @@ def ascend_job(job_id: str, arrival_s: float, duration_s: float, count: int) -> 
     )
 
 
+@pytest.mark.parametrize(("round_gap_s", "start"), [(0.0, 100.5), (1.0, 101.0)])
+def test_backfill_rounds_are_a_round_gap_apart(
+    tiny_map: ComputeNetworkMap, round_gap_s: float, start: float
+) -> None:
+    """s1 and s2 hold CC-hub's 16 Ascend910B until 100 and 100.5 s; b (16) waits. The round
+    of s1's departure runs at 100 s (the last one was the tick at 70 s); the one of s2's
+    departure runs at 100.5 s without a gap, and with a gap of 1 s at 101 s, where b starts."""
+    jobs = [ascend_job("s1", 0, 100, 8), ascend_job("s2", 0.5, 100, 8), ascend_job("b", 10, 50, 16)]
+    result = simulate(
+        tiny_map,
+        jobs,
+        policy="greedy",
+        load=1.0,
+        seed=1,
+        admission="backfill",
+        round_gap_s=round_gap_s,
+    )
+    assert by_id(result)["b"].start_s == start
+
+
 def test_backfill_keeps_a_big_job_from_being_starved(tiny_map: ComputeNetworkMap) -> None:
     """s1 and s2 hold CC-hub's 16 Ascend910B; the big job b (16) waits, then s3 and s4 (8).
     retry: s3 takes s1's half at 1000 and s4 s3's at 2000, so b waits until 3000. backfill:

@@ -117,6 +117,7 @@ def test_every_round_of_a_run_sees_the_calendar_of_its_running_jobs(
         seed=1,
         queue_limit_s=1800,
         retry_every_s=60,
+        round_gap_s=0,
         batch_window_s=0,
         config=EngineConfig(seed=1),
         admission=Admission.BACKFILL,

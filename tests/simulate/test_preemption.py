@@ -37,8 +37,9 @@ def two_low_and_one_high() -> list[TraceJob]:
 CLASSES = ["low", "low", "high"]
 
 
+@pytest.mark.parametrize("round_gap_s", [0.0, 1.0])
 def test_a_high_job_preempts_the_low_ones_which_are_requeued(
-    tiny_map: ComputeNetworkMap,
+    tiny_map: ComputeNetworkMap, round_gap_s: float
 ) -> None:
     result = simulate(
         tiny_map,
@@ -48,32 +49,42 @@ def test_a_high_job_preempts_the_low_ones_which_are_requeued(
         seed=1,
         admission="backfill",
         priority_classes=CLASSES,
+        round_gap_s=round_gap_s,
     )
     assert result.finished and result.preemption_modelled
     jobs = by_id(result)
     # h waits for the first round after its arrival (the retry tick at 70 s): it is stuck,
-    # the round names l1 and l2, both release, and h starts at 70 s.
-    assert jobs["h"].start_s == 70.0 and jobs["h"].preemptions == 0
+    # the round names l1 and l2, both release, and h starts at the next round: at once, or
+    # one round gap later.
+    start = 70.0 + round_gap_s
+    assert jobs["h"].start_s == start and jobs["h"].preemptions == 0
     for victim, started in (("l1", 0.0), ("l2", 1.0)):
         job = jobs[victim]
         assert job.status is JobStatus.ACCEPTED
         assert job.preemptions == 1
         assert job.preempted_run_s == 70.0 - started
         # Back in the queue at 70 s, placed again when h departs, run in full from there.
-        assert job.start_s == 570.0 and job.end_s == 570.0 + 100_000
-        assert job.wait_s == 570.0 - started - (70.0 - started)
+        assert job.start_s == start + 500 and job.end_s == start + 500 + 100_000
+        assert job.wait_s == start + 500 - started - (70.0 - started)
     summary = summarise(result)
     assert summary.preemptions == 2 and summary.preemption_modelled
     assert summary.accelerator_hours_lost == pytest.approx(8 * (70 + 69) / 3600)
     assert summary.accelerator_hours == pytest.approx((16 * 500 + 2 * 8 * 100_000) / 3600)
+    high_wait, low_wait = 60.0 + round_gap_s, 500.0 + round_gap_s
     assert summary.queue_delay_by_class == {
-        "high": {"jobs": 1.0, "accepted": 1.0, "accepted_share": 1.0, "p50_s": 60.0, "p95_s": 60.0},
+        "high": {
+            "jobs": 1.0,
+            "accepted": 1.0,
+            "accepted_share": 1.0,
+            "p50_s": high_wait,
+            "p95_s": high_wait,
+        },
         "low": {
             "jobs": 2.0,
             "accepted": 2.0,
             "accepted_share": 1.0,
-            "p50_s": 500.0,
-            "p95_s": 500.0,
+            "p50_s": low_wait,
+            "p95_s": low_wait,
         },
     }
 
@@ -89,6 +100,7 @@ def test_the_victims_release_their_reservations_at_once(tiny_map: ComputeNetwork
         seed=1,
         queue_limit_s=1800,
         retry_every_s=60,
+        round_gap_s=0,
         batch_window_s=0,
         config=EngineConfig(seed=1),
         admission=Admission.BACKFILL,

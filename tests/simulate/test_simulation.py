@@ -2,6 +2,7 @@
 load scaling, metrics, the report and the `cnbrain simulate` command."""
 
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,9 @@ def test_bad_options_are_refused(tiny_map: ComputeNetworkMap) -> None:
         simulate(tiny_map, jobs, policy="nope", load=1.0, seed=1)
     with pytest.raises(ValueError, match="load"):
         simulate(tiny_map, jobs, policy="greedy", load=0.0, seed=1)
+    for gap in (-1.0, math.nan, math.inf, 3601.0):
+        with pytest.raises(ValueError, match="round_gap_s"):
+            simulate(tiny_map, jobs, policy="greedy", load=1.0, seed=1, round_gap_s=gap)
 
 
 def test_metrics_of_a_run(tiny_map: ComputeNetworkMap) -> None:

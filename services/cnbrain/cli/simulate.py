@@ -18,6 +18,7 @@ from cnbrain.netmap.load import load_map
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.registry import STRATEGIES
 from cnbrain.simulate.metrics import SimulationSummary
+from cnbrain.simulate.simulation import DEFAULT_ROUND_GAP_S
 from cnbrain.simulate.trace import TraceJob
 
 SYNTHETIC_TRACE = "synthetic:"
@@ -67,6 +68,13 @@ def add_simulate_command(
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--queue-limit", type=float, default=1800, help="seconds a job may wait")
     sim.add_argument("--retry-every", type=float, default=60, help="seconds between retries")
+    sim.add_argument(
+        "--round-gap",
+        type=float,
+        default=DEFAULT_ROUND_GAP_S,
+        help="with backfill admission: seconds at least between two retry rounds woken by "
+        "departures (0: a round at every departure)",
+    )
     sim.add_argument(
         "--batch-window", type=float, default=0, help="seconds of arrivals placed together"
     )
@@ -132,6 +140,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             out_dir=args.out,
             queue_limit_s=args.queue_limit,
             retry_every_s=args.retry_every,
+            round_gap_s=args.round_gap,
             batch_window_s=args.batch_window,
             context=context,
             on_run=progress,
@@ -160,7 +169,8 @@ def command_line(args: argparse.Namespace) -> str:
             *(() if args.classes is None else ("--classes", args.classes)),
             *("--load-basis", args.load_basis, "--out", str(args.out)),
             *("--seed", str(args.seed), "--queue-limit", f"{args.queue_limit:g}"),
-            *("--retry-every", f"{args.retry_every:g}", "--batch-window", f"{args.batch_window:g}"),
+            *("--retry-every", f"{args.retry_every:g}", "--round-gap", f"{args.round_gap:g}"),
+            *("--batch-window", f"{args.batch_window:g}"),
         ]
     )
 

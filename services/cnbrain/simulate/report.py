@@ -24,7 +24,7 @@ from cnbrain.simulate.admission import Admission, checked_admission
 from cnbrain.simulate.classes import draw_classes
 from cnbrain.simulate.metrics import SimulationSummary, summarise
 from cnbrain.simulate.offered import offered_load
-from cnbrain.simulate.simulation import simulate
+from cnbrain.simulate.simulation import DEFAULT_ROUND_GAP_S, simulate
 from cnbrain.simulate.trace import TraceJob
 
 OURS = DEFAULT_STRATEGY
@@ -71,6 +71,7 @@ def compare(
     out_dir: Path,
     queue_limit_s: float = 1800,
     retry_every_s: float = 60,
+    round_gap_s: float = DEFAULT_ROUND_GAP_S,
     batch_window_s: float = 0,
     context: Mapping[str, str] | None = None,
     on_run: Callable[[SimulationSummary], None] | None = None,
@@ -97,6 +98,7 @@ def compare(
         seed=seed,
         queue_limit_s=queue_limit_s,
         retry_every_s=retry_every_s,
+        round_gap_s=round_gap_s,
         batch_window_s=batch_window_s,
         on_run=on_run,
         admissions=admissions,
@@ -109,6 +111,7 @@ def compare(
         "admissions": list(admissions),
         "queue_limit_s": queue_limit_s,
         "retry_every_s": retry_every_s,
+        "round_gap_s": round_gap_s,
         "batch_window_s": batch_window_s,
         "class_shares": None if class_shares is None else dict(class_shares),
         "wall_s": round(time.perf_counter() - started, 1),
@@ -127,6 +130,7 @@ def _run_all(
     seed: int,
     queue_limit_s: float,
     retry_every_s: float,
+    round_gap_s: float,
     batch_window_s: float,
     on_run: Callable[[SimulationSummary], None] | None,
     admissions: Sequence[str],
@@ -147,6 +151,7 @@ def _run_all(
                     seed=seed,
                     queue_limit_s=queue_limit_s,
                     retry_every_s=retry_every_s,
+                    round_gap_s=round_gap_s,
                     batch_window_s=batch_window_s,
                     admission=admission,
                     priority_classes=priority_classes,

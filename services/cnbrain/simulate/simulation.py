@@ -30,6 +30,11 @@ depend on the map and the request only; `capacity` (code `unschedulable`) on fre
   priority classes its class's max wait).
 
 **Retries.** A retry round runs at every departure and every `retry_every_s` while jobs wait.
+With `backfill` admission, a round woken by a departure or a preemption runs `round_gap_s`
+(default 1 s) after the one before it at the earliest, like the regional brain's admission
+loop: it runs its rounds one after another, woken by freed capacity, and a round over a
+queue of thousands takes it about a second (`cnbrain bench admission`); departures in
+between are all seen by that round. `round_gap_s` 0 runs a round at every departure.
 It walks the queue in arrival order (no head-of-line blocking: a later job may take capacity
 an earlier one cannot use) and asks the engine, one job at a time, for each job that could
 fit now. Skipped, because the engine would reject them:
@@ -105,6 +110,11 @@ from cnbrain.simulate.records import (
 from cnbrain.simulate.trace import TraceJob
 
 DEFAULT_SAMPLES = 100
+
+DEFAULT_ROUND_GAP_S = 1.0
+"""With `backfill` admission, the least time between two retry rounds (module docstring)."""
+
+MAX_ROUND_GAP_S = 3600.0
 NO_FREE_CAPACITY = "no eligible site has enough free CPU, memory, storage or accelerators"
 NO_ROUTE = (
     "no path to an eligible site with free capacity has the requested bandwidth free on "
@@ -137,6 +147,7 @@ def simulate(
     seed: int,
     queue_limit_s: float = 1800,
     retry_every_s: float = 60,
+    round_gap_s: float = DEFAULT_ROUND_GAP_S,
     batch_window_s: float = 0,
     horizon_s: float | None = None,
     samples: int = DEFAULT_SAMPLES,
@@ -150,6 +161,9 @@ def simulate(
     BUILT_IN` (in `jobs`' order; `draw_classes` draws them): each job's queue limit is then
     its class's max wait, and with `backfill` admission higher classes preempt (module
     docstring); without it every job is in one class and waits at most `queue_limit_s`.
+
+    `round_gap_s` (within [0, 3600]) is the least time between two rounds of `backfill`
+    admission woken by a departure or a preemption.
 
     Samples are taken at `samples` evenly spaced instants from 0 to the last (scaled) arrival,
     or to `horizon_s` when that is earlier. With `horizon_s` the clock stops there: jobs
@@ -169,6 +183,10 @@ def simulate(
         raise ValueError(
             "need queue_limit_s >= 0, batch_window_s >= 0, retry_every_s > 0, samples >= 1"
         )
+    if not 0 <= round_gap_s <= MAX_ROUND_GAP_S:
+        raise ValueError(
+            f"round_gap_s must be within [0, {MAX_ROUND_GAP_S:g}], not {round_gap_s!r}"
+        )
     if priority_classes is not None:
         if len(priority_classes) != len(jobs):
             raise ValueError(f"{len(priority_classes)} classes given for {len(jobs)} jobs")
@@ -183,6 +201,7 @@ def simulate(
         seed=seed,
         queue_limit_s=queue_limit_s,
         retry_every_s=retry_every_s,
+        round_gap_s=round_gap_s,
         batch_window_s=batch_window_s,
         config=replace(config or EngineConfig(), seed=seed),
         admission=chosen,
@@ -204,6 +223,7 @@ class _Run:
         seed: int,
         queue_limit_s: float,
         retry_every_s: float,
+        round_gap_s: float,
         batch_window_s: float,
         config: EngineConfig,
         admission: Admission,
@@ -213,6 +233,11 @@ class _Run:
         self.cmap, self.jobs, self.policy = cmap, list(jobs), policy
         self.load, self.seed = load, seed
         self.queue_limit_s, self.retry_every_s = queue_limit_s, retry_every_s
+        self.round_gap_s = round_gap_s if admission is Admission.BACKFILL else 0.0
+        """Seconds at least between the start of a retry round and the next one woken by a
+        departure or a preemption (`backfill` admission only)."""
+        self.last_round = -math.inf
+        """When the last retry round ran."""
         self.batch_window_s = batch_window_s
         self.engine = PlacementEngine(cmap, config=config)
         self.requests = [job.to_request() for job in self.jobs]
@@ -422,6 +447,7 @@ class _Run:
         if self.epoch == self.round_epoch and not self.queue_changed:
             return
         self.queue_changed = False
+        self.last_round = now
         rows = self.retry_candidates()
         preemptions: list[Preemption] = []
         if self.backfill is not None:
@@ -511,10 +537,11 @@ class _Run:
         self.released_at[site] = self.epoch
 
     def schedule_retry(self, now: float) -> None:
-        """A retry round at `now`, when jobs wait and none is scheduled yet."""
+        """A retry round at `now`, or `round_gap_s` after the last one if that is later, when
+        jobs wait and none is scheduled yet."""
         if self.queue and not self.retry_scheduled:
             self.retry_scheduled = True
-            self.push(now, _Kind.RETRY)
+            self.push(max(now, self.last_round + self.round_gap_s), _Kind.RETRY)
 
     def retry_candidates(self) -> IntArray:
         """Queued rows, in arrival order, that a release since their last attempt may help;
