@@ -1,5 +1,7 @@
 """NationalBrainService: region registration and summaries (with the regions' parts of the
-map), cross-region placement (and the plan of a cross-region request that waits) and quotes."""
+map), cross-region placement (and the plan of a cross-region request that waits) and quotes,
+and the federation's weight matrix and tenancy (a change recorded, the changes after a
+version)."""
 
 from collections.abc import AsyncIterator
 from typing import Any

@@ -6,7 +6,8 @@
   room made on a site by preemption for a waiting cross-region request.
 - `NationalLink` registers with the national brain, streams summaries of free capacity (with
   this region's part of the map when it changed), escalates (and quotes) requests that cannot
-  be placed locally, and releases cross-region reservations.
+  be placed locally, releases cross-region reservations, and sends and reads the
+  federation's weight matrix and tenancy changes.
 """
 
 import asyncio
@@ -517,7 +518,7 @@ class NationalLink:
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
         try:
-            return _tenancy_page(answer, since=version, limit=limit)
+            return tenancy_page(answer, since=version, limit=limit)
         except ValueError as wrong:
             raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
@@ -613,7 +614,7 @@ def _refusal(error: grpc.aio.AioRpcError) -> CnbrainError:
     return kind(details)
 
 
-def _tenancy_page(
+def tenancy_page(
     answer: national_pb2.GetTenancyResponse, *, since: int, limit: int
 ) -> TenancyPage:
     """The page in `answer` to a GetTenancy after version `since` for `limit` changes.
