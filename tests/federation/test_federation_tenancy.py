@@ -227,3 +227,41 @@ def test_the_national_brain_checks_tenancy_calls(federation: LocalFederation) ->
         )
         assert len(page.changes) <= 1
         assert page.latest_version >= len(page.changes)
+
+
+@pytest.mark.slow
+def test_without_the_national_brain_keys_still_work_and_changes_are_refused(
+    federation: LocalFederation,
+) -> None:
+    admin = _admin(federation)
+    made = _post(federation, "south", "/v1/tenants", {"id": "umbrella", "name": "U"}, admin)
+    assert made.status_code == 201, made.text
+    user = _post(
+        federation,
+        "south",
+        "/v1/users",
+        {"name": "uma", "role": "tenant-user", "tenant": "umbrella"},
+        admin,
+    ).json()
+    key = _post(federation, "south", f"/v1/users/{user['id']}/api-keys", None, admin).json()
+    tenant_key = {"Authorization": f"Bearer {key['token']}"}
+    federation.kill("national")
+    try:
+        answer = _post(federation, "south", "/v1/requests", _job("south", "umbrella"), tenant_key)
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["state"] == "placed"
+        refused = _post(federation, "south", "/v1/tenants", {"id": "hooli", "name": "H"}, admin)
+        assert refused.status_code == 503, refused.text
+        revoke = httpx.delete(
+            f"{federation.members['south'].url}/v1/users/{user['id']}/api-keys/{key['id']}",
+            headers=admin,
+            timeout=30,
+        )
+        assert revoke.status_code == 503, revoke.text
+        missing = httpx.get(f"{federation.members['south'].url}/v1/tenants/hooli", headers=admin)
+        assert missing.status_code == 404, missing.text
+        still = _post(federation, "south", "/v1/requests", _job("south", "umbrella"), tenant_key)
+        assert still.status_code == 201, still.text
+    finally:
+        federation.start_member("national")
+        federation.wait_registered()
