@@ -614,9 +614,7 @@ def _refusal(error: grpc.aio.AioRpcError) -> CnbrainError:
     return kind(details)
 
 
-def tenancy_page(
-    answer: national_pb2.GetTenancyResponse, *, since: int, limit: int
-) -> TenancyPage:
+def tenancy_page(answer: national_pb2.GetTenancyResponse, *, since: int, limit: int) -> TenancyPage:
     """The page in `answer` to a GetTenancy after version `since` for `limit` changes.
     Raises ValueError when it has more changes than asked, versions not increasing from
     above `since` or above its latest version, or a change that is not one."""
