@@ -197,7 +197,7 @@ def test_the_national_brain_checks_tenancy_calls(federation: LocalFederation) ->
         ),
         (
             national_pb2.ChangeTenancyRequest(change_json=json.dumps(tenant), region_id="moon"),
-            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.UNAVAILABLE,
             "has not registered",
         ),
         (

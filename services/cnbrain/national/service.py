@@ -179,9 +179,10 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, f"change_json: not a tenancy change: {wrong}"
             )
         if request.region_id not in self._directory:
+            # UNAVAILABLE, not FAILED_PRECONDITION (a refused change): the region may retry
+            # once it has registered again.
             await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"region {request.region_id!r} has not registered",
+                grpc.StatusCode.UNAVAILABLE, f"region {request.region_id!r} has not registered"
             )
         actor = f"{request.region_id}:{request.actor}"[:MAX_ACTOR]
         version, recorded = await self._tenancy.change(change, actor=actor)
