@@ -27,6 +27,7 @@ from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.release_backlog import DatabaseBacklog
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
+from cnbrain.national.tenancy import FederationTenancy
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.netmap.load import load_document
 from cnbrain.rpc.server import RunningServer, start_server
@@ -121,6 +122,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                 ),
                 map_sync=MapSync(sessions=sessions, live_map=live_map),
                 policy=FederationPolicy(sessions=sessions, live_map=live_map),
+                tenancy=FederationTenancy(sessions),
             )
             ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
 

@@ -1,5 +1,7 @@
 """NationalBrainService: region registration and summaries (with the regions' parts of the
-map), cross-region placement (and the plan of a cross-region request that waits) and quotes."""
+map), cross-region placement (and the plan of a cross-region request that waits) and quotes,
+and the federation's weight matrix and tenancy (a change recorded, the changes after a
+version)."""
 
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,6 +12,7 @@ from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.tenancy import MAX_VERSION, change_json, change_of
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
@@ -18,6 +21,7 @@ from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
+from cnbrain.national.tenancy import FederationTenancy
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
@@ -32,6 +36,12 @@ MAX_ACTOR = 64
 MAX_LIVE_IDS = 1000
 """Request ids one GetSourceLiveRequests may name (a region's GetLiveRequests takes as many)."""
 
+MAX_TENANCY_CHANGES = 1000
+"""Changes one GetTenancy answers at most."""
+
+TENANCY_CHANGES = 500
+"""Changes one GetTenancy answers when the caller does not say."""
+
 
 class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     def __init__(
@@ -44,6 +54,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         waiting: PlaceOrPlan,
         map_sync: MapSync,
         policy: FederationPolicy,
+        tenancy: FederationTenancy,
     ) -> None:
         self._settings = settings
         self._live_map = live_map
@@ -52,6 +63,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         self._waiting = waiting
         self._map_sync = map_sync
         self._policy = policy
+        self._tenancy = tenancy
 
     @override
     async def RegisterRegion(
@@ -154,6 +166,53 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
             return national_pb2.GetWeightMatrixResponse(digest=digest)
         return national_pb2.GetWeightMatrixResponse(
             digest=digest, matrix_json=matrix.model_dump_json()
+        )
+
+    @override
+    async def ChangeTenancy(
+        self, request: national_pb2.ChangeTenancyRequest, context: Context
+    ) -> national_pb2.ChangeTenancyResponse:
+        try:
+            change = change_of(request.change_json)
+        except ValueError as wrong:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"change_json: not a tenancy change: {wrong}"
+            )
+        if request.region_id not in self._directory:
+            # UNAVAILABLE, not FAILED_PRECONDITION (a refused change): the region may retry
+            # once it has registered again.
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"region {request.region_id!r} has not registered"
+            )
+        actor = f"{request.region_id}:{request.actor}"[:MAX_ACTOR]
+        version, recorded = await self._tenancy.change(change, actor=actor)
+        return national_pb2.ChangeTenancyResponse(
+            change=national_pb2.TenancyChange(version=version, change_json=change_json(recorded))
+        )
+
+    @override
+    async def GetTenancy(
+        self, request: national_pb2.GetTenancyRequest, context: Context
+    ) -> national_pb2.GetTenancyResponse:
+        if not 0 <= request.since_version <= MAX_VERSION:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"since_version must be within [0, {MAX_VERSION}], not {request.since_version}",
+            )
+        if not 0 <= request.max_changes <= MAX_TENANCY_CHANGES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"max_changes must be within [0, {MAX_TENANCY_CHANGES}], not {request.max_changes}",
+            )
+        changes, latest = await self._tenancy.since(
+            request.since_version, limit=request.max_changes or TENANCY_CHANGES
+        )
+        return national_pb2.GetTenancyResponse(
+            changes=[
+                national_pb2.TenancyChange(version=version, change_json=change_json(change))
+                for version, change in changes
+            ],
+            latest_version=latest,
         )
 
     @override

@@ -13,7 +13,8 @@ from cnbrain.storage import tenants
 AUTH_CACHE_S = 10.0
 """How long a verified key is trusted without asking the database: a key revoked (or a user
 disabled) on one replica stops working there at once (`forget`), and on the other replicas
-within this time."""
+within this time; in a federation, every brain forgets it as it takes the revocation from the
+national brain (`use_cases.tenancy_sync`)."""
 
 MAX_CACHED = 10_000
 """Verified keys kept at the most; the cache starts afresh past it."""

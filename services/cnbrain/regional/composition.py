@@ -51,6 +51,7 @@ from cnbrain.regional.use_cases.map_admin import MapAdministration
 from cnbrain.regional.use_cases.policy_sync import FollowWeightMatrix
 from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
 from cnbrain.regional.use_cases.recover import start_recovery
+from cnbrain.regional.use_cases.tenancy_sync import FollowTenancy
 from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.server import RunningServer, start_server
 from cnbrain.storage import priority_classes, registry, tenants
@@ -75,6 +76,8 @@ class RegionalBrain:
     """The unit of work of every change of this brain's capacity."""
     authenticator: Authenticator
     national: NationalLink | None
+    tenancy: FollowTenancy | None
+    """In a federation, this brain's follower of the national brain's tenancy."""
     requests: RequestUseCases
     admin: AdminUseCases
     map_admin: MapAdministration
@@ -135,6 +138,8 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
                 interval_s=settings.summary_interval_s,
             )
             background(stack, follow.run(), "weight-matrix")
+        if brain.tenancy is not None:
+            background(stack, brain.tenancy.run(), "tenancy")
         background(
             stack, audit_forever(auditor, interval_s=settings.audit_interval_s), "ledger-audit"
         )
@@ -185,6 +190,16 @@ def _assemble(
         national=national,
     )
     authenticator = Authenticator(sessions)
+    tenancy = (
+        None
+        if national is None
+        else FollowTenancy(
+            sessions=sessions,
+            national=national,
+            forget_keys=authenticator.forget,
+            interval_s=settings.tenancy_interval_s,
+        )
+    )
     cohorts = CohortQuotas()
     return RegionalBrain(
         settings=settings,
@@ -196,6 +211,7 @@ def _assemble(
         changes=changes,
         authenticator=authenticator,
         national=national,
+        tenancy=tenancy,
         requests=RequestUseCases.build(
             settings=settings,
             sessions=sessions,
@@ -213,6 +229,7 @@ def _assemble(
             sessions=sessions,
             forget_keys=authenticator.forget,
             fair_shares_changed=cohorts.forget,
+            tenancy=tenancy,
         ),
         map_admin=MapAdministration(
             sessions=sessions,

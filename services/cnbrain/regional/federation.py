@@ -6,7 +6,8 @@
   room made on a site by preemption for a waiting cross-region request.
 - `NationalLink` registers with the national brain, streams summaries of free capacity (with
   this region's part of the map when it changed), escalates (and quotes) requests that cannot
-  be placed locally, and releases cross-region reservations.
+  be placed locally, releases cross-region reservations, and sends and reads the
+  federation's weight matrix and tenancy changes.
 """
 
 import asyncio
@@ -21,8 +22,9 @@ from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.domain.decision import Decision, DecisionStatus
-from cnbrain.domain.errors import Invalid
+from cnbrain.domain.errors import CnbrainError, Conflict, Invalid, NotFound
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.tenancy import MAX_VERSION, TenancyChange, change_json, change_of
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
@@ -39,7 +41,7 @@ from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
-from cnbrain.regional.use_cases.ports import NationalPlan, NationalQuote
+from cnbrain.regional.use_cases.ports import NationalPlan, NationalQuote, TenancyPage
 from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
@@ -482,6 +484,44 @@ class NationalLink:
         except ValidationError as wrong:
             raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
+    async def change_tenancy(self, change: TenancyChange, *, actor: str) -> TenancyChange:
+        """Record `change` in the national brain (ChangeTenancy); the change as recorded.
+        Raises NotFound, Conflict or Invalid with the national brain's words when it refused
+        the change, PeerUnavailable when it cannot be reached, does not answer in time or
+        answers what is not the change."""
+        try:
+            answer = await self._stub.ChangeTenancy(
+                national_pb2.ChangeTenancyRequest(
+                    change_json=change_json(change), region_id=self._region_id, actor=actor
+                ),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _refusal(error) from error
+        try:
+            recorded = change_of(answer.change.change_json)
+        except ValueError as wrong:
+            raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
+        if recorded.model_copy(update={"at": None}) != change.model_copy(update={"at": None}):
+            raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", "another change recorded")
+        return recorded
+
+    async def tenancy_since(self, version: int, *, limit: int) -> TenancyPage:
+        """At most `limit` tenancy changes after `version` (GetTenancy). Raises
+        PeerUnavailable when the national brain cannot be reached, or answers more changes
+        than asked, versions out of order or out of range, or what is not a change."""
+        try:
+            answer = await self._stub.GetTenancy(
+                national_pb2.GetTenancyRequest(since_version=version, max_changes=limit),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _national_unavailable(error) from error
+        try:
+            return tenancy_page(answer, since=version, limit=limit)
+        except ValueError as wrong:
+            raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
+
     async def live_requests(self, region_id: str, request_ids: Sequence[str]) -> set[str]:
         """The live ones of `request_ids` in their source region `region_id`, asked through
         the national brain. Raises PeerUnavailable when it, or that region, cannot be asked."""
@@ -554,6 +594,43 @@ def _unavailable(request: PlacementRequest, error: grpc.aio.AioRpcError) -> Deci
 def _national_unavailable(error: grpc.aio.AioRpcError) -> PeerUnavailable:
     """The failed call `error` to the national brain, in the federation's words."""
     return PeerUnavailable(NATIONAL_PEER, error.code().name.lower(), error.details() or "")
+
+
+_REFUSALS: dict[grpc.StatusCode, type[CnbrainError]] = {
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: Conflict,
+    grpc.StatusCode.ALREADY_EXISTS: Conflict,
+    grpc.StatusCode.INVALID_ARGUMENT: Invalid,
+}
+
+
+def _refusal(error: grpc.aio.AioRpcError) -> CnbrainError:
+    """The national brain's refusal of a change in the federation's words (its details are
+    its reason), or PeerUnavailable when it did not decide."""
+    kind = _REFUSALS.get(error.code())
+    if kind is None:
+        return _national_unavailable(error)
+    details = (error.details() or "refused by the national brain")[:MAX_PLAN_REASON]
+    return kind(details)
+
+
+def tenancy_page(answer: national_pb2.GetTenancyResponse, *, since: int, limit: int) -> TenancyPage:
+    """The page in `answer` to a GetTenancy after version `since` for `limit` changes.
+    Raises ValueError when it has more changes than asked, versions not increasing from
+    above `since` or above its latest version, or a change that is not one."""
+    latest = answer.latest_version
+    if not 0 <= latest <= MAX_VERSION:
+        raise ValueError(f"latest_version {latest} is out of range")
+    if len(answer.changes) > limit:
+        raise ValueError(f"{len(answer.changes)} changes, not at most {limit}")
+    changes: list[tuple[int, TenancyChange]] = []
+    previous = since
+    for entry in answer.changes:
+        if not previous < entry.version <= latest:
+            raise ValueError(f"version {entry.version} does not follow {previous} up to {latest}")
+        changes.append((entry.version, change_of(entry.change_json)))
+        previous = entry.version
+    return TenancyPage(changes=changes, latest_version=latest)
 
 
 def summarise(

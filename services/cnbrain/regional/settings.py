@@ -29,6 +29,15 @@ class Settings(BrainSettings):
         default=None, description="host:port the national brain reaches this brain at."
     )
     summary_interval_s: float = Field(default=2.0, gt=0)
+    tenancy_interval_s: float = Field(
+        default=2.0,
+        ge=0.1,
+        le=60,
+        description=(
+            "How often a federated brain takes the federation's tenancy changes from the "
+            "national brain: a key created or revoked on another brain holds here within it."
+        ),
+    )
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)

@@ -1,7 +1,7 @@
 """Errors of the storage layer, in the tree of `cnbrain.domain.errors`; each message names
 the item at fault. Their kinds: NotFoundError (and UnknownItem) not found; RegistryError,
-TenantError and BadCursor invalid; LastAdmin, CapacityConflict, QuotaExceeded (and its
-CohortQuotaExceeded), RequestStoreError and InvalidTransition conflict.
+TenantError and BadCursor invalid; LastAdmin, TenancyConflict, CapacityConflict,
+QuotaExceeded (and its CohortQuotaExceeded), RequestStoreError and InvalidTransition conflict.
 """
 
 from collections.abc import Mapping
@@ -35,6 +35,10 @@ class TenantError(StorageError, Invalid):
 
 class LastAdmin(StorageError, Conflict):  # noqa: N818 (the name the API uses)
     """The user is the last active admin: disabling it would leave nobody to administer."""
+
+
+class TenancyConflict(StorageError, Conflict):  # noqa: N818
+    """The tenant, user or API key exists already, or the user is disabled."""
 
 
 class BadCursor(StorageError, Invalid):  # noqa: N818

@@ -492,3 +492,15 @@ class FairShareRecord(Base):
     nominal: Mapped[dict[str, Any]]
     borrowing_limit: Mapped[dict[str, Any]]
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class TenancyLogRecord(Base):
+    """One change of the federation's tenancy (`cnbrain.domain.tenancy`) at `version`: in
+    the national brain, the change as it recorded it (versions 1, 2, ... in commit order);
+    in a regional brain, the changes it has taken from the national brain."""
+
+    __tablename__ = "tenancy_log"
+
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    change: Mapped[dict[str, Any]]
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)

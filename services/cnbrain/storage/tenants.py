@@ -47,9 +47,11 @@ __all__ = [
     "get_tenant",
     "get_user",
     "has_users",
+    "install_api_key",
     "list_api_keys",
     "list_tenants",
     "list_users",
+    "new_api_key",
     "revoke_api_key",
     "set_quota",
 ]
@@ -212,6 +214,31 @@ async def create_api_key(session: AsyncSession, *, user_id: str, token: str | No
     )
     await session.flush()
     return f"{TOKEN_PREFIX}{key_id}.{secret}"
+
+
+def new_api_key() -> tuple[str, str, str]:
+    """A new random key: (its id, its full bearer token, the SHA-256 of its secret), for a
+    key to be installed elsewhere by its hash (`install_api_key`)."""
+    key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    return key_id, f"{TOKEN_PREFIX}{key_id}.{secret}", _digest(secret)
+
+
+async def install_api_key(
+    session: AsyncSession, *, key_id: str, user_id: str, secret_sha256: str, created_at: datetime
+) -> None:
+    """Store a key of the user by its id and the SHA-256 of its secret (the secret itself
+    stays with whoever made it). Raises NotFoundError (no such user) or TenantError (the id
+    is malformed or taken)."""
+    if not _KEY_ID.match(key_id):
+        raise TenantError(f"API key id {key_id!r} must be 8-32 letters, digits, '_' or '-'")
+    if await session.get(UserRow, user_id) is None:
+        raise NotFoundError(f"user {user_id!r} does not exist")
+    if await session.get(ApiKeyRow, key_id) is not None:
+        raise TenantError(f"API key {key_id!r} exists already")
+    session.add(
+        ApiKeyRow(id=key_id, user_id=user_id, secret_sha256=secret_sha256, created_at=created_at)
+    )
+    await session.flush()
 
 
 def api_key_id(token: str) -> str | None:

@@ -569,3 +569,130 @@ class GetSourceLiveRequestsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSourceLiveRequestsResponse: _TypeAlias = GetSourceLiveRequestsResponse  # noqa: Y015
+
+@_typing.final
+class TenancyChange(_message.Message):
+    """One change of the federation's tenancy at its version."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    CHANGE_JSON_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """From 1, in the order the national brain recorded the changes."""
+    change_json: _builtins.str
+    """The change (JSON of one of cnbrain.domain.tenancy's changes, at most 4096 characters):
+    an API key travels as its id and the SHA-256 of its secret, never the secret.
+    """
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        change_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change_json", b"change_json", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenancyChange: _TypeAlias = TenancyChange  # noqa: Y015
+
+@_typing.final
+class ChangeTenancyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGE_JSON_FIELD_NUMBER: _builtins.int
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    change_json: _builtins.str
+    """The change (as in TenancyChange); its time is the national brain's."""
+    region_id: _builtins.str
+    """Who made it, for the national brain's audit log: the region and its user's id."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        change_json: _builtins.str = ...,
+        region_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "change_json", b"change_json", "region_id", b"region_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChangeTenancyRequest: _TypeAlias = ChangeTenancyRequest  # noqa: Y015
+
+@_typing.final
+class ChangeTenancyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def change(self) -> Global___TenancyChange:
+        """The change as recorded, at its version."""
+
+    def __init__(
+        self,
+        *,
+        change: Global___TenancyChange | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["change", b"change"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChangeTenancyResponse: _TypeAlias = ChangeTenancyResponse  # noqa: Y015
+
+@_typing.final
+class GetTenancyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SINCE_VERSION_FIELD_NUMBER: _builtins.int
+    MAX_CHANGES_FIELD_NUMBER: _builtins.int
+    since_version: _builtins.int
+    """The version the caller has taken (0: none)."""
+    max_changes: _builtins.int
+    """At most this many changes (1 to 1000; 0: 500)."""
+    def __init__(
+        self,
+        *,
+        since_version: _builtins.int = ...,
+        max_changes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_changes", b"max_changes", "since_version", b"since_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTenancyRequest: _TypeAlias = GetTenancyRequest  # noqa: Y015
+
+@_typing.final
+class GetTenancyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGES_FIELD_NUMBER: _builtins.int
+    LATEST_VERSION_FIELD_NUMBER: _builtins.int
+    latest_version: _builtins.int
+    """The national brain's latest version: more follow when it is above the last one here."""
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenancyChange]:
+        """The changes after since_version, in version order."""
+
+    def __init__(
+        self,
+        *,
+        changes: _abc.Iterable[Global___TenancyChange] | None = ...,
+        latest_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "latest_version", b"latest_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTenancyResponse: _TypeAlias = GetTenancyResponse  # noqa: Y015

@@ -70,6 +70,16 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.FromString,
                 _registered_method=True)
+        self.ChangeTenancy = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/ChangeTenancy',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.ChangeTenancyRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.ChangeTenancyResponse.FromString,
+                _registered_method=True)
+        self.GetTenancy = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/GetTenancy',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.FromString,
+                _registered_method=True)
         self.GetSourceLiveRequests = channel.unary_unary(
                 '/cnbrain.v1.NationalBrainService/GetSourceLiveRequests',
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.SerializeToString,
@@ -135,6 +145,23 @@ class NationalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeTenancy(self, request, context):
+        """The federation's tenancy (tenants, users, API keys by their ids and secret hashes,
+        roles, disabled flags, quotas) is the national brain's: a regional brain forwards an
+        operator's change here; it is checked, applied and recorded at the next version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTenancy(self, request, context):
+        """The changes of the tenancy after a version, in version order: every regional brain
+        follows them and applies them to its own tables.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSourceLiveRequests(self, request, context):
         """Which of the request ids named are live in their source region (that region's
         GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
@@ -181,6 +208,16 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetWeightMatrix,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.SerializeToString,
+            ),
+            'ChangeTenancy': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeTenancy,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.ChangeTenancyRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.ChangeTenancyResponse.SerializeToString,
+            ),
+            'GetTenancy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTenancy,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.SerializeToString,
             ),
             'GetSourceLiveRequests': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSourceLiveRequests,
@@ -378,6 +415,60 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/GetWeightMatrix',
             cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.GetWeightMatrixResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeTenancy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/ChangeTenancy',
+            cnbrain_dot_v1_dot_national__pb2.ChangeTenancyRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.ChangeTenancyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTenancy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/GetTenancy',
+            cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,6 +55,15 @@ class NationalBrainServiceStub:
     """
     GetWeightMatrix: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetWeightMatrixRequest, _national_pb2.GetWeightMatrixResponse]
     """The national brain's weight matrix, unless the caller knows it already."""
+    ChangeTenancy: _grpc.UnaryUnaryMultiCallable[_national_pb2.ChangeTenancyRequest, _national_pb2.ChangeTenancyResponse]
+    """The federation's tenancy (tenants, users, API keys by their ids and secret hashes,
+    roles, disabled flags, quotas) is the national brain's: a regional brain forwards an
+    operator's change here; it is checked, applied and recorded at the next version.
+    """
+    GetTenancy: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetTenancyRequest, _national_pb2.GetTenancyResponse]
+    """The changes of the tenancy after a version, in version order: every regional brain
+    follows them and applies them to its own tables.
+    """
     GetSourceLiveRequests: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetSourceLiveRequestsRequest, _national_pb2.GetSourceLiveRequestsResponse]
     """Which of the request ids named are live in their source region (that region's
     GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
@@ -88,6 +97,15 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """
     GetWeightMatrix: _aio.UnaryUnaryMultiCallable[_national_pb2.GetWeightMatrixRequest, _national_pb2.GetWeightMatrixResponse]  # type: ignore[assignment]
     """The national brain's weight matrix, unless the caller knows it already."""
+    ChangeTenancy: _aio.UnaryUnaryMultiCallable[_national_pb2.ChangeTenancyRequest, _national_pb2.ChangeTenancyResponse]  # type: ignore[assignment]
+    """The federation's tenancy (tenants, users, API keys by their ids and secret hashes,
+    roles, disabled flags, quotas) is the national brain's: a regional brain forwards an
+    operator's change here; it is checked, applied and recorded at the next version.
+    """
+    GetTenancy: _aio.UnaryUnaryMultiCallable[_national_pb2.GetTenancyRequest, _national_pb2.GetTenancyResponse]  # type: ignore[assignment]
+    """The changes of the tenancy after a version, in version order: every regional brain
+    follows them and applies them to its own tables.
+    """
     GetSourceLiveRequests: _aio.UnaryUnaryMultiCallable[_national_pb2.GetSourceLiveRequestsRequest, _national_pb2.GetSourceLiveRequestsResponse]  # type: ignore[assignment]
     """Which of the request ids named are live in their source region (that region's
     GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
@@ -160,6 +178,27 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_national_pb2.GetWeightMatrixResponse, _abc.Awaitable[_national_pb2.GetWeightMatrixResponse]]:
         """The national brain's weight matrix, unless the caller knows it already."""
+
+    @_abc_1.abstractmethod
+    def ChangeTenancy(
+        self,
+        request: _national_pb2.ChangeTenancyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.ChangeTenancyResponse, _abc.Awaitable[_national_pb2.ChangeTenancyResponse]]:
+        """The federation's tenancy (tenants, users, API keys by their ids and secret hashes,
+        roles, disabled flags, quotas) is the national brain's: a regional brain forwards an
+        operator's change here; it is checked, applied and recorded at the next version.
+        """
+
+    @_abc_1.abstractmethod
+    def GetTenancy(
+        self,
+        request: _national_pb2.GetTenancyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.GetTenancyResponse, _abc.Awaitable[_national_pb2.GetTenancyResponse]]:
+        """The changes of the tenancy after a version, in version order: every regional brain
+        follows them and applies them to its own tables.
+        """
 
     @_abc_1.abstractmethod
     def GetSourceLiveRequests(

@@ -119,7 +119,10 @@ async def list_api_keys(
     "/users/{user_id}/api-keys/{key_id}",
     response_model=ApiKeyInfo,
     responses=ERRORS,
-    summary="Revoke a user's API key (at once on this brain, within 10 s on its replicas)",
+    summary=(
+        "Revoke a user's API key (at once on this brain, within 10 s on its replicas; "
+        "in a federation within tenancy_interval_s on every brain)"
+    ),
 )
 async def revoke_api_key(
     user_id: str, key_id: str, principal: PrincipalDep, cases: AdminUseCasesDep

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.tenancy import TenancyChange
 from cnbrain.placement.weights import WeightMatrix
 
 
@@ -67,3 +68,26 @@ class NationalPolicy(Protocol):
     async def weight_matrix(self, *, known_digest: str) -> WeightMatrix | None:
         """The federation's weight matrix, or None when its digest is `known_digest`.
         Raises PeerUnavailable when the national brain cannot be reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenancyPage:
+    """Changes of the federation's tenancy after a version, in version order (each with its
+    version), and the national brain's latest version."""
+
+    changes: list[tuple[int, TenancyChange]]
+    latest_version: int
+
+
+class NationalTenancy(Protocol):
+    """The federation's tenancy, which the national brain holds."""
+
+    async def change_tenancy(self, change: TenancyChange, *, actor: str) -> TenancyChange:
+        """Record `change`, made by `actor` of this region, in the national brain; the change
+        as recorded there (with its time). Raises NotFound, Conflict or Invalid as the
+        national brain refused it, PeerUnavailable when it cannot be reached (then nothing
+        is known to have changed)."""
+
+    async def tenancy_since(self, version: int, *, limit: int) -> TenancyPage:
+        """At most `limit` changes after `version`. Raises PeerUnavailable when the national
+        brain cannot be reached or answers what is not such a page."""

@@ -10,13 +10,36 @@ Who may do what:
   other tenants (and staff, for tenant roles) are not found, as if they did not exist; tenant
   users may manage nobody (Forbidden). Creating a key follows the same rules, and anyone may
   create keys for itself.
+
+In a federation (`federation` given) the tenancy is the national brain's: a change is
+checked here as above, then recorded by the national brain (which refuses what its own
+tables do not allow: a tenant or user that exists, an unknown tenant or user, a disabled
+user, the last active admin), then followed here at once (`tenancy_sync.FollowTenancy`) and
+audited here too; when the national brain cannot be reached the change is refused
+(Unavailable) and nothing changes. A new key's secret stays on this brain: the national
+brain gets its id and the SHA-256 of the secret. Reads are this brain's own tables.
 """
 
+import secrets
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import Conflict, Forbidden, Invalid, NotFound
+from cnbrain.domain.tenancy import (
+    ApiKeyCreated,
+    ApiKeyRevoked,
+    QuotaSet,
+    TenancyChange,
+    TenantCreated,
+    UserCreated,
+    UserDisabled,
+    subject_of,
+)
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib
 from cnbrain.regional.schemas import (
     ApiKeyInfo,
@@ -29,7 +52,9 @@ from cnbrain.regional.schemas import (
     UserView,
 )
 from cnbrain.regional.security import STAFF_ROLES, TENANT_ROLES, Principal, Role
+from cnbrain.regional.use_cases.tenancy_sync import FollowTenancy
 from cnbrain.storage import audit, tenants
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.tenants import ApiKey, User
 
 STAFF_ONLY = f"this needs one of the roles {', '.join(sorted(STAFF_ROLES))}"
@@ -38,15 +63,25 @@ check uses too)."""
 
 
 class ManageTenants:
-    """Tenants and their quotas."""
+    """Tenants and their quotas; in a federation, the federation's (module docstring)."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        federation: FollowTenancy | None = None,
+    ) -> None:
         self._sessions = sessions
+        self._federation = federation
 
     async def create_tenant(self, principal: Principal, body: TenantCreate) -> TenantView:
         """A new tenant with an unlimited quota. Raises Forbidden (not staff), Conflict (the
         id is taken) or Invalid (storage refuses the id or name)."""
         require_staff(principal)
+        if self._federation is not None:
+            change = TenantCreated(tenant_id=body.id, name=body.name)
+            recorded = await _federated(self._sessions, self._federation, principal, change)
+            return TenantView(id=body.id, name=body.name, created_at=_at(recorded))
         async with self._sessions.begin() as session:
             if await tenants.get_tenant(session, tenant_id=body.id) is not None:
                 raise Conflict(f"tenant {body.id!r} exists already")
@@ -81,20 +116,25 @@ class ManageTenants:
         """Replace the tenant's limits (None: unlimited) and return its quota as it now
         stands. Raises Forbidden (not staff) or NotFound."""
         require_staff(principal)
+        limits: dict[str, Any] = {
+            "limit_cpu_m": None if body.cpu_cores is None else cores_to_millicores(body.cpu_cores),
+            "limit_mem_mib": None if body.memory_gib is None else gib_to_mib(body.memory_gib),
+            "limit_accelerators": body.accelerators,
+            "limit_mbps": None
+            if body.bandwidth_gbps is None
+            else gbps_to_mbps(body.bandwidth_gbps),
+            "limit_active_requests": body.active_requests,
+        }
+        if self._federation is not None:
+            change = QuotaSet(tenant_id=tenant_id, **limits)
+            await _federated(
+                self._sessions, self._federation, principal, change, detail=body.model_dump()
+            )
+            return await self.get_quota(principal, tenant_id)
         async with self._sessions.begin() as session:
             if await tenants.get_tenant(session, tenant_id=tenant_id) is None:
                 raise no_tenant(tenant_id)
-            await tenants.set_quota(
-                session,
-                tenant_id=tenant_id,
-                limit_cpu_m=None if body.cpu_cores is None else cores_to_millicores(body.cpu_cores),
-                limit_mem_mib=None if body.memory_gib is None else gib_to_mib(body.memory_gib),
-                limit_accelerators=body.accelerators,
-                limit_mbps=(
-                    None if body.bandwidth_gbps is None else gbps_to_mbps(body.bandwidth_gbps)
-                ),
-                limit_active_requests=body.active_requests,
-            )
+            await tenants.set_quota(session, tenant_id=tenant_id, **limits)
             await audit.record(
                 session,
                 actor=principal.user_id,
@@ -133,10 +173,15 @@ class ManageUsers:
     user's keys; it is called once a revocation or a disabling has committed."""
 
     def __init__(
-        self, *, sessions: async_sessionmaker[AsyncSession], forget_keys: Callable[[str], None]
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        forget_keys: Callable[[str], None],
+        federation: FollowTenancy | None = None,
     ) -> None:
         self._sessions = sessions
         self._forget_keys = forget_keys
+        self._federation = federation
 
     async def create_user(self, principal: Principal, body: UserCreate) -> UserView:
         """A new user. Raises Invalid (field `tenant`: a staff role with a tenant, a tenant
@@ -152,6 +197,17 @@ class ManageUsers:
                 raise Invalid("tenant roles need a tenant", field="tenant")
             if principal.role is Role.TENANT_USER or not principal.may_act_for(body.tenant):
                 raise Forbidden("only staff and the tenant's admins create its users")
+        if self._federation is not None:
+            change = UserCreated(
+                user_id=f"u-{secrets.token_hex(6)}",
+                tenant_id=body.tenant,
+                name=body.name,
+                role=body.role.value,
+            )
+            await _federated(
+                self._sessions, self._federation, principal, change, detail={"role": body.role}
+            )
+            return UserView(id=change.user_id, name=body.name, role=body.role, tenant=body.tenant)
         async with self._sessions.begin() as session:
             if (
                 body.tenant is not None
@@ -175,12 +231,22 @@ class ManageUsers:
     async def create_api_key(self, principal: Principal, user_id: str) -> ApiKeyView:
         """A new key of the user, with its token (the only time it is visible). Raises
         NotFound, Forbidden (see the module docstring) or Conflict (the user is disabled)."""
+        if self._federation is not None:
+            async with self._sessions() as session:
+                user = await self._key_owner(session, principal, user_id)
+            key_id, token, digest = tenants.new_api_key()
+            change = ApiKeyCreated(key_id=key_id, user_id=user.id, secret_sha256=digest)
+            await _federated(
+                self._sessions,
+                self._federation,
+                principal,
+                change,
+                tenant_id=user.tenant_id,
+                detail={"user": user.id},
+            )
+            return ApiKeyView(id=f"{tenants.TOKEN_PREFIX}{key_id}", user=user.id, token=token)
         async with self._sessions.begin() as session:
-            user = await _visible_user(session, principal, user_id)
-            if not (_may_manage(principal, user) or principal.user_id == user.id):
-                raise Forbidden("your role may not create keys for this user")
-            if user.disabled_at is not None:
-                raise Conflict(f"user {user.id!r} is disabled")
+            user = await self._key_owner(session, principal, user_id)
             token = await tenants.create_api_key(session, user_id=user.id)
             key_id = token.split(".", 1)[0]
             await audit.record(
@@ -193,6 +259,15 @@ class ManageUsers:
                 detail={"user": user.id},
             )
         return ApiKeyView(id=key_id, user=user.id, token=token)
+
+    async def _key_owner(self, session: AsyncSession, principal: Principal, user_id: str) -> User:
+        """The user the caller may create a key for (see the module docstring)."""
+        user = await _visible_user(session, principal, user_id)
+        if not (_may_manage(principal, user) or principal.user_id == user.id):
+            raise Forbidden("your role may not create keys for this user")
+        if user.disabled_at is not None:
+            raise Conflict(f"user {user.id!r} is disabled")
+        return user
 
     async def list_api_keys(self, principal: Principal, user_id: str) -> list[ApiKeyInfo]:
         """The user's keys, revoked ones included, oldest first. Raises NotFound or
@@ -207,6 +282,8 @@ class ManageUsers:
         stops working at once on this replica. Idempotent. Raises NotFound (no such user or
         key of the user) or Forbidden (see the module docstring)."""
         stored_id = key_id.removeprefix(tenants.TOKEN_PREFIX)
+        if self._federation is not None:
+            return await self._revoke_federated(self._federation, principal, user_id, key_id)
         async with self._sessions.begin() as session:
             user = await _managed_user(session, principal, user_id)
             if stored_id == key_id:
@@ -231,6 +308,18 @@ class ManageUsers:
         """Disable the user and return it: none of its keys works any more (at once on this
         replica). Idempotent. Raises NotFound, Forbidden (see the module docstring) or
         Conflict (the user is the last active admin)."""
+        if self._federation is not None:
+            async with self._sessions() as session:
+                user = await _managed_user(session, principal, user_id)
+            recorded = await _federated(
+                self._sessions,
+                self._federation,
+                principal,
+                UserDisabled(user_id=user.id),
+                tenant_id=user.tenant_id,
+            )
+            self._forget_keys(user.id)
+            return _user_view(replace(user, disabled_at=user.disabled_at or _at(recorded)))
         async with self._sessions.begin() as session:
             user = await _managed_user(session, principal, user_id)
             user = await tenants.disable_user(session, user_id=user.id)
@@ -244,6 +333,68 @@ class ManageUsers:
             )
         self._forget_keys(user.id)
         return _user_view(user)
+
+    async def _revoke_federated(
+        self, federation: FollowTenancy, principal: Principal, user_id: str, key_id: str
+    ) -> ApiKeyInfo:
+        """`revoke_api_key` in a federation: of a key this brain has taken already."""
+        stored_id = key_id.removeprefix(tenants.TOKEN_PREFIX)
+        async with self._sessions() as session:
+            user = await _managed_user(session, principal, user_id)
+            keys = await tenants.list_api_keys(session, user_id=user.id)
+        key = next((k for k in keys if k.id == stored_id), None)
+        if stored_id == key_id or key is None:
+            raise _no_key(key_id)
+        try:
+            change = ApiKeyRevoked(key_id=stored_id, user_id=user.id)
+        except ValidationError:
+            raise _no_key(key_id) from None
+        try:
+            recorded = await _federated(
+                self._sessions,
+                federation,
+                principal,
+                change,
+                tenant_id=user.tenant_id,
+                detail={"user": user.id},
+            )
+        except NotFound:
+            raise _no_key(key_id) from None
+        self._forget_keys(user.id)
+        return _key_info(replace(key, revoked_at=key.revoked_at or _at(recorded)))
+
+
+async def _federated(
+    sessions: async_sessionmaker[AsyncSession],
+    federation: FollowTenancy,
+    principal: Principal,
+    change: TenancyChange,
+    *,
+    tenant_id: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> TenancyChange:
+    """Record `change` in the national brain and follow it here (see the module docstring),
+    then audit it here (for `tenant_id`, when the change does not name its tenant); the
+    change as recorded."""
+    recorded = await federation.change(change, actor=principal.user_id)
+    object_type, object_id, named = subject_of(recorded)
+    tenant_id = named or tenant_id
+    async with sessions.begin() as session:
+        await audit.record(
+            session,
+            actor=principal.user_id,
+            tenant_id=tenant_id,
+            action=recorded.kind,
+            object_type=object_type,
+            object_id=object_id,
+            detail=detail,
+        )
+    return recorded
+
+
+def _at(change: TenancyChange) -> datetime:
+    """When the national brain recorded `change` (it always says)."""
+    return change.at or utcnow()
 
 
 def require_staff(principal: Principal) -> None:
