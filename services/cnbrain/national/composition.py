@@ -30,7 +30,7 @@ from cnbrain.national.settings import NationalSettings
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.netmap.load import load_document
 from cnbrain.rpc.server import RunningServer, start_server
-from cnbrain.storage import registry
+from cnbrain.storage import priority_classes, registry
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 
 log = logging.getLogger("cnbrain.national")
@@ -66,6 +66,9 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
         async with sessions.begin() as session:
             if await registry.seed_if_empty(session, document=load_document(settings.map)):
                 log.info("loaded map %s into an empty database", settings.map)
+        async with sessions.begin() as session:
+            if await priority_classes.seed_if_empty(session):
+                log.info("stored the built-in priority classes")
         live_map = LiveMap(sessions, owner=NATIONAL_OWNER, restrict=False)
         await live_map.reload()
 

@@ -9,7 +9,9 @@ from pydantic import ValidationError
 from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
+from cnbrain.domain.errors import Conflict, Invalid, NotFound
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.class_wire import class_of, set_message
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
@@ -22,6 +24,7 @@ from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
+from cnbrain.scheduling.classes import check_class_name
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -155,6 +158,58 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         return national_pb2.GetWeightMatrixResponse(
             digest=digest, matrix_json=matrix.model_dump_json()
         )
+
+    @override
+    async def PutPriorityClass(
+        self, request: national_pb2.PutPriorityClassRequest, context: Context
+    ) -> national_pb2.PutPriorityClassResponse:
+        try:
+            one = class_of(request.priority_class)
+        except WireError as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        actor = await self._actor(request.region_id, request.actor, context)
+        try:
+            classes, created = await self._policy.put_priority_class(
+                one, default=request.default, actor=actor
+            )
+        except Conflict as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+        return national_pb2.PutPriorityClassResponse(created=created, classes=set_message(classes))
+
+    @override
+    async def DeletePriorityClass(
+        self, request: national_pb2.DeletePriorityClassRequest, context: Context
+    ) -> national_pb2.DeletePriorityClassResponse:
+        try:
+            check_class_name(request.name)
+        except Invalid as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        actor = await self._actor(request.region_id, request.actor, context)
+        try:
+            classes = await self._policy.delete_priority_class(request.name, actor=actor)
+        except NotFound as missing:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(missing))
+        except Conflict as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+        return national_pb2.DeletePriorityClassResponse(classes=set_message(classes))
+
+    @override
+    async def GetPriorityClasses(
+        self, request: national_pb2.GetPriorityClassesRequest, context: Context
+    ) -> national_pb2.GetPriorityClassesResponse:
+        classes = await self._policy.priority_classes()
+        return national_pb2.GetPriorityClassesResponse(
+            classes=set_message(classes, known_digest=request.known_digest)
+        )
+
+    async def _actor(self, region_id: str, actor: str, context: Context) -> str:
+        """Who made a policy change, for the audit log: `region_id`'s `actor`; the call ends
+        UNAVAILABLE when that region is not known (it may register and try again)."""
+        if region_id not in self._directory:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"region {region_id!r} has not registered"
+            )
+        return f"{region_id}:{actor}"[:MAX_ACTOR]
 
     @override
     async def QuoteCrossRegion(
