@@ -1,8 +1,9 @@
 """NationalBrainService: region registration and summaries (with the regions' parts of the
 map), cross-region placement (and the plan of a cross-region request that waits) and quotes."""
 
+import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import grpc
 from pydantic import ValidationError
@@ -18,19 +19,23 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.policy import FederationPolicy
-from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.regions import RegionDirectory, owned_provinces
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.scheduling.classes import check_class_name
+from cnbrain.storage.known_regions import MAX_ENDPOINT
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 MAX_ACTOR = 64
 """Characters of an actor the audit log keeps."""
+
+ENDPOINT: Final = re.compile(r"^[^\s\x00-\x1f\x7f]+:[0-9]{1,5}$")
+"""A region's endpoint: host:port, the host without spaces or control characters."""
 
 MAX_LIVE_IDS = 1000
 """Request ids one GetSourceLiveRequests may name (a region's GetLiveRequests takes as many)."""
@@ -60,12 +65,11 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     async def RegisterRegion(
         self, request: national_pb2.RegisterRegionRequest, context: Context
     ) -> national_pb2.RegisterRegionResponse:
-        cmap = self._live_map.map
-        if request.region_id not in cmap.regions:
+        owned = owned_provinces(self._live_map.map, request.region_id)
+        if owned is None:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"unknown region {request.region_id!r}"
             )
-        owned = {c for c, p in cmap.provinces.items() if p.region == request.region_id}
         claimed = set(request.provinces)
         if claimed != owned:
             await context.abort(
@@ -73,9 +77,16 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 f"region {request.region_id!r} owns provinces {sorted(owned)}, "
                 f"not {sorted(claimed)}",
             )
-        if not request.endpoint:
+        endpoint = request.endpoint
+        if not endpoint:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "endpoint is required")
-        await self._directory.register(request.region_id, request.endpoint, frozenset(owned))
+        if len(endpoint) > MAX_ENDPOINT or not ENDPOINT.fullmatch(endpoint):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"endpoint: must be host:port of at most {MAX_ENDPOINT} characters, "
+                "without spaces or control characters",
+            )
+        await self._directory.register(request.region_id, endpoint, owned)
         return national_pb2.RegisterRegionResponse(
             national_id="national", summary_interval_ms=self._settings.summary_interval_ms
         )
