@@ -4,13 +4,19 @@ cross-region request from the east; retired there, it leaves the national map ag
 federation's policy holds everywhere: a weight matrix and a priority class set on one region
 hold on the other."""
 
+import math
 import time
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
+from cnbrain.netmap.china import china_document
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.v1 import national_pb2, national_pb2_grpc
 from tests.federation.ledgers import check_invariants, rows, unreleased
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation, local_federation
@@ -28,6 +34,11 @@ def federation(tmp_path_factory: Any) -> Iterator[LocalFederation]:
         database_prefix="cnbrain_fedmap",
         shared_env={"CNBRAIN_ADMISSION_INTERVAL_S": "0.5"},
     )
+
+
+@cache
+def federation_map() -> ComputeNetworkMap:
+    return ComputeNetworkMap.from_document(china_document())
 
 
 def _admin(federation: LocalFederation) -> dict[str, str]:
@@ -231,3 +242,83 @@ async def test_a_priority_class_put_on_one_region_orders_another_regions_queue(
 
     await until(gone, "the east following the class deleted on the west", 30)
     assert not await rows(national, "SELECT name FROM priority_classes WHERE name = 'urgent'")
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_the_national_brain_checks_what_peers_send_of_classes_and_endpoints(
+    federation: LocalFederation,
+) -> None:
+    token = federation.members["national"].env["CNBRAIN_PEER_TOKEN"]
+    metadata = (("authorization", f"Bearer {token}"),)
+    good = {"name": "urgent", "value": 990, "preemptible": False, "default_max_wait_s": 60.0}
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{federation.national_port}") as channel:
+        stub = national_pb2_grpc.NationalBrainServiceStub(channel)
+
+        async def put(region: str = "east", **fields: Any) -> grpc.StatusCode:
+            one = national_pb2.PriorityClass(**{**good, **fields})
+            try:
+                await stub.PutPriorityClass(
+                    national_pb2.PutPriorityClassRequest(
+                        priority_class=one, region_id=region, actor="test"
+                    ),
+                    metadata=metadata,
+                    timeout=10,
+                )
+            except grpc.aio.AioRpcError as error:
+                return error.code()
+            return grpc.StatusCode.OK
+
+        async def delete(name: str) -> grpc.StatusCode:
+            try:
+                await stub.DeletePriorityClass(
+                    national_pb2.DeletePriorityClassRequest(
+                        name=name, region_id="east", actor="test"
+                    ),
+                    metadata=metadata,
+                    timeout=10,
+                )
+            except grpc.aio.AioRpcError as error:
+                return error.code()
+            return grpc.StatusCode.OK
+
+        async def register(endpoint: str) -> grpc.StatusCode:
+            provinces = sorted(
+                c for c, p in federation_map().provinces.items() if p.region == "east"
+            )
+            try:
+                await stub.RegisterRegion(
+                    national_pb2.RegisterRegionRequest(
+                        region_id="east", endpoint=endpoint, provinces=provinces
+                    ),
+                    metadata=metadata,
+                    timeout=10,
+                )
+            except grpc.aio.AioRpcError as error:
+                return error.code()
+            return grpc.StatusCode.OK
+
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        assert await put(name="a/b") == invalid
+        assert await put(value=10**9 + 1) == invalid
+        assert await put(default_max_wait_s=math.nan) == invalid
+        assert await put(default_max_wait_s=math.inf) == invalid
+        assert await put(value=900) == grpc.StatusCode.FAILED_PRECONDITION  # high's value
+        assert await put(region="nowhere") == grpc.StatusCode.UNAVAILABLE
+        assert await delete("normal") == grpc.StatusCode.FAILED_PRECONDITION  # the default
+        assert await delete("nope") == grpc.StatusCode.NOT_FOUND
+        assert await delete("a b") == invalid
+        assert await register("bad host:1") == invalid
+        assert await register("h" * 250 + ".example:50051") == invalid
+        assert await register("127.0.0.1") == invalid
+
+    names = await rows(federation.databases["national"], "SELECT name FROM priority_classes")
+    assert sorted(r["name"] for r in names) == ["high", "low", "normal"]
+    taken = httpx.put(
+        f"{federation.members['east'].url}/v1/priority-classes/urgent",
+        json={**URGENT, "value": 900},
+        headers=_admin(federation),
+        timeout=30,
+    )
+    assert taken.status_code == 409, taken.text
+    assert "already the value of class 'high'" in taken.json()["detail"]

@@ -2,12 +2,16 @@
 and provinces as it last registered."""
 
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage.clock import utcnow
+from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.models import KnownRegionRecord
+
+_KNOWN = cast("Table", KnownRegionRecord.__table__)
 
 MAX_ENDPOINT = 255
 """Characters of an endpoint kept (the column's length)."""
@@ -21,15 +25,18 @@ class KnownRegion:
 
 
 async def save(session: AsyncSession, region: KnownRegion) -> None:
-    """Record `region` (replacing what was recorded of it), in the caller's transaction."""
-    record = await session.get(KnownRegionRecord, region.region_id)
-    if record is None:
-        record = KnownRegionRecord(region_id=region.region_id)
-        session.add(record)
-    record.endpoint = region.endpoint
-    record.provinces = sorted(region.provinces)
-    record.registered_at = utcnow()
-    await session.flush()
+    """Record `region` (replacing what was recorded of it), in the caller's transaction; two
+    registrations of one region at once both succeed, the later one kept."""
+    values = {
+        "endpoint": region.endpoint,
+        "provinces": sorted(region.provinces),
+        "registered_at": utcnow(),
+    }
+    await session.execute(
+        insert_on_conflict(session, _KNOWN)
+        .values(region_id=region.region_id, **values)
+        .on_conflict_do_update(index_elements=[_KNOWN.c.region_id], set_=values)
+    )
 
 
 async def all_known(session: AsyncSession) -> list[KnownRegion]:
