@@ -75,11 +75,11 @@ async def test_a_national_brain_killed_mid_placement_releases_what_it_never_deci
             r["reservation_id"]
             for r in await rows(national_db, "SELECT * FROM inflight_placements")
         }
-        prepared = await _prepared(databases["west"])
+        prepared = await _prepared(databases["west"]) & await _prepared(databases["east"])
         return recorded if recorded and recorded <= prepared else None
 
     in_flight = await until(
-        under_way, "placements recorded and prepared in the west", 30, every_s=0.05
+        under_way, "placements recorded and prepared in the east and the west", 30, every_s=0.05
     )
     federation.kill("national")
     late = await asyncio.gather(*burst)
