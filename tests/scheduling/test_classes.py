@@ -102,3 +102,22 @@ def test_a_stored_request_naming_no_class_of_the_set_gets_the_default() -> None:
     assert classes.named_or_default("high").name == "high"
     for name in (None, "deleted", 7, ""):
         assert classes.named_or_default(name).name == "normal"
+
+
+def test_equal_sets_have_equal_digests_and_any_change_changes_it() -> None:
+    high, normal = PriorityClass("high", 9, False, 0), PriorityClass("normal", 5, True, 60)
+    digest = PriorityClasses([high, normal], default="normal").digest()
+    assert PriorityClasses([normal, high], default="normal").digest() == digest
+    assert PriorityClasses([high, normal], default="high").digest() != digest
+    assert (
+        PriorityClasses([high, PriorityClass("normal", 5, True, 61)], default="normal").digest()
+        != digest
+    )
+    assert (
+        PriorityClasses([high, PriorityClass("normal", 5, False, 60)], default="normal").digest()
+        != digest
+    )
+    assert (
+        PriorityClasses([PriorityClass("high", 8, False, 0), normal], default="normal").digest()
+        != digest
+    )

@@ -6,7 +6,7 @@ import pytest
 from cnbrain.domain.errors import Conflict
 from cnbrain.domain.request import PlacementRequest, ResourceDemand
 from cnbrain.domain.states import RequestState
-from cnbrain.scheduling.classes import PriorityClass
+from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.storage import priority_classes, requests, tenants
 from cnbrain.storage.errors import NotFoundError
 from cnbrain.storage.priority_classes import BUILT_IN, ClassConflict
@@ -129,3 +129,48 @@ def _request(request_id: str, priority_class: str) -> PlacementRequest:
         duration_hours=1,
         priority_class=priority_class,
     )
+
+
+async def test_replace_makes_the_stored_set_the_one_given_even_when_values_move(
+    sessions: Sessions,
+) -> None:
+    async with sessions.begin() as session:
+        await priority_classes.seed_if_empty(session)
+    federation = PriorityClasses(
+        [_class("urgent", 900, preemptible=False), _class("high", 500), _class("normal", 100)],
+        default="high",
+    )
+    async with sessions.begin() as session:
+        assert await priority_classes.replace_classes(session, federation)
+    async with sessions() as session:
+        stored = await priority_classes.list_classes(session)
+    assert stored is not None
+    assert list(stored) == list(federation)
+    assert stored.default.name == "high"
+    assert stored.digest() == federation.digest()
+    async with sessions.begin() as session:
+        assert not await priority_classes.replace_classes(session, federation)
+
+
+async def test_refuse_if_named_refuses_only_a_class_that_open_requests_name(
+    sessions: Sessions,
+) -> None:
+    async with sessions.begin() as session:
+        await priority_classes.seed_if_empty(session)
+        await tenants.create_tenant(session, tenant_id="acme", name="Acme")
+        user = await tenants.create_user(session, name="ana", role="tenant-user", tenant_id="acme")
+        await requests.insert_requests(
+            session,
+            [
+                requests.NewRequest(
+                    request_id="req-high",
+                    tenant_id="acme",
+                    user_id=user.id,
+                    body=requests.JsonText(_request("req-high", "high").model_dump_json()),
+                )
+            ],
+        )
+    async with sessions() as session:
+        with pytest.raises(ClassConflict, match="'high' is named by 1 request"):
+            await priority_classes.refuse_if_named(session, name="high")
+        await priority_classes.refuse_if_named(session, name="low")

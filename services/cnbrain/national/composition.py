@@ -19,11 +19,13 @@ from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.national.coordinator import Coordinator
+from cnbrain.national.inflight import DatabaseJournal
+from cnbrain.national.known_regions import DatabaseRegions
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.policy import FederationPolicy
-from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.regions import RegionDirectory, owned_provinces
 from cnbrain.national.release_backlog import DatabaseBacklog
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
@@ -31,7 +33,7 @@ from cnbrain.national.tenancy import FederationTenancy
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.netmap.load import load_document
 from cnbrain.rpc.server import RunningServer, start_server
-from cnbrain.storage import registry
+from cnbrain.storage import priority_classes, registry
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 
 log = logging.getLogger("cnbrain.national")
@@ -56,9 +58,11 @@ class NationalBrain:
 
 @asynccontextmanager
 async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
-    """The national brain started on `settings`: the schema migrated, the built-in map loaded
-    into an empty database, the engine built, expiry of abandoned prepared parts, retries
-    of failed releases and the ledger auditor running, and gRPC served (when `grpc_port` is set)."""
+    """The national brain started on `settings`: the schema migrated, the built-in map and
+    priority classes loaded into an empty database, the engine built, the regions known from
+    the database taken back, the parts of the placements a run before left under way
+    released, expiry of abandoned prepared parts, retries of failed releases and the ledger
+    auditor running, and gRPC served (when `grpc_port` is set)."""
     async with AsyncExitStack() as stack:
         database = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -67,18 +71,28 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
         async with sessions.begin() as session:
             if await registry.seed_if_empty(session, document=load_document(settings.map)):
                 log.info("loaded map %s into an empty database", settings.map)
+        async with sessions.begin() as session:
+            if await priority_classes.seed_if_empty(session):
+                log.info("stored the built-in priority classes")
         live_map = LiveMap(sessions, owner=NATIONAL_OWNER, restrict=False)
         await live_map.reload()
 
         security = settings.security(NATIONAL_OWNER)
-        directory = RegionDirectory(security)
+        directory = RegionDirectory(security, known=DatabaseRegions(sessions))
         stack.push_async_callback(directory.close)
+        known = await directory.restore(lambda region: owned_provinces(live_map.map, region))
+        if known:
+            log.info("regions known from the database: %s", ", ".join(known))
         local = LocalParticipant(sessions, arrays=lambda: live_map.engine.arrays, watch=live_map)
         coordinator = Coordinator(
             Participants(local, directory, deadline_s=settings.call_deadline_s),
             ttl_ms=settings.prepare_ttl_ms,
             backlog=DatabaseBacklog(sessions),
+            journal=DatabaseJournal(sessions),
         )
+        recovered = await coordinator.recover()
+        if recovered:
+            log.warning("released the parts of %d placements left under way", recovered)
         placer = CrossRegionPlacer(
             settings=settings,
             live_map=live_map,

@@ -3,6 +3,12 @@ batch of plans in its owner, commit them, release every part of a plan that one 
 refused or could not commit, and release again, later, what an owner could not release when
 asked.
 
+With a `Journal`, every placement is recorded as under way before any of its parts is
+prepared, and its record is deleted once its outcome is decided (every part committed, or
+released or owed a release), before the answer goes out; `recover` releases, in every owner,
+the parts of the placements a national brain that stopped left under way: none of them was
+answered.
+
 Each step is one call per owner carrying all its parts of the batch, the owners in parallel.
 An owner is reached through its `Participant` (the port, below; `national.participants`
 has its implementations), looked up once per step. A participant's every call carries many
@@ -68,6 +74,33 @@ class Backlog(Protocol):
         """Every release still owed, as (owner, reservation id, reason)."""
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A placement under way: reservation `reservation_id` of request `request_id`, with
+    parts in `owners`."""
+
+    reservation_id: str
+    request_id: str
+    owners: tuple[str, ...]
+
+
+class Journal(Protocol):
+    """Where the placements under way are recorded, so that a restarted national brain
+    releases the parts of those it never decided (`national.inflight`)."""
+
+    async def begin(self, placements: Sequence[InFlight]) -> None:
+        """Record `placements` as under way."""
+
+    async def end(self, reservation_ids: Sequence[str]) -> None:
+        """Forget those placements: their outcome is decided."""
+
+    async def under_way(self) -> list[InFlight]:
+        """Every placement still recorded as under way."""
+
+
+RECOVERED = "the national brain stopped before the placement was decided"
+"""The reason of the releases `recover` makes."""
+
 Lookup = Callable[[str], Participant | None]
 """The participant of an owner; None: an owner (region) that is not registered."""
 
@@ -78,13 +111,39 @@ class Coordinator:
     """Two-phase commit of plans' parts in their owners, each reached through the
     participant `participant` looks up. The releases owners could not make are kept in
     `backlog` too (None: in memory only) and taken up from there by
-    `retry_releases_forever`."""
+    `retry_releases_forever`; the placements under way are recorded in `journal` (None: not
+    recorded, and `recover` has nothing to do)."""
 
-    def __init__(self, participant: Lookup, *, ttl_ms: int, backlog: Backlog | None = None) -> None:
+    def __init__(
+        self,
+        participant: Lookup,
+        *,
+        ttl_ms: int,
+        backlog: Backlog | None = None,
+        journal: Journal | None = None,
+    ) -> None:
         self._participant = participant
         self._ttl_ms = ttl_ms
         self._backlog = backlog
+        self._journal = journal
         self._unreleased: set[tuple[str, str, str]] = set()
+
+    async def recover(self) -> int:
+        """Release every part of the placements recorded as under way (a national brain
+        that stopped left them; none was answered), one call per owner; what an owner cannot
+        release now is owed (`release`). Then forget them; how many there were."""
+        if self._journal is None:
+            return 0
+        left = await self._journal.under_way()
+        by_owner: dict[str, list[str]] = {}
+        for placement in left:
+            for owner in placement.owners:
+                by_owner.setdefault(owner, []).append(placement.reservation_id)
+        await asyncio.gather(
+            *(self.release(owner, ids, RECOVERED) for owner, ids in by_owner.items())
+        )
+        await self._journal.end([placement.reservation_id for placement in left])
+        return len(left)
 
     async def prepare(self, plans: Sequence[Plan]) -> dict[int, AttemptError]:
         """Prepare every part of `plans`, one call per owner; for each plan with a part in an
@@ -100,16 +159,27 @@ class Coordinator:
                     f"region {unknown!r} is not registered", region=unknown
                 )
         ttl_ms = self._ttl_ms
-        failures.update(
-            await self._step(
-                "prepare",
-                [plan for plan in plans if plan.item not in failures],
-                lambda participant, parts: participant.prepare(
-                    [part.claim for _, part in parts], ttl_ms=ttl_ms
-                ),
-                "a part could not be prepared",
-            )
+        preparing = [plan for plan in plans if plan.item not in failures]
+        if self._journal is not None and preparing:
+            try:
+                await self._journal.begin([_in_flight(plan) for plan in preparing])
+            except Exception as error:
+                log.warning("could not record placements under way", exc_info=True)
+                unrecorded = AttemptError(
+                    f"the placement could not be recorded: {reason_of(error)}"
+                )
+                failures.update((plan.item, unrecorded) for plan in preparing)
+                return failures
+        refused = await self._step(
+            "prepare",
+            preparing,
+            lambda participant, parts: participant.prepare(
+                [part.claim for _, part in parts], ttl_ms=ttl_ms
+            ),
+            "a part could not be prepared",
         )
+        failures.update(refused)
+        await self._decided([plan for plan in preparing if plan.item in refused])
         return failures
 
     async def commit(
@@ -119,12 +189,30 @@ class Coordinator:
         owner, in parallel (a part committed in one owner and not in another is released in
         both, so the order does not matter); for each plan with a part that could not be
         committed (all its parts then released), the AttemptError, by item."""
-        return await self._step(
+        failures = await self._step(
             "commit",
             plans,
             lambda participant, parts: participant.commit([commitments[i] for i, _ in parts]),
             "a part could not be committed",
         )
+        if not await self._decided(plans):
+            committed = [plan for plan in plans if plan.item not in failures]
+            await self._release_plans(committed, "the outcome could not be recorded")
+            unrecorded = AttemptError("the outcome of the placement could not be recorded")
+            failures.update((plan.item, unrecorded) for plan in committed)
+        return failures
+
+    async def _decided(self, plans: Sequence[Plan]) -> bool:
+        """Forget that `plans` are under way (their outcome is decided); False when the
+        journal could not be written (their records stay: a restart releases them)."""
+        if self._journal is None or not plans:
+            return True
+        try:
+            await self._journal.end([plan.reservation.id for plan in plans])
+        except Exception:
+            log.warning("could not record the outcome of placements", exc_info=True)
+            return False
+        return True
 
     async def release(self, owner: str, reservation_ids: Sequence[str], reason: str) -> bool:
         """Release `reservation_ids` in `owner` (one call); whether it did. Parts that cannot
@@ -204,6 +292,11 @@ class Coordinator:
         failures = _failures(step, by_owner, participants, replies)
         await self._release_plans([plan for plan in plans if plan.item in failures], reason)
         return failures
+
+
+def _in_flight(plan: Plan) -> InFlight:
+    owners = tuple(dict.fromkeys(part.owner for part in plan.parts))
+    return InFlight(plan.reservation.id, plan.reservation.request_id, owners)
 
 
 async def _unregistered(owner: str) -> list[str | None]:

@@ -1,16 +1,40 @@
-"""The regions the national brain knows: where they answer, and their latest summaries."""
+"""The regions the national brain knows: where they answer, and their latest summaries.
+Where they answer is kept in the national brain's database too (`KnownRegions`), so that a
+restarted national brain reaches them at once, before they register again."""
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import grpc
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
 from cnbrain.v1 import ledger_pb2_grpc, national_pb2, regional_pb2, regional_pb2_grpc
+
+log = logging.getLogger("cnbrain.national")
+
+
+def owned_provinces(cmap: ComputeNetworkMap, region_id: str) -> frozenset[str] | None:
+    """The provinces of region `region_id` on `cmap`; None for a region the map has not."""
+    if region_id not in cmap.regions:
+        return None
+    return frozenset(code for code, p in cmap.provinces.items() if p.region == region_id)
+
+
+class KnownRegions(Protocol):
+    """Where the directory's registrations are kept (`national.known_regions`)."""
+
+    async def save(self, region_id: str, endpoint: str, provinces: frozenset[str]) -> None:
+        """Record that region `region_id` answers at `endpoint` and owns `provinces`."""
+
+    async def load(self) -> list[tuple[str, str, frozenset[str]]]:
+        """Every region recorded, as (id, endpoint, provinces)."""
 
 
 @dataclass(slots=True)
@@ -100,11 +124,29 @@ def unavailable(region_id: str, error: grpc.aio.AioRpcError) -> PeerUnavailable:
 
 class RegionDirectory:
     """Registered regions by id. Registering again (a restarted region brain) replaces the
-    endpoint and channel."""
+    endpoint and channel. With `known`, every new or changed registration is recorded there
+    before it is taken, and `restore` takes the recorded ones back."""
 
-    def __init__(self, security: PeerSecurity) -> None:
+    def __init__(self, security: PeerSecurity, *, known: KnownRegions | None = None) -> None:
         self._security = security
+        self._known = known
         self._regions: dict[str, Region] = {}
+
+    async def restore(self, owned: Callable[[str], frozenset[str] | None]) -> list[str]:
+        """Take back the registrations recorded in `known` (none yet has a summary), each
+        with the provinces `owned` gives its region now; a region `owned` does not know
+        (None) is left out. The ids taken."""
+        if self._known is None:
+            return []
+        taken: list[str] = []
+        for region_id, endpoint, _ in await self._known.load():
+            provinces = owned(region_id)
+            if provinces is None:
+                log.warning("region %r is recorded but not on the map; left out", region_id)
+                continue
+            await self._take(region_id, endpoint, provinces)
+            taken.append(region_id)
+        return taken
 
     def __contains__(self, region_id: str) -> bool:
         return region_id in self._regions
@@ -126,10 +168,21 @@ class RegionDirectory:
         return list(self._regions.values())
 
     async def register(self, region_id: str, endpoint: str, provinces: frozenset[str]) -> Region:
+        """Region `region_id` answers at `endpoint` and owns `provinces` (recorded in
+        `known` first when new or changed: when that raises, nothing changes)."""
         old = self._regions.get(region_id)
+        if old is not None and old.endpoint == endpoint and old.provinces == provinces:
+            return old
+        if self._known is not None:
+            await self._known.save(region_id, endpoint, provinces)
         if old is not None and old.endpoint == endpoint:
             old.provinces = provinces
             return old
+        return await self._take(region_id, endpoint, provinces)
+
+    async def _take(self, region_id: str, endpoint: str, provinces: frozenset[str]) -> Region:
+        """Region `region_id` at `endpoint`, on a new channel (the one it replaces closed)."""
+        old = self._regions.get(region_id)
         channel = open_channel(endpoint, security=self._security, server_name=region_id)
         region = Region(
             id=region_id,

@@ -3,35 +3,43 @@ map), cross-region placement (and the plan of a cross-region request that waits)
 and the federation's weight matrix and tenancy (a change recorded, the changes after a
 version)."""
 
+import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import grpc
 from pydantic import ValidationError
 from typing_extensions import override
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
+from cnbrain.domain.errors import Conflict, Invalid, NotFound
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.tenancy import MAX_VERSION, change_json, change_of
+from cnbrain.federation.class_wire import class_of, set_message
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.policy import FederationPolicy
-from cnbrain.national.regions import RegionDirectory
+from cnbrain.national.regions import RegionDirectory, owned_provinces
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.tenancy import FederationTenancy
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
+from cnbrain.scheduling.classes import check_class_name
+from cnbrain.storage.known_regions import MAX_ENDPOINT
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 MAX_ACTOR = 64
 """Characters of an actor the audit log keeps."""
+
+ENDPOINT: Final = re.compile(r"^[^\s\x00-\x1f\x7f]+:[0-9]{1,5}$")
+"""A region's endpoint: host:port, the host without spaces or control characters."""
 
 MAX_LIVE_IDS = 1000
 """Request ids one GetSourceLiveRequests may name (a region's GetLiveRequests takes as many)."""
@@ -69,12 +77,11 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     async def RegisterRegion(
         self, request: national_pb2.RegisterRegionRequest, context: Context
     ) -> national_pb2.RegisterRegionResponse:
-        cmap = self._live_map.map
-        if request.region_id not in cmap.regions:
+        owned = owned_provinces(self._live_map.map, request.region_id)
+        if owned is None:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"unknown region {request.region_id!r}"
             )
-        owned = {c for c, p in cmap.provinces.items() if p.region == request.region_id}
         claimed = set(request.provinces)
         if claimed != owned:
             await context.abort(
@@ -82,9 +89,16 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 f"region {request.region_id!r} owns provinces {sorted(owned)}, "
                 f"not {sorted(claimed)}",
             )
-        if not request.endpoint:
+        endpoint = request.endpoint
+        if not endpoint:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "endpoint is required")
-        await self._directory.register(request.region_id, request.endpoint, frozenset(owned))
+        if len(endpoint) > MAX_ENDPOINT or not ENDPOINT.fullmatch(endpoint):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"endpoint: must be host:port of at most {MAX_ENDPOINT} characters, "
+                "without spaces or control characters",
+            )
+        await self._directory.register(request.region_id, endpoint, owned)
         return national_pb2.RegisterRegionResponse(
             national_id="national", summary_interval_ms=self._settings.summary_interval_ms
         )
@@ -178,13 +192,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"change_json: not a tenancy change: {wrong}"
             )
-        if request.region_id not in self._directory:
-            # UNAVAILABLE, not FAILED_PRECONDITION (a refused change): the region may retry
-            # once it has registered again.
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE, f"region {request.region_id!r} has not registered"
-            )
-        actor = f"{request.region_id}:{request.actor}"[:MAX_ACTOR]
+        actor = await self._actor(request.region_id, request.actor, context)
         version, recorded = await self._tenancy.change(change, actor=actor)
         return national_pb2.ChangeTenancyResponse(
             change=national_pb2.TenancyChange(version=version, change_json=change_json(recorded))
@@ -214,6 +222,59 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
             ],
             latest_version=latest,
         )
+
+    @override
+    async def PutPriorityClass(
+        self, request: national_pb2.PutPriorityClassRequest, context: Context
+    ) -> national_pb2.PutPriorityClassResponse:
+        try:
+            one = class_of(request.priority_class)
+        except WireError as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        actor = await self._actor(request.region_id, request.actor, context)
+        try:
+            classes, created = await self._policy.put_priority_class(
+                one, default=request.default, actor=actor
+            )
+        except Conflict as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+        return national_pb2.PutPriorityClassResponse(created=created, classes=set_message(classes))
+
+    @override
+    async def DeletePriorityClass(
+        self, request: national_pb2.DeletePriorityClassRequest, context: Context
+    ) -> national_pb2.DeletePriorityClassResponse:
+        try:
+            check_class_name(request.name)
+        except Invalid as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        actor = await self._actor(request.region_id, request.actor, context)
+        try:
+            classes = await self._policy.delete_priority_class(request.name, actor=actor)
+        except NotFound as missing:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(missing))
+        except Conflict as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+        return national_pb2.DeletePriorityClassResponse(classes=set_message(classes))
+
+    @override
+    async def GetPriorityClasses(
+        self, request: national_pb2.GetPriorityClassesRequest, context: Context
+    ) -> national_pb2.GetPriorityClassesResponse:
+        classes = await self._policy.priority_classes()
+        return national_pb2.GetPriorityClassesResponse(
+            classes=set_message(classes, known_digest=request.known_digest)
+        )
+
+    async def _actor(self, region_id: str, actor: str, context: Context) -> str:
+        """Who made a change of the federation's policy or tenancy, for the audit log:
+        `region_id`'s `actor`. The call ends UNAVAILABLE, not FAILED_PRECONDITION (a refused
+        change), when that region is not known: it may register and try again."""
+        if region_id not in self._directory:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"region {region_id!r} has not registered"
+            )
+        return f"{region_id}:{actor}"[:MAX_ACTOR]
 
     @override
     async def QuoteCrossRegion(

@@ -48,7 +48,11 @@ from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.map_admin import MapAdministration
-from cnbrain.regional.use_cases.policy_sync import FollowWeightMatrix
+from cnbrain.regional.use_cases.policy_sync import (
+    FollowPolicy,
+    follow_priority_classes,
+    follow_weight_matrix,
+)
 from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
 from cnbrain.regional.use_cases.recover import start_recovery
 from cnbrain.regional.use_cases.tenancy_sync import FollowTenancy
@@ -130,14 +134,19 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         replicas.on_queue(brain.admission.queued)
         background(stack, brain.admission.run(brain.requests.admit), "admission")
         if national is not None:
-            follow = FollowWeightMatrix(
-                sessions=sessions,
-                live_map=live_map,
-                national=national,
-                announce=lambda: replicas.announce("map"),
+            follow = FollowPolicy(
+                [
+                    follow_weight_matrix(
+                        sessions=sessions,
+                        live_map=live_map,
+                        national=national,
+                        announce=lambda: replicas.announce("map"),
+                    ),
+                    follow_priority_classes(sessions=sessions, national=national),
+                ],
                 interval_s=settings.summary_interval_s,
             )
-            background(stack, follow.run(), "weight-matrix")
+            background(stack, follow.run(), "federation-policy")
         if brain.tenancy is not None:
             background(stack, brain.tenancy.run(), "tenancy")
         background(
@@ -239,7 +248,7 @@ def _assemble(
             credentials=credentials,
             policy=national,
         ),
-        priority_classes=ManagePriorityClasses(sessions),
+        priority_classes=ManagePriorityClasses(sessions, policy=national),
         dispatcher=dispatcher,
         admission=admission,
         auditor=auditor,

@@ -7,7 +7,7 @@
 - `NationalLink` registers with the national brain, streams summaries of free capacity (with
   this region's part of the map when it changed), escalates (and quotes) requests that cannot
   be placed locally, releases cross-region reservations, and sends and reads the
-  federation's weight matrix and tenancy changes.
+  federation's weight matrix, priority classes and tenancy changes.
 """
 
 import asyncio
@@ -25,6 +25,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.errors import CnbrainError, Conflict, Invalid, NotFound
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.tenancy import MAX_VERSION, TenancyChange, change_json, change_of
+from cnbrain.federation.class_wire import class_message, set_of
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
@@ -45,6 +46,7 @@ from cnbrain.regional.use_cases.ports import NationalPlan, NationalQuote, Tenanc
 from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
+from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
 
 log = logging.getLogger("cnbrain.regional")
@@ -522,6 +524,57 @@ class NationalLink:
         except ValueError as wrong:
             raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
+    async def put_priority_class(
+        self, one: PriorityClass, *, default: bool, actor: str
+    ) -> tuple[PriorityClasses, bool]:
+        """Make `one` a class of the federation (PutPriorityClass); the federation's set and
+        whether the class is new. Raises Conflict when the national brain refuses it, and
+        PeerUnavailable when it cannot be reached, does not answer in time or answers what
+        is not a set of classes."""
+        try:
+            answer = await self._stub.PutPriorityClass(
+                national_pb2.PutPriorityClassRequest(
+                    priority_class=class_message(one),
+                    default=default,
+                    region_id=self._region_id,
+                    actor=actor,
+                ),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _refusal(error) from error
+        return _class_set(answer.classes), answer.created
+
+    async def delete_priority_class(self, name: str, *, actor: str) -> PriorityClasses:
+        """Delete the federation's class `name` (DeletePriorityClass); the federation's set.
+        Raises NotFound or Conflict when the national brain refuses it, and PeerUnavailable
+        as `put_priority_class`."""
+        try:
+            answer = await self._stub.DeletePriorityClass(
+                national_pb2.DeletePriorityClassRequest(
+                    name=name, region_id=self._region_id, actor=actor
+                ),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _refusal(error) from error
+        return _class_set(answer.classes)
+
+    async def priority_classes(self, *, known_digest: str) -> PriorityClasses | None:
+        """The federation's priority classes, or None when they are the ones of
+        `known_digest` (GetPriorityClasses). Raises PeerUnavailable when the national brain
+        cannot be reached or answers what is not a set of classes."""
+        try:
+            answer = await self._stub.GetPriorityClasses(
+                national_pb2.GetPriorityClassesRequest(known_digest=known_digest),
+                timeout=self._deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _national_unavailable(error) from error
+        if answer.classes.digest == known_digest:
+            return None
+        return _class_set(answer.classes)
+
     async def live_requests(self, region_id: str, request_ids: Sequence[str]) -> set[str]:
         """The live ones of `request_ids` in their source region `region_id`, asked through
         the national brain. Raises PeerUnavailable when it, or that region, cannot be asked."""
@@ -631,6 +684,14 @@ def tenancy_page(answer: national_pb2.GetTenancyResponse, *, since: int, limit: 
         changes.append((entry.version, change_of(entry.change_json)))
         previous = entry.version
     return TenancyPage(changes=changes, latest_version=latest)
+
+
+def _class_set(message: national_pb2.PriorityClassSet) -> PriorityClasses:
+    """The set of classes the national brain sent; PeerUnavailable when it is not one."""
+    try:
+        return set_of(message)
+    except WireError as wrong:
+        raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
 
 def summarise(

@@ -5,6 +5,9 @@ may preempt whom (only a higher value preempts, and only preemptible work). Two 
 one set never share a value, so "a lower class" and "a lower value" are the same thing.
 """
 
+import hashlib
+import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,12 +20,26 @@ from cnbrain.scheduling.checks import checked_int, checked_name, checked_number
 MAX_CLASS_NAME_LENGTH: Final = 63
 """A class name is short: at most this many characters (a DNS label's length)."""
 
+NAME_PATTERN: Final = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_CLASS_NAME_LENGTH - 1}}}$")
+"""A class name as operators give it: a letter or digit, then letters, digits, '.', '_' or
+'-'; at most `MAX_CLASS_NAME_LENGTH` characters (it is a path segment of the API)."""
+
 MIN_CLASS_VALUE: Final = -(10**9)
 MAX_CLASS_VALUE: Final = 10**9
 """A class value is an integer within these bounds."""
 
 MAX_WAIT_S: Final = bounds.MAX_DURATION_HOURS * 3600
 """The longest max wait, in seconds: as long as a request may hold its resources."""
+
+
+def check_class_name(name: str, *, field: str = "name") -> None:
+    """Raise `Invalid` naming `field` unless `name` matches `NAME_PATTERN`."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise Invalid(
+            f"must be 1 to {MAX_CLASS_NAME_LENGTH} letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+            field=field,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +129,17 @@ class PriorityClasses:
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+    def digest(self) -> str:
+        """A digest of the set: equal sets (the same classes, the same default), equal
+        digests."""
+        document = {
+            "classes": [
+                [one.name, one.value, one.preemptible, one.default_max_wait_s] for one in self
+            ],
+            "default": self._default.name,
+        }
+        return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 _HOUR_S: Final = 3600.0

@@ -446,6 +446,33 @@ class ReleaseBacklogRecord(Base):
     since: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class KnownRegionRecord(Base):
+    """A region registered with the national brain: where its brain answers and the
+    provinces it owns (a JSON list), so that a restarted national brain knows it before it
+    registers again."""
+
+    __tablename__ = "known_regions"
+
+    region_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(255))
+    provinces: Mapped[list[str]] = mapped_column(JSON)
+    registered_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class InFlightPlacementRecord(Base):
+    """A cross-region placement of the national brain whose outcome is not decided yet: its
+    reservation, its request and the owners of its parts (a JSON list), recorded before any
+    part is prepared and deleted once every part is committed or released. A row left by a
+    national brain that stopped is released in every owner when it starts again."""
+
+    __tablename__ = "inflight_placements"
+
+    reservation_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    owners: Mapped[list[str]] = mapped_column(JSON)
+    since: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class RoomHoldRecord(Base):
     """Room made on a site of this brain, by preemption, for request `request_id` of another
     region's queue: until `until`, the admission round counts this compute on `site_id` as

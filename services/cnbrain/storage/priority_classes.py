@@ -12,7 +12,7 @@ Reads return `PriorityClass` values; `list_classes` the whole set, with its defa
 
 from typing import Final
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.errors import Conflict, Internal
@@ -31,6 +31,8 @@ __all__ = [
     "get_class",
     "list_classes",
     "put_class",
+    "refuse_if_named",
+    "replace_classes",
     "requests_naming",
     "seed_if_empty",
 ]
@@ -128,14 +130,20 @@ async def delete_class(session: AsyncSession, *, name: str) -> None:
         raise NotFoundError(f"priority class {name!r} does not exist")
     if record.is_default:
         raise ClassConflict(f"class {name!r} is the default; make another class the default first")
+    await refuse_if_named(session, name=name)
+    await session.delete(record)
+    await session.flush()
+
+
+async def refuse_if_named(session: AsyncSession, *, name: str) -> None:
+    """Raise ClassConflict when requests of this database that have not ended name class
+    `name` (their count is in the message): it may not be deleted yet."""
     naming = await requests_naming(session, name=name)
     if naming:
         raise ClassConflict(
             f"class {name!r} is named by {naming} request(s) that have not ended; "
             "delete it once they have"
         )
-    await session.delete(record)
-    await session.flush()
 
 
 async def requests_naming(session: AsyncSession, *, name: str) -> int:
@@ -156,6 +164,26 @@ async def seed_if_empty(session: AsyncSession, *, classes: PriorityClasses = BUI
     await advisory_lock(session, CLASSES_LOCK)
     if not await _is_empty(session):
         return False
+    _add_all(session, classes)
+    await session.flush()
+    return True
+
+
+async def replace_classes(session: AsyncSession, classes: PriorityClasses) -> bool:
+    """Make the stored set `classes` (the federation's, in a regional brain that follows the
+    national brain's); True when it differed. Requests that name a class it drops keep their
+    name and are classed as the default (`PriorityClasses.named_or_default`)."""
+    await advisory_lock(session, CLASSES_LOCK)
+    stored = await list_classes(session)
+    if stored is not None and stored.digest() == classes.digest():
+        return False
+    await session.execute(delete(PriorityClassRecord))
+    _add_all(session, classes)
+    await session.flush()
+    return True
+
+
+def _add_all(session: AsyncSession, classes: PriorityClasses) -> None:
     now = utcnow()
     session.add_all(
         PriorityClassRecord(
@@ -168,8 +196,6 @@ async def seed_if_empty(session: AsyncSession, *, classes: PriorityClasses = BUI
         )
         for one in classes
     )
-    await session.flush()
-    return True
 
 
 async def _is_empty(session: AsyncSession) -> bool:

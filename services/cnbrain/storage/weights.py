@@ -4,13 +4,16 @@ Classes without a stored row use the built-in defaults (`cnbrain.placement.weigh
 empty table means the default matrix.
 """
 
-from sqlalchemy import select
+from typing import cast
+
+from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.enums import WorkloadClass
 from cnbrain.domain.request import ObjectiveWeights
 from cnbrain.placement.weights import DEFAULT_MATRIX, WeightMatrix
 from cnbrain.storage import audit
+from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.models import WeightRow
 
 
@@ -27,16 +30,20 @@ async def get_weight_matrix(session: AsyncSession) -> WeightMatrix:
 async def set_weight_row(
     session: AsyncSession, *, workload_class: WorkloadClass, weights: ObjectiveWeights
 ) -> None:
-    """Store (or replace) the row of `workload_class`."""
-    row = await session.get(WeightRow, workload_class.value)
-    if row is None:
-        row = WeightRow(workload_class=workload_class.value)
-        session.add(row)
-    row.cost = weights.cost
-    row.latency = weights.latency
-    row.energy = weights.energy
-    row.balance = weights.balance
-    await session.flush()
+    """Store (or replace) the row of `workload_class`; two writers of one row at once both
+    succeed, the later one kept."""
+    values = {
+        "cost": weights.cost,
+        "latency": weights.latency,
+        "energy": weights.energy,
+        "balance": weights.balance,
+    }
+    table = cast("Table", WeightRow.__table__)
+    await session.execute(
+        insert_on_conflict(session, table)
+        .values(workload_class=workload_class.value, **values)
+        .on_conflict_do_update(index_elements=[table.c.workload_class], set_=values)
+    )
 
 
 async def set_weight_matrix(session: AsyncSession, *, matrix: WeightMatrix) -> None:

@@ -523,6 +523,213 @@ class GetWeightMatrixResponse(_message.Message):
 Global___GetWeightMatrixResponse: _TypeAlias = GetWeightMatrixResponse  # noqa: Y015
 
 @_typing.final
+class PriorityClass(_message.Message):
+    """One priority class (cnbrain.scheduling.classes.PriorityClass)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_FIELD_NUMBER: _builtins.int
+    DEFAULT_MAX_WAIT_S_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit."""
+    value: _builtins.int
+    """Within [-1e9, 1e9]; unique in a set."""
+    preemptible: _builtins.bool
+    default_max_wait_s: _builtins.float
+    """Seconds, finite, within [0, the longest duration of a request]."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        value: _builtins.int = ...,
+        preemptible: _builtins.bool = ...,
+        default_max_wait_s: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_max_wait_s", b"default_max_wait_s", "name", b"name", "preemptible", b"preemptible", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PriorityClass: _TypeAlias = PriorityClass  # noqa: Y015
+
+@_typing.final
+class PriorityClassSet(_message.Message):
+    """A set of priority classes with its default."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIGEST_FIELD_NUMBER: _builtins.int
+    CLASSES_FIELD_NUMBER: _builtins.int
+    DEFAULT_CLASS_FIELD_NUMBER: _builtins.int
+    digest: _builtins.str
+    """The digest of the set (cnbrain.scheduling.classes.PriorityClasses.digest)."""
+    default_class: _builtins.str
+    """The name of the class of a request that names none."""
+    @_builtins.property
+    def classes(self) -> _containers.RepeatedCompositeFieldContainer[Global___PriorityClass]:
+        """The classes, highest value first (at most 1000); empty when the caller knows the set."""
+
+    def __init__(
+        self,
+        *,
+        digest: _builtins.str = ...,
+        classes: _abc.Iterable[Global___PriorityClass] | None = ...,
+        default_class: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes", "default_class", b"default_class", "digest", b"digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PriorityClassSet: _TypeAlias = PriorityClassSet  # noqa: Y015
+
+@_typing.final
+class PutPriorityClassRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRIORITY_CLASS_FIELD_NUMBER: _builtins.int
+    DEFAULT_FIELD_NUMBER: _builtins.int
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    default: _builtins.bool
+    """Make it the default class (the former default no longer is)."""
+    region_id: _builtins.str
+    """Who put it, for the national brain's audit log: the region and its user's id."""
+    actor: _builtins.str
+    @_builtins.property
+    def priority_class(self) -> Global___PriorityClass: ...
+    def __init__(
+        self,
+        *,
+        priority_class: Global___PriorityClass | None = ...,
+        default: _builtins.bool = ...,
+        region_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["priority_class", b"priority_class"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "default", b"default", "priority_class", b"priority_class", "region_id", b"region_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutPriorityClassRequest: _TypeAlias = PutPriorityClassRequest  # noqa: Y015
+
+@_typing.final
+class PutPriorityClassResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREATED_FIELD_NUMBER: _builtins.int
+    CLASSES_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """Whether the class is new."""
+    @_builtins.property
+    def classes(self) -> Global___PriorityClassSet: ...
+    def __init__(
+        self,
+        *,
+        created: _builtins.bool = ...,
+        classes: Global___PriorityClassSet | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes", "created", b"created"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutPriorityClassResponse: _TypeAlias = PutPriorityClassResponse  # noqa: Y015
+
+@_typing.final
+class DeletePriorityClassRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    region_id: _builtins.str
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        region_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "name", b"name", "region_id", b"region_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePriorityClassRequest: _TypeAlias = DeletePriorityClassRequest  # noqa: Y015
+
+@_typing.final
+class DeletePriorityClassResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLASSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def classes(self) -> Global___PriorityClassSet: ...
+    def __init__(
+        self,
+        *,
+        classes: Global___PriorityClassSet | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePriorityClassResponse: _TypeAlias = DeletePriorityClassResponse  # noqa: Y015
+
+@_typing.final
+class GetPriorityClassesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KNOWN_DIGEST_FIELD_NUMBER: _builtins.int
+    known_digest: _builtins.str
+    """The digest of the set the caller has (empty: none)."""
+    def __init__(
+        self,
+        *,
+        known_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["known_digest", b"known_digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPriorityClassesRequest: _TypeAlias = GetPriorityClassesRequest  # noqa: Y015
+
+@_typing.final
+class GetPriorityClassesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLASSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def classes(self) -> Global___PriorityClassSet:
+        """The set; its classes only when its digest differs from known_digest."""
+
+    def __init__(
+        self,
+        *,
+        classes: Global___PriorityClassSet | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["classes", b"classes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPriorityClassesResponse: _TypeAlias = GetPriorityClassesResponse  # noqa: Y015
+
+@_typing.final
 class GetSourceLiveRequestsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

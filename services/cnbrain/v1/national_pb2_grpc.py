@@ -80,6 +80,21 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.FromString,
                 _registered_method=True)
+        self.PutPriorityClass = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/PutPriorityClass',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.PutPriorityClassRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.PutPriorityClassResponse.FromString,
+                _registered_method=True)
+        self.DeletePriorityClass = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/DeletePriorityClass',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.DeletePriorityClassRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.DeletePriorityClassResponse.FromString,
+                _registered_method=True)
+        self.GetPriorityClasses = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/GetPriorityClasses',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.GetPriorityClassesRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetPriorityClassesResponse.FromString,
+                _registered_method=True)
         self.GetSourceLiveRequests = channel.unary_unary(
                 '/cnbrain.v1.NationalBrainService/GetSourceLiveRequests',
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.SerializeToString,
@@ -162,6 +177,32 @@ class NationalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutPriorityClass(self, request, context):
+        """The federation's priority classes are the national brain's too: a regional brain
+        forwards an operator's put or delete of a class here, and every regional brain follows
+        the set (GetPriorityClasses). Both answer the set now in force. FAILED_PRECONDITION when
+        the change breaks a rule of the set (a value another class has, no default left, a class
+        that requests the national brain holds name), NOT_FOUND for a class deleted that does not
+        exist, INVALID_ARGUMENT for a class out of bounds, UNAVAILABLE while the caller's region
+        is not known.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePriorityClass(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPriorityClasses(self, request, context):
+        """The national brain's priority classes, unless the caller knows them already.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSourceLiveRequests(self, request, context):
         """Which of the request ids named are live in their source region (that region's
         GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
@@ -218,6 +259,21 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetTenancy,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.SerializeToString,
+            ),
+            'PutPriorityClass': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutPriorityClass,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.PutPriorityClassRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.PutPriorityClassResponse.SerializeToString,
+            ),
+            'DeletePriorityClass': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePriorityClass,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.DeletePriorityClassRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.DeletePriorityClassResponse.SerializeToString,
+            ),
+            'GetPriorityClasses': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPriorityClasses,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetPriorityClassesRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.GetPriorityClassesResponse.SerializeToString,
             ),
             'GetSourceLiveRequests': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSourceLiveRequests,
@@ -469,6 +525,87 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/GetTenancy',
             cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutPriorityClass(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/PutPriorityClass',
+            cnbrain_dot_v1_dot_national__pb2.PutPriorityClassRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.PutPriorityClassResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePriorityClass(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/DeletePriorityClass',
+            cnbrain_dot_v1_dot_national__pb2.DeletePriorityClassRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.DeletePriorityClassResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPriorityClasses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/GetPriorityClasses',
+            cnbrain_dot_v1_dot_national__pb2.GetPriorityClassesRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.GetPriorityClassesResponse.FromString,
             options,
             channel_credentials,
             insecure,

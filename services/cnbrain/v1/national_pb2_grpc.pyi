@@ -64,6 +64,18 @@ class NationalBrainServiceStub:
     """The changes of the tenancy after a version, in version order: every regional brain
     follows them and applies them to its own tables.
     """
+    PutPriorityClass: _grpc.UnaryUnaryMultiCallable[_national_pb2.PutPriorityClassRequest, _national_pb2.PutPriorityClassResponse]
+    """The federation's priority classes are the national brain's too: a regional brain
+    forwards an operator's put or delete of a class here, and every regional brain follows
+    the set (GetPriorityClasses). Both answer the set now in force. FAILED_PRECONDITION when
+    the change breaks a rule of the set (a value another class has, no default left, a class
+    that requests the national brain holds name), NOT_FOUND for a class deleted that does not
+    exist, INVALID_ARGUMENT for a class out of bounds, UNAVAILABLE while the caller's region
+    is not known.
+    """
+    DeletePriorityClass: _grpc.UnaryUnaryMultiCallable[_national_pb2.DeletePriorityClassRequest, _national_pb2.DeletePriorityClassResponse]
+    GetPriorityClasses: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetPriorityClassesRequest, _national_pb2.GetPriorityClassesResponse]
+    """The national brain's priority classes, unless the caller knows them already."""
     GetSourceLiveRequests: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetSourceLiveRequestsRequest, _national_pb2.GetSourceLiveRequestsResponse]
     """Which of the request ids named are live in their source region (that region's
     GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
@@ -106,6 +118,18 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """The changes of the tenancy after a version, in version order: every regional brain
     follows them and applies them to its own tables.
     """
+    PutPriorityClass: _aio.UnaryUnaryMultiCallable[_national_pb2.PutPriorityClassRequest, _national_pb2.PutPriorityClassResponse]  # type: ignore[assignment]
+    """The federation's priority classes are the national brain's too: a regional brain
+    forwards an operator's put or delete of a class here, and every regional brain follows
+    the set (GetPriorityClasses). Both answer the set now in force. FAILED_PRECONDITION when
+    the change breaks a rule of the set (a value another class has, no default left, a class
+    that requests the national brain holds name), NOT_FOUND for a class deleted that does not
+    exist, INVALID_ARGUMENT for a class out of bounds, UNAVAILABLE while the caller's region
+    is not known.
+    """
+    DeletePriorityClass: _aio.UnaryUnaryMultiCallable[_national_pb2.DeletePriorityClassRequest, _national_pb2.DeletePriorityClassResponse]  # type: ignore[assignment]
+    GetPriorityClasses: _aio.UnaryUnaryMultiCallable[_national_pb2.GetPriorityClassesRequest, _national_pb2.GetPriorityClassesResponse]  # type: ignore[assignment]
+    """The national brain's priority classes, unless the caller knows them already."""
     GetSourceLiveRequests: _aio.UnaryUnaryMultiCallable[_national_pb2.GetSourceLiveRequestsRequest, _national_pb2.GetSourceLiveRequestsResponse]  # type: ignore[assignment]
     """Which of the request ids named are live in their source region (that region's
     GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
@@ -199,6 +223,36 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         """The changes of the tenancy after a version, in version order: every regional brain
         follows them and applies them to its own tables.
         """
+
+    @_abc_1.abstractmethod
+    def PutPriorityClass(
+        self,
+        request: _national_pb2.PutPriorityClassRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.PutPriorityClassResponse, _abc.Awaitable[_national_pb2.PutPriorityClassResponse]]:
+        """The federation's priority classes are the national brain's too: a regional brain
+        forwards an operator's put or delete of a class here, and every regional brain follows
+        the set (GetPriorityClasses). Both answer the set now in force. FAILED_PRECONDITION when
+        the change breaks a rule of the set (a value another class has, no default left, a class
+        that requests the national brain holds name), NOT_FOUND for a class deleted that does not
+        exist, INVALID_ARGUMENT for a class out of bounds, UNAVAILABLE while the caller's region
+        is not known.
+        """
+
+    @_abc_1.abstractmethod
+    def DeletePriorityClass(
+        self,
+        request: _national_pb2.DeletePriorityClassRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.DeletePriorityClassResponse, _abc.Awaitable[_national_pb2.DeletePriorityClassResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetPriorityClasses(
+        self,
+        request: _national_pb2.GetPriorityClassesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.GetPriorityClassesResponse, _abc.Awaitable[_national_pb2.GetPriorityClassesResponse]]:
+        """The national brain's priority classes, unless the caller knows them already."""
 
     @_abc_1.abstractmethod
     def GetSourceLiveRequests(

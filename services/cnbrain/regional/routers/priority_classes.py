@@ -1,6 +1,6 @@
 """The priority classes: anyone authenticated lists and reads them; staff put and delete
-them (`cnbrain.regional.use_cases.priority_classes` says what each refuses). They order
-the admission queue."""
+them (`cnbrain.regional.use_cases.priority_classes` says what each refuses; in a federation
+through the national brain). They order the admission queue."""
 
 from fastapi import APIRouter, Response
 
@@ -18,6 +18,8 @@ ERRORS = responses(
         409: "A value another class has; the default class deleted or put without "
         "`default: true`; a class that requests not yet ended name deleted.",
         422: "Malformed; `errors` names the field and its bounds.",
+        503: "In a federation: the national brain, which holds the classes, cannot be "
+        "reached; nothing changed.",
     }
 )
 

@@ -9,6 +9,7 @@ from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.tenancy import TenancyChange
 from cnbrain.placement.weights import WeightMatrix
+from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,24 @@ class NationalPolicy(Protocol):
 
     async def weight_matrix(self, *, known_digest: str) -> WeightMatrix | None:
         """The federation's weight matrix, or None when its digest is `known_digest`.
+        Raises PeerUnavailable when the national brain cannot be reached."""
+
+    async def put_priority_class(
+        self, one: PriorityClass, *, default: bool, actor: str
+    ) -> tuple[PriorityClasses, bool]:
+        """Create or replace `one` among the federation's priority classes (the default
+        class when `default`), put by `actor` of this region; the federation's set now, and
+        whether the class is new. Raises Conflict when the set's rules refuse it, and
+        PeerUnavailable when the national brain cannot be reached (then nothing is known to
+        have changed)."""
+
+    async def delete_priority_class(self, name: str, *, actor: str) -> PriorityClasses:
+        """Delete the federation's class called `name`; the federation's set now. Raises
+        NotFound (no such class), Conflict (the default class, or one that requests the
+        national brain holds name) or PeerUnavailable, as `put_priority_class`."""
+
+    async def priority_classes(self, *, known_digest: str) -> PriorityClasses | None:
+        """The federation's priority classes, or None when their digest is `known_digest`.
         Raises PeerUnavailable when the national brain cannot be reached."""
 
 

@@ -1,6 +1,12 @@
 """The operators' priority classes: listed and read by anyone authenticated, put (created or
 replaced) and deleted by staff, each change audited in the transaction that makes it.
 
+In a federation the classes are the federation's, which the national brain holds: a put or
+delete goes to the national brain first (Unavailable when it cannot be reached: nothing
+changes), which checks it against the federation's set and answers that set as it is then;
+this brain stores that set (`policy_sync` keeps it equal to the federation's afterwards). A
+delete is refused here first when requests of this brain name the class.
+
 The classes order the admission queue and say who may preempt whom (`docs/scheduling.md`).
 
 Errors are the domain's: Forbidden (not staff), NotFound (no such class), Invalid naming the
@@ -8,27 +14,22 @@ field (a name or number out of bounds), Conflict (a value another class has, the
 class removed or made not the default, a class that requests not yet ended name).
 """
 
-import re
-from typing import Final
-
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.domain.errors import Forbidden, Invalid, NotFound
+from cnbrain.domain.errors import Forbidden, NotFound
 from cnbrain.regional.security import Principal
+from cnbrain.regional.use_cases.ports import NationalPolicy
 from cnbrain.regional.use_cases.tenancy import STAFF_ONLY
 from cnbrain.scheduling.classes import (
-    MAX_CLASS_NAME_LENGTH,
     MAX_CLASS_VALUE,
     MAX_WAIT_S,
     MIN_CLASS_VALUE,
     PriorityClass,
+    PriorityClasses,
+    check_class_name,
 )
 from cnbrain.storage import audit, priority_classes
-
-NAME_PATTERN: Final = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_CLASS_NAME_LENGTH - 1}}}$")
-"""A class name: a letter or digit, then letters, digits, '.', '_' or '-'; at most
-`MAX_CLASS_NAME_LENGTH` characters (it is a path segment of the API)."""
 
 
 class PriorityClassBody(BaseModel):
@@ -88,8 +89,11 @@ def _no_class(name: str) -> NotFound:
 class ManagePriorityClasses:
     """The priority classes of the brain's database."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], *, policy: NationalPolicy | None = None
+    ) -> None:
         self._sessions = sessions
+        self._policy = policy
 
     async def list_classes(self) -> list[PriorityClassView]:
         """Every class, highest value first."""
@@ -112,20 +116,23 @@ class ManagePriorityClasses:
         new. Raises Forbidden (not staff), Invalid (field `name`: not a class name; or the
         field of the body at fault) or Conflict (see the module docstring)."""
         _require_staff(principal)
-        if not NAME_PATTERN.fullmatch(name):
-            raise Invalid(
-                f"must be 1 to {MAX_CLASS_NAME_LENGTH} letters, digits, '.', '_' or '-', "
-                "starting with a letter or digit",
-                field="name",
-            )
+        check_class_name(name)
         one = PriorityClass(
             name=name,
             value=body.value,
             preemptible=body.preemptible,
             default_max_wait_s=body.default_max_wait_s,
         )
+        federation: PriorityClasses | None = None
+        if self._policy is not None:
+            federation, created = await self._policy.put_priority_class(
+                one, default=body.default, actor=principal.user_id
+            )
         async with self._sessions.begin() as session:
-            created = await priority_classes.put_class(session, one, default=body.default)
+            if federation is None:
+                created = await priority_classes.put_class(session, one, default=body.default)
+            else:
+                await priority_classes.replace_classes(session, federation)
             await audit.record(
                 session,
                 actor=principal.user_id,
@@ -147,8 +154,16 @@ class ManagePriorityClasses:
         """Delete the class called `name`. Raises Forbidden (not staff), NotFound (none) or
         Conflict (the default class, or one that requests not yet ended name)."""
         _require_staff(principal)
+        federation: PriorityClasses | None = None
+        if self._policy is not None:
+            async with self._sessions() as session:
+                await priority_classes.refuse_if_named(session, name=name)
+            federation = await self._policy.delete_priority_class(name, actor=principal.user_id)
         async with self._sessions.begin() as session:
-            await priority_classes.delete_class(session, name=name)
+            if federation is None:
+                await priority_classes.delete_class(session, name=name)
+            else:
+                await priority_classes.replace_classes(session, federation)
             await audit.record(
                 session,
                 actor=principal.user_id,
