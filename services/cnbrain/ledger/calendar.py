@@ -16,7 +16,7 @@ capacity is free. Neither class is thread-safe: one owner drives a calendar.
 """
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -244,17 +244,6 @@ class Profile:
         return i + 1
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CheckedDemand(Generic[K]):
-    """A demand looked up once on one calendar (`Calendar.checked`): its keys in order, the
-    profile of each and its checked amount, for repeated searches and takes. It stays valid
-    for that calendar only (not for a copy of it)."""
-
-    keys: tuple[K, ...]
-    profiles: tuple[Profile, ...]
-    amounts: tuple[int, ...]
-
-
 class Calendar(Generic[K]):
     """A profile per named resource; demands on several resources are taken all or nothing.
 
@@ -298,35 +287,18 @@ class Calendar(Generic[K]):
             profile.first_short(window, amount) is None for profile, amount in self._resolve(demand)
         )
 
-    def checked(self, demand: Mapping[K, int]) -> CheckedDemand[K]:
-        """`demand` looked up on this calendar; UnknownResource for a key it does not hold,
-        Invalid for an amount that is not an integer of at least 0."""
-        profiles: list[Profile] = []
-        for key, amount in demand.items():
-            profile = self._profiles.get(key)
-            if profile is None:
-                raise UnknownResource(f"the calendar holds no resource {key!r}")
-            if type(amount) is not int or amount < 0:
-                _check_int(amount, f"demand[{key!r}]", minimum=0)  # raises
-            profiles.append(profile)
-        return CheckedDemand(tuple(demand), tuple(profiles), tuple(demand.values()))
-
     def take(self, demand: Mapping[K, int], window: Window) -> None:
         """Take `demand` over `window` on every resource, or raise CalendarConflict (naming
         the first resource that does not fit) and take nothing."""
-        self.take_checked(self.checked(demand), window)
-
-    def take_checked(self, demand: CheckedDemand[K], window: Window) -> None:
-        """`take` of a demand checked on this calendar."""
-        parts = tuple(zip(demand.keys, demand.profiles, demand.amounts, strict=True))
-        for key, profile, amount in parts:
+        resolved = self._resolve(demand)
+        for (key, _), (profile, amount) in zip(demand.items(), resolved, strict=True):
             short = profile.first_short(window, amount)
             if short is not None:
                 raise CalendarConflict(
                     f"{key!r}: {amount} does not fit over {window}: "
                     f"{profile.free_at(short)} free at {short}"
                 )
-        for _, profile, amount in parts:
+        for profile, amount in resolved:
             profile._add(window, -amount)  # checked above
 
     def take_what_is_free(self, demand: Mapping[K, int], window: Window) -> None:
@@ -373,27 +345,10 @@ class Calendar(Generic[K]):
         earliest fit from there (a breakpoint where it rises), until all of them agree on one.
         Each move passes at least one step of one profile, so this ends.
         """
-        return self.earliest_checked(
-            self.checked(demand), duration, not_before=not_before, deadline=deadline
-        )
-
-    def earliest_checked(
-        self,
-        demand: CheckedDemand[K],
-        duration: int,
-        *,
-        not_before: int,
-        deadline: int,
-        only: Sequence[int] | None = None,
-    ) -> int | None:
-        """`earliest` of a demand checked on this calendar; with `only`, of the parts of it at
-        those indices (a caller that knows the others fit at every instant leaves them out)."""
         _check_int(duration, "duration", minimum=1)
         _check_int(not_before, "not_before")
         _check_int(deadline, "deadline")
-        profiles, amounts = demand.profiles, demand.amounts
-        indices = range(len(amounts)) if only is None else only
-        resolved = [(profiles[i], amounts[i]) for i in indices if amounts[i]]
+        resolved = [(profile, amount) for profile, amount in self._resolve(demand) if amount]
         start = max(not_before, self._now)
         if start > deadline:
             return None

@@ -24,8 +24,7 @@ may start at once (`Planned.starts_now`); the others wait with their planned sta
 estimated start, and are planned again, from scratch, in the next cycle.
 
 Cost: per item, one `Calendar.earliest` per option tried (its leapfrog over the option's
-resources) and one `Calendar.take`, each option's demand looked up on the calendar once
-(`Calendar.checked`). Options after the first are searched only up to one second
+resources) and one `Calendar.take`. Options after the first are searched only up to one second
 before the best start found so far (a later start would lose), and not at all once an option
 starts at `not_before`. A search leaves out the resources with room for their amount at every
 instant (a lower bound of each resource's least free amount is kept through the plan), so it
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from cnbrain.domain.errors import Invalid
-from cnbrain.ledger.calendar import Calendar, CheckedDemand, Window
+from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.scheduling.checks import checked_name
 
 K = TypeVar("K", bound=Hashable)
@@ -122,8 +121,8 @@ def plan(calendar: Calendar[K], items: Iterable[PlanItem[K]]) -> list[PlanResult
     afterwards holds the whole plan; a caller that wants it as it was plans on a fresh one
     (or gives the windows back). A demand naming a key the calendar lacks raises
     `UnknownResource`, a negative amount `Invalid`."""
-    searched = _Searched(calendar, _LeastFree(calendar))
-    return [_plan_one(calendar, searched, item) for item in items]
+    least, searched = _LeastFree(calendar), _Searched(calendar)
+    return [_plan_one(calendar, least, searched, item) for item in items]
 
 
 _FOREVER = 2**62
@@ -147,23 +146,26 @@ class _LeastFree(Generic[K]):
         self._bound: dict[K, int] = {}
         self._exact: set[K] = set()
 
-    def binding(self, demand: CheckedDemand[K]) -> list[int]:
-        """The indices of the parts of `demand` that may not fit somewhere."""
-        kept: list[int] = []
-        bounds, exact = self._bound, self._exact
-        for index, (key, amount) in enumerate(zip(demand.keys, demand.amounts, strict=True)):
-            bound = bounds.get(key)
-            if (bound is None or bound < amount) and key not in exact:
-                bound = demand.profiles[index].min_free(Window(self._calendar.now, _FOREVER))
-                bounds[key] = bound
-                exact.add(key)
+    def binding(self, demand: Mapping[K, int]) -> dict[K, int]:
+        """The part of `demand` that may not fit somewhere; an amount that is not an int of
+        at least zero is kept, so that the calendar refuses it."""
+        kept: dict[K, int] = {}
+        for key, amount in demand.items():
+            if type(amount) is not int or amount < 0:
+                kept[key] = amount
+                continue
+            bound = self._bound.get(key)
+            if (bound is None or bound < amount) and key not in self._exact:
+                bound = self._calendar.profile(key).min_free(Window(self._calendar.now, _FOREVER))
+                self._bound[key] = bound
+                self._exact.add(key)
             if bound is None or bound < amount:
-                kept.append(index)
+                kept[key] = amount
         return kept
 
-    def took(self, demand: CheckedDemand[K]) -> None:
+    def took(self, demand: Mapping[K, int]) -> None:
         """Lower the bounds by a demand just taken."""
-        for key, amount in zip(demand.keys, demand.amounts, strict=True):
+        for key, amount in demand.items():
             if key in self._bound:
                 self._bound[key] -= amount
                 self._exact.discard(key)
@@ -175,40 +177,31 @@ class _Searched(Generic[K]):
     earlier: a later search of the same demand and duration starts from there, which skips
     the steps already found too full (the many items that wait for one busy resource)."""
 
-    __slots__ = ("_calendar", "_least", "_low")
+    __slots__ = ("_calendar", "_low")
 
-    def __init__(self, calendar: Calendar[K], least: _LeastFree[K]) -> None:
+    def __init__(self, calendar: Calendar[K]) -> None:
         self._calendar = calendar
-        self._least = least
         self._low: dict[tuple[frozenset[tuple[K, int]], int], int] = {}
 
     def earliest(
-        self, demand: CheckedDemand[K], duration: int, *, not_before: int, deadline: int
+        self, demand: Mapping[K, int], duration: int, *, not_before: int, deadline: int
     ) -> int | None:
         now = self._calendar.now
-        key = (frozenset(zip(demand.keys, demand.amounts, strict=True)), duration)
+        key = (frozenset(demand.items()), duration)
         low = self._low.get(key, now)
         start = max(not_before, now, low)
         if start > deadline:
             return None
-        found = self._calendar.earliest_checked(
-            demand,
-            duration,
-            not_before=start,
-            deadline=deadline,
-            only=self._least.binding(demand),
-        )
+        found = self._calendar.earliest(demand, duration, not_before=start, deadline=deadline)
         if start == max(low, now):
             # Searched from `low` on: no start before what was found, or after the deadline.
             self._low[key] = deadline + 1 if found is None else found
         return found
 
-    def took(self, demand: CheckedDemand[K]) -> None:
-        """`demand` was just taken on the calendar."""
-        self._least.took(demand)
 
-
-def _plan_one(calendar: Calendar[K], searched: _Searched[K], item: PlanItem[K]) -> PlanResult:
+def _plan_one(
+    calendar: Calendar[K], least: _LeastFree[K], searched: _Searched[K], item: PlanItem[K]
+) -> PlanResult:
     first = max(item.not_before, calendar.now)
     if item.deadline < first:
         return NoStart(
@@ -217,23 +210,24 @@ def _plan_one(calendar: Calendar[K], searched: _Searched[K], item: PlanItem[K]) 
     if not item.options:
         return NoStart(item.id, "no_options", "it has no options (no candidate site)")
     best_start: int | None = None
-    best: CheckedDemand[K] | None = None
-    best_index = -1
+    best = -1
     for index, option in enumerate(item.options):
         # Ties go to the earlier option, so a later one must start strictly earlier to win.
         deadline = item.deadline if best_start is None else best_start - 1
         if deadline < first:
             break
-        demand = calendar.checked(option.demand)
-        start = searched.earliest(demand, item.duration, not_before=first, deadline=deadline)
+        start = searched.earliest(
+            least.binding(option.demand), item.duration, not_before=first, deadline=deadline
+        )
         if start is not None:
-            best_start, best, best_index = start, demand, index
-    if best_start is None or best is None:
+            best_start, best = start, index
+    if best_start is None:
         return _no_start(calendar, item)
     window = Window.of(best_start, item.duration)
-    calendar.take_checked(best, window)
-    searched.took(best)
-    return Planned(item.id, best_index, window, starts_now=best_start == calendar.now)
+    demand = item.options[best].demand
+    calendar.take(demand, window)
+    least.took(demand)
+    return Planned(item.id, best, window, starts_now=best_start == calendar.now)
 
 
 def _no_start(calendar: Calendar[K], item: PlanItem[K]) -> NoStart:
