@@ -115,6 +115,8 @@ DEFAULT_ROUND_GAP_S = 1.0
 """With `backfill` admission, the least time between two retry rounds (module docstring)."""
 
 MAX_ROUND_GAP_S = 3600.0
+"""The longest round gap taken."""
+
 NO_FREE_CAPACITY = "no eligible site has enough free CPU, memory, storage or accelerators"
 NO_ROUTE = (
     "no path to an eligible site with free capacity has the requested bandwidth free on "
