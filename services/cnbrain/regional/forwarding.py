@@ -88,8 +88,8 @@ class Forwarder:
         )
         response = response_of(answer)
         if answer.status in (200, 201):
-            request_id = json.loads(answer.body_json).get("id")
-            if isinstance(request_id, str) and ID.fullmatch(request_id):
+            request_id = _id_in(answer.body_json)
+            if request_id is not None:
                 response.headers["Location"] = f"/v1/requests/{request_id}"
         return response
 
@@ -129,6 +129,16 @@ class Forwarder:
             request_id=request_id,
         )
         return await self.link.forward(call)
+
+
+def _id_in(text: str) -> str | None:
+    """The request id of the view in `text`, if it is one the federation writes."""
+    try:
+        view = json.loads(text)
+    except ValueError:
+        return None
+    request_id = view.get("id") if isinstance(view, dict) else None
+    return request_id if isinstance(request_id, str) and ID.fullmatch(request_id) else None
 
 
 def _body(body: dict[str, Any]) -> str:
