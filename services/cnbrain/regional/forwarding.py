@@ -52,7 +52,7 @@ class ForwardingLink(Protocol):
 
 def response_of(answer: common_pb2.ForwardedAnswer) -> Response:
     """The REST answer of a forwarded call: the answering brain's status, body and
-    Retry-After, and, for a submission it made, where the request is read."""
+    Retry-After."""
     headers: dict[str, str] = {}
     if answer.retry_after_s:
         headers["Retry-After"] = str(answer.retry_after_s)
@@ -175,6 +175,8 @@ class ServeForwarded:
         """This brain's answer to `call`, as its REST API would give it. Raises Invalid for
         a call out of bounds, or a submission or quote of a province of another region."""
         body = check_call(call)
+        if not ID.fullmatch(from_region):
+            raise Invalid("must be a region's id", field="from_region")
         if call.operation in WITH_BODY:
             assert body is not None
             province = province_of(body)
