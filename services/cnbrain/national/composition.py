@@ -19,6 +19,7 @@ from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.national.coordinator import Coordinator
+from cnbrain.national.forwarding import ForwardCalls
 from cnbrain.national.inflight import DatabaseJournal
 from cnbrain.national.known_regions import DatabaseRegions
 from cnbrain.national.map_sync import MapSync
@@ -137,6 +138,11 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                 map_sync=MapSync(sessions=sessions, live_map=live_map),
                 policy=FederationPolicy(sessions=sessions, live_map=live_map),
                 tenancy=FederationTenancy(sessions),
+                forward=ForwardCalls(
+                    directory,
+                    map=lambda: live_map.map,
+                    read_deadline_s=settings.call_deadline_s,
+                ),
             )
             ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
 

@@ -15,7 +15,7 @@ from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
-from cnbrain.v1 import ledger_pb2_grpc, national_pb2, regional_pb2, regional_pb2_grpc
+from cnbrain.v1 import common_pb2, ledger_pb2_grpc, national_pb2, regional_pb2, regional_pb2_grpc
 
 log = logging.getLogger("cnbrain.national")
 
@@ -115,6 +115,21 @@ class Region:
         except grpc.aio.AioRpcError as error:
             raise unavailable(self.id, error) from error
         return set(answer.live_request_ids)
+
+    async def serve_forwarded(
+        self, call: common_pb2.ForwardedCall, from_region: str, *, deadline_s: float
+    ) -> common_pb2.ForwardedAnswer:
+        """The region's answer to a tenant's call region `from_region` took
+        (ServeForwarded), unchecked. Raises PeerUnavailable when it does not answer in
+        `deadline_s` or refuses the call."""
+        try:
+            answer = await self.brain.ServeForwarded(
+                regional_pb2.ServeForwardedRequest(call=call, from_region=from_region),
+                timeout=deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+        return answer.answer
 
 
 def unavailable(region_id: str, error: grpc.aio.AioRpcError) -> PeerUnavailable:

@@ -1,7 +1,7 @@
 """NationalBrainService: region registration and summaries (with the regions' parts of the
 map), cross-region placement (and the plan of a cross-region request that waits) and quotes,
-and the federation's weight matrix and tenancy (a change recorded, the changes after a
-version)."""
+the federation's weight matrix and tenancy (a change recorded, the changes after a
+version), and tenants' calls one region took that another answers (`forwarding`)."""
 
 import re
 from collections.abc import AsyncIterator
@@ -19,6 +19,7 @@ from cnbrain.federation.class_wire import class_of, set_message
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.national.forwarding import ForwardCalls
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.policy import FederationPolicy
@@ -63,6 +64,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         map_sync: MapSync,
         policy: FederationPolicy,
         tenancy: FederationTenancy,
+        forward: ForwardCalls,
     ) -> None:
         self._settings = settings
         self._live_map = live_map
@@ -72,6 +74,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         self._map_sync = map_sync
         self._policy = policy
         self._tenancy = tenancy
+        self._forward = forward
 
     @override
     async def RegisterRegion(
@@ -311,6 +314,13 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         return national_pb2.GetSourceLiveRequestsResponse(
             live_request_ids=[rid for rid in request.request_ids if rid in live]
         )
+
+    @override
+    async def Forward(
+        self, request: national_pb2.ForwardRequest, context: Context
+    ) -> national_pb2.ForwardResponse:
+        answer = await self._forward(request.call, from_region=request.from_region)
+        return national_pb2.ForwardResponse(answer=answer)
 
     async def _checked(
         self, request_json: str, source_region: str, context: Context

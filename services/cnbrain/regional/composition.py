@@ -39,6 +39,7 @@ from cnbrain.regional.federation import (
     RegionalServicer,
     add_regional_service,
 )
+from cnbrain.regional.forwarding import Forwarder, ServeForwarded
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.security import Role
 from cnbrain.regional.settings import Settings
@@ -80,6 +81,8 @@ class RegionalBrain:
     """The unit of work of every change of this brain's capacity."""
     authenticator: Authenticator
     national: NationalLink | None
+    forwarder: Forwarder | None
+    """In a federation, what forwards tenants' calls another region must answer."""
     tenancy: FollowTenancy | None
     """In a federation, this brain's follower of the national brain's tenancy."""
     requests: RequestUseCases
@@ -123,8 +126,14 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
             changed=replicas.peer_changed,
         )
         brain = _assemble(settings, sessions, caches, live_map, replicas, national, auditor)
-        if servicer is not None:
+        if servicer is not None and settings.region is not None:
             servicer.make_room = brain.requests.make_room
+            servicer.serve_forwarded = ServeForwarded(
+                sessions=sessions,
+                cases=brain.requests,
+                region_id=settings.region,
+                own=lambda: live_map.ownership.provinces,
+            )
         recovery = await start_recovery(brain.requests.recover)
         if recovery is not None:
             stack.push_async_callback(stop_task, recovery)
@@ -220,6 +229,13 @@ def _assemble(
         changes=changes,
         authenticator=authenticator,
         national=national,
+        forwarder=(
+            None
+            if national is None
+            else Forwarder(
+                own=live_map.ownership.provinces, map=lambda: live_map.map, link=national
+            )
+        ),
         tenancy=tenancy,
         requests=RequestUseCases.build(
             settings=settings,

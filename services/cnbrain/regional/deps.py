@@ -9,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from cnbrain.federation.auditor import LedgerAuditor
 from cnbrain.regional.composition import RegionalBrain
 from cnbrain.regional.dispatcher import Dispatcher
+from cnbrain.regional.forwarding import Forwarder
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.settings import Settings
@@ -59,6 +60,14 @@ async def get_priority_classes(brain: BrainDep) -> ManagePriorityClasses:
 
 
 PriorityClassesDep = Annotated[ManagePriorityClasses, Depends(get_priority_classes)]
+
+
+async def get_forwarder(brain: BrainDep) -> Forwarder | None:
+    return brain.forwarder
+
+
+ForwarderDep = Annotated[Forwarder | None, Depends(get_forwarder)]
+"""In a federation, what forwards a tenant's call another region must answer (else None)."""
 
 
 async def get_dispatcher(brain: BrainDep) -> Dispatcher:

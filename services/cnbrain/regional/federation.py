@@ -2,12 +2,14 @@
 
 - `RegionalServicer` answers the national brain: candidate sites of this region with their
   destination segments, and source segments from a request's access node, both on this
-  brain's own links and ledger; the timelines of its sites and links (its calendar); and
-  room made on a site by preemption for a waiting cross-region request.
+  brain's own links and ledger; the timelines of its sites and links (its calendar); room
+  made on a site by preemption for a waiting cross-region request; and tenants' calls
+  another region took that this one answers (`forwarding.ServeForwarded`).
 - `NationalLink` registers with the national brain, streams summaries of free capacity (with
   this region's part of the map when it changed), escalates (and quotes) requests that cannot
-  be placed locally, releases cross-region reservations, and sends and reads the
-  federation's weight matrix, priority classes and tenancy changes.
+  be placed locally, releases cross-region reservations, sends and reads the federation's
+  weight matrix, priority classes and tenancy changes, and forwards tenants' calls another
+  region must answer.
 """
 
 import asyncio
@@ -28,6 +30,7 @@ from cnbrain.domain.tenancy import MAX_VERSION, TenancyChange, change_json, chan
 from cnbrain.federation.class_wire import class_message, set_of
 from cnbrain.federation.codec import WireError, path_message, request_json, request_of
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.forward_wire import FORWARD_DEADLINE_S, check_answer
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.map_delta import RegionPart
 from cnbrain.federation.ownership import Ownership
@@ -39,6 +42,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
+from cnbrain.regional.forwarding import ServeForwarded
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
@@ -93,6 +97,9 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         self._live_requests = live_requests
         self.make_room: MakeRoom | None = None
         """Set once the brain's use cases are built; until then MakeRoom is unavailable."""
+        self.serve_forwarded: ServeForwarded | None = None
+        """Set once the brain's use cases are built; until then ServeForwarded is
+        unavailable."""
 
     @override
     async def GetCandidates(
@@ -266,6 +273,16 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             region_id=self._region_id,
             live_request_ids=[rid for rid in request.request_ids if rid in live],
         )
+
+    @override
+    async def ServeForwarded(
+        self, request: regional_pb2.ServeForwardedRequest, context: Context
+    ) -> regional_pb2.ServeForwardedResponse:
+        serve = self.serve_forwarded
+        if serve is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the brain is starting")
+        answer = await serve(request.call, from_region=request.from_region)
+        return regional_pb2.ServeForwardedResponse(answer=answer)
 
     def _request(self, text: str) -> PlacementRequest | str:
         """The request in `text`, or why it is not valid here."""
@@ -574,6 +591,23 @@ class NationalLink:
         if answer.classes.digest == known_digest:
             return None
         return _class_set(answer.classes)
+
+    async def forward(self, call: common_pb2.ForwardedCall) -> common_pb2.ForwardedAnswer:
+        """The answer of the region the national brain hands `call` to (Forward). Raises
+        Invalid or NotFound with the national brain's words when it refused the call, and
+        PeerUnavailable when it cannot be reached, the region that must answer cannot
+        (its words name that region), or the answer is out of bounds."""
+        try:
+            answer = await self._stub.Forward(
+                national_pb2.ForwardRequest(call=call, from_region=self._region_id),
+                timeout=FORWARD_DEADLINE_S,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _refusal(error) from error
+        try:
+            return check_answer(answer.answer)
+        except Invalid as wrong:
+            raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
     async def live_requests(self, region_id: str, request_ids: Sequence[str]) -> set[str]:
         """The live ones of `request_ids` in their source region `region_id`, asked through

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -17,6 +18,36 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ForwardedOperation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ForwardedOperationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ForwardedOperation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FORWARDED_OPERATION_UNSPECIFIED: _ForwardedOperation.ValueType  # 0
+    FORWARDED_OPERATION_SUBMIT: _ForwardedOperation.ValueType  # 1
+    """POST /v1/requests: body_json, idempotency_key."""
+    FORWARDED_OPERATION_QUOTE: _ForwardedOperation.ValueType  # 2
+    """POST /v1/quotes: body_json."""
+    FORWARDED_OPERATION_GET: _ForwardedOperation.ValueType  # 3
+    """GET /v1/requests/{request_id}."""
+    FORWARDED_OPERATION_EVENTS: _ForwardedOperation.ValueType  # 4
+    """GET /v1/requests/{request_id}/events."""
+
+class ForwardedOperation(_ForwardedOperation, metaclass=_ForwardedOperationEnumTypeWrapper):
+    """What a tenant's call asks of the brain it is forwarded to."""
+
+FORWARDED_OPERATION_UNSPECIFIED: ForwardedOperation.ValueType  # 0
+FORWARDED_OPERATION_SUBMIT: ForwardedOperation.ValueType  # 1
+"""POST /v1/requests: body_json, idempotency_key."""
+FORWARDED_OPERATION_QUOTE: ForwardedOperation.ValueType  # 2
+"""POST /v1/quotes: body_json."""
+FORWARDED_OPERATION_GET: ForwardedOperation.ValueType  # 3
+"""GET /v1/requests/{request_id}."""
+FORWARDED_OPERATION_EVENTS: ForwardedOperation.ValueType  # 4
+"""GET /v1/requests/{request_id}/events."""
+Global___ForwardedOperation: _TypeAlias = ForwardedOperation  # noqa: Y015
 
 @_typing.final
 class Path(_message.Message):
@@ -93,3 +124,109 @@ class Compute(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Compute: _TypeAlias = Compute  # noqa: Y015
+
+@_typing.final
+class Caller(_message.Message):
+    """Who made a forwarded call, as the brain that took it authenticated the caller. The brain
+    that answers checks it again on its own copy of the federation's tenancy.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TENANT_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """1 to 64 letters, digits, '_', '.' or '-'."""
+    role: _builtins.str
+    """tenant-user, tenant-admin, operator or admin."""
+    tenant_id: _builtins.str
+    """The user's tenant (empty for staff)."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        role: _builtins.str = ...,
+        tenant_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["role", b"role", "tenant_id", b"tenant_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Caller: _TypeAlias = Caller  # noqa: Y015
+
+@_typing.final
+class ForwardedCall(_message.Message):
+    """A tenant's REST call that another regional brain answers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATION_FIELD_NUMBER: _builtins.int
+    CALLER_FIELD_NUMBER: _builtins.int
+    BODY_JSON_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    operation: Global___ForwardedOperation.ValueType
+    body_json: _builtins.str
+    """A submission's or a quote's body as the caller sent it (JSON object, at most 1 MiB)."""
+    idempotency_key: _builtins.str
+    """The submission's Idempotency-Key header (empty: none; at most 200 characters)."""
+    request_id: _builtins.str
+    """The request read (GET, EVENTS; 1 to 64 letters, digits, '_', '.' or '-')."""
+    @_builtins.property
+    def caller(self) -> Global___Caller: ...
+    def __init__(
+        self,
+        *,
+        operation: Global___ForwardedOperation.ValueType = ...,
+        caller: Global___Caller | None = ...,
+        body_json: _builtins.str = ...,
+        idempotency_key: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_json", b"body_json", "caller", b"caller", "idempotency_key", b"idempotency_key", "operation", b"operation", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForwardedCall: _TypeAlias = ForwardedCall  # noqa: Y015
+
+@_typing.final
+class ForwardedAnswer(_message.Message):
+    """The answer of the brain that took a forwarded call: what its REST API would answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    BODY_JSON_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_S_FIELD_NUMBER: _builtins.int
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    status: _builtins.int
+    """The HTTP status (200 to 599)."""
+    body_json: _builtins.str
+    """The body: JSON (application/json, or application/problem+json for an error)."""
+    content_type: _builtins.str
+    retry_after_s: _builtins.int
+    """Seconds to wait before trying again (with 429 and 503; 0: none)."""
+    region_id: _builtins.str
+    """The region whose brain answered."""
+    def __init__(
+        self,
+        *,
+        status: _builtins.int = ...,
+        body_json: _builtins.str = ...,
+        content_type: _builtins.str = ...,
+        retry_after_s: _builtins.int = ...,
+        region_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_json", b"body_json", "content_type", b"content_type", "region_id", b"region_id", "retry_after_s", b"retry_after_s", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForwardedAnswer: _TypeAlias = ForwardedAnswer  # noqa: Y015

@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from cnbrain.v1 import common_pb2 as _common_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -903,3 +904,47 @@ class GetTenancyResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTenancyResponse: _TypeAlias = GetTenancyResponse  # noqa: Y015
+
+@_typing.final
+class ForwardRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_FIELD_NUMBER: _builtins.int
+    FROM_REGION_FIELD_NUMBER: _builtins.int
+    from_region: _builtins.str
+    """The region whose brain took the call."""
+    @_builtins.property
+    def call(self) -> _common_pb2.ForwardedCall: ...
+    def __init__(
+        self,
+        *,
+        call: _common_pb2.ForwardedCall | None = ...,
+        from_region: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["call", b"call"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "from_region", b"from_region"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForwardRequest: _TypeAlias = ForwardRequest  # noqa: Y015
+
+@_typing.final
+class ForwardResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANSWER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def answer(self) -> _common_pb2.ForwardedAnswer: ...
+    def __init__(
+        self,
+        *,
+        answer: _common_pb2.ForwardedAnswer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForwardResponse: _TypeAlias = ForwardResponse  # noqa: Y015

@@ -100,6 +100,11 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsResponse.FromString,
                 _registered_method=True)
+        self.Forward = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/Forward',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.ForwardRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.ForwardResponse.FromString,
+                _registered_method=True)
 
 
 class NationalBrainServiceServicer:
@@ -212,6 +217,20 @@ class NationalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Forward(self, request, context):
+        """A tenant's call that a regional brain took and another region answers: a submission or
+        quote whose source province another region owns goes to that region (ServeForwarded);
+        a read of a request the calling region does not hold goes to every other registered
+        region, and the one that holds it answers. The answer is the answering region's, as
+        its REST API gives it. INVALID_ARGUMENT for a call out of bounds or a province no
+        region owns, UNAVAILABLE when the caller's region has not registered, or the region
+        that must answer has not or does not answer (for a read: when no region that answered
+        holds the request and some did not answer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NationalBrainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -279,6 +298,11 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetSourceLiveRequests,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsResponse.SerializeToString,
+            ),
+            'Forward': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forward,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.ForwardRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.ForwardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -633,6 +657,33 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/GetSourceLiveRequests',
             cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.GetSourceLiveRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forward(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/Forward',
+            cnbrain_dot_v1_dot_national__pb2.ForwardRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.ForwardResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,6 +81,16 @@ class NationalBrainServiceStub:
     GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
     that region has not registered or does not answer.
     """
+    Forward: _grpc.UnaryUnaryMultiCallable[_national_pb2.ForwardRequest, _national_pb2.ForwardResponse]
+    """A tenant's call that a regional brain took and another region answers: a submission or
+    quote whose source province another region owns goes to that region (ServeForwarded);
+    a read of a request the calling region does not hold goes to every other registered
+    region, and the one that holds it answers. The answer is the answering region's, as
+    its REST API gives it. INVALID_ARGUMENT for a call out of bounds or a province no
+    region owns, UNAVAILABLE when the caller's region has not registered, or the region
+    that must answer has not or does not answer (for a read: when no region that answered
+    holds the request and some did not answer).
+    """
 
 @_typing.type_check_only
 class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
@@ -134,6 +144,16 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """Which of the request ids named are live in their source region (that region's
     GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
     that region has not registered or does not answer.
+    """
+    Forward: _aio.UnaryUnaryMultiCallable[_national_pb2.ForwardRequest, _national_pb2.ForwardResponse]  # type: ignore[assignment]
+    """A tenant's call that a regional brain took and another region answers: a submission or
+    quote whose source province another region owns goes to that region (ServeForwarded);
+    a read of a request the calling region does not hold goes to every other registered
+    region, and the one that holds it answers. The answer is the answering region's, as
+    its REST API gives it. INVALID_ARGUMENT for a call out of bounds or a province no
+    region owns, UNAVAILABLE when the caller's region has not registered, or the region
+    that must answer has not or does not answer (for a read: when no region that answered
+    holds the request and some did not answer).
     """
 
 class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -263,6 +283,22 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         """Which of the request ids named are live in their source region (that region's
         GetLiveRequests), for a regional brain, which reaches no other region. UNAVAILABLE when
         that region has not registered or does not answer.
+        """
+
+    @_abc_1.abstractmethod
+    def Forward(
+        self,
+        request: _national_pb2.ForwardRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.ForwardResponse, _abc.Awaitable[_national_pb2.ForwardResponse]]:
+        """A tenant's call that a regional brain took and another region answers: a submission or
+        quote whose source province another region owns goes to that region (ServeForwarded);
+        a read of a request the calling region does not hold goes to every other registered
+        region, and the one that holds it answers. The answer is the answering region's, as
+        its REST API gives it. INVALID_ARGUMENT for a call out of bounds or a province no
+        region owns, UNAVAILABLE when the caller's region has not registered, or the region
+        that must answer has not or does not answer (for a read: when no region that answered
+        holds the request and some did not answer).
         """
 
 def add_NationalBrainServiceServicer_to_server(servicer: NationalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -415,3 +415,47 @@ class GetLiveRequestsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetLiveRequestsResponse: _TypeAlias = GetLiveRequestsResponse  # noqa: Y015
+
+@_typing.final
+class ServeForwardedRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_FIELD_NUMBER: _builtins.int
+    FROM_REGION_FIELD_NUMBER: _builtins.int
+    from_region: _builtins.str
+    """The region whose brain took the call."""
+    @_builtins.property
+    def call(self) -> _common_pb2.ForwardedCall: ...
+    def __init__(
+        self,
+        *,
+        call: _common_pb2.ForwardedCall | None = ...,
+        from_region: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["call", b"call"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "from_region", b"from_region"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServeForwardedRequest: _TypeAlias = ServeForwardedRequest  # noqa: Y015
+
+@_typing.final
+class ServeForwardedResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANSWER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def answer(self) -> _common_pb2.ForwardedAnswer: ...
+    def __init__(
+        self,
+        *,
+        answer: _common_pb2.ForwardedAnswer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServeForwardedResponse: _TypeAlias = ServeForwardedResponse  # noqa: Y015

@@ -62,6 +62,11 @@ class RegionalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsResponse.FromString,
                 _registered_method=True)
+        self.ServeForwarded = channel.unary_unary(
+                '/cnbrain.v1.RegionalBrainService/ServeForwarded',
+                request_serializer=cnbrain_dot_v1_dot_regional__pb2.ServeForwardedRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_regional__pb2.ServeForwardedResponse.FromString,
+                _registered_method=True)
 
 
 class RegionalBrainServiceServicer:
@@ -114,6 +119,18 @@ class RegionalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ServeForwarded(self, request, context):
+        """Answer a tenant's call another regional brain took, through the national brain, as this
+        brain's REST API would: a submission or quote of a province of this region, or a read
+        of a request. The caller is checked on this brain's copy of the federation's tenancy
+        (an active user with that role and tenant); the answer is a problem document when it is
+        not. INVALID_ARGUMENT for a call out of bounds, or a submission of a province of
+        another region.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegionalBrainServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +158,11 @@ def add_RegionalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetLiveRequests,
                     request_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsResponse.SerializeToString,
+            ),
+            'ServeForwarded': grpc.unary_unary_rpc_method_handler(
+                    servicer.ServeForwarded,
+                    request_deserializer=cnbrain_dot_v1_dot_regional__pb2.ServeForwardedRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_regional__pb2.ServeForwardedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -281,6 +303,33 @@ class RegionalBrainService:
             '/cnbrain.v1.RegionalBrainService/GetLiveRequests',
             cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsRequest.SerializeToString,
             cnbrain_dot_v1_dot_regional__pb2.GetLiveRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ServeForwarded(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.RegionalBrainService/ServeForwarded',
+            cnbrain_dot_v1_dot_regional__pb2.ServeForwardedRequest.SerializeToString,
+            cnbrain_dot_v1_dot_regional__pb2.ServeForwardedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,14 @@ class RegionalBrainServiceStub:
     that holds a committed part for a request of this region asks, to find parts that were
     left behind.
     """
+    ServeForwarded: _grpc.UnaryUnaryMultiCallable[_regional_pb2.ServeForwardedRequest, _regional_pb2.ServeForwardedResponse]
+    """Answer a tenant's call another regional brain took, through the national brain, as this
+    brain's REST API would: a submission or quote of a province of this region, or a read
+    of a request. The caller is checked on this brain's copy of the federation's tenancy
+    (an active user with that role and tenant); the answer is a problem document when it is
+    not. INVALID_ARGUMENT for a call out of bounds, or a submission of a province of
+    another region.
+    """
 
 @_typing.type_check_only
 class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
@@ -90,6 +98,14 @@ class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
     their source) and not ended (pending, queued, placed or with a job not ended). A brain
     that holds a committed part for a request of this region asks, to find parts that were
     left behind.
+    """
+    ServeForwarded: _aio.UnaryUnaryMultiCallable[_regional_pb2.ServeForwardedRequest, _regional_pb2.ServeForwardedResponse]  # type: ignore[assignment]
+    """Answer a tenant's call another regional brain took, through the national brain, as this
+    brain's REST API would: a submission or quote of a province of this region, or a read
+    of a request. The caller is checked on this brain's copy of the federation's tenancy
+    (an active user with that role and tenant); the answer is a problem document when it is
+    not. INVALID_ARGUMENT for a call out of bounds, or a submission of a province of
+    another region.
     """
 
 class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -149,6 +165,20 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         their source) and not ended (pending, queued, placed or with a job not ended). A brain
         that holds a committed part for a request of this region asks, to find parts that were
         left behind.
+        """
+
+    @_abc_1.abstractmethod
+    def ServeForwarded(
+        self,
+        request: _regional_pb2.ServeForwardedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_regional_pb2.ServeForwardedResponse, _abc.Awaitable[_regional_pb2.ServeForwardedResponse]]:
+        """Answer a tenant's call another regional brain took, through the national brain, as this
+        brain's REST API would: a submission or quote of a province of this region, or a read
+        of a request. The caller is checked on this brain's copy of the federation's tenancy
+        (an active user with that role and tenant); the answer is a problem document when it is
+        not. INVALID_ARGUMENT for a call out of bounds, or a submission of a province of
+        another region.
         """
 
 def add_RegionalBrainServiceServicer_to_server(servicer: RegionalBrainServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

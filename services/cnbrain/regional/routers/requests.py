@@ -1,11 +1,16 @@
-"""The tenant API: submit, read, list and cancel requests, and read their events; quotes."""
+"""The tenant API: submit, read, list and cancel requests, and read their events; quotes.
+
+In a federation, a submission or quote whose source province another region owns is
+forwarded to that region's brain, and a request (or its events) this brain does not hold is
+read from the region that holds it (`regional.forwarding`); the answer is that brain's."""
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 
+from cnbrain.domain.errors import NotFound
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.deps import PrincipalDep, UseCasesDep
+from cnbrain.regional.deps import ForwarderDep, PrincipalDep, UseCasesDep
 from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
@@ -31,6 +36,19 @@ ERRORS = responses(
     }
 )
 
+FORWARDED = (
+    " In a federation, a request whose `source_province` another region owns is forwarded, "
+    "through the national brain, to that region's brain, and its answer (status, body, "
+    "Retry-After) is this answer; the request then lives there. 503 names the national "
+    "brain or the region that cannot be reached."
+)
+READ_ANYWHERE = (
+    " In a federation, a request another region holds is read from that region's brain "
+    "(same tenant rules); 503 names the regions that could not be asked when none that "
+    "answered holds it."
+)
+
+
 RequestBody = Annotated[
     dict[str, Any],
     Body(
@@ -54,17 +72,21 @@ RequestBody = Annotated[
         },
     },
     summary="Submit a request: it is decided and reserved at once",
+    description="Decided here when its source province is this region's." + FORWARDED,
     openapi_extra={BODY_MODEL: "SubmittedRequest"},
 )
 async def submit(
     body: RequestBody,
     principal: PrincipalDep,
     cases: UseCasesDep,
+    forwarder: ForwarderDep,
     idempotency_key: Annotated[
         str | None,
         Header(max_length=200, description="Retries with the same key return the first answer."),
     ] = None,
 ) -> Response:
+    if forwarder is not None and forwarder.owner_of(body) is not None:
+        return await forwarder.submit(principal, body, idempotency_key=idempotency_key)
     view, created = await cases.submit(principal, body, idempotency_key=idempotency_key)
     # Serialised here, once, by the model itself (the view is valid by construction), rather
     # than validated again and encoded by FastAPI; `response_model` documents it.
@@ -111,22 +133,39 @@ async def list_queue(
 
 
 @router.get(
-    "/requests/{request_id}", response_model=RequestView, responses=ERRORS, summary="Get a request"
+    "/requests/{request_id}",
+    response_model=RequestView,
+    responses=ERRORS,
+    summary="Get a request",
+    description="A request of the caller's tenant (staff: any)." + READ_ANYWHERE,
 )
-async def get_request(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -> RequestView:
-    return await cases.read.one(principal, request_id)
+async def get_request(
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep, forwarder: ForwarderDep
+) -> RequestView | Response:
+    try:
+        return await cases.read.one(principal, request_id)
+    except NotFound:
+        if forwarder is None or not forwarder.may_read(request_id):
+            raise
+    return await forwarder.read(principal, request_id, events=False)
 
 
 @router.get(
     "/requests/{request_id}/events",
     response_model=RequestEventList,
-    responses={404: ERRORS[404], 401: ERRORS[401]},
+    responses={404: ERRORS[404], 401: ERRORS[401], 403: ERRORS[403]},
     summary="What happened to the request, oldest first: submitted, placed, started, ended...",
+    description="The events of a request of the caller's tenant (staff: any)." + READ_ANYWHERE,
 )
 async def list_events(
-    request_id: str, principal: PrincipalDep, cases: UseCasesDep
-) -> RequestEventList:
-    return await cases.events(principal, request_id)
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep, forwarder: ForwarderDep
+) -> RequestEventList | Response:
+    try:
+        return await cases.events(principal, request_id)
+    except NotFound:
+        if forwarder is None or not forwarder.may_read(request_id):
+            raise
+    return await forwarder.read(principal, request_id, events=True)
 
 
 @router.post(
@@ -144,7 +183,12 @@ async def cancel(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -
     response_model=Quote,
     responses=ERRORS,
     summary="What the brain would decide now, with alternatives; nothing is reserved",
+    description="Decided as a submission here would be." + FORWARDED,
     openapi_extra={BODY_MODEL: "SubmittedRequest"},
 )
-async def quote(body: RequestBody, principal: PrincipalDep, cases: UseCasesDep) -> Quote:
+async def quote(
+    body: RequestBody, principal: PrincipalDep, cases: UseCasesDep, forwarder: ForwarderDep
+) -> Quote | Response:
+    if forwarder is not None and forwarder.owner_of(body) is not None:
+        return await forwarder.quote(principal, body)
     return await cases.quote(principal, body)

@@ -1,0 +1,121 @@
+"""Forwarded calls on the wire (`ForwardedCall`, `ForwardedAnswer`): the bounds every brain
+checks on what a peer sends, and the province a forwarded submission is for.
+
+A tenant's REST call that one regional brain takes and another region must answer goes to
+the national brain (`Forward`), which hands it to that region (`ServeForwarded`); every hop
+checks the call, and the answer on its way back, with `check_call` and `check_answer`.
+"""
+
+import json
+import re
+from typing import Any, Final
+
+from cnbrain.domain.bounds import has_control_characters
+from cnbrain.domain.errors import Invalid
+from cnbrain.v1 import common_pb2
+
+MAX_BODY: Final = 1 << 20
+"""Characters of a forwarded submission's or quote's body."""
+
+MAX_ANSWER: Final = 3 << 20
+"""Characters of a forwarded call's answer body."""
+
+MAX_IDEMPOTENCY_KEY: Final = 200
+"""Characters of an Idempotency-Key (as the REST API takes it)."""
+
+MAX_RETRY_AFTER_S: Final = 3600
+
+FORWARD_DEADLINE_S: Final = 30.0
+"""Deadline of a forwarded call from the brain that took it: the owner's submission may
+itself be placed across regions (15 s at most), after its group commit."""
+
+SERVE_DEADLINE_S: Final = 25.0
+"""Deadline of the national brain's call to the region that answers a forwarded
+submission or quote (within `FORWARD_DEADLINE_S`)."""
+
+ID: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+"""A user's, tenant's or request's id as the federation's tenancy writes them."""
+
+ROLES: Final = frozenset({"tenant-user", "tenant-admin", "operator", "admin"})
+TENANT_ROLES: Final = frozenset({"tenant-user", "tenant-admin"})
+
+CONTENT_TYPES: Final = frozenset({"application/json", "application/problem+json"})
+
+
+SUBMIT: Final = common_pb2.FORWARDED_OPERATION_SUBMIT
+QUOTE: Final = common_pb2.FORWARDED_OPERATION_QUOTE
+GET: Final = common_pb2.FORWARDED_OPERATION_GET
+EVENTS: Final = common_pb2.FORWARDED_OPERATION_EVENTS
+WITH_BODY: Final = frozenset({SUBMIT, QUOTE})
+READS: Final = frozenset({GET, EVENTS})
+
+
+def check_call(call: common_pb2.ForwardedCall) -> dict[str, Any] | None:
+    """Check `call` as a peer sent it; the body of a submission or quote (a JSON object),
+    None for a read. Raises Invalid naming the field out of bounds."""
+    if call.operation not in WITH_BODY | READS:
+        raise Invalid(f"unknown operation {call.operation}", field="operation")
+    caller = call.caller
+    if not ID.fullmatch(caller.user_id):
+        raise Invalid("must be 1 to 64 letters, digits, '_', '.' or '-'", field="caller.user_id")
+    if caller.role not in ROLES:
+        raise Invalid(f"must be one of {', '.join(sorted(ROLES))}", field="caller.role")
+    if caller.role in TENANT_ROLES:
+        if not ID.fullmatch(caller.tenant_id):
+            raise Invalid(
+                "a tenant role's tenant must be 1 to 64 letters, digits, '_', '.' or '-'",
+                field="caller.tenant_id",
+            )
+    elif caller.tenant_id:
+        raise Invalid("staff carry no tenant", field="caller.tenant_id")
+    key = call.idempotency_key
+    if len(key) > MAX_IDEMPOTENCY_KEY or has_control_characters(key):
+        raise Invalid(
+            f"at most {MAX_IDEMPOTENCY_KEY} characters, without control characters",
+            field="idempotency_key",
+        )
+    if call.operation in READS:
+        if not ID.fullmatch(call.request_id):
+            raise Invalid("must be 1 to 64 letters, digits, '_', '.' or '-'", field="request_id")
+        if call.body_json or key:
+            raise Invalid("a read carries no body and no idempotency key", field="body_json")
+        return None
+    if key and call.operation != SUBMIT:
+        raise Invalid("only a submission carries one", field="idempotency_key")
+    return body_of(call.body_json)
+
+
+def body_of(text: str) -> dict[str, Any]:
+    """The JSON object in `text` (at most MAX_BODY characters); Invalid otherwise."""
+    if len(text) > MAX_BODY:
+        raise Invalid(f"at most {MAX_BODY} characters, not {len(text)}", field="body_json")
+    try:
+        body = json.loads(text)
+    except ValueError as wrong:
+        raise Invalid(f"not JSON: {wrong}", field="body_json") from None
+    if not isinstance(body, dict):
+        raise Invalid("must be a JSON object", field="body_json")
+    return body
+
+
+def province_of(body: dict[str, Any]) -> str:
+    """The source province a submission's or quote's body names; Invalid when it names none."""
+    province = body.get("source_province")
+    if not isinstance(province, str) or not province:
+        raise Invalid("a forwarded request must name its source province", field="source_province")
+    return province
+
+
+def check_answer(answer: common_pb2.ForwardedAnswer) -> common_pb2.ForwardedAnswer:
+    """`answer` as a peer sent it, if it is within bounds; Invalid naming the field not."""
+    if not 200 <= answer.status <= 599:
+        raise Invalid(f"must be within [200, 599], not {answer.status}", field="status")
+    if len(answer.body_json) > MAX_ANSWER:
+        raise Invalid(f"at most {MAX_ANSWER} characters", field="body_json")
+    if answer.content_type not in CONTENT_TYPES:
+        raise Invalid(f"must be one of {', '.join(sorted(CONTENT_TYPES))}", field="content_type")
+    if not 0 <= answer.retry_after_s <= MAX_RETRY_AFTER_S:
+        raise Invalid(f"must be within [0, {MAX_RETRY_AFTER_S}]", field="retry_after_s")
+    if not ID.fullmatch(answer.region_id):
+        raise Invalid("must be a region's id", field="region_id")
+    return answer

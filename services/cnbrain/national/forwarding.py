@@ -1,0 +1,135 @@
+"""Forwarded calls: the national brain hands a tenant's call that one region took to the
+region that must answer it (`docs/federation.md`, "Any brain, any request").
+
+- A submission or quote goes to the region that owns its source province on the national
+  brain's map.
+- A read of a request goes to every other registered region at once: a region that holds
+  the request answers it (2xx); when none does, the regions' own answer (404) is the
+  answer, unless one of them could not be asked, which makes the read unavailable (the
+  request may be there).
+"""
+
+import asyncio
+from collections.abc import Callable
+
+from cnbrain.domain.errors import Invalid, NotFound
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.forward_wire import (
+    SERVE_DEADLINE_S,
+    WITH_BODY,
+    check_answer,
+    check_call,
+    province_of,
+)
+from cnbrain.national.regions import Region, RegionDirectory
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.v1 import common_pb2
+
+NOT_FOUND = 404
+
+
+class ForwardCalls:
+    """`map()` is the national brain's map; a read asks each region within `read_deadline_s`."""
+
+    def __init__(
+        self,
+        directory: RegionDirectory,
+        *,
+        map: Callable[[], ComputeNetworkMap],
+        read_deadline_s: float,
+    ) -> None:
+        self._directory = directory
+        self._map = map
+        self._read_deadline_s = read_deadline_s
+
+    async def __call__(
+        self, call: common_pb2.ForwardedCall, *, from_region: str
+    ) -> common_pb2.ForwardedAnswer:
+        """The answer of the region that must answer `call`, taken by region `from_region`.
+        Raises Invalid for a call out of bounds (or a province no region owns, or one of
+        `from_region` itself), NotFound for a read when no other region is registered, and
+        PeerUnavailable when `from_region` is not registered, or a region that must answer
+        has not registered or does not answer."""
+        body = check_call(call)
+        if from_region not in self._directory:
+            raise PeerUnavailable(
+                f"region {from_region!r}", "unregistered", "the region has not registered"
+            )
+        if call.operation in WITH_BODY:
+            assert body is not None
+            return await self._to_owner(call, province_of(body), from_region)
+        return await self._read(call, from_region)
+
+    async def _to_owner(
+        self, call: common_pb2.ForwardedCall, province: str, from_region: str
+    ) -> common_pb2.ForwardedAnswer:
+        known = self._map().provinces.get(province)
+        if known is None:
+            raise Invalid(f"no region owns province {province!r}", field="source_province")
+        if known.region == from_region:
+            raise Invalid(
+                f"province {province!r} is region {from_region!r}'s own", field="source_province"
+            )
+        owner = self._directory.get(known.region)
+        if owner is None:
+            raise PeerUnavailable(
+                f"region {known.region!r}", "unregistered", "the region has not registered"
+            )
+        return await self._serve(owner, call, from_region, deadline_s=SERVE_DEADLINE_S)
+
+    async def _read(
+        self, call: common_pb2.ForwardedCall, from_region: str
+    ) -> common_pb2.ForwardedAnswer:
+        regions = sorted(
+            (r for r in self._directory.all() if r.id != from_region), key=lambda r: r.id
+        )
+        if not regions:
+            raise NotFound(f"request {call.request_id!r} does not exist")
+        answers = await asyncio.gather(
+            *(self._serve(r, call, from_region, deadline_s=self._read_deadline_s) for r in regions),
+            return_exceptions=True,
+        )
+        failed: list[str] = []
+        refusals: list[common_pb2.ForwardedAnswer] = []
+        for region, answer in zip(regions, answers, strict=True):
+            if isinstance(answer, PeerUnavailable):
+                failed.append(region.id)
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif 200 <= answer.status < 300:
+                return answer
+            else:
+                refusals.append(answer)
+        if failed:
+            raise PeerUnavailable(
+                "regions " + ", ".join(repr(r) for r in failed),
+                "unavailable",
+                f"request {call.request_id!r} is not in the regions that answered, "
+                "and these could not be asked",
+            )
+        others = [a for a in refusals if a.status != NOT_FOUND]
+        return (others or refusals)[0]
+
+    async def _serve(
+        self,
+        region: Region,
+        call: common_pb2.ForwardedCall,
+        from_region: str,
+        *,
+        deadline_s: float,
+    ) -> common_pb2.ForwardedAnswer:
+        """`region`'s answer to `call`, checked. Raises PeerUnavailable when it does not
+        answer in `deadline_s`, refuses the call, or answers out of bounds."""
+        try:
+            answer = await region.serve_forwarded(call, from_region, deadline_s=deadline_s)
+        except PeerUnavailable as down:
+            raise PeerUnavailable(f"region {region.id!r}", down.cause, down.details) from None
+        try:
+            checked = check_answer(answer)
+        except Invalid as wrong:
+            raise PeerUnavailable(f"region {region.id!r}", "invalid_answer", str(wrong)) from None
+        if checked.region_id != region.id:
+            raise PeerUnavailable(
+                f"region {region.id!r}", "invalid_answer", f"answered as {checked.region_id!r}"
+            )
+        return checked

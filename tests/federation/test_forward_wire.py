@@ -1,0 +1,112 @@
+"""The bounds every brain checks on a forwarded call and its answer."""
+
+from typing import Any
+
+import pytest
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.federation.forward_wire import MAX_BODY, check_answer, check_call, province_of
+from cnbrain.v1 import common_pb2
+
+TENANT_USER = {"user_id": "u-1", "role": "tenant-user", "tenant_id": "acme"}
+
+
+def _call(caller: dict[str, str] = TENANT_USER, **fields: Any) -> common_pb2.ForwardedCall:
+    return common_pb2.ForwardedCall(caller=common_pb2.Caller(**caller), **fields)
+
+
+def _read_by(**caller: str) -> common_pb2.ForwardedCall:
+    """A read of request `r` by the tenant user changed by `caller`."""
+    return _call(
+        {**TENANT_USER, **caller}, operation=common_pb2.FORWARDED_OPERATION_GET, request_id="r"
+    )
+
+
+SUBMIT = common_pb2.FORWARDED_OPERATION_SUBMIT
+QUOTE = common_pb2.FORWARDED_OPERATION_QUOTE
+GET = common_pb2.FORWARDED_OPERATION_GET
+
+
+def test_a_submission_within_bounds_gives_its_body() -> None:
+    call = _call(operation=SUBMIT, body_json='{"source_province": "BJ"}', idempotency_key="job-1")
+    body = check_call(call)
+    assert body == {"source_province": "BJ"}
+    assert province_of(body) == "BJ"
+    staff = {"user_id": "u-2", "role": "operator", "tenant_id": ""}
+    assert check_call(_call(staff, operation=GET, request_id="req-0123456789abcdef")) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (_call(operation=common_pb2.FORWARDED_OPERATION_UNSPECIFIED), "operation"),
+        (_call(operation=99), "operation"),
+        (_read_by(user_id=""), "caller.user_id"),
+        (
+            _read_by(user_id="u\n1"),
+            "caller.user_id",
+        ),
+        (_read_by(role="root"), "caller.role"),
+        (
+            _read_by(tenant_id=""),
+            "caller.tenant_id",
+        ),
+        (_read_by(role="admin"), "caller.tenant_id"),
+        (_call(operation=GET, request_id=""), "request_id"),
+        (_call(operation=GET, request_id="x" * 65), "request_id"),
+        (_call(operation=GET, request_id="r", body_json="{}"), "body_json"),
+        (_call(operation=SUBMIT, body_json="{", idempotency_key="k"), "body_json"),
+        (_call(operation=SUBMIT, body_json="[]"), "body_json"),
+        (_call(operation=SUBMIT, body_json=" " * (MAX_BODY + 1)), "body_json"),
+        (_call(operation=SUBMIT, body_json="{}", idempotency_key="k" * 201), "idempotency_key"),
+        (_call(operation=SUBMIT, body_json="{}", idempotency_key="a\x00b"), "idempotency_key"),
+        (_call(operation=QUOTE, body_json="{}", idempotency_key="k"), "idempotency_key"),
+    ],
+)
+def test_a_call_out_of_bounds_is_refused_naming_the_field(
+    call: common_pb2.ForwardedCall, field: str
+) -> None:
+    with pytest.raises(Invalid) as refused:
+        check_call(call)
+    assert refused.value.field == field
+
+
+@pytest.mark.parametrize("body", [{}, {"source_province": ""}, {"source_province": 3}])
+def test_a_forwarded_body_names_its_province(body: dict[str, Any]) -> None:
+    with pytest.raises(Invalid) as refused:
+        province_of(body)
+    assert refused.value.field == "source_province"
+
+
+def _answer(**fields: Any) -> common_pb2.ForwardedAnswer:
+    base: dict[str, Any] = {
+        "status": 201,
+        "body_json": "{}",
+        "content_type": "application/json",
+        "region_id": "north",
+    }
+    return common_pb2.ForwardedAnswer(**{**base, **fields})
+
+
+def test_an_answer_within_bounds_is_taken() -> None:
+    answer = _answer(status=503, content_type="application/problem+json", retry_after_s=5)
+    assert check_answer(answer) is answer
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"status": 0}, "status"),
+        ({"status": 199}, "status"),
+        ({"status": 600}, "status"),
+        ({"content_type": "text/html"}, "content_type"),
+        ({"retry_after_s": -1}, "retry_after_s"),
+        ({"retry_after_s": 3601}, "retry_after_s"),
+        ({"region_id": ""}, "region_id"),
+        ({"body_json": "x" * ((3 << 20) + 1)}, "body_json"),
+    ],
+)
+def test_an_answer_out_of_bounds_is_refused(fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        check_answer(_answer(**fields))
+    assert refused.value.field == field
