@@ -8,10 +8,11 @@ checks the call, and the answer on its way back, with `check_call` and `check_an
 
 import json
 import re
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from cnbrain.domain.bounds import has_control_characters
 from cnbrain.domain.errors import Invalid
+from cnbrain.domain.tenancy import STAFF, TenancyRole
 from cnbrain.v1 import common_pb2
 
 MAX_BODY: Final = 1 << 20
@@ -36,8 +37,8 @@ submission or quote (within `FORWARD_DEADLINE_S`)."""
 ID: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 """A user's, tenant's or request's id as the federation's tenancy writes them."""
 
-ROLES: Final = frozenset({"tenant-user", "tenant-admin", "operator", "admin"})
-TENANT_ROLES: Final = frozenset({"tenant-user", "tenant-admin"})
+ROLES: Final = frozenset(get_args(TenancyRole))
+TENANT_ROLES: Final = ROLES - STAFF
 
 CONTENT_TYPES: Final = frozenset({"application/json", "application/problem+json"})
 
