@@ -52,6 +52,7 @@ __all__ = [
     "list_tenants",
     "list_users",
     "new_api_key",
+    "new_user_id",
     "revoke_api_key",
     "set_quota",
 ]
@@ -161,7 +162,7 @@ async def create_user(
         raise TenantError(f"role {role!r} belongs to no tenant; got tenant {tenant_id!r}")
     if tenant_id is not None and await session.get(Tenant, tenant_id) is None:
         raise NotFoundError(f"tenant {tenant_id!r} does not exist")
-    user_id = user_id or f"u-{secrets.token_hex(6)}"
+    user_id = user_id or new_user_id()
     _check_id("user", user_id)
     if await session.get(UserRow, user_id) is not None:
         raise TenantError(f"user {user_id!r} exists already")
@@ -214,6 +215,11 @@ async def create_api_key(session: AsyncSession, *, user_id: str, token: str | No
     )
     await session.flush()
     return f"{TOKEN_PREFIX}{key_id}.{secret}"
+
+
+def new_user_id() -> str:
+    """A new random user id, as `create_user` makes one when given none."""
+    return f"u-{secrets.token_hex(6)}"
 
 
 def new_api_key() -> tuple[str, str, str]:

@@ -20,7 +20,6 @@ audited here too; when the national brain cannot be reached the change is refuse
 brain gets its id and the SHA-256 of the secret. Reads are this brain's own tables.
 """
 
-import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -199,7 +198,7 @@ class ManageUsers:
                 raise Forbidden("only staff and the tenant's admins create its users")
         if self._federation is not None:
             change = UserCreated(
-                user_id=f"u-{secrets.token_hex(6)}",
+                user_id=tenants.new_user_id(),
                 tenant_id=body.tenant,
                 name=body.name,
                 role=body.role.value,
