@@ -44,7 +44,8 @@ class Member:
 
 
 class LocalFederation:
-    """The national brain and one regional brain per entry of `regions`."""
+    """The national brain (one or more replicas) and one regional brain per entry of
+    `regions`."""
 
     def __init__(
         self,
@@ -57,6 +58,7 @@ class LocalFederation:
         national_env: dict[str, str] | None = None,
         shared_env: dict[str, str] | None = None,
         commit_delay_ms: int = 0,
+        national_replicas: int = 1,
     ) -> None:
         self.admin_token = admin_token
         self.databases = databases
@@ -69,24 +71,30 @@ class LocalFederation:
             taken.add(chosen)
             return chosen
 
-        self.national_port = port()
         base = {**os.environ, **(shared_env or {})}
-        self.members: dict[str, Member] = {
-            "national": Member(
-                name="national",
+        self.members: dict[str, Member] = {}
+        for k in range(1, national_replicas + 1):
+            name = "national" if k == 1 else f"national-{k}"
+            grpc_port = port()
+            self.members[name] = Member(
+                name=name,
                 args=["brain", "national", "--log-level", "warning"],
                 env={
                     **base,
                     "CNBRAIN_DATABASE_URL": databases["national"],
-                    "CNBRAIN_GRPC_PORT": str(self.national_port),
+                    "CNBRAIN_GRPC_PORT": str(grpc_port),
+                    "CNBRAIN_INSTANCE_ID": f"national-{k}",
                     **(national_env or {}),
                 },
-                log=workdir / "national.log",
-                grpc_port=self.national_port,
+                log=workdir / f"{name}.log",
+                grpc_port=grpc_port,
             )
-        }
-        if commit_delay_ms:
-            _slow_commits(self.members["national"], commit_delay_ms)
+            if commit_delay_ms:
+                _slow_commits(self.members[name], commit_delay_ms)
+        self.national_port = self.members["national"].grpc_port
+        national_endpoint = ",".join(
+            f"127.0.0.1:{m.grpc_port}" for m in self.members.values() if m.rest_port is None
+        )
         for region in regions:
             grpc_port, rest_port = port(), port()
             self.members[region] = Member(
@@ -99,7 +107,7 @@ class LocalFederation:
                     "CNBRAIN_BUS_NAMESPACE": f"{region}-{os.getpid()}-{time.monotonic_ns()}",
                     "CNBRAIN_REGION": region,
                     "CNBRAIN_GRPC_PORT": str(grpc_port),
-                    "CNBRAIN_NATIONAL_ENDPOINT": f"127.0.0.1:{self.national_port}",
+                    "CNBRAIN_NATIONAL_ENDPOINT": national_endpoint,
                     "CNBRAIN_PORT": str(rest_port),
                     "CNBRAIN_ADMIN_TOKEN": admin_token,
                     "CNBRAIN_ADMIN_TOKEN_FILE": str(workdir / f"{region}-admin.token"),
@@ -112,8 +120,8 @@ class LocalFederation:
         self.workdir = workdir
 
     def start(self) -> None:
-        for name in self.members:
-            self.start_member(name, wait=name == "national")
+        for name, member in self.members.items():
+            self.start_member(name, wait=member.rest_port is None)
         for name in self.members:
             self.wait_ready(name)
 
@@ -211,12 +219,15 @@ def local_federation(
     national_env: dict[str, str] | None = None,
     shared_env: dict[str, str] | None = None,
     commit_delay_ms: int = 0,
+    national_replicas: int = 1,
 ) -> Iterator[LocalFederation]:
     """A started federation (every region registered) on fresh PostgreSQL databases
     `{database_prefix}_{member}` and the test Redis, for a fixture to `yield from`; stopped
     and its databases dropped afterwards. `shared_env` goes to every member. With
     `commit_delay_ms`, the national brain waits that long between preparing and committing
-    the parts of each batch (see `slow_commits`)."""
+    the parts of each batch (see `slow_commits`). With `national_replicas` above 1, the
+    national brain runs as that many replicas on its one database (members `national`,
+    `national-2`, ...), and the regions know them all."""
 
     async def create() -> dict[str, str]:
         return {
@@ -233,6 +244,7 @@ def local_federation(
         regions=regions,
         national_env=national_env,
         commit_delay_ms=commit_delay_ms,
+        national_replicas=national_replicas,
         shared_env={"CNBRAIN_PEER_TOKEN": secrets.token_urlsafe(24), **(shared_env or {})},
     )
     try:

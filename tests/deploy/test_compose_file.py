@@ -49,7 +49,7 @@ def test_the_compose_file_is_valid() -> None:
 def test_a_broken_compose_file_is_reported(tmp_path: Path) -> None:
     broken = tmp_path / "docker-compose.yml"
     text = COMPOSE.read_text()
-    broken.write_text(text.replace("  national:\n", "  national:\n    no_such_option: 1\n", 1))
+    broken.write_text(text.replace("\n  migrate:\n", "\n  migrate:\n    no_such_option: 1\n", 1))
     done = _compose("config", "-q", file=broken)
     assert done.returncode != 0
     assert "no_such_option" in done.stderr
@@ -64,7 +64,7 @@ def test_every_region_of_the_built_in_map_has_a_brain(services: dict[str, Any]) 
         assert brain["command"] == ["brain", "regional"]
         env = brain["environment"]
         assert env["CNBRAIN_REGION"] == region
-        assert env["CNBRAIN_NATIONAL_ENDPOINT"] == "national:50051"
+        assert env["CNBRAIN_NATIONAL_ENDPOINT"] == "national:50051,national-2:50051"
         assert env["CNBRAIN_ADVERTISE_ENDPOINT"] == f"{region}:{env['CNBRAIN_GRPC_PORT']}"
         assert env["CNBRAIN_REDIS_URL"].startswith("redis://redis:6379/")
 
@@ -106,3 +106,16 @@ def test_the_databases_are_created_and_migrated_before_the_brains_start(
         depends = services[brain]["depends_on"]
         assert depends["migrate"]["condition"] == "service_completed_successfully"
     assert "cnbrain db upgrade" in migrate
+
+
+def test_the_national_brain_runs_as_two_replicas_on_one_database(
+    services: dict[str, Any],
+) -> None:
+    first, second = services["national"], services["national-2"]
+    assert first["command"] == second["command"] == ["brain", "national"]
+    one, two = first["environment"], second["environment"]
+    assert one["CNBRAIN_DATABASE_URL"] == two["CNBRAIN_DATABASE_URL"]
+    assert (one["CNBRAIN_INSTANCE_ID"], two["CNBRAIN_INSTANCE_ID"]) == ("national-1", "national-2")
+    assert one["CNBRAIN_PEER_TOKEN"] == two["CNBRAIN_PEER_TOKEN"]
+    assert two["CNBRAIN_GRPC_HOST"] == "0.0.0.0"
+    assert second["depends_on"]["migrate"]["condition"] == "service_completed_successfully"

@@ -41,7 +41,7 @@ class RecordingLedger(Ledger):
 
 
 def _setup(sessions: Sessions) -> tuple[DatabaseJournal, dict[str, RecordingLedger], Coordinator]:
-    journal = DatabaseJournal(sessions)
+    journal = DatabaseJournal(sessions, replica="national-1")
     ledgers = {name: RecordingLedger(name, journal) for name in ("east", "west")}
     ledgers["national"] = RecordingLedger(None, journal)
     participants: dict[str, Participant] = dict(ledgers)

@@ -107,6 +107,15 @@ def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
     )
     up.add_argument("--redis-url", help="Redis for the regional brains (default: in-process)")
     up.add_argument(
+        "--national-replicas",
+        type=int,
+        default=1,
+        choices=range(1, REGION_GRPC_OFFSET),
+        metavar="N",
+        help="replicas of the national brain, on one database (more than one needs "
+        "--postgres); replica k listens on the national gRPC port + k - 1 (default 1)",
+    )
+    up.add_argument(
         "--grpc-port",
         type=int,
         default=NATIONAL_GRPC_PORT,
@@ -131,11 +140,13 @@ def federation_members(
     national_grpc_port: int = NATIONAL_GRPC_PORT,
     first_rest_port: int = FIRST_REGION_REST_PORT,
     regional_config: Path | None = None,
+    national_replicas: int = 1,
 ) -> list[Member]:
-    """The national brain and one regional brain per region, on loopback ports; each brain
-    on `databases[name]`, or a SQLite file in `data_dir`. The regional brains read their
-    settings file `regional_config` (CNBRAIN_CONFIG_FILE), when given."""
-    national_endpoint = f"127.0.0.1:{national_grpc_port}"
+    """The national brain (as `national_replicas` replicas on its one database, named
+    national-1, national-2, ... when more than one) and one regional brain per region, on
+    loopback ports; each brain on `databases[name]`, or a SQLite file in `data_dir`. The
+    regional brains read their settings file `regional_config` (CNBRAIN_CONFIG_FILE), when
+    given."""
 
     def database(name: str) -> str:
         if databases is not None:
@@ -144,17 +155,20 @@ def federation_members(
 
     members = [
         Member(
-            name="national",
+            name="national" if national_replicas == 1 else f"national-{k}",
             command=["brain", "national"],
             environment={
                 "CNBRAIN_DATABASE_URL": database("national"),
-                "CNBRAIN_GRPC_PORT": str(national_grpc_port),
+                "CNBRAIN_GRPC_PORT": str(national_grpc_port + k - 1),
                 "CNBRAIN_MAP": map_name,
+                "CNBRAIN_INSTANCE_ID": f"national-{k}",
             },
             rest_port=None,
-            grpc_port=national_grpc_port,
+            grpc_port=national_grpc_port + k - 1,
         )
+        for k in range(1, national_replicas + 1)
     ]
+    national_endpoint = ",".join(f"127.0.0.1:{m.grpc_port}" for m in members)
     for i, region in enumerate(region_ids):
         grpc_port = national_grpc_port + REGION_GRPC_OFFSET + i
         rest_port = first_rest_port + i
@@ -210,6 +224,8 @@ def run_up(args: argparse.Namespace) -> int:
     if args.tls:
         shared["CNBRAIN_TLS_DIR"] = str(_certificates(data_dir / "tls", cmap.regions))
     regions = sorted(cmap.regions)
+    if args.national_replicas > 1 and not args.postgres:
+        raise SystemExit("--national-replicas above 1 needs --postgres: replicas share a database")
     databases = (
         asyncio.run(_postgres_databases(args.postgres, ["national", *regions]))
         if args.postgres
@@ -225,6 +241,7 @@ def run_up(args: argparse.Namespace) -> int:
         national_grpc_port=args.grpc_port,
         first_rest_port=args.rest_port,
         regional_config=regional_config,
+        national_replicas=args.national_replicas,
     )
     _stop_on_signals()
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
@@ -274,7 +291,7 @@ def _start_members(
 ) -> None:
     """Start every member in order, each with this process's environment, then `shared`,
     then its own; append each to `processes` as soon as it runs (so that the caller stops
-    it whatever happens next). The national brain's gRPC port must answer before the
+    it whatever happens next). The national brain's gRPC ports must answer before the
     regions start."""
     for member in members:
         env = {**os.environ, **shared, **member.environment}
@@ -282,7 +299,7 @@ def _start_members(
             [sys.executable, "-m", "cnbrain.cli.main", *member.command], env=env
         )
         processes.append((member, process))
-        if member.name == "national":
+        if member.rest_port is None:
             _wait_port(member.grpc_port, process)
 
 

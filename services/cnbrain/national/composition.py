@@ -28,6 +28,7 @@ from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory, owned_provinces
 from cnbrain.national.release_backlog import DatabaseBacklog
+from cnbrain.national.replicas import Replica
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.tenancy import FederationTenancy
@@ -59,11 +60,13 @@ class NationalBrain:
 
 @asynccontextmanager
 async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
-    """The national brain started on `settings`: the schema migrated, the built-in map and
-    priority classes loaded into an empty database, the engine built, the regions known from
-    the database taken back, the parts of the placements a run before left under way
-    released, expiry of abandoned prepared parts, retries of failed releases and the ledger
-    auditor running, and gRPC served (when `grpc_port` is set)."""
+    """The national brain (one replica of it) started on `settings`: the schema migrated,
+    the built-in map and priority classes loaded into an empty database, the engine built,
+    the regions known from the database taken back, its lease kept, the parts of the
+    placements that a run before (or a replica that stopped) left under way released, expiry
+    of abandoned prepared parts running, retries of failed releases and the ledger auditor
+    running while this replica holds their lease (`national.replicas`), and gRPC served
+    (when `grpc_port` is set)."""
     async with AsyncExitStack() as stack:
         database = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -89,11 +92,14 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             Participants(local, directory, deadline_s=settings.call_deadline_s),
             ttl_ms=settings.prepare_ttl_ms,
             backlog=DatabaseBacklog(sessions),
-            journal=DatabaseJournal(sessions),
+            journal=DatabaseJournal(sessions, replica=settings.instance_id),
         )
+        replica = Replica(sessions, name=settings.instance_id, lease_s=settings.replica_lease_s)
+        background(stack, replica.live_forever(), "replica-lease")
         recovered = await coordinator.recover()
         if recovered:
             log.warning("released the parts of %d placements left under way", recovered)
+        background(stack, replica.recover_forever(coordinator), "recovery")
         placer = CrossRegionPlacer(
             settings=settings,
             live_map=live_map,
@@ -102,7 +108,6 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             held=local,
         )
         background(stack, expire_forever(sessions, changed=live_map.capacity_changed), "expiry")
-        background(stack, coordinator.retry_releases_forever(), "release-retries")
 
         async def live_at(region_id: str, request_ids: Sequence[str]) -> set[str]:
             return await directory.live_requests(
@@ -118,9 +123,25 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             changed=live_map.capacity_changed,
         )
         background(
-            stack, audit_forever(auditor, interval_s=settings.audit_interval_s), "ledger-audit"
+            stack,
+            replica.duties_forever(
+                [
+                    ("release-retries", coordinator.retry_releases_forever),
+                    (
+                        "ledger-audit",
+                        lambda: audit_forever(auditor, interval_s=settings.audit_interval_s),
+                    ),
+                ]
+            ),
+            "duties",
         )
 
+        policy = FederationPolicy(sessions=sessions, live_map=live_map)
+        background(
+            stack,
+            policy.follow_replicas_forever(settings.summary_interval_ms / 1000),
+            "follow-replicas",
+        )
         server: RunningServer | None = None
         if settings.grpc_port is not None:
             national = NationalServicer(
@@ -136,7 +157,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                     placer=placer,
                 ),
                 map_sync=MapSync(sessions=sessions, live_map=live_map),
-                policy=FederationPolicy(sessions=sessions, live_map=live_map),
+                policy=policy,
                 tenancy=FederationTenancy(sessions),
                 forward=ForwardCalls(
                     directory,

@@ -6,8 +6,8 @@ asked.
 With a `Journal`, every placement is recorded as under way before any of its parts is
 prepared, and its record is deleted once its outcome is decided (every part committed, or
 released or owed a release), before the answer goes out; `recover` releases, in every owner,
-the parts of the placements a national brain that stopped left under way: none of them was
-answered.
+the parts of the placements that a national brain (or a replica of it) that stopped left
+under way: none of them was answered.
 
 Each step is one call per owner carrying all its parts of the batch, the owners in parallel.
 An owner is reached through its `Participant` (the port, below; `national.participants`
@@ -85,8 +85,8 @@ class InFlight:
 
 
 class Journal(Protocol):
-    """Where the placements under way are recorded, so that a restarted national brain
-    releases the parts of those it never decided (`national.inflight`)."""
+    """Where the placements under way are recorded, so that the parts of those a national
+    brain (or replica) that stopped never decided are released (`national.inflight`)."""
 
     async def begin(self, placements: Sequence[InFlight]) -> None:
         """Record `placements` as under way."""
@@ -94,8 +94,8 @@ class Journal(Protocol):
     async def end(self, reservation_ids: Sequence[str]) -> None:
         """Forget those placements: their outcome is decided."""
 
-    async def under_way(self) -> list[InFlight]:
-        """Every placement still recorded as under way."""
+    async def orphaned(self) -> list[InFlight]:
+        """The placements recorded as under way that no live national brain decides."""
 
 
 RECOVERED = "the national brain stopped before the placement was decided"
@@ -129,12 +129,14 @@ class Coordinator:
         self._unreleased: set[tuple[str, str, str]] = set()
 
     async def recover(self) -> int:
-        """Release every part of the placements recorded as under way (a national brain
+        """Release every part of the placements the journal finds orphaned (a national brain
         that stopped left them; none was answered), one call per owner; what an owner cannot
         release now is owed (`release`). Then forget them; how many there were."""
         if self._journal is None:
             return 0
-        left = await self._journal.under_way()
+        left = await self._journal.orphaned()
+        if not left:
+            return 0
         by_owner: dict[str, list[str]] = {}
         for placement in left:
             for owner in placement.owners:
@@ -243,12 +245,16 @@ class Coordinator:
 
     async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
         """Release again, every `interval_s`, the parts an owner could not release when
-        asked (it was down or unreachable), until each is released; the backlog's, from a
-        run before, first. Until cancelled."""
-        if self._backlog is not None:
-            self._unreleased.update(await self._backlog.owed())
+        asked (it was down or unreachable), until each is released: those this brain owes,
+        and those the backlog holds (of a run before, or of another replica), read again
+        every time. Until cancelled."""
         while True:
             await asyncio.sleep(interval_s)
+            if self._backlog is not None:
+                try:
+                    self._unreleased.update(await self._backlog.owed())
+                except Exception:
+                    log.warning("could not read the releases owed", exc_info=True)
             waiting: dict[tuple[str, str], list[str]] = {}
             for owner, reservation_id, reason in list(self._unreleased):
                 self._unreleased.discard((owner, reservation_id, reason))

@@ -44,11 +44,17 @@ class MapSync:
         change = delta(self._live_map.map, region_id, part)
         if change.is_empty():
             return change
+        # Another replica of the national brain may have stored this part already.
+        await self._live_map.reload()
+        change = delta(self._live_map.map, region_id, part)
+        if change.is_empty():
+            return change
         try:
             async with self._sessions.begin() as session:
                 await _write(session, change)
         except RegistryError as refused:
             log.warning("region %s: its part of the map was refused: %s", region_id, refused)
+            await self._live_map.reload()  # what another replica stored meanwhile, if any
             return f"the change was refused: {refused}"
         await self._live_map.reload()
         log.info("region %s: map changed: %s", region_id, change.summary())

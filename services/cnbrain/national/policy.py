@@ -1,7 +1,12 @@
 """The federation's policy that the national brain holds for every brain: the operators'
 weight matrix and priority classes. A regional brain forwards an operator's change here; the
 national brain stores it with its audit entry (its own engine decides with the matrix from
-then on); every regional brain follows both (`regional.use_cases.policy_sync`)."""
+then on); every regional brain follows both (`regional.use_cases.policy_sync`), and every
+other replica of the national brain takes the matrix from the database they share
+(`follow_replicas_forever`)."""
+
+import asyncio
+import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -10,7 +15,9 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.storage import audit, priority_classes
-from cnbrain.storage.weights import set_weight_matrix_audited
+from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix_audited
+
+log = logging.getLogger("cnbrain.national")
 
 
 class FederationPolicy:
@@ -25,6 +32,24 @@ class FederationPolicy:
         async with self._sessions.begin() as session:
             await set_weight_matrix_audited(session, matrix=matrix, actor=actor)
         await self._live_map.reload()
+
+    async def follow_replicas_forever(self, interval_s: float) -> None:
+        """Every `interval_s`, until cancelled: rebuild the engine when the weight matrix
+        stored differs from the one it decides with (another replica set it), and forget the
+        cached snapshot of free capacity (other replicas reserve on the backbone too). A
+        look that fails is logged and made again at the next turn."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                async with self._sessions() as session:
+                    stored = await get_weight_matrix(session)
+                if stored != self._live_map.engine.config.weight_matrix:
+                    await self._live_map.reload()
+                    log.info("took the weight matrix another replica stored")
+                else:
+                    self._live_map.capacity_changed()
+            except Exception:
+                log.warning("could not follow the other replicas", exc_info=True)
 
     async def priority_classes(self) -> PriorityClasses:
         """The federation's priority classes."""

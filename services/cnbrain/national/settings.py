@@ -1,5 +1,8 @@
 """Settings of the national brain (CNBRAIN_* environment variables, optional YAML file)."""
 
+import os
+import socket
+
 from pydantic import Field
 
 from cnbrain.federation.settings import BrainSettings
@@ -22,3 +25,19 @@ class NationalSettings(BrainSettings):
     )
     placement_attempts: int = Field(default=3, ge=1)
     summary_interval_ms: int = Field(default=2_000, ge=100)
+    instance_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()[:32]}-{os.getpid()}",
+        min_length=1,
+        max_length=48,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Names this replica among the national brain's replicas on one database; "
+        "a replica started again under the same id takes back what it left under way at once.",
+    )
+    replica_lease_s: float = Field(
+        default=15.0,
+        ge=0.5,
+        le=3600,
+        description="How long a replica is taken to be alive without renewing its lease: the "
+        "placements a replica left under way are released by another once its lease lapsed, "
+        "and the duties that one replica does at a time pass to another then.",
+    )

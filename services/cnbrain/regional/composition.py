@@ -341,7 +341,7 @@ async def _join_federation(
     if not settings.national_endpoint:
         return None, servicer
     national = NationalLink(
-        settings.national_endpoint,
+        settings.national_endpoints,
         settings=settings,
         security=security,
         region_id=region,

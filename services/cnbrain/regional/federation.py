@@ -49,6 +49,7 @@ from cnbrain.regional.use_cases.make_room import MakeRoom
 from cnbrain.regional.use_cases.ports import NationalPlan, NationalQuote, TenancyPage
 from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.client import open_channel
+from cnbrain.rpc.failover import Failover
 from cnbrain.rpc.security import PeerSecurity
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
@@ -358,13 +359,15 @@ class AnnouncingWatch:
 
 
 class NationalLink:
-    """This regional brain's connection to the national brain at `endpoint`: it registers
-    region `region_id`, reachable at `advertised_endpoint`, and reports `live_map`'s free
-    capacity."""
+    """This regional brain's connection to the national brain, served by the replicas at
+    `endpoints` (one or more "host:port", in the order of preference): it registers region
+    `region_id`, reachable at `advertised_endpoint`, with every replica and reports
+    `live_map`'s free capacity to each; its calls go to one replica, and on to the next when
+    that one is unavailable (`rpc.failover`)."""
 
     def __init__(
         self,
-        endpoint: str,
+        endpoints: Sequence[str],
         *,
         settings: Settings,
         security: PeerSecurity,
@@ -372,8 +375,12 @@ class NationalLink:
         advertised_endpoint: str,
         live_map: LiveMap,
     ) -> None:
-        self._channel = open_channel(endpoint, security=security, server_name="national")
-        self._stub = national_pb2_grpc.NationalBrainServiceStub(self._channel)
+        self._channels = [
+            open_channel(endpoint, security=security, server_name="national")
+            for endpoint in endpoints
+        ]
+        self._stubs = [national_pb2_grpc.NationalBrainServiceStub(c) for c in self._channels]
+        self._national = Failover(self._stubs)
         self._region_id = region_id
         self._advertised_endpoint = advertised_endpoint
         self._live_map = live_map
@@ -381,32 +388,57 @@ class NationalLink:
         self._deadline_s = settings.call_deadline_s
         self._interval_s = settings.summary_interval_s
         self.registered = asyncio.Event()
+        """Set while this region is registered with at least one replica."""
+        self._registered_with: set[int] = set()
         self._part: tuple[ComputeNetworkMap, str, list[str], list[str]] | None = None
 
+    @property
+    def replicas_registered(self) -> int:
+        """How many replicas have this region registered now."""
+        return len(self._registered_with)
+
     async def close(self) -> None:
-        await self._channel.close()
+        for channel in self._channels:
+            await channel.close()
 
     async def run(self) -> None:
-        """Register, then stream summaries (a new stream every SUMMARY_STREAM_S); after a
-        failure, wait `summary_interval_s` and register again."""
+        """Register with every replica and stream summaries to each, until cancelled."""
+        await asyncio.gather(*(self._report(index) for index in range(len(self._stubs))))
+
+    async def _report(self, index: int) -> None:
+        """Register with replica `index`, then stream summaries to it (a new stream every
+        SUMMARY_STREAM_S); after a failure, wait `summary_interval_s` and register again."""
         interval = self._interval_s
+        stub = self._stubs[index]
         while True:
             try:
-                await self._register()
-                await self._stub.ReportSummaries(
-                    self._summaries(interval), timeout=SUMMARY_STREAM_S
-                )
+                await self._register(index)
+                await stub.ReportSummaries(self._summaries(interval), timeout=SUMMARY_STREAM_S)
             except grpc.aio.AioRpcError as error:
-                if self.registered.is_set() and error.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                if (
+                    index in self._registered_with
+                    and error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+                ):
                     continue
-                self.registered.clear()
+                self._set_registered(index, False)
                 log.warning(
-                    "national brain: %s (%s); retrying in %.1f s",
+                    "national brain (replica %d): %s (%s); retrying in %.1f s",
+                    index + 1,
                     error.code().name,
                     error.details(),
                     interval,
                 )
             await asyncio.sleep(interval)
+
+    def _set_registered(self, index: int, registered: bool) -> None:
+        if registered:
+            self._registered_with.add(index)
+        else:
+            self._registered_with.discard(index)
+        if self._registered_with:
+            self.registered.set()
+        else:
+            self.registered.clear()
 
     async def escalate(self, request: PlacementRequest) -> Decision:
         """The national brain's decision for `request`; a rejection naming the cause when it
@@ -421,13 +453,15 @@ class NationalLink:
         cannot be reached) and, for a request that waits until `wait_until_s` (0: it does
         not) and was not placed, the plan of its wait."""
         try:
-            answer = await self._stub.PlaceCrossRegion(
-                national_pb2.PlaceCrossRegionRequest(
-                    request_json=request_json(request),
-                    source_region=self._region_id,
-                    wait_until_s=wait_until_s,
-                ),
-                timeout=ESCALATION_DEADLINE_S,
+            answer = await self._national.call(
+                lambda stub: stub.PlaceCrossRegion(
+                    national_pb2.PlaceCrossRegionRequest(
+                        request_json=request_json(request),
+                        source_region=self._region_id,
+                        wait_until_s=wait_until_s,
+                    ),
+                    timeout=ESCALATION_DEADLINE_S,
+                )
             )
         except grpc.aio.AioRpcError as error:
             return _unavailable(request, error), None
@@ -447,11 +481,13 @@ class NationalLink:
         """The national brain's quote for `request` (QuoteCrossRegion); a rejection naming
         the cause, not reached, when it cannot be reached."""
         try:
-            answer = await self._stub.QuoteCrossRegion(
-                national_pb2.QuoteCrossRegionRequest(
-                    request_json=request_json(request), source_region=self._region_id
-                ),
-                timeout=ESCALATION_DEADLINE_S,
+            answer = await self._national.call(
+                lambda stub: stub.QuoteCrossRegion(
+                    national_pb2.QuoteCrossRegionRequest(
+                        request_json=request_json(request), source_region=self._region_id
+                    ),
+                    timeout=ESCALATION_DEADLINE_S,
+                )
             )
         except grpc.aio.AioRpcError as error:
             return NationalQuote(_unavailable(request, error), reached=False)
@@ -462,11 +498,13 @@ class NationalLink:
         held it. Raises PeerUnavailable when the national brain cannot be reached or does not
         answer in time (then nothing is known to have been released)."""
         try:
-            answer = await self._stub.ReleaseCrossRegion(
-                national_pb2.ReleaseCrossRegionRequest(
-                    reservation_id=reservation_id, reason=reason
-                ),
-                timeout=self._deadline_s * 3,
+            answer = await self._national.call(
+                lambda stub: stub.ReleaseCrossRegion(
+                    national_pb2.ReleaseCrossRegionRequest(
+                        reservation_id=reservation_id, reason=reason
+                    ),
+                    timeout=self._deadline_s * 3,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
@@ -476,11 +514,13 @@ class NationalLink:
         """Make `matrix` the federation's (SetWeightMatrix). Raises PeerUnavailable when the
         national brain cannot be reached or does not answer in time."""
         try:
-            await self._stub.SetWeightMatrix(
-                national_pb2.SetWeightMatrixRequest(
-                    matrix_json=matrix.model_dump_json(), region_id=self._region_id, actor=actor
-                ),
-                timeout=self._deadline_s,
+            await self._national.call(
+                lambda stub: stub.SetWeightMatrix(
+                    national_pb2.SetWeightMatrixRequest(
+                        matrix_json=matrix.model_dump_json(), region_id=self._region_id, actor=actor
+                    ),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
@@ -490,9 +530,11 @@ class NationalLink:
         (GetWeightMatrix). Raises PeerUnavailable when the national brain cannot be reached
         or sends what is not a weight matrix."""
         try:
-            answer = await self._stub.GetWeightMatrix(
-                national_pb2.GetWeightMatrixRequest(known_digest=known_digest),
-                timeout=self._deadline_s,
+            answer = await self._national.call(
+                lambda stub: stub.GetWeightMatrix(
+                    national_pb2.GetWeightMatrixRequest(known_digest=known_digest),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
@@ -509,11 +551,13 @@ class NationalLink:
         the change, PeerUnavailable when it cannot be reached, does not answer in time or
         answers what is not the change."""
         try:
-            answer = await self._stub.ChangeTenancy(
-                national_pb2.ChangeTenancyRequest(
-                    change_json=change_json(change), region_id=self._region_id, actor=actor
-                ),
-                timeout=self._deadline_s,
+            answer = await self._national.call(
+                lambda stub: stub.ChangeTenancy(
+                    national_pb2.ChangeTenancyRequest(
+                        change_json=change_json(change), region_id=self._region_id, actor=actor
+                    ),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error) from error
@@ -530,9 +574,11 @@ class NationalLink:
         PeerUnavailable when the national brain cannot be reached, or answers more changes
         than asked, versions out of order or out of range, or what is not a change."""
         try:
-            answer = await self._stub.GetTenancy(
-                national_pb2.GetTenancyRequest(since_version=version, max_changes=limit),
-                timeout=self._deadline_s,
+            answer = await self._national.call(
+                lambda stub: stub.GetTenancy(
+                    national_pb2.GetTenancyRequest(since_version=version, max_changes=limit),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
@@ -549,14 +595,16 @@ class NationalLink:
         PeerUnavailable when it cannot be reached, does not answer in time or answers what
         is not a set of classes."""
         try:
-            answer = await self._stub.PutPriorityClass(
-                national_pb2.PutPriorityClassRequest(
-                    priority_class=class_message(one),
-                    default=default,
-                    region_id=self._region_id,
-                    actor=actor,
-                ),
-                timeout=self._deadline_s,
+            answer = await self._national.call(
+                lambda stub: stub.PutPriorityClass(
+                    national_pb2.PutPriorityClassRequest(
+                        priority_class=class_message(one),
+                        default=default,
+                        region_id=self._region_id,
+                        actor=actor,
+                    ),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error) from error
@@ -567,11 +615,13 @@ class NationalLink:
         Raises NotFound or Conflict when the national brain refuses it, and PeerUnavailable
         as `put_priority_class`."""
         try:
-            answer = await self._stub.DeletePriorityClass(
-                national_pb2.DeletePriorityClassRequest(
-                    name=name, region_id=self._region_id, actor=actor
-                ),
-                timeout=self._deadline_s,
+            answer = await self._national.call(
+                lambda stub: stub.DeletePriorityClass(
+                    national_pb2.DeletePriorityClassRequest(
+                        name=name, region_id=self._region_id, actor=actor
+                    ),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error) from error
@@ -582,9 +632,11 @@ class NationalLink:
         `known_digest` (GetPriorityClasses). Raises PeerUnavailable when the national brain
         cannot be reached or answers what is not a set of classes."""
         try:
-            answer = await self._stub.GetPriorityClasses(
-                national_pb2.GetPriorityClassesRequest(known_digest=known_digest),
-                timeout=self._deadline_s,
+            answer = await self._national.call(
+                lambda stub: stub.GetPriorityClasses(
+                    national_pb2.GetPriorityClassesRequest(known_digest=known_digest),
+                    timeout=self._deadline_s,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
@@ -598,9 +650,11 @@ class NationalLink:
         PeerUnavailable when it cannot be reached, the region that must answer cannot
         (its words name that region), or the answer is out of bounds."""
         try:
-            answer = await self._stub.Forward(
-                national_pb2.ForwardRequest(call=call, from_region=self._region_id),
-                timeout=FORWARD_DEADLINE_S,
+            answer = await self._national.call(
+                lambda stub: stub.Forward(
+                    national_pb2.ForwardRequest(call=call, from_region=self._region_id),
+                    timeout=FORWARD_DEADLINE_S,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error) from error
@@ -613,19 +667,21 @@ class NationalLink:
         """The live ones of `request_ids` in their source region `region_id`, asked through
         the national brain. Raises PeerUnavailable when it, or that region, cannot be asked."""
         try:
-            answer = await self._stub.GetSourceLiveRequests(
-                national_pb2.GetSourceLiveRequestsRequest(
-                    region_id=region_id, request_ids=list(request_ids)
-                ),
-                timeout=self._deadline_s * 2,
+            answer = await self._national.call(
+                lambda stub: stub.GetSourceLiveRequests(
+                    national_pb2.GetSourceLiveRequestsRequest(
+                        region_id=region_id, request_ids=list(request_ids)
+                    ),
+                    timeout=self._deadline_s * 2,
+                )
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
         return set(answer.live_request_ids)
 
-    async def _register(self) -> None:
-        self.registered.clear()
-        await self._stub.RegisterRegion(
+    async def _register(self, index: int) -> None:
+        self._set_registered(index, False)
+        await self._stubs[index].RegisterRegion(
             national_pb2.RegisterRegionRequest(
                 region_id=self._region_id,
                 endpoint=self._advertised_endpoint,
@@ -633,8 +689,8 @@ class NationalLink:
             ),
             timeout=self._deadline_s,
         )
-        self.registered.set()
-        log.info("registered region %s with the national brain", self._region_id)
+        self._set_registered(index, True)
+        log.info("registered region %s with national replica %d", self._region_id, index + 1)
 
     def _map_part(self) -> tuple[str, list[str], list[str]]:
         """The digest and documents of this region's part of the map in use, made again

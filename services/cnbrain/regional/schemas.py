@@ -266,7 +266,14 @@ class Health(BaseModel):
     sites: int | None = None
     region: str | None = Field(default=None, description="The region owned; None: standalone.")
     national_registered: bool | None = Field(
-        default=None, description="Whether the national brain has this region registered."
+        default=None,
+        description="Whether the national brain (one of its replicas, at least) has this "
+        "region registered.",
+    )
+    national_replicas_registered: int | None = Field(
+        default=None,
+        description="How many of the national brain's replicas have this region registered, "
+        "of the `national_endpoint`s it knows.",
     )
 
 

@@ -4,10 +4,11 @@ import os
 import socket
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from cnbrain.execution.credentials import Credential, CredentialName
 from cnbrain.federation.settings import BrainSettings
+from cnbrain.rpc.failover import endpoints_of
 
 
 class Settings(BrainSettings):
@@ -23,7 +24,10 @@ class Settings(BrainSettings):
     redis_url: str | None = Field(default=None, description="None: in-process cache (one replica).")
     region: str | None = Field(default=None, description="None: standalone, owns the whole map.")
     national_endpoint: str | None = Field(
-        default=None, description="host:port of the national brain's gRPC server."
+        default=None,
+        max_length=2048,
+        description="host:port of the national brain's gRPC server; for a national brain of "
+        "several replicas, theirs separated by commas, in the order of preference.",
     )
     advertise_endpoint: str | None = Field(
         default=None, description="host:port the national brain reaches this brain at."
@@ -105,3 +109,16 @@ class Settings(BrainSettings):
         description="Requests one tenant may have waiting in the admission queue; one more "
         "that asks to wait is refused (409).",
     )
+
+    @field_validator("national_endpoint")
+    @classmethod
+    def _endpoints(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        endpoints_of(value)
+        return value
+
+    @property
+    def national_endpoints(self) -> list[str]:
+        """The national brain's replicas, in the order of preference ([] when none)."""
+        return endpoints_of(self.national_endpoint) if self.national_endpoint else []

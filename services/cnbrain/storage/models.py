@@ -461,9 +461,10 @@ class KnownRegionRecord(Base):
 
 class InFlightPlacementRecord(Base):
     """A cross-region placement of the national brain whose outcome is not decided yet: its
-    reservation, its request and the owners of its parts (a JSON list), recorded before any
-    part is prepared and deleted once every part is committed or released. A row left by a
-    national brain that stopped is released in every owner when it starts again."""
+    reservation, its request, the owners of its parts (a JSON list) and the `replica` of the
+    national brain deciding it, recorded before any part is prepared and deleted once every
+    part is committed or released. A row whose replica stopped (its lease lapsed, or it
+    started again) is released in every owner by a live replica."""
 
     __tablename__ = "inflight_placements"
 
@@ -471,6 +472,7 @@ class InFlightPlacementRecord(Base):
     request_id: Mapped[str] = mapped_column(String(64))
     owners: Mapped[list[str]] = mapped_column(JSON)
     since: Mapped[datetime] = mapped_column(default=utcnow)
+    replica: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
 
 class RoomHoldRecord(Base):

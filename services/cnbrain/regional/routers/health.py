@@ -55,6 +55,7 @@ async def readyz(brain: BrainDep) -> Health:
         sites=len(placement.map.sites),
         region=brain.settings.region,
         national_registered=brain.national.registered.is_set() if brain.national else None,
+        national_replicas_registered=brain.national.replicas_registered if brain.national else None,
     )
 
 
