@@ -1,5 +1,6 @@
 """Reading the brains' ledgers straight from their PostgreSQL databases."""
 
+from collections.abc import Iterable
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
@@ -7,6 +8,7 @@ import asyncpg  # type: ignore[import-untyped]
 from cnbrain.storage import ledger_store
 from cnbrain.storage.database import create_engine, session_factory
 from tests.databases import libpq_url
+from tests.polling import until
 
 
 async def rows(url: str, query: str, *args: Any) -> list[dict[str, Any]]:
@@ -52,6 +54,22 @@ async def site_used(url: str, site_id: str) -> dict[str, int]:
 
 async def unreleased(url: str) -> list[dict[str, Any]]:
     return await rows(url, "SELECT id, state FROM peer_reservations WHERE state <> 'released'")
+
+
+async def all_released_and_sound(urls: Iterable[str], timeout_s: float = 30) -> None:
+    """Wait until no database of `urls` holds a part not released (fail the test after
+    `timeout_s`), then check every ledger's invariants."""
+    wanted = list(urls)
+
+    async def all_released() -> bool | None:
+        for url in wanted:
+            if await unreleased(url):
+                return None
+        return True
+
+    await until(all_released, "every part released", timeout_s)
+    for url in wanted:
+        await check_invariants(url)
 
 
 async def check_invariants(url: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.federation.ledgers import check_invariants, rows, unreleased
+from tests.federation.ledgers import all_released_and_sound, check_invariants, rows, unreleased
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
@@ -137,12 +137,4 @@ async def test_a_killed_national_replica_loses_nothing_and_the_other_carries_on(
     for view in placed:
         assert cancel(federation, "east", view["id"])["state"] == "cancelled"
 
-    async def all_released() -> bool | None:
-        for url in databases.values():
-            if await unreleased(url):
-                return None
-        return True
-
-    await until(all_released, "every part released after the cancels", 30)
-    for url in databases.values():
-        await check_invariants(url)
+    await all_released_and_sound(databases.values())

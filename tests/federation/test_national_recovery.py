@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.federation.ledgers import check_invariants, rows, unreleased
+from tests.federation.ledgers import all_released_and_sound, rows, unreleased
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
@@ -119,12 +119,4 @@ async def test_a_national_brain_killed_mid_placement_releases_what_it_never_deci
         if view["state"] == "placed":
             assert cancel(federation, "east", view["id"])["state"] == "cancelled"
 
-    async def all_released() -> bool | None:
-        for url in databases.values():
-            if await unreleased(url):
-                return None
-        return True
-
-    await until(all_released, "every part released after the cancels", 30)
-    for url in databases.values():
-        await check_invariants(url)
+    await all_released_and_sound(databases.values())
