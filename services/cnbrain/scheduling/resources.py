@@ -2,11 +2,11 @@
 
 A dimension is a name: `cpu_m` (millicores), `mem_mib`, `storage_gib`, one per accelerator
 model (`accelerator_dimension("A100")` is `accelerator:A100`), one per link for the bandwidth
-held on it, in Mbps (`link_dimension("AA-acc|AA-gw")` is `link:AA-acc|AA-gw`; `bandwidth`
+held on it, in Mbps (`link_dimension("AA-acc--AA-gw")` is `link:AA-acc--AA-gw`; `bandwidth`
 builds such a vector from the Mbps per link id), or any other name a caller counts (for
-example `active_requests`). A dimension is at most `MAX_DIMENSION_LENGTH` characters (a
-name and its prefix). Amounts are integers in the ledger's units; a vector
-leaves out the dimensions it holds zero of, so two vectors with the same amounts are equal.
+example `active_requests`). A dimension is at most `MAX_DIMENSION_LENGTH` characters.
+Amounts are integers in the ledger's units; a vector leaves out the dimensions it holds zero
+of, so two vectors with the same amounts are equal.
 A difference may hold negative amounts; `positive_part` drops them.
 """
 
@@ -26,8 +26,9 @@ STORAGE_GIB: Final = "storage_gib"
 ACCELERATOR_PREFIX: Final = "accelerator:"
 LINK_PREFIX: Final = "link:"
 
-MAX_DIMENSION_LENGTH: Final = bounds.MAX_NAME_LENGTH + len(ACCELERATOR_PREFIX)
-"""A dimension is a name of at most this many characters: room for a name and its prefix."""
+MAX_DIMENSION_LENGTH: Final = 2 * bounds.MAX_NAME_LENGTH + 16
+"""A dimension is a name of at most this many characters: room for a prefix and a link id
+(its two ends' names joined by `--`)."""
 
 
 def accelerator_dimension(model: str) -> str:
