@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from sqlalchemy import select
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.storage import room_holds
+from cnbrain.storage.models import LinkCapacity
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings, serving
 from tests.tiny_map import ascend_body, tiny_map_raw
@@ -194,6 +196,78 @@ async def test_a_higher_class_that_cannot_wait_preempts_lower_work_which_waits_a
     assert again["site"] == "CC-hub"
     assert (await _events(api, user, low["id"]))[-1] == "admitted"
     await _cancel(api, user, low["id"])
+    await api.invariants()
+
+
+ACCESS_LINK = "AA-acc--AA-agg1"
+"""The access link of AA's sites' shortest paths (100 Gbps): AA-acc - AA-agg1 - site."""
+
+
+async def _link_used_mbps(api: Api, link_id: str) -> int:
+    async with api.brain.sessions() as session:
+        used = await session.scalar(
+            select(LinkCapacity.mbps_used).where(LinkCapacity.link_id == link_id)
+        )
+    assert used is not None, link_id
+    return int(used)
+
+
+async def test_a_higher_class_blocked_by_a_full_link_preempts_the_lower_work_holding_it(
+    api: Api,
+) -> None:
+    _, user = await api.tenant_user("q-link")
+
+    def body(cpu: int, gbps: float, **extra: Any) -> dict[str, Any]:
+        constraints = {"min_bandwidth_gbps": gbps, **extra.pop("constraints", {})}
+        return {
+            "source_province": "AA",
+            "resources": {"cpu": cpu, "memory_gib": 1},
+            "duration_hours": 1,
+            "constraints": constraints,
+            **extra,
+        }
+
+    gold = {"labels": {"tier": "gold"}}  # only AA-dc carries it
+    # Low work on AA-dc takes the whole access link on its path.
+    low = await _submit(api, user, body(1, 100, constraints=gold, priority_class="low"))
+    assert (low["state"], low["site"]) == ("placed", "AA-dc"), low
+    assert await _link_used_mbps(api, ACCESS_LINK) == 100_000
+    # The rest of AA-dc's 64 cores, in a class never preempted.
+    rest = await _submit(api, user, body(63, 0, constraints=gold, priority_class="high"))
+    assert (rest["state"], rest["site"]) == ("placed", "AA-dc"), rest
+    # Within 0.9 ms of AA only AA-dc and AA-idle are, both through the full access link: on
+    # AA-dc it lacks cores no lower class frees, on AA-idle only the link's bandwidth.
+    urgent = await _submit(
+        api,
+        user,
+        body(
+            4,
+            10,
+            constraints={"max_latency_ms": 0.9},
+            priority_class="high",
+            start="queue",
+            max_wait_s=5,
+        ),
+    )
+    assert urgent["state"] == "queued", urgent
+    admitted = await _until(api, user, urgent["id"], lambda v: v["state"] == "placed")
+    assert admitted["site"] == "AA-idle"
+    victim = await _until(api, user, low["id"], lambda v: v["queue"] is not None)
+    assert victim["state"] == "queued"
+    assert victim["reason"] == "preempted by a request of class high"
+    assert await _events(api, user, low["id"]) == [
+        "submitted",
+        "placed",
+        "preempted",
+        "queued",
+        "planned",
+    ]
+    # Its bandwidth was given back: the link holds only the urgent request's 10 Gbps.
+    assert await _link_used_mbps(api, ACCESS_LINK) == 10_000
+    assert (await api.call(user, "GET", f"/v1/requests/{rest['id']}")).json()["state"] == "placed"
+    await api.invariants()
+    for one in (urgent, rest, low):
+        await _cancel(api, user, one["id"])
     await api.invariants()
 
 

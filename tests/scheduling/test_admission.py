@@ -13,7 +13,7 @@ from cnbrain.scheduling.admission import Preemption, Round, Waiting, admission_r
 from cnbrain.scheduling.backfill import NoStart, Planned, PlanOption
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.cohorts import Cohort, TenantQuota
-from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.resources import Resources, link_dimension
 from cnbrain.scheduling.work import QueuedWork, RunningWork
 
 CLASSES = PriorityClasses(
@@ -504,6 +504,134 @@ def test_a_round_gives_victims_to_at_most_max_preemptors_requests_first_in_order
     )
     assert [p.preemptor for p in result.preemptions] == ["urgent-0", "urgent-1"]
     assert all(len(p.victims) == 1 for p in result.preemptions)
+
+
+# --- preemption for the links of a path --------------------------------------------------------
+
+LINK = "L"
+"""One link of 10 Mbps on the path to every site, in the tests below."""
+
+
+def _link_calendar(work: Sequence[RunningWork], *, until: int = 100) -> Calendar[str]:
+    """s1 and s2 with 6 cpu each and link L of 10 Mbps; every work of `work` holds its cpu
+    on its site and its bandwidth on L until `until`."""
+    calendar = Calendar({key("s1"): 6, key("s2"): 6, LINK: 10}, now=0)
+    for one in work:
+        demand = {key(one.site): one.demand["cpu_m"]}
+        if one.bandwidth[link_dimension(LINK)]:
+            demand[LINK] = one.bandwidth[link_dimension(LINK)]
+        calendar.take(demand, Window(0, until))
+    return calendar
+
+
+def _on_link(
+    id: str, *, cpu: int, mbps: int, cls: str, started_at: float = 0, site: str = "s1"
+) -> RunningWork:
+    return RunningWork(
+        id=id,
+        tenant="t",
+        class_value=VALUE[cls],
+        preemptible=PREEMPTIBLE[cls],
+        started_at=started_at,
+        demand=Resources.of(cpu_m=cpu),
+        site=site,
+        bandwidth=Resources.bandwidth({LINK: mbps} if mbps else {}),
+    )
+
+
+def _waiting_on_link(
+    id: str, *, cpu: int, mbps: int, cls: str, sites: Sequence[str] = ("s1",), at: float = 0
+) -> Waiting[str]:
+    return Waiting(
+        work=QueuedWork(id, "t", cls, Resources.of(cpu_m=cpu), at),
+        options=tuple(
+            PlanOption(site, {key(site): cpu, LINK: mbps}, Resources.bandwidth({LINK: mbps}))
+            for site in sites
+        ),
+        duration=10,
+        deadline=5,
+    )
+
+
+def _link_round(
+    work: Sequence[RunningWork], queue: Sequence[Waiting[str]], *, links_count: bool = True
+) -> Round:
+    calendar = _link_calendar(work)
+
+    def free_link(link_id: str) -> int:
+        return calendar.profile(link_id).free_at(calendar.now)
+
+    return admission_round(
+        calendar,
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=free_on(calendar),
+        free_bandwidth_now=free_link if links_count else None,
+    )
+
+
+def _link_holders() -> list[RunningWork]:
+    """L is full: 6 Mbps held by low work on s2, 4 by normal work on s2. s1 has 4 cpu free,
+    2 held by low work that holds no bandwidth."""
+    return [
+        _on_link("s2-low", cpu=1, mbps=6, cls="low", started_at=50, site="s2"),
+        _on_link("s2-normal", cpu=1, mbps=4, cls="normal", started_at=60, site="s2"),
+        _on_link("s1-low", cpu=2, mbps=0, cls="low", started_at=90),
+    ]
+
+
+def test_a_request_stuck_only_on_a_link_preempts_the_holder_of_it_on_another_site() -> None:
+    work = _link_holders()
+    result = _link_round(work, [_waiting_on_link("urgent", cpu=2, mbps=5, cls="high")])
+    assert ids(result.stuck) == ["urgent"]
+    # s1 has the cpu: only the link lacks, and the lowest class holding it runs on s2; s1-low,
+    # the most recent low work, frees nothing the option lacks.
+    assert result.preemptions == [Preemption("urgent", "s1", ("s2-low",))]
+    both = _link_round(work, [_waiting_on_link("urgent", cpu=2, mbps=8, cls="high")])
+    assert both.preemptions == [Preemption("urgent", "s1", ("s2-low", "s2-normal"))]
+    # Without the links' free bandwidth, the option lacks nothing it counts: no victim.
+    blind = _link_round(
+        work, [_waiting_on_link("urgent", cpu=2, mbps=5, cls="high")], links_count=False
+    )
+    assert ids(blind.stuck) == ["urgent"] and blind.preemptions == []
+
+
+def test_a_link_is_never_freed_by_a_same_class_holder() -> None:
+    work = _link_holders()
+    fits = _link_round(work, [_waiting_on_link("stuck", cpu=2, mbps=5, cls="normal")])
+    assert fits.preemptions == [Preemption("stuck", "s1", ("s2-low",))]
+    # 8 Mbps needs s2-normal too: a peer of the class normal, never a victim.
+    peer = _link_round(work, [_waiting_on_link("stuck", cpu=2, mbps=8, cls="normal")])
+    assert ids(peer.stuck) == ["stuck"] and peer.preemptions == []
+
+
+def test_a_need_of_compute_and_a_link_takes_victims_for_both() -> None:
+    work = [
+        _on_link("s1-low-cpu", cpu=6, mbps=0, cls="low", started_at=80),
+        _on_link("s2-low-link", cpu=1, mbps=10, cls="low", started_at=70, site="s2"),
+    ]
+    result = _link_round(work, [_waiting_on_link("urgent", cpu=3, mbps=2, cls="high")])
+    assert result.preemptions == [Preemption("urgent", "s1", ("s1-low-cpu", "s2-low-link"))]
+    # On s2 the link holder frees both its cpu and the link: one victim.
+    on_s2 = _link_round(
+        work, [_waiting_on_link("urgent", cpu=3, mbps=2, cls="high", sites=("s2",))]
+    )
+    assert on_s2.preemptions == [Preemption("urgent", "s2", ("s2-low-link",))]
+
+
+def test_bandwidth_one_preemption_frees_beyond_its_ask_counts_for_the_next() -> None:
+    work = [_on_link("s2-low", cpu=1, mbps=10, cls="low", site="s2")]
+    queue = [
+        _waiting_on_link("first", cpu=1, mbps=4, cls="high", at=0),
+        _waiting_on_link("second", cpu=1, mbps=6, cls="high", at=1),
+        _waiting_on_link("third", cpu=1, mbps=1, cls="high", at=2),
+    ]
+    result = _link_round(work, queue)
+    # s2-low frees 10 Mbps: 4 for first, 6 for second, none left for third (and no victim).
+    assert ids(result.stuck) == ["first", "second", "third"]
+    assert result.preemptions == [Preemption("first", "s1", ("s2-low",))]
 
 
 def _cohort(**quotas: tuple[int, int]) -> dict[str, Cohort]:

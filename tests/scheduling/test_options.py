@@ -1,12 +1,13 @@
 """Options for the admission planner, from the placement engine's ranking and routes."""
 
 from cnbrain.bench.workload import random_requests
-from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
-from cnbrain.scheduling.options import CalendarKeys, request_options
+from cnbrain.scheduling.options import CalendarKeys, free_bandwidth_now_on, request_options
+from cnbrain.scheduling.resources import Resources
 
 SMALL_MAP = "synthetic:provinces=3,sites_per_province=5,seed=1"
 
@@ -50,4 +51,21 @@ def test_options_are_the_engines_ranked_sites_with_the_bandwidth_on_their_path()
             links = [k for k in option.demand if k >= keys.link(0)]
             assert all(option.demand[k] == need for k in links)
             assert bool(links) == (need > 0)
+            # The same bandwidth by link id, for preemption.
+            assert option.bandwidth == Resources.bandwidth(
+                {cmap.links[k - keys.link(0)].id: option.demand[k] for k in links}
+            )
     assert sum(len(opts) for opts in options) > len(requests)
+
+
+def test_free_bandwidth_now_is_what_a_links_calendar_has_free_at_its_now() -> None:
+    cmap = load_map(SMALL_MAP)
+    keys = CalendarKeys(PlacementEngine(cmap).arrays)
+    calendar = Calendar(keys.capacities(), now=100)
+    first, second = cmap.links[0], cmap.links[1]
+    calendar.take({keys.link(0): 300}, Window(100, 200))
+    calendar.take({keys.link(1): 50}, Window(150, 200))  # later: free now
+    free = free_bandwidth_now_on(calendar, keys)
+    assert free(first.id) == gbps_to_mbps(first.bandwidth_gbps) - 300
+    assert free(second.id) == gbps_to_mbps(second.bandwidth_gbps)
+    assert free("no--such-link") == 0

@@ -133,13 +133,14 @@ def test_every_round_of_a_run_sees_the_calendar_of_its_running_jobs(
         queued: Sequence[QueuedWork],
         now: float,
         free_now: Callable[[str], Resources] | None = None,
+        free_bandwidth_now: Callable[[str], int] | None = None,
     ) -> Round:
         assert {int(h.work.id) for h in planner.running()} == set(run.running)
         mine = planner.calendar.copy()
         mine.advance(max(mine.now, math.floor(now)))
         assert steps(mine, keys) == steps(rebuilt(planner, now), keys)
         rounds.append(now)
-        return admission(queued, now, free_now)
+        return admission(queued, now, free_now, free_bandwidth_now)
 
     planner.admission = checked  # type: ignore[method-assign]
     result = run.run(horizon_s=None, samples=10)

@@ -120,6 +120,48 @@ def test_the_victims_release_their_reservations_at_once(tiny_map: ComputeNetwork
     assert run.preempted == [1, 1, 0] and run.accepted == 0
 
 
+def test_a_high_job_stuck_on_a_full_link_preempts_the_low_job_holding_it(
+    tiny_map: ComputeNetworkMap,
+) -> None:
+    """l (low, 100 Gbps) takes the whole access link AA-acc - AA-agg1, the first hop of every
+    path from AA within 0.9 ms (to AA-dc and AA-idle). h (high, 10 Gbps, within 0.9 ms) has
+    the compute on either site but not the link: the round at 70 s preempts l, on whichever
+    site it runs, and h starts then; l is placed again when h departs."""
+
+    def near(job_id: str, arrival_s: float, duration_s: float, gbps: float) -> TraceJob:
+        return TraceJob(
+            id=job_id,
+            arrival_s=arrival_s,
+            duration_s=duration_s,
+            source_province="AA",
+            cpu=1,
+            memory_gib=1,
+            max_latency_ms=0.9,
+            min_bandwidth_gbps=gbps,
+        )
+
+    jobs = [near("l", 0, 100_000, 100), near("h", 10, 500, 10)]
+    result = simulate(
+        tiny_map,
+        jobs,
+        policy="topn-cpsat",
+        load=1.0,
+        seed=1,
+        admission="backfill",
+        priority_classes=["low", "high"],
+        round_gap_s=0,
+    )
+    assert result.finished
+    found = by_id(result)
+    assert found["h"].status is JobStatus.ACCEPTED
+    assert (found["h"].start_s, found["h"].preemptions) == (70.0, 0)
+    assert (found["l"].preemptions, found["l"].preempted_run_s) == (1, 70.0)
+    assert found["l"].status is JobStatus.ACCEPTED and found["l"].start_s == 570.0
+    # Here the two run on different sites: the victim frees the link, not h's site.
+    assert {found["h"].site, found["l"].site} == {"AA-dc", "AA-idle"}
+    assert summarise(result).preemptions == 1
+
+
 def test_no_preemption_of_a_class_that_is_not_preemptible(tiny_map: ComputeNetworkMap) -> None:
     """With l1 of class high too, h may preempt neither (l2 alone frees too little): it times
     out at its max wait, 1 h after its arrival."""

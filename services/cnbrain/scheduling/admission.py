@@ -26,17 +26,23 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
      is rejected with the reason (waiting cannot help);
    - `stuck`: no start by its deadline on any option, though it may fit one day (running work
      may end early, or be preempted): it waits, with no estimated start;
-5. preemption (when `running` is given): a `stuck` request whose class may preempt gets
-   victims (`preemption.choose_victims`) on the site of one of its options: running work of
-   lower, preemptible classes whose demands cover what the site lacks for it now. A victim
-   is chosen for one preemptor only in a round. Reclaim: when the preemptor's tenant is in a
-   cohort and stays within its nominal quota with it, the work of the cohort's other members
-   that is borrowed (its tenant holds more than its nominal in a dimension the work uses) is
-   a candidate too, whatever its class, and is taken first (as if of the lowest class). A
-   round gives victims to at most
-   `max_preemptors` requests (the first in admission order; the others are looked at again
-   in the next rounds). The caller requeues the victims and releases what they hold; the
-   preemptor is admitted by a later round, once that is done.
+5. preemption (when `running` and `free_now` are given): a `stuck` request whose class may
+   preempt gets victims (`preemption.choose_victims`) for one of its options, the first
+   whose need they cover. An option's need is what it lacks now: the request's compute less
+   what its site has free (`free_now(site)`), and, when `free_bandwidth_now` is given, on
+   each link of its path (`PlanOption.bandwidth`) the Mbps it asks less what the link has
+   free (`free_bandwidth_now(link_id)`). The victims are running work of lower, preemptible
+   classes that hold what is lacking: compute on the option's site, or bandwidth on a
+   lacking link of its path, wherever that work runs. A victim is chosen for one preemptor
+   only in a round, and what a preemption frees beyond its preemptor's ask (on every site
+   and link its victims held) counts as free for the next preemptors. Reclaim: when the
+   preemptor's tenant is in a cohort and stays within its nominal quota with it, the work of
+   the cohort's other members that is borrowed (its tenant holds more than its nominal in a
+   dimension the work uses) is a candidate too, whatever its class, and is taken first (as
+   if of the lowest class). A round gives victims to at most `max_preemptors` requests (the
+   first in admission order; the others are looked at again in the next rounds). The caller
+   requeues the victims and releases what they hold (compute and bandwidth); the preemptor
+   is admitted by a later round, once that is done.
 
 Pure: no clock and no I/O; the only state changed is the calendar given, which afterwards
 holds the whole plan.
@@ -52,7 +58,7 @@ from cnbrain.scheduling.classes import MIN_CLASS_VALUE, PriorityClasses
 from cnbrain.scheduling.cohorts import Cohort
 from cnbrain.scheduling.fair_share import fair_order
 from cnbrain.scheduling.preemption import choose_victims
-from cnbrain.scheduling.resources import Resources
+from cnbrain.scheduling.resources import Resources, link_of
 from cnbrain.scheduling.work import QueuedWork, RunningWork, usage_by_tenant
 
 K = TypeVar("K", bound=Hashable)
@@ -72,8 +78,9 @@ class Waiting(Generic[K]):
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """`preemptor` cannot start by its deadline; preempting `victims` (ids of running work,
-    all on `site`) frees what it lacks there now."""
+    """`preemptor` cannot start by its deadline; preempting `victims` (ids of running work)
+    frees what its option on `site` lacks now: compute on `site` (victims running there) and
+    bandwidth on the links of its path (victims holding them, on any site)."""
 
     preemptor: str
     site: str
@@ -124,13 +131,16 @@ def admission_round(
     free_now: Callable[[str], Resources] | None = None,
     max_preemptors: int = MAX_PREEMPTORS,
     cohort_of: Mapping[str, Cohort] | None = None,
+    free_bandwidth_now: Callable[[str], int] | None = None,
 ) -> Round:
     """One round over `waiting` on `calendar` (module docstring). `capacity` is the region's
     whole capacity and `running` the work that holds part of it (each tenant's usage, for the
     fair order, and the candidates of preemption); `weights` are the tenants' fair-share
     weights. `free_now(site)` is what a site has free at the calendar's now, as a resource
-    vector; without it nothing is preempted. `cohort_of` gives the cohort of each tenant in
-    one (absent: no quota over time). Raises `Invalid` naming the field for a class no class
+    vector; without it nothing is preempted. `free_bandwidth_now(link_id)` is the Mbps a link
+    has free at the calendar's now; without it an option's links do not count in what it
+    lacks (only its site's compute does). `cohort_of` gives the cohort of each tenant in one
+    (absent: no quota over time). Raises `Invalid` naming the field for a class no class
     of `classes` has, or a request given twice."""
     by_id = {w.work.id: w for w in waiting}
     held = usage_by_tenant(running)
@@ -174,7 +184,7 @@ def admission_round(
                 [by_id[s.id] for s in result.stuck],
                 classes,
                 running,
-                free_now,
+                _FreeNow(free_now, free_bandwidth_now),
                 calendar.now,
                 max_preemptors,
                 cohorts,
@@ -184,25 +194,66 @@ def admission_round(
     return result
 
 
+class _FreeNow:
+    """What is free at the round's now, as preemption weighs it: per site its compute, per
+    link its bandwidth (over link dimensions), each less what earlier preemptors of the round
+    take of it and plus what their victims free beyond that."""
+
+    def __init__(self, site: Callable[[str], Resources], link: Callable[[str], int] | None) -> None:
+        self._site, self._link = site, link
+        self._sites: dict[str, Resources] = {}
+        self._links = Resources()
+        """Per site, and over link dimensions: freed by victims less taken by preemptors."""
+
+    def lacking(self, demand: Resources, option: PlanOption[K]) -> Resources:
+        """What `option` (for a request of compute `demand`) lacks now: compute on its site
+        and, when links count, bandwidth on the links of its path."""
+        site = option.label
+        free = self._site(site) + self._sites.get(site, Resources())
+        need = (demand - free).positive_part()
+        if self._link is None or option.bandwidth.is_zero():
+            return need
+        free_links = Resources.bandwidth(
+            {link_of(d): self._link(link_of(d)) for d in option.bandwidth}
+        )
+        return need + (option.bandwidth - free_links - self._links).positive_part()
+
+    def take(self, demand: Resources, option: PlanOption[K]) -> None:
+        """The preemptor takes `demand` on `option`'s site and its bandwidth on its path."""
+        site = option.label
+        self._sites[site] = self._sites.get(site, Resources()) - demand
+        if self._link is not None:
+            self._links = self._links - option.bandwidth
+
+    def free(self, victims: Sequence[RunningWork]) -> None:
+        """`victims` free their compute on their sites and their bandwidth on their links."""
+        for work in victims:
+            self._sites[work.site] = self._sites.get(work.site, Resources()) + work.demand
+            if self._link is not None:
+                self._links = self._links + work.bandwidth
+
+
 def _preemptions(
     stuck: Sequence[Waiting[K]],
     classes: PriorityClasses,
     running: Sequence[RunningWork],
-    free_now: Callable[[str], Resources],
+    free: _FreeNow,
     now: int,
     most: int,
     cohort_of: Mapping[str, Cohort],
     usage: Mapping[str, Resources],
 ) -> list[Preemption]:
-    """Victims for the stuck requests, in admission order, each victim taken once: on the
-    first of a request's options whose site can free what it lacks. A request that what is
-    free and already freed covers on an option's site takes that room, and no victim."""
+    """Victims for the stuck requests, in admission order, each victim taken once: for the
+    first of a request's options whose need (what it lacks now) they cover. A request that
+    what is free and already freed covers on an option takes that room, and no victim."""
     taken: set[str] = set()
-    freed: dict[str, Resources] = {}
     out: list[Preemption] = []
-    by_site: dict[str, list[RunningWork]] = {}
+    on_site: dict[str, list[RunningWork]] = {}
+    on_link: dict[str, list[RunningWork]] = {}
     for work in running:
-        by_site.setdefault(work.site, []).append(work)
+        on_site.setdefault(work.site, []).append(work)
+        for dimension in work.bandwidth:
+            on_link.setdefault(dimension, []).append(work)
     lowest = min((w.class_value for w in running if w.preemptible), default=None)
     for one in stuck:
         if len(out) >= most:
@@ -212,27 +263,31 @@ def _preemptions(
         if not borrowed and (lowest is None or value <= lowest):
             continue  # nothing it may preempt runs anywhere
         for option in one.options:
-            site = option.label
-            if site not in by_site:
-                continue
-            free = free_now(site) + freed.get(site, Resources())
-            need = (one.work.demand - free).positive_part()
+            need = free.lacking(one.work.demand, option)
             if need.is_zero():
                 # What earlier preemptions free covers it already: it takes that room.
-                freed[site] = freed.get(site, Resources()) - one.work.demand
+                free.take(one.work.demand, option)
                 break
-            on_site = [
+            site = option.label
+            # Only work on the site or on a lacking link can free any of the need.
+            near = {id(w): w for w in on_site.get(site, ())}
+            for dimension in need:
+                near.update((id(w), w) for w in on_link.get(dimension, ()))
+            candidates = [
                 _as_lowest(w) if w.id in borrowed else w
-                for w in by_site[site]
+                for w in near.values()
                 if w.id not in taken
                 and (w.id in borrowed or (w.preemptible and w.class_value < value))
             ]
-            victims = choose_victims(need, value, on_site, now=now)
+            if not candidates:
+                continue
+            victims = choose_victims(need, value, candidates, now=now, site=site)
             if not victims:
                 continue
             taken.update(victims)
-            released = sum((w.demand for w in on_site if w.id in victims), Resources())
-            freed[site] = freed.get(site, Resources()) + released - one.work.demand
+            chosen = set(victims)
+            free.free([w for w in candidates if w.id in chosen])
+            free.take(one.work.demand, option)
             out.append(Preemption(one.work.id, site, tuple(victims)))
             break
     return out

@@ -35,12 +35,13 @@ changed is the calendar given.
 """
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.scheduling.checks import checked_name
+from cnbrain.scheduling.resources import Resources
 
 K = TypeVar("K", bound=Hashable)
 
@@ -56,10 +57,15 @@ def _checked_time(value: object, field: str, *, minimum: int | None = None) -> i
 @dataclass(frozen=True, slots=True)
 class PlanOption(Generic[K]):
     """One way to serve an item: `label` names it (e.g. the site), `demand` is what it holds
-    over its window, an amount per calendar key (its keys must be in the calendar)."""
+    over its window, an amount per calendar key (its keys must be in the calendar).
+    `bandwidth` is what it asks of the links of its path, in Mbps over link dimensions
+    (`Resources.bandwidth`): the amounts `demand` holds on the links' keys, named so that
+    preemption can tell what the option lacks of each link (none: it asks no bandwidth, or
+    its links do not count for preemption). The planner does not read it."""
 
     label: str
     demand: Mapping[K, int]
+    bandwidth: Resources = field(default_factory=Resources)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,12 @@
 
 An option (`backfill.PlanOption`) is one candidate site for a request, as a demand over
 calendar keys: the request's compute on the site and its bandwidth on every link of the path
-to it. `CalendarKeys` numbers a map's resources as such keys (and gives their capacities, to
-build the region's `Calendar`); `request_options` asks the engine for each request's Top-N
-sites and their paths. What the engine decides on is static (the map, the request's
-constraints, whole capacity), so options are built once per request, not per cycle.
+to it (also by link id, as `PlanOption.bandwidth`, for preemption). `CalendarKeys` numbers a
+map's resources as such keys (and gives their capacities, to build the region's
+`Calendar`); `request_options` asks the engine for each request's Top-N sites and their
+paths. What the engine decides on is static (the map, the request's constraints, whole
+capacity), so options are built once per request, not per cycle. `free_now_on` and
+`free_bandwidth_now_on` read what a site and a link have free now on a calendar.
 """
 
 from collections.abc import Callable, Sequence
@@ -105,10 +107,13 @@ def ledger_options(
     sites that pass its filters and could hold the request on the empty map, each with its
     best route (links of less capacity than the request's bandwidth avoided). An option holds
     the request's compute on the site and its bandwidth on every link of the route; a site
-    with no route within the request's latency bound is left out."""
+    with no route within the request's latency bound is left out. Its `bandwidth` is the same
+    Mbps by link id (`Resources.bandwidth`)."""
     arrays = engine.arrays
     empty = Snapshot.empty(arrays)
     blocked_by_need: dict[int, Blocked] = {}
+    bandwidth: dict[tuple[tuple[int, ...], int], Resources] = {}
+    link_ids = [link.id for link in arrays.map.links]
     out: list[tuple[PlanOption[Any], ...]] = []
     for lo in range(0, len(requests), RANK_CHUNK):
         chunk = list(requests[lo : lo + RANK_CHUNK])
@@ -136,13 +141,26 @@ def ledger_options(
                 if not site_routes:
                     continue
                 demand = {keys.site(site, d): amount for d, amount in compute}
+                held = Resources()
                 if need > 0:
-                    for link in site_routes[0].links:
+                    links = site_routes[0].links
+                    for link in links:
                         key = keys.link(link)
                         demand[key] = demand.get(key, 0) + need
-                options.append(PlanOption(arrays.map.sites[site].id, demand))
+                    if (links, need) not in bandwidth:
+                        bandwidth[(links, need)] = _bandwidth(links, need, link_ids)
+                    held = bandwidth[(links, need)]
+                options.append(PlanOption(arrays.map.sites[site].id, demand, held))
             out.append(tuple(options))
     return out
+
+
+def _bandwidth(links: Sequence[int], mbps: int, link_ids: Sequence[str]) -> Resources:
+    """`mbps` on each of `links` (indices; a link twice holds it twice), by link id."""
+    by_id: dict[str, int] = {}
+    for link in links:
+        by_id[link_ids[link]] = by_id.get(link_ids[link], 0) + mbps
+    return Resources.bandwidth(by_id)
 
 
 def _compute_amounts(
@@ -211,5 +229,22 @@ def free_now_on(
             if key in calendar:
                 amounts[name] = calendar.profile(key).free_at(now)
         return Resources(amounts)
+
+    return free
+
+
+def free_bandwidth_now_on(
+    calendar: Calendar[Any], keys: "CalendarKeys | LedgerKeys"
+) -> Callable[[str], int]:
+    """What a link (by id) has free at the calendar's now, in Mbps, under `keys`' numbering;
+    a link not on the map, or that the calendar lacks, has nothing free."""
+    link_index = keys.arrays.link_index
+    now = calendar.now
+
+    def free(link_id: str) -> int:
+        j = link_index.get(link_id)
+        if j is None or keys.link(j) not in calendar:
+            return 0
+        return calendar.profile(keys.link(j)).free_at(now)
 
     return free

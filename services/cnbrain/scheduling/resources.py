@@ -1,9 +1,12 @@
 """Resource vectors over named dimensions, and the dominant share of a usage.
 
 A dimension is a name: `cpu_m` (millicores), `mem_mib`, `storage_gib`, one per accelerator
-model (`accelerator_dimension("A100")` is `accelerator:A100`), or any other name a caller
-counts (for example `active_requests`). Amounts are integers in the ledger's units; a vector
-leaves out the dimensions it holds zero of, so two vectors with the same amounts are equal.
+model (`accelerator_dimension("A100")` is `accelerator:A100`), one per link for the bandwidth
+held on it, in Mbps (`link_dimension("AA-acc--AA-gw")` is `link:AA-acc--AA-gw`; `bandwidth`
+builds such a vector from the Mbps per link id), or any other name a caller counts (for
+example `active_requests`). A dimension is at most `MAX_DIMENSION_LENGTH` characters.
+Amounts are integers in the ledger's units; a vector leaves out the dimensions it holds zero
+of, so two vectors with the same amounts are equal.
 A difference may hold negative amounts; `positive_part` drops them.
 """
 
@@ -12,6 +15,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Final
 
+from cnbrain.domain import bounds
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.claim import Claim
 from cnbrain.scheduling.checks import checked_name
@@ -20,11 +24,31 @@ CPU_M: Final = "cpu_m"
 MEM_MIB: Final = "mem_mib"
 STORAGE_GIB: Final = "storage_gib"
 ACCELERATOR_PREFIX: Final = "accelerator:"
+LINK_PREFIX: Final = "link:"
+
+MAX_DIMENSION_LENGTH: Final = 2 * bounds.MAX_NAME_LENGTH + 16
+"""A dimension is a name of at most this many characters: room for a prefix and a link id
+(its two ends' names joined by `--`)."""
 
 
 def accelerator_dimension(model: str) -> str:
     """The dimension that counts accelerators of `model`."""
     return f"{ACCELERATOR_PREFIX}{model}"
+
+
+def link_dimension(link_id: str) -> str:
+    """The dimension that counts the bandwidth (Mbps) held on the link `link_id`."""
+    return f"{LINK_PREFIX}{link_id}"
+
+
+def is_link_dimension(dimension: str) -> bool:
+    """Whether `dimension` counts a link's bandwidth (`link_dimension`)."""
+    return dimension.startswith(LINK_PREFIX)
+
+
+def link_of(dimension: str) -> str:
+    """The link id a link dimension names (`link_dimension`'s inverse)."""
+    return dimension[len(LINK_PREFIX) :]
 
 
 class Resources:
@@ -39,7 +63,7 @@ class Resources:
     def __init__(self, amounts: Mapping[str, int] | None = None) -> None:
         kept: dict[str, int] = {}
         for dimension, amount in (amounts or {}).items():
-            checked_name(dimension, field="resources")
+            checked_name(dimension, field="resources", max_length=MAX_DIMENSION_LENGTH)
             if isinstance(amount, bool) or not isinstance(amount, int):
                 raise Invalid("must be an integer", field=f"resources.{dimension}")
             kept[dimension] = amount
@@ -92,6 +116,13 @@ class Resources:
             storage_gib=claim.storage_gib,
             accelerators=accelerators,
         )
+
+    @classmethod
+    def bandwidth(cls, mbps_by_link: Mapping[str, int]) -> "Resources":
+        """The bandwidth held on links, over link dimensions: `mbps_by_link[link_id]` Mbps on
+        each link. Raises `Invalid` (field `resources.link:<id>`) for a link id that is not a
+        name or an amount that is not an int."""
+        return cls({link_dimension(link): mbps for link, mbps in mbps_by_link.items()})
 
     def __getitem__(self, dimension: str) -> int:
         """The amount of `dimension`; zero for one the vector does not name."""

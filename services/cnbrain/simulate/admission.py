@@ -79,6 +79,8 @@ class FairQueue:
         self.models = models = arrays.map.accelerator_models
         self.site_ids = [site.id for site in arrays.map.sites]
         self.site_index = {site_id: i for i, site_id in enumerate(self.site_ids)}
+        self.link_ids = [link.id for link in arrays.map.links]
+        self.link_index = arrays.link_index
         self.capacity = sites_capacity(arrays)
         self.demand = [
             Resources.of(
@@ -124,9 +126,22 @@ class FairQueue:
             )
         return work
 
-    def running(self, row: int, *, started_at: float, site: int) -> RunningWork:
-        """Row `row` as work running on site index `site` since `started_at`."""
+    def running(
+        self,
+        row: int,
+        *,
+        started_at: float,
+        site: int,
+        links: Sequence[int] = (),
+        mbps: int = 0,
+    ) -> RunningWork:
+        """Row `row` as work running on site index `site` since `started_at`, holding `mbps`
+        on each link of index in `links` (its path)."""
         one = self.classes.get(self.class_names[row])
+        held: dict[str, int] = {}
+        if mbps > 0:
+            for link in links:
+                held[self.link_ids[link]] = held.get(self.link_ids[link], 0) + mbps
         return RunningWork(
             id=row_id(row),
             tenant=self.tenants[row],
@@ -135,6 +150,7 @@ class FairQueue:
             started_at=started_at,
             demand=self.demand[row],
             site=self.site_ids[site],
+            bandwidth=Resources.bandwidth(held),
         )
 
     def free_at(self, snapshot: Snapshot, site_id: str) -> Resources:
@@ -146,6 +162,11 @@ class FairQueue:
             storage_gib=int(snapshot.free_storage_gib[i]),
             accelerators={m: int(snapshot.free_acc[i, c]) for c, m in enumerate(self.models)},
         )
+
+    def free_mbps_at(self, snapshot: Snapshot, link_id: str) -> int:
+        """What link `link_id` has free in `snapshot`, in Mbps (0 for a link not on the map)."""
+        j = self.link_index.get(link_id)
+        return 0 if j is None else max(0, int(snapshot.residual_mbps[j]))
 
     def order(self, rows: IntArray) -> IntArray:
         """`rows` in `fair_order` given the usage now (module docstring). Ids are the rows,

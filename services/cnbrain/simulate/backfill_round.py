@@ -12,8 +12,10 @@ plans on a copy; from the round's now on it holds exactly what a calendar built 
 running jobs would. The retry round then looks only at the jobs the round admits (planned
 to start now), in admission order; the others are not offered to the engine in this round
 (they are planned again at the next one). With preemption on (`free_now` given), the round
-also names the victims of the stuck jobs whose class may preempt; the simulator acts on them
-(`cnbrain.simulate.simulation`).
+also names the victims of the stuck jobs whose class may preempt, for what one of their
+options lacks now: compute on its site and (with `free_bandwidth_now`) bandwidth on the links
+of its path, which running jobs hold wherever they run (each running job's `RunningWork`
+carries its path's Mbps); the simulator acts on them (`cnbrain.simulate.simulation`).
 
 The rest stays the simulator's: the engine (the policy under test) places each job looked at,
 on the site it chooses, which may differ from the planned one; the next round plans again from
@@ -134,10 +136,12 @@ class BackfillPlanner:
         queued: Sequence[QueuedWork],
         now: float,
         free_now: Callable[[str], Resources] | None = None,
+        free_bandwidth_now: Callable[[str], int] | None = None,
     ) -> Round:
         """One `admission_round` over `queued` (ids from `row_id`) at `now`, on a copy of the
-        calendar of the running jobs (`start`, `stop`); `free_now` as `admission_round`
-        takes it (None: no preemption). `now` is not before the last start or stop."""
+        calendar of the running jobs (`start`, `stop`); `free_now` and `free_bandwidth_now`
+        as `admission_round` takes them (None: no preemption; no link counted). `now` is
+        not before the last start or stop."""
         self._advance(now)
         calendar = self.calendar.copy()
         running = self.running()
@@ -159,6 +163,7 @@ class BackfillPlanner:
             capacity=self.capacity,
             running=[held.work for held in running],
             free_now=free_now,
+            free_bandwidth_now=free_bandwidth_now,
         )
 
     def demand(self, reservation: Reservation) -> dict[int, int]:

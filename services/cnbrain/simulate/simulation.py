@@ -65,9 +65,12 @@ arrival's, its work lost: placed again, it runs its whole duration), and a retry
 follows at the same instant, where the preemptor may be placed. Whether a job is stuck
 depends on its deadline, not on a release, so while the run preempts a round also runs when
 a job entered the queue since the last one. The departure of a preempted stay, and the
-time-out of an earlier queue stay, are ignored. A preemption frees site compute only (the
-round's `free_now` is the ledger's free compute at the site): a job stuck for bandwidth on
-its path gets no victims.
+time-out of an earlier queue stay, are ignored. A preemption frees what the stuck job's
+option lacks now, compute on its site and bandwidth on the links of its path (the round's
+`free_now` and `free_bandwidth_now` are the ledger's free compute at the site and residual
+bandwidth of each link; each running job holds its reservation's Mbps on its path): a job
+stuck for bandwidth gets as victims the lower-class jobs holding the full links, wherever
+they run.
 
 **Departures.** A placed job departs `duration_s` after its start; its reservation is released
 at once.
@@ -493,13 +496,19 @@ class _Run:
         if not len(rows) and not self.preemptive:
             return rows, []  # the round could admit none of them
         free_now: Callable[[str], Resources] | None = None
+        free_bandwidth_now: Callable[[str], int] | None = None
         if self.preemptive:
             snapshot = self.engine.ledger.snapshot()
 
             def free_now(site_id: str) -> Resources:
                 return fair.free_at(snapshot, site_id)
 
-        decided = backfill.admission([fair.queued(row) for row in self.queue], now, free_now)
+            def free_bandwidth_now(link_id: str) -> int:
+                return fair.free_mbps_at(snapshot, link_id)
+
+        decided = backfill.admission(
+            [fair.queued(row) for row in self.queue], now, free_now, free_bandwidth_now
+        )
         admitted = np.fromiter(
             (id_row(p.id) for p in decided.admit), dtype=np.int64, count=len(decided.admit)
         )
@@ -581,7 +590,13 @@ class _Run:
         self.departs[row] = self.push(now + job.duration_s, _Kind.DEPART, row)
         if self.backfill is not None and self.fair is not None:
             reservation = self.engine.ledger.reservations[decision.reservation_id]
-            work = self.fair.running(row, started_at=now, site=self.running[row][1])
+            work = self.fair.running(
+                row,
+                started_at=now,
+                site=self.running[row][1],
+                links=reservation.links,
+                mbps=reservation.mbps,
+            )
             held = Held(work, self.backfill.demand(reservation), now + job.duration_s)
             self.backfill.start(row, held, now)
         return True

@@ -2,7 +2,8 @@
 the admission round (each tenant's usage, and the candidates of preemption), and the same
 usage summed per tenant for a few tenants (`held_usage`), for a placement that holds them to
 their cohort quota. Both count the same thing: a tenant's held reservations in this brain's
-ledger, each its compute (`demand_of`).
+ledger, each its compute (`demand_of`). `held_work` also gives each reservation's bandwidth
+(its Mbps on each of its links), which preemption frees for a request its path blocks.
 """
 
 from collections.abc import Collection
@@ -16,13 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cnbrain.domain.states import ReservationState
 from cnbrain.scheduling.resources import Resources
 from cnbrain.storage.clock import as_utc
-from cnbrain.storage.models import PlacementRequestRecord, ReservationRecord
+from cnbrain.storage.models import PlacementRequestRecord, ReservationLink, ReservationRecord
 
 
 @dataclass(frozen=True, slots=True)
 class HeldWork:
     """Reservation `reservation_id` of request `request_id` (in `request_state`, its stored
-    `body`) holds these amounts on `site_id` over [`start_at`, `end_at`)."""
+    `body`) holds these amounts on `site_id`, and `mbps` on each link of `link_ids`, over
+    [`start_at`, `end_at`)."""
 
     reservation_id: str
     request_id: str
@@ -37,6 +39,15 @@ class HeldWork:
     accelerator_count: int
     start_at: datetime
     end_at: datetime
+    mbps: int = 0
+    link_ids: tuple[str, ...] = ()
+
+    @property
+    def bandwidth(self) -> Resources:
+        """What it holds of its links, as a resource vector over link dimensions."""
+        if not self.mbps:
+            return Resources()
+        return Resources.bandwidth(dict.fromkeys(self.link_ids, self.mbps))
 
     @property
     def demand(self) -> Resources:
@@ -68,8 +79,17 @@ def demand_of(
 
 
 async def held_work(session: AsyncSession) -> list[HeldWork]:
-    """Every held reservation of this brain with its request, oldest first (one query)."""
-    r, q = ReservationRecord, PlacementRequestRecord
+    """Every held reservation of this brain with its request and its links, oldest first
+    (two queries)."""
+    r, q, rl = ReservationRecord, PlacementRequestRecord, ReservationLink
+    links: dict[str, list[str]] = {}
+    for reservation_id, link_id in await session.execute(
+        select(rl.reservation_id, rl.link_id)
+        .join(r, r.id == rl.reservation_id)
+        .where(r.state == ReservationState.HELD)
+        .order_by(rl.reservation_id, rl.link_id)
+    ):
+        links.setdefault(reservation_id, []).append(link_id)
     rows = await session.execute(
         select(
             r.id,
@@ -85,6 +105,7 @@ async def held_work(session: AsyncSession) -> list[HeldWork]:
             r.accelerator_count,
             r.start_at,
             r.end_at,
+            r.mbps,
         )
         .join(q, q.id == r.request_id)
         .where(r.state == ReservationState.HELD)
@@ -105,6 +126,8 @@ async def held_work(session: AsyncSession) -> list[HeldWork]:
             accelerator_count=int(row[10]),
             start_at=as_utc(row[11]),
             end_at=as_utc(row[12]),
+            mbps=int(row[13] or 0),
+            link_ids=tuple(links.get(row[0], ())),
         )
         for row in rows
     ]

@@ -62,7 +62,8 @@ def waited_out(q: Queued) -> str:
 
 
 def running_work(held: Sequence[HeldWork], classes: PriorityClasses) -> list[RunningWork]:
-    """The held work as the round weighs it (usage, preemption candidates)."""
+    """The held work as the round weighs it (usage, preemption candidates): its compute on
+    its site and its bandwidth on its links."""
     running = []
     for work in held:
         name = work.body.get("priority_class")
@@ -76,6 +77,7 @@ def running_work(held: Sequence[HeldWork], classes: PriorityClasses) -> list[Run
                 started_at=min(work.start_at.timestamp(), MAX_TIME_S),
                 demand=work.demand,
                 site=work.site_id,
+                bandwidth=work.bandwidth,
             )
         )
     return running

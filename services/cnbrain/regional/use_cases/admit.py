@@ -20,7 +20,9 @@ lease (`regional.admission_loop`):
      is refused (capacity taken meanwhile by a request that started at once, a tenant's
      quota) they are reserved one by one, and those that still do not fit stay queued;
    - requests of a class that may preempt and have no start within their max wait get their
-     victims requeued (`preempt`), and are admitted by a later round;
+     victims requeued (`preempt`: work of lower classes holding what one of their options
+     lacks now, compute on its site or bandwidth on a link of its path, each victim's
+     reservations released), and are admitted by a later round;
    - every queued request's plan is stored: its position, its estimated start and what
      blocks it on its candidates (`queue_plans`); a request whose estimated start moved gets
      a `planned` event.
@@ -77,6 +79,7 @@ from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
 from cnbrain.scheduling.options import (
     LedgerKeys,
+    free_bandwidth_now_on,
     free_now_on,
     ledger_options,
     request_demand,
@@ -270,7 +273,9 @@ class AdmitQueued:
         running = running_work(read.held, read.classes)
         arrays = self._live_map.engine.arrays
         capacity = sites_capacity(arrays, self._live_map.ownership.sites)
-        free_now = free_now_on(calendar, LedgerKeys(arrays)) if self._preempt else None
+        keys = LedgerKeys(arrays)
+        free_now = free_now_on(calendar, keys) if self._preempt else None
+        free_bandwidth_now = free_bandwidth_now_on(calendar, keys) if self._preempt else None
         cohort_of = {t: terms.cohorts[name] for t, name in terms.cohort_of.items()}
         return await anyio.to_thread.run_sync(
             lambda: admission_round(
@@ -282,6 +287,7 @@ class AdmitQueued:
                 weights=terms.weights,
                 free_now=free_now,
                 cohort_of=cohort_of,
+                free_bandwidth_now=free_bandwidth_now,
             )
         )
 
