@@ -96,7 +96,9 @@ class RunningWork:
         """What preempting it frees for work that would run on `site`: its compute when it
         runs on `site` (none elsewhere: compute is per site), and its bandwidth on every
         link it holds, wherever it runs."""
-        return self.demand + self.bandwidth if self.site == site else self.bandwidth
+        if self.site != site:
+            return self.bandwidth
+        return self.demand + self.bandwidth if self.bandwidth.amounts else self.demand
 
 
 def usage_by_tenant(running: Iterable[RunningWork]) -> dict[str, Resources]:
