@@ -74,7 +74,7 @@ ForwarderDep = Annotated[Forwarder | None, Depends(get_forwarder)]
 async def get_federated_reads(brain: BrainDep) -> FederatedReads | None:
     if brain.forwarder is None:
         return None
-    return FederatedReads(brain.forwarder, brain.requests.read, brain.admin.usage)
+    return FederatedReads(brain.forwarder, brain.requests.read, brain.admin.usage, brain.sessions)
 
 
 FederatedReadsDep = Annotated[FederatedReads | None, Depends(get_federated_reads)]

@@ -11,6 +11,10 @@ or it is not given:
   of bounds, makes the answer 503 naming every such region, with `Retry-After`: a page that
   left a region out would move the cursor past that region's requests for good, and a usage
   sum without it would be wrong.
+
+A caller that is not in the federation's tenancy (each brain's own first admin) is known to
+no other brain, which would refuse it: its view is this brain's own, answered as a
+standalone brain answers it.
 """
 
 import asyncio
@@ -20,6 +24,7 @@ from typing import Any, TypeVar
 
 from fastapi import Response
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.forward_queries import ListQuery, Query, ReportQuery, UsageQuery
@@ -36,6 +41,7 @@ from cnbrain.regional.schemas import RequestPage, UsagePage, UsageReport
 from cnbrain.regional.security import Principal
 from cnbrain.regional.use_cases.read import ReadRequests
 from cnbrain.regional.use_cases.usage_reports import UsageReports, period
+from cnbrain.storage import tenancy_log
 from cnbrain.v1 import common_pb2
 
 _Page = TypeVar("_Page", bound=BaseModel)
@@ -48,10 +54,23 @@ class FederatedReads:
     """The federation's reads, for a brain that forwards with `forwarder`, whose own part
     `read` and `usage` read."""
 
-    def __init__(self, forwarder: Forwarder, read: ReadRequests, usage: UsageReports) -> None:
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        read: ReadRequests,
+        usage: UsageReports,
+        sessions: async_sessionmaker[AsyncSession],
+    ) -> None:
         self._forwarder = forwarder
         self._read = read
         self._usage = usage
+        self._sessions = sessions
+
+    async def _alone(self, principal: Principal) -> bool:
+        """Whether the caller is known to this brain only (not in the federation's
+        tenancy)."""
+        async with self._sessions() as session:
+            return not await tenancy_log.made_through_federation(session, principal.user_id)
 
     async def requests(
         self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
@@ -59,6 +78,8 @@ class FederatedReads:
         """The federation's requests in the caller's scope, newest first, from `cursor` on
         (a cursor of this listing, on any brain). Raises Invalid (field `cursor`) for one
         that is not, PeerUnavailable naming the regions that could not be asked."""
+        if await self._alone(principal):
+            return await self._read.page(principal, state=state, limit=limit, cursor=cursor)
         after = request_cursor(cursor) if cursor is not None else None
         query = ListQuery(state=state, limit=limit, cursor=cursor)
         own, answers = await self._both(
@@ -93,6 +114,10 @@ class FederatedReads:
         first, from `cursor` on, with the period's totals summed over the regions. Raises
         as `UsageReports.records`, Invalid (field `cursor`) for a cursor not of this
         listing, PeerUnavailable naming the regions that could not be asked."""
+        if await self._alone(principal):
+            return await self._usage.records(
+                principal, start=start, end=end, tenant=tenant, limit=limit, cursor=cursor
+            )
         begin, finish = period(start, end)
         after = usage_cursor(cursor) if cursor is not None else None
 
@@ -138,6 +163,8 @@ class FederatedReads:
         """The federation's usage report of the period, every region's rows and each
         tenant's totals summed over the regions. Raises as `UsageReports.report`, and
         PeerUnavailable naming the regions that could not be asked."""
+        if await self._alone(principal):
+            return await self._usage.report(principal, start=start, end=end, tenant=tenant)
         begin, finish = period(start, end)
         query = ReportQuery(start=begin, end=finish, tenant=tenant)
         own, answers = await self._both(
