@@ -3,7 +3,8 @@
 north is cancelled from the east; the east's listing holds the tenant's requests of the
 north, the west and the east, each once over pages of a few; usage read on the east is the
 sum of what each region holds; another tenant sees none of it; with the north down, the
-listing and usage are 503 naming it; a tampered cursor is refused naming it.
+listing and usage are 503 naming it; a tampered cursor is refused naming it. The queries
+between brains are checked by the national brain and by the region asked.
 
 Every site runs on a fast simulator (an hour a second), so the jobs end and are metered."""
 
@@ -12,12 +13,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.netmap.china import china_document
 from cnbrain.netmap.files import write_map_document
+from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
 
@@ -228,3 +231,71 @@ async def test_a_request_is_cancelled_and_every_request_and_usage_read_from_any_
         return [v["id"] for v in back.json()["items"]] if back.status_code == 200 else None
 
     assert await until(whole, "the listing whole again", WITHIN_S, every_s=0.5) == listed
+
+
+def _peer(federation: LocalFederation) -> tuple[tuple[str, str]]:
+    token = federation.members["national"].env["CNBRAIN_PEER_TOKEN"]
+    return (("authorization", f"Bearer {token}"),)
+
+
+LISTING = json.dumps({"state": None, "limit": 5, "cursor": None})
+
+
+def _query(**fields: Any) -> common_pb2.ForwardedCall:
+    return common_pb2.ForwardedCall(
+        operation=common_pb2.FORWARDED_OPERATION_LIST,
+        caller=common_pb2.Caller(user_id="u-1", role="operator"),
+        **{"body_json": LISTING, **fields},
+    )
+
+
+@pytest.mark.slow
+def test_queries_are_checked_by_the_national_brain_and_the_region_asked(
+    federation: LocalFederation,
+) -> None:
+    wrong: list[tuple[common_pb2.ForwardedCall, str]] = [
+        (_query(), "region_id"),
+        (_query(region_id="east"), "its own queries"),
+        (_query(region_id="north", body_json='{"limit": 5}'), "body_json"),
+        (_query(region_id="north", body_json=LISTING.replace("5", "5000")), "body_json.limit"),
+        (
+            common_pb2.ForwardedCall(
+                operation=common_pb2.FORWARDED_OPERATION_CANCEL,
+                caller=common_pb2.Caller(user_id="u-1", role="operator"),
+                request_id="r 1",
+            ),
+            "request_id",
+        ),
+    ]
+    metadata = _peer(federation)
+    with grpc.insecure_channel(f"127.0.0.1:{federation.national_port}") as channel:
+        stub = national_pb2_grpc.NationalBrainServiceStub(channel)
+        for call, words in wrong:
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Forward(
+                    national_pb2.ForwardRequest(call=call, from_region="east"),
+                    timeout=10,
+                    metadata=metadata,
+                )
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, words
+            assert words in (refused.value.details() or ""), refused.value.details()
+    north = federation.members["north"]
+    with grpc.insecure_channel(f"127.0.0.1:{north.grpc_port}") as channel:
+        regional = regional_pb2_grpc.RegionalBrainServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as not_its_own:
+            regional.ServeForwarded(
+                regional_pb2.ServeForwardedRequest(
+                    call=_query(region_id="west"), from_region="east"
+                ),
+                timeout=10,
+                metadata=metadata,
+            )
+        assert not_its_own.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "this is region 'north'" in (not_its_own.value.details() or "")
+        nobody = regional.ServeForwarded(
+            regional_pb2.ServeForwardedRequest(call=_query(region_id="north"), from_region="east"),
+            timeout=10,
+            metadata=metadata,
+        ).answer
+        assert nobody.status == 403, nobody.body_json
+        assert "u-1" in json.loads(nobody.body_json)["detail"]
