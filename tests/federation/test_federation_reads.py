@@ -299,3 +299,53 @@ def test_queries_are_checked_by_the_national_brain_and_the_region_asked(
         ).answer
         assert nobody.status == 403, nobody.body_json
         assert "u-1" in json.loads(nobody.body_json)["detail"]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: Any) -> Iterator[LocalFederation]:
+    """A federation of the east and the west alone, on the map of four regions."""
+    yield from local_federation(
+        tmp_path_factory.mktemp("reads-pair"),
+        regions=["east", "west"],
+        database_prefix="cnbrain_fedreads2",
+        shared_env={"CNBRAIN_TENANCY_INTERVAL_S": "0.5"},
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_regions_of_the_map_that_never_registered_hold_nothing_of_the_listing(
+    pair: LocalFederation,
+) -> None:
+    admin = _bearer(pair.admin_token)
+    east = _url(pair, "east")
+    assert httpx.post(f"{east}/v1/tenants", json={"id": "acme", "name": "acme"}, headers=admin)
+    user = httpx.post(
+        f"{east}/v1/users",
+        json={"name": "ops", "role": "operator"},
+        headers=admin,
+    )
+    assert user.status_code == 201, user.text
+    made = httpx.post(f"{east}/v1/users/{user.json()['id']}/api-keys", headers=admin)
+    operator = _bearer(made.json()["token"])
+
+    async def known() -> bool | None:
+        return _get(pair, "west", "/v1/requests", operator).status_code == 200 or None
+
+    await until(known, "the operator known on the west", WITHIN_S)
+    body = {"resources": {"cpu": 1, "memory_gib": 1}, "duration_hours": 1, "tenant": "acme"}
+    ids = set()
+    for on, province in (("east", "ZJ"), ("west", "SC"), ("east", "SC")):
+        answer = httpx.post(
+            f"{_url(pair, on)}/v1/requests",
+            json={**body, "source_province": province},
+            headers=operator,
+            timeout=60,
+        )
+        assert answer.status_code == 201, answer.text
+        ids.add(answer.json()["id"])
+    for on in ("east", "west"):
+        listed = _all_pages(pair, on, "/v1/requests", operator, limit=2)
+        assert sorted(v["id"] for p in listed for v in p) == sorted(ids), on
+        report = _get(pair, on, "/v1/usage/report", operator)
+        assert report.status_code == 200, report.text

@@ -8,7 +8,8 @@ region that must answer it (`docs/federation.md`, "Any brain, any request").
   that has ended); when none does, the regions' own answer (404, or 403 from a region that
   does not know the caller) is the answer, unless one of them could not be asked, which
   makes the call unavailable (the request may be there).
-- A query (one region's page of the listing or of usage) goes to the region it names.
+- A query (one region's page of the listing or of usage) goes to the region it names; one
+  of a region that never registered is NotFound (it holds nothing of the federation's).
 """
 
 import asyncio
@@ -55,7 +56,8 @@ class ForwardCalls:
         """The answer of the region that must answer `call`, taken by region `from_region`.
         Raises Invalid for a call out of bounds (or a province no region owns, or one of
         `from_region` itself; a query of `from_region` itself), NotFound for a read when no
-        other region is registered, and PeerUnavailable when `from_region` is not
+        other region is registered or a query of a region that never registered, and
+        PeerUnavailable when `from_region` is not
         registered, or a region that must answer has not registered or does not answer."""
         body = check_call(call)
         if from_region not in self._directory:
@@ -76,9 +78,9 @@ class ForwardCalls:
             raise Invalid(f"region {from_region!r} answers its own queries", field="region_id")
         region = self._directory.get(call.region_id)
         if region is None:
-            raise PeerUnavailable(
-                f"region {call.region_id!r}", "unregistered", "the region has not registered"
-            )
+            # Registrations are kept across restarts: a region not here never joined, and
+            # holds nothing of the federation's (as for a read, asked of the registered).
+            raise NotFound(f"region {call.region_id!r} has not registered")
         return await self._serve(region, call, from_region, deadline_s=self._read_deadline_s)
 
     async def _to_owner(

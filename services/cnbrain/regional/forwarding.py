@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from fastapi import Response
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.domain.errors import CnbrainError, Forbidden, Invalid
+from cnbrain.domain.errors import CnbrainError, Forbidden, Invalid, NotFound
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.forward_queries import (
     QUERIES,
@@ -101,7 +101,8 @@ class Forwarder:
     ) -> list[tuple[str, common_pb2.ForwardedAnswer | PeerUnavailable]]:
         """Each other region's answer to its query, `query_for(region)` (`others`, in that
         order), asked at once: its answer as it stands, or PeerUnavailable when it (or the
-        national brain) could not be asked."""
+        national brain) could not be asked. A region the national brain says never
+        registered holds nothing of the federation's: it has no answer here."""
         regions = self.others()
         queries = [query_for(region) for region in regions]
         answers = await asyncio.gather(
@@ -117,6 +118,8 @@ class Forwarder:
         for region, answer in zip(regions, answers, strict=True):
             if isinstance(answer, PeerUnavailable):
                 out.append((region, answer))
+            elif isinstance(answer, NotFound):
+                continue
             elif isinstance(answer, BaseException):
                 raise answer
             elif answer.region_id != region:
