@@ -1,10 +1,20 @@
-"""The bounds every brain checks on a forwarded call and its answer."""
+"""The bounds every brain checks on a forwarded call (its query included) and its answer."""
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from cnbrain.domain.errors import Invalid
+from cnbrain.federation.forward_queries import (
+    ListQuery,
+    ReportQuery,
+    UsageQuery,
+    operation_of,
+    query_of,
+    text_of,
+)
 from cnbrain.federation.forward_wire import MAX_BODY, check_answer, check_call, province_of
 from cnbrain.v1 import common_pb2
 
@@ -109,4 +119,80 @@ def test_an_answer_within_bounds_is_taken() -> None:
 def test_an_answer_out_of_bounds_is_refused(fields: dict[str, Any], field: str) -> None:
     with pytest.raises(Invalid) as refused:
         check_answer(_answer(**fields))
+    assert refused.value.field == field
+
+
+LIST = common_pb2.FORWARDED_OPERATION_LIST
+USAGE = common_pb2.FORWARDED_OPERATION_USAGE
+REPORT = common_pb2.FORWARDED_OPERATION_USAGE_REPORT
+CANCEL = common_pb2.FORWARDED_OPERATION_CANCEL
+LISTING = ListQuery(state="placed", limit=50, cursor=None)
+PERIOD = {"start": "2026-11-01T00:00:00+00:00", "end": "2026-12-01T00:00:00+00:00"}
+
+
+def _query(operation: int, **fields: Any) -> common_pb2.ForwardedCall:
+    return _call(operation=operation, region_id="north", body_json=json.dumps(fields))
+
+
+def test_queries_within_bounds_are_taken_as_they_were_made() -> None:
+    start, end = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)
+    for query in (
+        LISTING,
+        UsageQuery(start=start, end=end, tenant="acme", limit=1000, cursor="abc"),
+        ReportQuery(start=start, end=end, tenant=None),
+    ):
+        call = _call(operation=operation_of(query), region_id="north", body_json=text_of(query))
+        assert check_call(call) is None
+        assert query_of(call.operation, call.body_json) == query
+    assert check_call(_call(operation=CANCEL, request_id="req-1")) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (_call(operation=LIST, body_json=text_of(LISTING)), "region_id"),
+        (_call(operation=LIST, region_id="a b", body_json=text_of(LISTING)), "region_id"),
+        (_call(operation=GET, request_id="r", region_id="north"), "region_id"),
+        (_call(operation=CANCEL, request_id=""), "request_id"),
+        (_call(operation=CANCEL, request_id="r", body_json="{}"), "body_json"),
+        (
+            _call(operation=LIST, region_id="north", request_id="r", body_json=text_of(LISTING)),
+            "request_id",
+        ),
+        (_call(operation=LIST, region_id="north", body_json="[]"), "body_json"),
+        (_call(operation=LIST, region_id="north", body_json="{"), "body_json"),
+        (_call(operation=LIST, region_id="north", body_json=" " * 4097), "body_json"),
+        (_query(LIST, state=None, limit=50), "body_json"),
+        (_query(LIST, state=None, limit=50, cursor=None, more=1), "body_json"),
+        (_query(LIST, state="asleep", limit=50, cursor=None), "body_json.state"),
+        (_query(LIST, state=None, limit=0, cursor=None), "body_json.limit"),
+        (_query(LIST, state=None, limit=501, cursor=None), "body_json.limit"),
+        (_query(LIST, state=None, limit=True, cursor=None), "body_json.limit"),
+        (_query(LIST, state=None, limit="5", cursor=None), "body_json.limit"),
+        (_query(LIST, state=None, limit=5, cursor="c" * 513), "body_json.cursor"),
+        (_query(LIST, state=None, limit=5, cursor="a\nb"), "body_json.cursor"),
+        (_query(LIST, state=None, limit=5, cursor=""), "body_json.cursor"),
+        (_query(USAGE, **PERIOD, tenant=None, limit=1001, cursor=None), "body_json.limit"),
+        (_query(USAGE, **PERIOD, tenant="t" * 65, limit=1, cursor=None), "body_json.tenant"),
+        (
+            _query(
+                USAGE,
+                start="2026-11-01T00:00:00",
+                end=PERIOD["end"],
+                tenant=None,
+                limit=1,
+                cursor=None,
+            ),
+            "body_json.start",
+        ),
+        (_query(REPORT, start="soon", end=PERIOD["end"], tenant=None), "body_json.start"),
+        (_query(REPORT, start=PERIOD["end"], end=PERIOD["start"], tenant=None), "body_json.start"),
+        (_query(REPORT, **PERIOD, tenant=None, limit=5), "body_json"),
+    ],
+)
+def test_a_query_out_of_bounds_is_refused_naming_the_field(
+    call: common_pb2.ForwardedCall, field: str
+) -> None:
+    with pytest.raises(Invalid) as refused:
+        check_call(call)
     assert refused.value.field == field

@@ -13,6 +13,7 @@ from typing import Any, Final, get_args
 from cnbrain.domain.bounds import has_control_characters
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.tenancy import STAFF, TenancyRole
+from cnbrain.federation.forward_queries import QUERIES, query_of
 from cnbrain.v1 import common_pb2
 
 MAX_BODY: Final = 1 << 20
@@ -47,14 +48,19 @@ SUBMIT: Final = common_pb2.FORWARDED_OPERATION_SUBMIT
 QUOTE: Final = common_pb2.FORWARDED_OPERATION_QUOTE
 GET: Final = common_pb2.FORWARDED_OPERATION_GET
 EVENTS: Final = common_pb2.FORWARDED_OPERATION_EVENTS
+CANCEL: Final = common_pb2.FORWARDED_OPERATION_CANCEL
 WITH_BODY: Final = frozenset({SUBMIT, QUOTE})
-READS: Final = frozenset({GET, EVENTS})
+READS: Final = frozenset({GET, EVENTS, CANCEL})
+"""Calls about one request, sent to every other region: the one that holds it answers."""
+OPERATIONS: Final = WITH_BODY | READS | QUERIES
 
 
 def check_call(call: common_pb2.ForwardedCall) -> dict[str, Any] | None:
     """Check `call` as a peer sent it; the body of a submission or quote (a JSON object),
-    None for a read. Raises Invalid naming the field out of bounds."""
-    if call.operation not in WITH_BODY | READS:
+    None for a read or a query (`forward_queries.query_of` reads a query's). A query names
+    the region that must answer it (`region_id`), no other call does. Raises Invalid naming
+    the field out of bounds."""
+    if call.operation not in OPERATIONS:
         raise Invalid(f"unknown operation {call.operation}", field="operation")
     caller = call.caller
     if not ID.fullmatch(caller.user_id):
@@ -75,6 +81,17 @@ def check_call(call: common_pb2.ForwardedCall) -> dict[str, Any] | None:
             f"at most {MAX_IDEMPOTENCY_KEY} characters, without control characters",
             field="idempotency_key",
         )
+    if call.operation in QUERIES:
+        if not ID.fullmatch(call.region_id):
+            raise Invalid("a query names the region that must answer it", field="region_id")
+        if call.request_id or key:
+            raise Invalid(
+                "a query carries no request id and no idempotency key", field="request_id"
+            )
+        query_of(call.operation, call.body_json)
+        return None
+    if call.region_id:
+        raise Invalid("only a query names the region that must answer it", field="region_id")
     if call.operation in READS:
         if not ID.fullmatch(call.request_id):
             raise Invalid("must be 1 to 64 letters, digits, '_', '.' or '-'", field="request_id")

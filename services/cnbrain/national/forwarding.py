@@ -3,10 +3,13 @@ region that must answer it (`docs/federation.md`, "Any brain, any request").
 
 - A submission or quote goes to the region that owns its source province on the national
   brain's map.
-- A read of a request goes to every other registered region at once: a region that holds
-  the request answers it (2xx); when none does, the regions' own answer (404) is the
-  answer, unless one of them could not be asked, which makes the read unavailable (the
-  request may be there).
+- A read or cancel of a request goes to every other registered region at once: a region
+  that holds the request answers it (2xx, or its own refusal, such as 409 for a request
+  that has ended); when none does, the regions' own answer (404, or 403 from a region that
+  does not know the caller) is the answer, unless one of them could not be asked, which
+  makes the call unavailable (the request may be there).
+- A query (one region's page of the listing or of usage) goes to the region it names; one
+  of a region that never registered is NotFound (it holds nothing of the federation's).
 """
 
 import asyncio
@@ -14,7 +17,9 @@ from collections.abc import Callable
 
 from cnbrain.domain.errors import Invalid, NotFound
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.forward_queries import QUERIES
 from cnbrain.federation.forward_wire import (
+    CANCEL,
     SERVE_DEADLINE_S,
     WITH_BODY,
     check_answer,
@@ -26,6 +31,9 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.v1 import common_pb2
 
 NOT_FOUND = 404
+FORBIDDEN = 403
+NOT_HELD = frozenset({FORBIDDEN, NOT_FOUND})
+"""The answers of a region that does not hold the request (or cannot tell: 403)."""
 
 
 class ForwardCalls:
@@ -47,9 +55,10 @@ class ForwardCalls:
     ) -> common_pb2.ForwardedAnswer:
         """The answer of the region that must answer `call`, taken by region `from_region`.
         Raises Invalid for a call out of bounds (or a province no region owns, or one of
-        `from_region` itself), NotFound for a read when no other region is registered, and
-        PeerUnavailable when `from_region` is not registered, or a region that must answer
-        has not registered or does not answer."""
+        `from_region` itself; a query of `from_region` itself), NotFound for a read when no
+        other region is registered or a query of a region that never registered, and
+        PeerUnavailable when `from_region` is not
+        registered, or a region that must answer has not registered or does not answer."""
         body = check_call(call)
         if from_region not in self._directory:
             raise PeerUnavailable(
@@ -58,7 +67,21 @@ class ForwardCalls:
         if call.operation in WITH_BODY:
             assert body is not None
             return await self._to_owner(call, province_of(body), from_region)
+        if call.operation in QUERIES:
+            return await self._to_region(call, from_region)
         return await self._read(call, from_region)
+
+    async def _to_region(
+        self, call: common_pb2.ForwardedCall, from_region: str
+    ) -> common_pb2.ForwardedAnswer:
+        if call.region_id == from_region:
+            raise Invalid(f"region {from_region!r} answers its own queries", field="region_id")
+        region = self._directory.get(call.region_id)
+        if region is None:
+            # Registrations are kept across restarts: a region not here never joined, and
+            # holds nothing of the federation's (as for a read, asked of the registered).
+            raise NotFound(f"region {call.region_id!r} has not registered")
+        return await self._serve(region, call, from_region, deadline_s=self._read_deadline_s)
 
     async def _to_owner(
         self, call: common_pb2.ForwardedCall, province: str, from_region: str
@@ -85,11 +108,14 @@ class ForwardCalls:
         )
         if not regions:
             raise NotFound(f"request {call.request_id!r} does not exist")
+        # A cancel releases what the request holds, maybe in other regions: as a submission.
+        deadline_s = SERVE_DEADLINE_S if call.operation == CANCEL else self._read_deadline_s
         answers = await asyncio.gather(
-            *(self._serve(r, call, from_region, deadline_s=self._read_deadline_s) for r in regions),
+            *(self._serve(r, call, from_region, deadline_s=deadline_s) for r in regions),
             return_exceptions=True,
         )
         failed: list[str] = []
+        held: list[common_pb2.ForwardedAnswer] = []
         refusals: list[common_pb2.ForwardedAnswer] = []
         for region, answer in zip(regions, answers, strict=True):
             if isinstance(answer, PeerUnavailable):
@@ -98,8 +124,12 @@ class ForwardCalls:
                 raise answer
             elif 200 <= answer.status < 300:
                 return answer
+            elif answer.status not in NOT_HELD:
+                held.append(answer)
             else:
                 refusals.append(answer)
+        if held:
+            return held[0]
         if failed:
             raise PeerUnavailable(
                 "regions " + ", ".join(repr(r) for r in failed),
@@ -107,8 +137,8 @@ class ForwardCalls:
                 f"request {call.request_id!r} is not in the regions that answered, "
                 "and these could not be asked",
             )
-        others = [a for a in refusals if a.status != NOT_FOUND]
-        return (others or refusals)[0]
+        forbidden = [a for a in refusals if a.status == FORBIDDEN]
+        return (forbidden or refusals)[0]
 
     async def _serve(
         self,

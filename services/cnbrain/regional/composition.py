@@ -233,7 +233,10 @@ def _assemble(
             None
             if national is None
             else Forwarder(
-                own=live_map.ownership.provinces, map=lambda: live_map.map, link=national
+                region=settings.region or "",
+                own=live_map.ownership.provinces,
+                map=lambda: live_map.map,
+                link=national,
             )
         ),
         tenancy=tenancy,

@@ -9,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from cnbrain.federation.auditor import LedgerAuditor
 from cnbrain.regional.composition import RegionalBrain
 from cnbrain.regional.dispatcher import Dispatcher
+from cnbrain.regional.federated_reads import FederatedReads
 from cnbrain.regional.forwarding import Forwarder
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
@@ -68,6 +69,16 @@ async def get_forwarder(brain: BrainDep) -> Forwarder | None:
 
 ForwarderDep = Annotated[Forwarder | None, Depends(get_forwarder)]
 """In a federation, what forwards a tenant's call another region must answer (else None)."""
+
+
+async def get_federated_reads(brain: BrainDep) -> FederatedReads | None:
+    if brain.forwarder is None:
+        return None
+    return FederatedReads(brain.forwarder, brain.requests.read, brain.admin.usage, brain.sessions)
+
+
+FederatedReadsDep = Annotated[FederatedReads | None, Depends(get_federated_reads)]
+"""In a federation, the listing and usage of every region (else None: this brain's own)."""
 
 
 async def get_dispatcher(brain: BrainDep) -> Dispatcher:

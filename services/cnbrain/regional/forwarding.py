@@ -2,15 +2,18 @@
 another region must answer, and a call another region took that this brain answers.
 
 - `Forwarder` (the brain that took the call): a submission or quote whose source province
-  another region owns, and a read of a request this brain does not hold, go to the national
-  brain (`Forward`); the caller gets the answering brain's answer as it stands (status,
-  body, Retry-After). Whether a body goes elsewhere is decided on the map alone
-  (`owner_of`), so a request of this region's own provinces takes no extra call.
+  another region owns, and a read or cancel of a request this brain does not hold, go to
+  the national brain (`Forward`); the caller gets the answering brain's answer as it stands
+  (status, body, Retry-After). Whether a body goes elsewhere is decided on the map alone
+  (`owner_of`), so a request of this region's own provinces takes no extra call. A query
+  (a page of the listing, of usage) is asked of every other region of the map (`ask`);
+  `regional.federated_reads` makes the federation's answer of their parts.
 - `ServeForwarded` (the brain that answers): the caller is checked again on this brain's
   copy of the federation's tenancy, then the call runs the same use case as a call made
   here, and its outcome, or its error as a problem document, is the answer.
 """
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,11 +22,24 @@ from typing import Any, Protocol
 from fastapi import Response
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.domain.errors import CnbrainError, Forbidden, Invalid
+from cnbrain.domain.errors import CnbrainError, Forbidden, Invalid, NotFound
+from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.forward_queries import (
+    QUERIES,
+    ListQuery,
+    Query,
+    ReportQuery,
+    UsageQuery,
+    operation_of,
+    query_of,
+    text_of,
+)
 from cnbrain.federation.forward_wire import (
+    CANCEL,
     EVENTS,
     GET,
     ID,
+    MAX_ANSWER,
     MAX_BODY,
     QUOTE,
     SUBMIT,
@@ -32,9 +48,12 @@ from cnbrain.federation.forward_wire import (
     province_of,
 )
 from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.regional.federated_pages import request_cursor_of
 from cnbrain.regional.problems import ApiError, answer_of
+from cnbrain.regional.schemas import RequestPage
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases import RequestUseCases
+from cnbrain.regional.use_cases.usage_reports import UsageReports
 from cnbrain.storage import tenants
 from cnbrain.v1 import common_pb2
 
@@ -63,11 +82,60 @@ def response_of(answer: common_pb2.ForwardedAnswer) -> Response:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Forwarder:
-    """`own` are this region's provinces, `map()` the map in use, `link` the national link."""
+    """`region` is this brain's region, `own` its provinces, `map()` the map in use, `link`
+    the national link."""
 
+    region: str
     own: frozenset[str]
     map: Callable[[], ComputeNetworkMap]
     link: ForwardingLink
+
+    def others(self) -> list[str]:
+        """The other regions that hold requests: those owning a province on the map, in
+        order of their ids."""
+        owners = {province.region for province in self.map().provinces.values()}
+        return sorted(owners - {self.region})
+
+    async def ask(
+        self, principal: Principal, query_for: Callable[[str], Query]
+    ) -> list[tuple[str, common_pb2.ForwardedAnswer | PeerUnavailable]]:
+        """Each other region's answer to its query, `query_for(region)` (`others`, in that
+        order), asked at once: its answer as it stands, or PeerUnavailable when it (or the
+        national brain) could not be asked. A region the national brain says never
+        registered holds nothing of the federation's: it has no answer here."""
+        regions = self.others()
+        queries = [query_for(region) for region in regions]
+        answers = await asyncio.gather(
+            *(
+                self._forward(
+                    principal, operation_of(query), body_json=text_of(query), region_id=region
+                )
+                for region, query in zip(regions, queries, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        out: list[tuple[str, common_pb2.ForwardedAnswer | PeerUnavailable]] = []
+        for region, answer in zip(regions, answers, strict=True):
+            if isinstance(answer, PeerUnavailable):
+                out.append((region, answer))
+            elif isinstance(answer, NotFound):
+                continue
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif answer.region_id != region:
+                out.append(
+                    (
+                        region,
+                        PeerUnavailable(
+                            f"region {region!r}",
+                            "invalid_answer",
+                            f"answered as {answer.region_id!r}",
+                        ),
+                    )
+                )
+            else:
+                out.append((region, answer))
+        return out
 
     def owner_of(self, body: dict[str, Any]) -> str | None:
         """The region that owns the source province `body` names, when that is another
@@ -108,6 +176,12 @@ class Forwarder:
             await self._forward(principal, EVENTS if events else GET, request_id=request_id)
         )
 
+    async def cancel(self, principal: Principal, request_id: str) -> Response:
+        """Forward a cancel of a request this brain does not hold; the answer of the region
+        that holds it (its cancelled view, or its refusal: 409 for one that has ended), or
+        404 when none does."""
+        return response_of(await self._forward(principal, CANCEL, request_id=request_id))
+
     async def _forward(
         self,
         principal: Principal,
@@ -116,6 +190,7 @@ class Forwarder:
         body_json: str = "",
         idempotency_key: str = "",
         request_id: str = "",
+        region_id: str = "",
     ) -> common_pb2.ForwardedAnswer:
         call = common_pb2.ForwardedCall(
             operation=operation,
@@ -127,6 +202,7 @@ class Forwarder:
             body_json=body_json,
             idempotency_key=idempotency_key,
             request_id=request_id,
+            region_id=region_id,
         )
         return await self.link.forward(call)
 
@@ -168,15 +244,19 @@ class ServeForwarded:
         self._cases = cases
         self._region_id = region_id
         self._own = own
+        self._usage = UsageReports(sessions)
 
     async def __call__(
         self, call: common_pb2.ForwardedCall, *, from_region: str
     ) -> common_pb2.ForwardedAnswer:
-        """This brain's answer to `call`, as its REST API would give it. Raises Invalid for
-        a call out of bounds, or a submission or quote of a province of another region."""
+        """This brain's answer to `call`, as its REST API would give it (a query: this
+        region's part of the federation's answer). Raises Invalid for a call out of bounds,
+        a submission or quote of a province of another region, or a query of another."""
         body = check_call(call)
         if not ID.fullmatch(from_region):
             raise Invalid("must be a region's id", field="from_region")
+        if call.operation in QUERIES and call.region_id != self._region_id:
+            raise Invalid(f"this is region {self._region_id!r}", field="region_id")
         if call.operation in WITH_BODY:
             assert body is not None
             province = province_of(body)
@@ -236,7 +316,36 @@ class ServeForwarded:
             return 200, (await cases.quote(principal, body)).model_dump_json()
         if call.operation == GET:
             return 200, (await cases.read.one(principal, call.request_id)).model_dump_json()
-        return 200, (await cases.events(principal, call.request_id)).model_dump_json()
+        if call.operation == EVENTS:
+            return 200, (await cases.events(principal, call.request_id)).model_dump_json()
+        if call.operation == CANCEL:
+            return 200, (await cases.cancel(principal, call.request_id)).model_dump_json()
+        assert call.operation in QUERIES
+        return 200, await self._query(principal, query_of(call.operation, call.body_json))
+
+    async def _query(self, principal: Principal, query: Query) -> str:
+        """This region's part of a federated listing or usage read, as JSON (field names,
+        not aliases)."""
+        if isinstance(query, ListQuery):
+            page = await self._cases.read.page(
+                principal, state=query.state, limit=query.limit, cursor=query.cursor
+            )
+            return fitted(page)
+        if isinstance(query, UsageQuery):
+            records = await self._usage.records(
+                principal,
+                start=query.start,
+                end=query.end,
+                tenant=query.tenant,
+                limit=query.limit,
+                cursor=query.cursor,
+            )
+            return records.model_dump_json()
+        assert isinstance(query, ReportQuery)
+        report = await self._usage.report(
+            principal, start=query.start, end=query.end, tenant=query.tenant
+        )
+        return report.model_dump_json()
 
     def _problem(self, response: Response) -> common_pb2.ForwardedAnswer:
         retry = response.headers.get("Retry-After")
@@ -247,3 +356,22 @@ class ServeForwarded:
             retry_after_s=int(retry) if retry and retry.isdigit() else 0,
             region_id=self._region_id,
         )
+
+
+def fitted(page: RequestPage, *, most: int = MAX_ANSWER - 1024) -> str:
+    """`page` as JSON of at most `most` characters: when it is larger, its last requests
+    are left to the next page (its cursor then follows the last one kept). A page keeps at
+    least its first request."""
+    text = page.model_dump_json()
+    if len(text) <= most or len(page.items) <= 1:
+        return text
+    sizes = [len(view.model_dump_json()) + 1 for view in page.items]
+    kept, room = 0, most - 200
+    while kept < len(sizes) and room - sizes[kept] >= 0:
+        room -= sizes[kept]
+        kept += 1
+    last = page.items[max(kept, 1) - 1]
+    return RequestPage(
+        items=page.items[: max(kept, 1)],
+        next_cursor=request_cursor_of(last.created_at, last.id),
+    ).model_dump_json()

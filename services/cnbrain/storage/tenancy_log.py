@@ -59,6 +59,23 @@ async def record(session: AsyncSession, change: TenancyChange) -> tuple[int, Ten
     return version, recorded
 
 
+async def made_through_federation(session: AsyncSession, user_id: str) -> bool:
+    """Whether user `user_id` was made through the federation's tenancy (a change in this
+    brain's log creates it), so that every brain knows it; a brain's own first admin was
+    not."""
+    r = TenancyLogRecord
+    found = await fetch_scalar(
+        session,
+        select(r.version)
+        .where(
+            r.change["kind"].as_string() == "user.created",
+            r.change["user_id"].as_string() == user_id,
+        )
+        .limit(1),
+    )
+    return found is not None
+
+
 async def changes_since(
     session: AsyncSession, *, version: int, limit: int
 ) -> list[tuple[int, TenancyChange]]:

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x63nbrain/v1/common.proto\x12\ncnbrain.v1\"N\n\x04Path\x12\r\n\x05nodes\x18\x01 \x03(\t\x12\x10\n\x08link_ids\x18\x02 \x03(\t\x12\x11\n\tfree_mbps\x18\x03 \x03(\x03\x12\x12\n\nlatency_ms\x18\x04 \x01(\x01\"\x85\x01\n\x07\x43ompute\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\r\n\x05\x63pu_m\x18\x02 \x01(\x03\x12\x0f\n\x07mem_mib\x18\x03 \x01(\x03\x12\x13\n\x0bstorage_gib\x18\x04 \x01(\x03\x12\x19\n\x11\x61\x63\x63\x65lerator_model\x18\x05 \x01(\t\x12\x19\n\x11\x61\x63\x63\x65lerator_count\x18\x06 \x01(\x03\":\n\x06\x43\x61ller\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\"\xa6\x01\n\rForwardedCall\x12\x31\n\toperation\x18\x01 \x01(\x0e\x32\x1e.cnbrain.v1.ForwardedOperation\x12\"\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32\x12.cnbrain.v1.Caller\x12\x11\n\tbody_json\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"t\n\x0f\x46orwardedAnswer\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12\x11\n\tbody_json\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t\x12\x15\n\rretry_after_s\x18\x04 \x01(\x05\x12\x11\n\tregion_id\x18\x05 \x01(\t*\xb5\x01\n\x12\x46orwardedOperation\x12#\n\x1f\x46ORWARDED_OPERATION_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46ORWARDED_OPERATION_SUBMIT\x10\x01\x12\x1d\n\x19\x46ORWARDED_OPERATION_QUOTE\x10\x02\x12\x1b\n\x17\x46ORWARDED_OPERATION_GET\x10\x03\x12\x1e\n\x1a\x46ORWARDED_OPERATION_EVENTS\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x63nbrain/v1/common.proto\x12\ncnbrain.v1\"N\n\x04Path\x12\r\n\x05nodes\x18\x01 \x03(\t\x12\x10\n\x08link_ids\x18\x02 \x03(\t\x12\x11\n\tfree_mbps\x18\x03 \x03(\x03\x12\x12\n\nlatency_ms\x18\x04 \x01(\x01\"\x85\x01\n\x07\x43ompute\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\r\n\x05\x63pu_m\x18\x02 \x01(\x03\x12\x0f\n\x07mem_mib\x18\x03 \x01(\x03\x12\x13\n\x0bstorage_gib\x18\x04 \x01(\x03\x12\x19\n\x11\x61\x63\x63\x65lerator_model\x18\x05 \x01(\t\x12\x19\n\x11\x61\x63\x63\x65lerator_count\x18\x06 \x01(\x03\":\n\x06\x43\x61ller\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\"\xb9\x01\n\rForwardedCall\x12\x31\n\toperation\x18\x01 \x01(\x0e\x32\x1e.cnbrain.v1.ForwardedOperation\x12\"\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32\x12.cnbrain.v1.Caller\x12\x11\n\tbody_json\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x11\n\tregion_id\x18\x06 \x01(\t\"t\n\x0f\x46orwardedAnswer\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12\x11\n\tbody_json\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t\x12\x15\n\rretry_after_s\x18\x04 \x01(\x05\x12\x11\n\tregion_id\x18\x05 \x01(\t*\xb8\x02\n\x12\x46orwardedOperation\x12#\n\x1f\x46ORWARDED_OPERATION_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46ORWARDED_OPERATION_SUBMIT\x10\x01\x12\x1d\n\x19\x46ORWARDED_OPERATION_QUOTE\x10\x02\x12\x1b\n\x17\x46ORWARDED_OPERATION_GET\x10\x03\x12\x1e\n\x1a\x46ORWARDED_OPERATION_EVENTS\x10\x04\x12\x1e\n\x1a\x46ORWARDED_OPERATION_CANCEL\x10\x05\x12\x1c\n\x18\x46ORWARDED_OPERATION_LIST\x10\x06\x12\x1d\n\x19\x46ORWARDED_OPERATION_USAGE\x10\x07\x12$\n FORWARDED_OPERATION_USAGE_REPORT\x10\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cnbrain.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FORWARDEDOPERATION']._serialized_start=603
-  _globals['_FORWARDEDOPERATION']._serialized_end=784
+  _globals['_FORWARDEDOPERATION']._serialized_start=622
+  _globals['_FORWARDEDOPERATION']._serialized_end=934
   _globals['_PATH']._serialized_start=39
   _globals['_PATH']._serialized_end=117
   _globals['_COMPUTE']._serialized_start=120
@@ -40,7 +40,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CALLER']._serialized_start=255
   _globals['_CALLER']._serialized_end=313
   _globals['_FORWARDEDCALL']._serialized_start=316
-  _globals['_FORWARDEDCALL']._serialized_end=482
-  _globals['_FORWARDEDANSWER']._serialized_start=484
-  _globals['_FORWARDEDANSWER']._serialized_end=600
+  _globals['_FORWARDEDCALL']._serialized_end=501
+  _globals['_FORWARDEDANSWER']._serialized_start=503
+  _globals['_FORWARDEDANSWER']._serialized_end=619
 # @@protoc_insertion_point(module_scope)

@@ -34,6 +34,16 @@ class _ForwardedOperationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Fo
     """GET /v1/requests/{request_id}."""
     FORWARDED_OPERATION_EVENTS: _ForwardedOperation.ValueType  # 4
     """GET /v1/requests/{request_id}/events."""
+    FORWARDED_OPERATION_CANCEL: _ForwardedOperation.ValueType  # 5
+    """POST /v1/requests/{request_id}/cancel."""
+    FORWARDED_OPERATION_LIST: _ForwardedOperation.ValueType  # 6
+    """GET /v1/requests, one region's page: body_json is the query (state, limit, cursor)."""
+    FORWARDED_OPERATION_USAGE: _ForwardedOperation.ValueType  # 7
+    """GET /v1/usage, one region's page: body_json is the query (start, end, tenant, limit,
+    cursor).
+    """
+    FORWARDED_OPERATION_USAGE_REPORT: _ForwardedOperation.ValueType  # 8
+    """GET /v1/usage/report, one region's report: body_json is the query (start, end, tenant)."""
 
 class ForwardedOperation(_ForwardedOperation, metaclass=_ForwardedOperationEnumTypeWrapper):
     """What a tenant's call asks of the brain it is forwarded to."""
@@ -47,6 +57,16 @@ FORWARDED_OPERATION_GET: ForwardedOperation.ValueType  # 3
 """GET /v1/requests/{request_id}."""
 FORWARDED_OPERATION_EVENTS: ForwardedOperation.ValueType  # 4
 """GET /v1/requests/{request_id}/events."""
+FORWARDED_OPERATION_CANCEL: ForwardedOperation.ValueType  # 5
+"""POST /v1/requests/{request_id}/cancel."""
+FORWARDED_OPERATION_LIST: ForwardedOperation.ValueType  # 6
+"""GET /v1/requests, one region's page: body_json is the query (state, limit, cursor)."""
+FORWARDED_OPERATION_USAGE: ForwardedOperation.ValueType  # 7
+"""GET /v1/usage, one region's page: body_json is the query (start, end, tenant, limit,
+cursor).
+"""
+FORWARDED_OPERATION_USAGE_REPORT: ForwardedOperation.ValueType  # 8
+"""GET /v1/usage/report, one region's report: body_json is the query (start, end, tenant)."""
 Global___ForwardedOperation: _TypeAlias = ForwardedOperation  # noqa: Y015
 
 @_typing.final
@@ -168,13 +188,22 @@ class ForwardedCall(_message.Message):
     BODY_JSON_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REGION_ID_FIELD_NUMBER: _builtins.int
     operation: Global___ForwardedOperation.ValueType
     body_json: _builtins.str
-    """A submission's or a quote's body as the caller sent it (JSON object, at most 1 MiB)."""
+    """A submission's or a quote's body as the caller sent it (JSON object, at most 1 MiB), or
+    a query's parameters (JSON object, at most 4 KiB).
+    """
     idempotency_key: _builtins.str
     """The submission's Idempotency-Key header (empty: none; at most 200 characters)."""
     request_id: _builtins.str
-    """The request read (GET, EVENTS; 1 to 64 letters, digits, '_', '.' or '-')."""
+    """The request read or cancelled (GET, EVENTS, CANCEL; 1 to 64 letters, digits, '_', '.'
+    or '-').
+    """
+    region_id: _builtins.str
+    """The region that must answer a query (LIST, USAGE, USAGE_REPORT; empty otherwise): the
+    brain that took the call asks each region of the federation for its part.
+    """
     @_builtins.property
     def caller(self) -> Global___Caller: ...
     def __init__(
@@ -185,10 +214,11 @@ class ForwardedCall(_message.Message):
         body_json: _builtins.str = ...,
         idempotency_key: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        region_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_json", b"body_json", "caller", b"caller", "idempotency_key", b"idempotency_key", "operation", b"operation", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_json", b"body_json", "caller", b"caller", "idempotency_key", b"idempotency_key", "operation", b"operation", "region_id", b"region_id", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2,7 +2,8 @@
 
 In a federation, a submission or quote whose source province another region owns is
 forwarded to that region's brain, and a request (or its events) this brain does not hold is
-read from the region that holds it (`regional.forwarding`); the answer is that brain's."""
+read, or cancelled, on the region that holds it (`regional.forwarding`); the answer is that
+brain's. The listing is the whole federation's (`regional.federated_reads`)."""
 
 from typing import Annotated, Any
 
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.domain.errors import NotFound
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.deps import ForwarderDep, PrincipalDep, UseCasesDep
+from cnbrain.regional.deps import FederatedReadsDep, ForwarderDep, PrincipalDep, UseCasesDep
 from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
@@ -46,6 +47,18 @@ READ_ANYWHERE = (
     " In a federation, a request another region holds is read from that region's brain "
     "(same tenant rules); 503 names the regions that could not be asked when none that "
     "answered holds it."
+)
+CANCEL_ANYWHERE = (
+    " In a federation, a request another region holds is cancelled on that region's brain "
+    "(same tenant rules; its answer, 409 for one that has ended, is this answer); 503 names "
+    "the regions that could not be asked when none that answered holds it."
+)
+LIST_ANYWHERE = (
+    " In a federation, the listing is every region's: each region's requests in the caller's "
+    "scope, merged newest first, and `next_cursor` works on any brain. When a region cannot "
+    "be asked (or it, or the national brain, does not answer), the answer is 503 naming it, "
+    "with Retry-After: a page is never given without a region's part; a region's refusal "
+    "(say 403, a caller it does not know yet) is the answer."
 )
 
 
@@ -98,20 +111,29 @@ async def submit(
     )
 
 
-@router.get("/requests", response_model=RequestPage, responses=ERRORS, summary="List requests")
+@router.get(
+    "/requests",
+    response_model=RequestPage,
+    responses={**ERRORS, 503: {"model": Problem, "description": "A region did not answer."}},
+    summary="List requests",
+    description="The caller's requests (staff: all), newest first." + LIST_ANYWHERE,
+)
 async def list_requests(
     principal: PrincipalDep,
     cases: UseCasesDep,
+    federated: FederatedReadsDep,
     state: Annotated[str | None, Query(description=f"One of {', '.join(RequestState)}.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
         str | None, Query(description="From the previous page's next_cursor.")
     ] = None,
-) -> RequestPage:
+) -> RequestPage | Response:
     if state is not None and state not in _REQUEST_STATES:
         raise ApiError(
             422, "Unprocessable Content", f"state: must be one of {', '.join(RequestState)}"
         )
+    if federated is not None:
+        return await federated.requests(principal, state=state, limit=limit, cursor=cursor)
     return await cases.read.page(principal, state=state, limit=limit, cursor=cursor)
 
 
@@ -173,9 +195,17 @@ async def list_events(
     response_model=RequestView,
     responses={**ERRORS, 409: {"model": Problem, "description": "The request has already ended."}},
     summary="Cancel a request and release everything it holds",
+    description="A request of the caller's tenant (staff: any)." + CANCEL_ANYWHERE,
 )
-async def cancel(request_id: str, principal: PrincipalDep, cases: UseCasesDep) -> RequestView:
-    return await cases.cancel(principal, request_id)
+async def cancel(
+    request_id: str, principal: PrincipalDep, cases: UseCasesDep, forwarder: ForwarderDep
+) -> RequestView | Response:
+    try:
+        return await cases.cancel(principal, request_id)
+    except NotFound:
+        if forwarder is None or not forwarder.may_read(request_id):
+            raise
+    return await forwarder.cancel(principal, request_id)
 
 
 @router.post(

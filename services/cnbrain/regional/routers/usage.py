@@ -1,6 +1,7 @@
 """Metering: usage records of jobs, and per-tenant reports for a period (JSON or CSV).
 
 What a record is and who sees which is said by `cnbrain.regional.use_cases.usage_reports`.
+In a federation, both are the whole federation's (`regional.federated_reads`).
 """
 
 import csv
@@ -10,7 +11,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from cnbrain.regional.deps import AdminUseCasesDep, PrincipalDep
+from cnbrain.regional.deps import AdminUseCasesDep, FederatedReadsDep, PrincipalDep
 from cnbrain.regional.problems import responses
 from cnbrain.regional.schemas import UsagePage, UsageReport
 
@@ -34,7 +35,15 @@ ERRORS = responses(
         401: "No valid API key.",
         404: "No such tenant for this caller.",
         422: "A malformed period or parameter; `errors` names it.",
+        503: "In a federation: a region did not answer; `detail` names it.",
     }
+)
+FEDERATED = (
+    " In a federation, the usage of every region: each region's part in the caller's scope, "
+    "summed (records merged by end, then region, then id; `next_cursor` works on any brain). "
+    "When a region cannot be asked, the answer is 503 naming it, with Retry-After, never a "
+    "sum without it; a region's refusal (say 403, a caller it does not know yet) is the "
+    "answer."
 )
 
 From = Annotated[
@@ -64,10 +73,12 @@ TenantParam = Annotated[
     response_model=UsagePage,
     responses=ERRORS,
     summary="Usage records of jobs that ended in a period, with the period's totals",
+    description="The records of the caller's tenant (staff: any)." + FEDERATED,
 )
 async def list_usage(
     principal: PrincipalDep,
     cases: AdminUseCasesDep,
+    federated: FederatedReadsDep,
     start: From = None,
     to: To = None,
     tenant: TenantParam = None,
@@ -75,7 +86,11 @@ async def list_usage(
     cursor: Annotated[
         str | None, Query(description="From the previous page's next_cursor.")
     ] = None,
-) -> UsagePage:
+) -> UsagePage | Response:
+    if federated is not None:
+        return await federated.usage(
+            principal, start=start, end=to, tenant=tenant, limit=limit, cursor=cursor
+        )
     return await cases.usage.records(
         principal, start=start, end=to, tenant=tenant, limit=limit, cursor=cursor
     )
@@ -97,16 +112,24 @@ async def list_usage(
         },
     },
     summary="Per-tenant usage report for a period, by site (JSON or CSV)",
+    description="The report of the caller's tenant (staff: any)." + FEDERATED,
 )
 async def usage_report(
     principal: PrincipalDep,
     cases: AdminUseCasesDep,
+    federated: FederatedReadsDep,
     start: From = None,
     to: To = None,
     tenant: TenantParam = None,
     format: Annotated[Literal["json", "csv"], Query(description="json (default) or csv.")] = "json",
 ) -> UsageReport | Response:
-    report = await cases.usage.report(principal, start=start, end=to, tenant=tenant)
+    if federated is not None:
+        merged = await federated.report(principal, start=start, end=to, tenant=tenant)
+        if isinstance(merged, Response):
+            return merged
+        report = merged
+    else:
+        report = await cases.usage.report(principal, start=start, end=to, tenant=tenant)
     return _csv(report) if format == "csv" else report
 
 
