@@ -11,21 +11,23 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from sqlalchemy import text
 
+from cnbrain.federation.local_ledger import prepare_parts
 from cnbrain.ledger.claim import Claim
 from cnbrain.regional.use_cases.admission_inputs import running_work
-from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
+from cnbrain.regional.use_cases.cohort_quota import CohortQuotas, reserve_within_cohorts
 from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import usage_by_tenant
-from cnbrain.storage import fair_shares, ledger_store, priority_classes
+from cnbrain.storage import fair_shares, ledger_store, peer_ledger, priority_classes
 from cnbrain.storage.errors import CohortQuotaExceeded
 from cnbrain.storage.requests import NewRequest, insert_requests
-from cnbrain.storage.running_work import held_usage, held_work
+from cnbrain.storage.running_work import elsewhere_usage, held_usage, held_work
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.ledger.windows import HOUR
@@ -296,4 +298,105 @@ async def test_a_tenant_put_in_a_cohort_after_it_placed_is_held_to_it_at_once(ap
     assert over["state"] == "rejected", over
     assert "would be exceeded" in over["reason"]
     await _cancel_all(api, user, [first, over])
+    await api.invariants()
+
+
+async def test_a_tenants_cross_region_parts_use_its_cohort_quota_here(api: Api) -> None:
+    """The part a source region holds of a cross-region request (its compute counted against
+    the tenant's quota here, run elsewhere) is held to the tenant's cohort quota when the
+    national brain prepares it, and counts as the tenant's use: in what a later request is
+    checked against and in what the admission round counts."""
+    cohort = f"now-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:8]
+    lender, borrower = f"c-lender-{tag}", f"c-borrower-{tag}"
+    async with api.brain.sessions.begin() as session:
+        for tenant in (lender, borrower):
+            await create_tenant(session, tenant_id=tenant, name=tenant)
+        await create_user(
+            session, user_id=f"u-{borrower}", name="u", role="tenant-user", tenant_id=borrower
+        )
+        await insert_requests(
+            session,
+            [
+                NewRequest(
+                    request_id=f"here-{tag}", tenant_id=borrower, user_id=f"u-{borrower}", body={}
+                )
+            ],
+        )
+        await fair_shares.put_share(
+            session,
+            lender,
+            fair_shares.FairShare(cohort=cohort, nominal=Resources.of(cpu_m=4000)),
+        )
+        await fair_shares.put_share(
+            session,
+            borrower,
+            fair_shares.FairShare(
+                cohort=cohort,
+                nominal=Resources.of(cpu_m=4000),
+                borrowing_limit=Resources.of(cpu_m=2000),
+            ),
+        )
+
+    def part(name: str, cpu_m: int, *, counts_quota: bool = True) -> Claim:
+        return Claim(
+            reservation_id=f"part-{name}-{tag}",
+            request_id=f"elsewhere-{name}-{tag}",
+            tenant_id=borrower,
+            site_id=None,
+            cpu_m=cpu_m,
+            mem_mib=0,
+            storage_gib=0,
+            accelerator_model=None,
+            accelerator_count=0,
+            link_ids=(),
+            mbps=0,
+            window=HOUR,
+            counts_quota=counts_quota,
+        )
+
+    async def prepare(claim: Claim) -> str | None:
+        [outcome] = await prepare_parts(
+            api.brain.sessions,
+            [claim],
+            ttl_ms=60_000,
+            arrays=api.brain.live_map.engine.arrays,
+            watch=api.brain.live_map,
+            take=CohortQuotas().take_parts,
+        )
+        return outcome
+
+    # 4 cores on its nominal, 2 borrowed of the lender's idle 4: its borrowing limit.
+    assert await prepare(part("a", 4000)) is None
+    assert await prepare(part("b", 2000)) is None
+    refused = await prepare(part("c", 1000))
+    assert refused is not None
+    assert f"cohort {cohort!r}" in refused and "may borrow at most 2000" in refused, refused
+    # A part that does not count against the quota here is not the tenant's use here.
+    assert await prepare(part("d", 8000, counts_quota=False)) is None
+
+    async with api.brain.sessions() as session:
+        assert await elsewhere_usage(session, tenant_ids=[borrower]) == {
+            borrower: Resources.of(cpu_m=6000)
+        }
+        assert (await held_usage(session, [borrower]))[borrower] == Resources.of(cpu_m=6000)
+    with pytest.raises(CohortQuotaExceeded):
+        async with api.brain.sessions.begin() as session:
+            await reserve_within_cohorts(
+                session,
+                claims=[
+                    replace(
+                        part("e", 1000),
+                        site_id="AA-dc",
+                        reservation_id=f"rsv-e-{tag}",
+                        request_id=f"here-{tag}",
+                    )
+                ],
+            )
+
+    async with api.brain.sessions.begin() as session:
+        for name in "abd":
+            assert await peer_ledger.release(session, reservation_id=f"part-{name}-{tag}")
+    async with api.brain.sessions() as session:
+        assert await elsewhere_usage(session, tenant_ids=[borrower]) == {}
     await api.invariants()

@@ -666,6 +666,31 @@ def test_a_request_its_cohort_refuses_waits_over_quota_with_the_reason() -> None
     )
 
 
+def test_what_a_tenant_holds_elsewhere_counts_against_its_cohort_and_its_fair_share() -> None:
+    queue = [waiting("mine", cpu=2, tenant="a", at=0), waiting("theirs", cpu=2, tenant="b", at=1)]
+    cohorts = _cohort(a=(4, 0), b=(4, 0))
+    alone = admission_round(
+        empty_calendar(), queue, classes=CLASSES, capacity=CAPACITY, cohort_of=cohorts
+    )
+    assert ids(alone.admit) == ["mine", "theirs"]
+    # Tenant a's cross-region requests hold 3 of its nominal 4 in other regions.
+    held = admission_round(
+        empty_calendar(),
+        queue,
+        classes=CLASSES,
+        capacity=CAPACITY,
+        cohort_of=cohorts,
+        elsewhere={"a": Resources.of(cpu_m=3)},
+    )
+    assert held.order == ["theirs", "mine"]  # a's dominant share is the larger one
+    assert ids(held.admit) == ["theirs"]
+    [over] = held.over_quota
+    assert over.id == "mine"
+    assert over.reason == (
+        "cpu_m: tenant 'a' would hold 5, 1 beyond its nominal 4, but may borrow at most 0"
+    )
+
+
 def test_a_tenant_borrows_what_its_cohort_leaves_unused_up_to_its_limit() -> None:
     queue = [waiting(f"r{i}", cpu=2, tenant="a", at=i) for i in range(3)]
     result = admission_round(

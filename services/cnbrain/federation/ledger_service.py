@@ -23,6 +23,7 @@ from cnbrain.federation.local_ledger import (
 )
 from cnbrain.federation.ownership import Ownership
 from cnbrain.netmap.arrays import MapArrays
+from cnbrain.storage.peer_ledger import Take
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc
 
 log = logging.getLogger("cnbrain.federation")
@@ -37,7 +38,8 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     """`view()` gives the current map arrays and ownership (they change when the map is
     reloaded). Every call is one database transaction for all its parts (`prepare_parts`,
     `commit_parts`, `release_parts`); a part that names something this brain does not own,
-    or lacks its ids or its window, is refused on its own."""
+    or lacks its ids or its window, is refused on its own. `take` takes the amounts of the
+    parts prepared (`peer_ledger.Take`; None: the ledger's own checks alone)."""
 
     def __init__(
         self,
@@ -45,10 +47,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         *,
         view: Callable[[], tuple[MapArrays, Ownership]],
         watch: CapacityWatch,
+        take: Take | None = None,
     ) -> None:
         self._sessions = sessions
         self._view = view
         self._watch = watch
+        self._take = take
 
     @override
     async def Prepare(
@@ -68,7 +72,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         ]
         outcomes = iter(
             await prepare_parts(
-                self._sessions, valid, ttl_ms=request.ttl_ms, arrays=arrays, watch=self._watch
+                self._sessions,
+                valid,
+                ttl_ms=request.ttl_ms,
+                arrays=arrays,
+                watch=self._watch,
+                take=self._take,
             )
         )
         reasons = [next(outcomes) if reason is None else reason for reason in reasons]

@@ -82,11 +82,14 @@ async def prepare_parts(
     ttl_ms: int,
     arrays: MapArrays,
     watch: CapacityWatch,
+    take: peer_ledger.Take | None = None,
 ) -> list[str | None]:
-    """Prepare every claim in one transaction (each on its own, see `peer_ledger.prepare_many`);
-    for each, None (prepared, now or before) or why not. The cached snapshot takes what was
-    taken. Should the transaction fail in the database (say, a deadlock with a concurrent
-    one), every claim is tried again in a transaction of its own."""
+    """Prepare every claim in one transaction (each on its own, see `peer_ledger.prepare_many`,
+    which takes their amounts with `take` when given); for each, None (prepared, now or
+    before) or why not. The cached snapshot takes what was taken. Should the transaction fail
+    in the database (say, a deadlock with a concurrent one), every claim is tried again in a
+    transaction of its own."""
+    how = {} if take is None else {"take": take}
     if not claims:
         return []
     expires_at = utcnow() + timedelta(milliseconds=ttl_ms)
@@ -94,7 +97,7 @@ async def prepare_parts(
         try:
             async with sessions.begin() as session:
                 outcomes = await peer_ledger.prepare_many(
-                    session, claims=claims, expires_at=expires_at
+                    session, claims=claims, expires_at=expires_at, **how
                 )
         except DBAPIError:
             if len(claims) == 1:
@@ -105,7 +108,7 @@ async def prepare_parts(
                 async with sessions.begin() as session:
                     outcomes.extend(
                         await peer_ledger.prepare_many(
-                            session, claims=[claim], expires_at=expires_at
+                            session, claims=[claim], expires_at=expires_at, **how
                         )
                     )
         for claim, outcome in zip(claims, outcomes, strict=True):

@@ -115,7 +115,10 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         replicas = Replicas(caches, instance_id=settings.instance_id, live_map=live_map)
         stack.push_async_callback(replicas.drain)
         background(stack, replicas.follow(), "replicas")
-        national, servicer = await _join_federation(stack, settings, sessions, live_map, replicas)
+        cohorts = CohortQuotas()
+        national, servicer = await _join_federation(
+            stack, settings, sessions, live_map, replicas, cohorts
+        )
 
         auditor = LedgerAuditor(
             sessions,
@@ -125,7 +128,9 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
             grace_s=settings.audit_grace_s,
             changed=replicas.peer_changed,
         )
-        brain = _assemble(settings, sessions, caches, live_map, replicas, national, auditor)
+        brain = _assemble(
+            settings, sessions, caches, live_map, replicas, national, auditor, cohorts
+        )
         if servicer is not None and settings.region is not None:
             servicer.make_room = brain.requests.make_room
             servicer.serve_forwarded = ServeForwarded(
@@ -172,6 +177,7 @@ def _assemble(
     replicas: Replicas,
     national: NationalLink | None,
     auditor: LedgerAuditor,
+    cohorts: CohortQuotas,
 ) -> RegionalBrain:
     """The parts above the map and the federation, each handed what it uses."""
     credentials = CredentialStore(settings.credentials)
@@ -218,7 +224,6 @@ def _assemble(
             interval_s=settings.tenancy_interval_s,
         )
     )
-    cohorts = CohortQuotas()
     return RegionalBrain(
         settings=settings,
         sessions=sessions,
@@ -301,10 +306,12 @@ async def _join_federation(
     sessions: async_sessionmaker[AsyncSession],
     live_map: LiveMap,
     replicas: Replicas,
+    cohorts: CohortQuotas,
 ) -> tuple[NationalLink | None, RegionalServicer | None]:
     """As a region's brain (`region` set): expire the parts peers prepared here and left,
-    serve the national brain over gRPC (when `grpc_port` is set; the servicer is returned,
-    to be given the use cases it serves once they are built), and link to it (when
+    serve the national brain over gRPC (when `grpc_port` is set; its LedgerService holds the
+    parts that count against quota here to the tenants' cohorts, `cohorts`; the servicer is
+    returned, to be given the use cases it serves once they are built), and link to it (when
     `national_endpoint` is set; the link is returned)."""
     region = settings.region
     if region is None:
@@ -321,7 +328,10 @@ async def _join_federation(
             live_requests=live_requests(sessions),
         )
         ledger = LedgerServicer(
-            sessions, view=live_map.view, watch=AnnouncingWatch(live_map, replicas)
+            sessions,
+            view=live_map.view,
+            watch=AnnouncingWatch(live_map, replicas),
+            take=cohorts.take_parts,
         )
 
         def register(grpc_server: grpc.aio.Server) -> list[str]:

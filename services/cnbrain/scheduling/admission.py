@@ -132,6 +132,7 @@ def admission_round(
     max_preemptors: int = MAX_PREEMPTORS,
     cohort_of: Mapping[str, Cohort] | None = None,
     free_bandwidth_now: Callable[[str], int] | None = None,
+    elsewhere: Mapping[str, Resources] | None = None,
 ) -> Round:
     """One round over `waiting` on `calendar` (module docstring). `capacity` is the region's
     whole capacity and `running` the work that holds part of it (each tenant's usage, for the
@@ -140,10 +141,15 @@ def admission_round(
     vector; without it nothing is preempted. `free_bandwidth_now(link_id)` is the Mbps a link
     has free at the calendar's now; without it an option's links do not count in what it
     lacks (only its site's compute does). `cohort_of` gives the cohort of each tenant in one
-    (absent: no quota over time). Raises `Invalid` naming the field for a class no class
-    of `classes` has, or a request given twice."""
+    (absent: no quota over time). `elsewhere` is what tenants hold beyond `running` that
+    counts as their use here all the same (the compute of their cross-region requests, held
+    in other regions): it counts in the fair order and against the cohorts' quotas, and is
+    never preempted. Raises `Invalid` naming the field for a class no class of `classes`
+    has, or a request given twice."""
     by_id = {w.work.id: w for w in waiting}
     held = usage_by_tenant(running)
+    for tenant, amount in (elsewhere or {}).items():
+        held[tenant] = held.get(tenant, Resources()) + amount
     ordered = fair_order(
         (w.work for w in waiting),
         classes=classes,

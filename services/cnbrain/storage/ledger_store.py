@@ -363,14 +363,17 @@ async def reserve_many(
     await _take(session, held, store=held, lock_tenants=lock_tenants)
 
 
-async def take_many(session: AsyncSession, *, claims: Sequence[Claim]) -> None:
+async def take_many(
+    session: AsyncSession, *, claims: Sequence[Claim], lock_tenants: Collection[str] = ()
+) -> None:
     """Take the amounts of every claim of `claims` inside the caller's transaction, as
     `reserve_many` does but without storing reservations: compute on its site (none when its
     site is None), bandwidth on its links, and the tenant's quota (when it counts it). All of
-    them, or raise as `reserve_many` does and leave the caller to roll back. Nothing happens
-    for an empty `claims`."""
+    them, or raise as `reserve_many` does and leave the caller to roll back; the quota rows
+    of `lock_tenants` are locked as `reserve_many` locks them. Nothing happens for an empty
+    `claims`."""
     if claims:
-        await _take(session, claims, store=())
+        await _take(session, claims, store=(), lock_tenants=lock_tenants)
 
 
 def _reservation(claim: Claim) -> Claim:

@@ -21,7 +21,7 @@ Contract:
 - Nothing here commits: the caller owns the transaction and rolls back after an exception.
 """
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,8 +56,22 @@ async def prepare(session: AsyncSession, *, claim: Claim, expires_at: datetime) 
     return True
 
 
+Take = Callable[[AsyncSession, Sequence[Claim]], Awaitable[None]]
+"""How a brain takes the amounts of parts in the caller's transaction: `take_many`'s checks
+(the default), or more of its own (a regional brain holds the parts that count against
+quota to its cohorts' quotas too), raising as `take_many` does when it refuses."""
+
+
+async def _take(session: AsyncSession, claims: Sequence[Claim]) -> None:
+    await ledger_store.take_many(session, claims=claims)
+
+
 async def prepare_many(
-    session: AsyncSession, *, claims: Sequence[Claim], expires_at: datetime
+    session: AsyncSession,
+    *,
+    claims: Sequence[Claim],
+    expires_at: datetime,
+    take: Take = _take,
 ) -> list[bool | str]:
     """`prepare` of every claim, in order, each on its own within the caller's transaction;
     for each: True (this call took it), False (prepared or held before under the same id, or
@@ -65,10 +79,10 @@ async def prepare_many(
     short, the id released or used with other amounts or another window). Other errors (the
     database's) propagate and leave the caller to roll back everything.
 
-    The amounts of all fresh claims are first taken together (`ledger_store.take_many`: the
-    sums per row, a fixed number of statements) in one savepoint; only when that is refused
-    is it undone and each claim taken in a savepoint of its own. The parts are then stored
-    with one insert per table."""
+    The amounts of all fresh claims are first taken together (`take`; by default
+    `ledger_store.take_many`: the sums per row, a fixed number of statements) in one
+    savepoint; only when that is refused is it undone and each claim taken in a savepoint
+    of its own. The parts are then stored with one insert per table."""
     results: list[bool | str | None] = [None] * len(claims)
     ids = sorted({claim.reservation_id for claim in claims})
     earlier = {
@@ -99,14 +113,14 @@ async def prepare_many(
     order = sorted(fresh.values())
     try:
         async with session.begin_nested():
-            await ledger_store.take_many(session, claims=[claims[i] for i in order])
+            await take(session, [claims[i] for i in order])
         for i in order:
             results[i] = True
     except (CapacityConflict, QuotaExceeded, LedgerStoreError):
         for i in order:
             try:
                 async with session.begin_nested():
-                    await ledger_store.take_many(session, claims=[claims[i]])
+                    await take(session, [claims[i]])
                 results[i] = True
             except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
                 results[i] = str(refused)

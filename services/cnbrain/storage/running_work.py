@@ -2,8 +2,11 @@
 the admission round (each tenant's usage, and the candidates of preemption), and the same
 usage summed per tenant for a few tenants (`held_usage`), for a placement that holds them to
 their cohort quota. Both count the same thing: a tenant's held reservations in this brain's
-ledger, each its compute (`demand_of`). `held_work` also gives each reservation's bandwidth
-(its Mbps on each of its links), which preemption frees for a request its path blocks.
+ledger, each its compute (`demand_of`), and the cross-brain parts that count against the
+tenant's quota here (`elsewhere_usage`: the source region's parts of its cross-region
+requests, whose compute is held in another region). `held_work` also gives each
+reservation's bandwidth (its Mbps on each of its links), which preemption frees for a
+request its path blocks.
 """
 
 from collections.abc import Collection
@@ -14,10 +17,15 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.domain.states import ReservationState
+from cnbrain.domain.states import HOLDING, ReservationState
 from cnbrain.scheduling.resources import Resources
 from cnbrain.storage.clock import as_utc
-from cnbrain.storage.models import PlacementRequestRecord, ReservationLink, ReservationRecord
+from cnbrain.storage.models import (
+    PeerReservation,
+    PlacementRequestRecord,
+    ReservationLink,
+    ReservationRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +144,10 @@ async def held_work(session: AsyncSession) -> list[HeldWork]:
 async def held_usage(
     session: AsyncSession, tenant_ids: Collection[str], *, excluding: Collection[str] = ()
 ) -> dict[str, Resources]:
-    """What the held reservations of each of `tenant_ids` hold, summed (what `held_work`'s
-    work of the tenant adds up to), leaving out the reservations `excluding` names; a tenant
-    that holds nothing is absent. One query; nothing is read for no tenants."""
+    """What each of `tenant_ids` holds, summed: its held reservations (what `held_work`'s
+    work of the tenant adds up to) and the cross-brain parts that count against its quota
+    here (`elsewhere_usage`), leaving out the reservations and parts `excluding` names; a
+    tenant that holds nothing is absent. Two queries; nothing is read for no tenants."""
     if not tenant_ids:
         return {}
     r = ReservationRecord
@@ -156,8 +165,51 @@ async def held_usage(
     )
     if excluding:
         query = query.where(r.id.not_in(sorted(excluding)))
+    usage = _summed(await session.execute(query))
+    for tenant, held in (
+        await elsewhere_usage(session, tenant_ids=tenant_ids, excluding=excluding)
+    ).items():
+        usage[tenant] = usage.get(tenant, Resources()) + held
+    return usage
+
+
+async def elsewhere_usage(
+    session: AsyncSession,
+    *,
+    tenant_ids: Collection[str] | None = None,
+    excluding: Collection[str] = (),
+) -> dict[str, Resources]:
+    """What the cross-brain parts that count against their tenant's quota in this brain hold
+    (prepared or held; the source region's parts of cross-region requests, whose compute
+    runs in another region), summed per tenant, of `tenant_ids` only when given, leaving out
+    the parts `excluding` names. One query."""
+    p = PeerReservation
+    query = (
+        select(
+            p.tenant_id,
+            p.accelerator_model,
+            func.sum(p.cpu_m),
+            func.sum(p.mem_mib),
+            func.sum(p.storage_gib),
+            func.sum(p.accelerator_count),
+        )
+        .where(p.state.in_(sorted(HOLDING)), p.counts_quota.is_(True))
+        .group_by(p.tenant_id, p.accelerator_model)
+    )
+    if tenant_ids is not None:
+        if not tenant_ids:
+            return {}
+        query = query.where(p.tenant_id.in_(sorted(tenant_ids)))
+    if excluding:
+        query = query.where(p.id.not_in(sorted(excluding)))
+    return _summed(await session.execute(query))
+
+
+def _summed(rows: Any) -> dict[str, Resources]:
+    """Rows of (tenant, accelerator model, cpu_m, mem_mib, storage_gib, accelerators) summed
+    per tenant."""
     usage: dict[str, Resources] = {}
-    for tenant, model, cpu_m, mem_mib, storage_gib, count in await session.execute(query):
+    for tenant, model, cpu_m, mem_mib, storage_gib, count in rows:
         held = demand_of(
             cpu_m=int(cpu_m),
             mem_mib=int(mem_mib),

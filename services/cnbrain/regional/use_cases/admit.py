@@ -85,6 +85,7 @@ from cnbrain.scheduling.options import (
     request_demand,
     sites_capacity,
 )
+from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import MAX_TIME_S, QueuedWork
 from cnbrain.storage import (
     fair_shares,
@@ -96,7 +97,7 @@ from cnbrain.storage import (
     requests,
     room_holds,
 )
-from cnbrain.storage.running_work import HeldWork, held_work
+from cnbrain.storage.running_work import HeldWork, elsewhere_usage, held_work
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -130,6 +131,8 @@ class _Read:
     stopping: set[str]
     terms: fair_shares.AdmissionTerms
     holds: list[room_holds.RoomHold]
+    elsewhere: dict[str, Resources]
+    """What tenants' cross-region requests of this region hold in other regions."""
 
 
 class AdmitQueued:
@@ -249,6 +252,7 @@ class AdmitQueued:
                 stopping=await jobs.with_open_attempts(session, ids),
                 terms=await fair_shares.admission_terms(session),
                 holds=await room_holds.active(session, now=datetime.fromtimestamp(now_s, UTC)),
+                elsewhere=await elsewhere_usage(session),
             )
 
     async def _plan(self, read: "_Read", local: Sequence[Queued]) -> Round:
@@ -288,6 +292,7 @@ class AdmitQueued:
                 free_now=free_now,
                 cohort_of=cohort_of,
                 free_bandwidth_now=free_bandwidth_now,
+                elsewhere=read.elsewhere,
             )
         )
 

@@ -7,10 +7,16 @@ what it holds (with its claims before it that were not refused): within its nomi
 or borrowing no more than its borrowing limit and what the cohort's other members leave
 unused. When any is refused, it raises with every refusal, so that the caller may roll back
 and take the others again without them. What a tenant holds is what the round counts: its
-held reservations in this brain's ledger (`running_work.held_usage`, the claims being taken
-left out).
+held reservations in this brain's ledger and the cross-brain parts that count against its
+quota here (`running_work.held_usage`, the claims being taken left out).
 
-Concurrency: `reserve_many` locks the quota rows of every member of those cohorts with the
+`take_within_cohorts` does the same for cross-brain parts (`ledger_store.take_many`, as the
+national brain prepares them here): only the parts that count against their tenant's quota
+here (the source region's part of a cross-region request) are held to the cohorts, so a
+tenant's cross-region requests use its cohort quota in its own region as its requests placed
+there do.
+
+Concurrency: the take locks the quota rows of every member of those cohorts with the
 claims' own (one locking read, in the ledger's lock order), and they stay locked until the
 transaction ends. Every reservation locks its tenant's quota row, so no member of the cohort
 takes a reservation between the check and the commit: two placements that would together go
@@ -22,7 +28,7 @@ cohort less than `NO_COHORT_S` ago.
 """
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -39,11 +45,25 @@ MAX_REMEMBERED = 100_000
 """Tenants `CohortQuotas` remembers at most (past that it starts afresh)."""
 
 
+Take = Callable[[AsyncSession, Sequence[Claim], Collection[str]], Awaitable[None]]
+"""Takes claims in the caller's transaction, locking the quota rows of the tenants given too."""
+
+
+async def _reserve(session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]) -> None:
+    await ledger_store.reserve_many(session, claims=claims, lock_tenants=lock)
+
+
+async def _take_parts(
+    session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]
+) -> None:
+    await ledger_store.take_many(session, claims=claims, lock_tenants=lock)
+
+
 class CohortQuotas:
-    """`reserve_within_cohorts`, remembering for `NO_COHORT_S` the tenants it found in no
-    cohort, so that their next batches read nothing more than `reserve_many` does. `forget`
-    drops what it remembers (after a change of fair shares in this brain); a change made on
-    another replica holds here within `NO_COHORT_S`."""
+    """`reserve_within_cohorts` and `take_within_cohorts`, remembering for `NO_COHORT_S` the
+    tenants they found in no cohort, so that their next batches read nothing more than the
+    ledger's own take does. `forget` drops what it remembers (after a change of fair shares
+    in this brain); a change made on another replica holds here within `NO_COHORT_S`."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -55,13 +75,23 @@ class CohortQuotas:
     async def reserve(self, session: AsyncSession, *, claims: Sequence[Claim]) -> None:
         """`reserve_within_cohorts` of `claims`, skipping the tenants known to be in no
         cohort."""
+        await self._within(session, claims, _reserve, claims)
+
+    async def take_parts(self, session: AsyncSession, claims: Sequence[Claim]) -> None:
+        """`take_within_cohorts` of `claims`, skipping the tenants known to be in no cohort
+        (the `peer_ledger.Take` of this brain's cross-brain parts)."""
+        await self._within(session, claims, _take_parts, [c for c in claims if c.counts_quota])
+
+    async def _within(
+        self, session: AsyncSession, claims: Sequence[Claim], take: Take, held: Sequence[Claim]
+    ) -> None:
         now = self._clock()
         known = {
             claim.tenant_id
-            for claim in claims
+            for claim in held
             if self._no_cohort_until.get(claim.tenant_id, 0.0) > now
         }
-        none = await reserve_within_cohorts(session, claims=claims, no_cohort=known)
+        none = await _within_cohorts(session, claims, held=held, take=take, no_cohort=known)
         if len(self._no_cohort_until) + len(none) > MAX_REMEMBERED:
             self._no_cohort_until.clear()
         for tenant in none:
@@ -76,24 +106,47 @@ async def reserve_within_cohorts(
     taken to be in none (not read). Returns the tenants it read and found in no cohort.
     Raises what `reserve_many` raises, or `CohortQuotaExceeded` with the reason of every
     claim refused, by request id (the caller rolls back)."""
-    if not claims:
-        return set()
-    tenants = {claim.tenant_id for claim in claims} - set(no_cohort)
+    return await _within_cohorts(session, claims, held=claims, take=_reserve, no_cohort=no_cohort)
+
+
+async def take_within_cohorts(
+    session: AsyncSession, *, claims: Sequence[Claim], no_cohort: Collection[str] = ()
+) -> set[str]:
+    """Take cross-brain parts `claims` with `ledger_store.take_many` in the caller's
+    transaction and hold those that count against their tenant's quota here to the cohort
+    quotas, as `reserve_within_cohorts` does (module docstring)."""
+    counted = [claim for claim in claims if claim.counts_quota]
+    return await _within_cohorts(
+        session, claims, held=counted, take=_take_parts, no_cohort=no_cohort
+    )
+
+
+async def _within_cohorts(
+    session: AsyncSession,
+    claims: Sequence[Claim],
+    *,
+    held: Sequence[Claim],
+    take: Take,
+    no_cohort: Collection[str],
+) -> set[str]:
+    """Take `claims` with `take` and hold the claims of `held` (some of `claims`) to their
+    tenants' cohort quotas; the tenants it read and found in no cohort."""
+    tenants = {claim.tenant_id for claim in held} - set(no_cohort)
     if not tenants:
-        await ledger_store.reserve_many(session, claims=claims)
+        await take(session, claims, ())
         return set()
     terms = await fair_shares.cohorts_of(session, tenants)
-    held = {tenant: terms.cohort_of[tenant] for tenant in tenants if tenant in terms.cohort_of}
-    if not held:
-        await ledger_store.reserve_many(session, claims=claims)
+    in_cohort = {t: terms.cohort_of[t] for t in tenants if t in terms.cohort_of}
+    if not in_cohort:
+        await take(session, claims, ())
         return tenants
-    members = {m for name in set(held.values()) for m in terms.cohorts[name].members}
-    await ledger_store.reserve_many(session, claims=claims, lock_tenants=members)
+    members = {m for name in set(in_cohort.values()) for m in terms.cohorts[name].members}
+    await take(session, claims, members)
     usage = await held_usage(session, members, excluding={c.reservation_id for c in claims})
     first: tuple[str, str] | None = None
     refusals: dict[str, str] = {}
-    for claim in claims:
-        name = held.get(claim.tenant_id)
+    for claim in held:
+        name = in_cohort.get(claim.tenant_id)
         if name is None:
             continue
         cohort = terms.cohorts[name]
@@ -107,7 +160,7 @@ async def reserve_within_cohorts(
         usage[claim.tenant_id] = usage.get(claim.tenant_id, Resources()) + demand
     if first is not None:
         raise CohortQuotaExceeded(*first, refusals)
-    return tenants - set(held)
+    return tenants - set(in_cohort)
 
 
 def _demand(claim: Claim) -> Resources:
