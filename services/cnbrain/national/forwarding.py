@@ -57,8 +57,8 @@ class ForwardCalls:
         Raises Invalid for a call out of bounds (or a province no region owns, or one of
         `from_region` itself; a query of `from_region` itself), NotFound for a read when no
         other region is registered or a query of a region that never registered, and
-        PeerUnavailable when `from_region` is not
-        registered, or a region that must answer has not registered or does not answer."""
+        PeerUnavailable when `from_region` is not registered, or a region that must answer
+        has not registered or does not answer."""
         body = check_call(call)
         if from_region not in self._directory:
             raise PeerUnavailable(
