@@ -444,3 +444,57 @@ async def test_room_made_for_a_request_of_another_region_is_left_to_it_until_its
     for one in (waiting, holder):
         await _cancel(api, user, one["id"])
     await api.invariants()
+
+
+async def test_room_made_for_another_regions_request_frees_the_bandwidth_its_path_lacks(
+    api: Api,
+) -> None:
+    """CC-hub has all the compute it needs, but low work from CC fills both of its attaching
+    links (100 Gbps each): a request of another region that needs 10 Gbps into CC-hub lacks
+    them on every destination path, and the room made for it requeues one of that work."""
+    _, user = await api.tenant_user("q-room-link")
+
+    def low(gbps: float) -> dict[str, Any]:
+        return {
+            "source_province": "CC",
+            "resources": {"cpu": 1, "memory_gib": 1},
+            "duration_hours": 1,
+            "constraints": {"min_bandwidth_gbps": gbps},
+            "priority_class": "low",
+        }
+
+    holders = [await _submit(api, user, low(100)) for _ in range(2)]
+    assert [(h["state"], h["site"]) for h in holders] == [("placed", "CC-hub")] * 2, holders
+    attaching = ["CC-hub--CC-agg1", "CC-hub--CC-agg2"]
+    assert [await _link_used_mbps(api, link) for link in attaching] == [100_000, 100_000]
+    foreign = PlacementRequest.model_validate(
+        {
+            **ascend_body(1, priority_class="high"),
+            "constraints": {"min_bandwidth_gbps": 10},
+            "id": "other-region-link",
+            "tenant": "q-room-link",
+        }
+    )
+    room = await api.use_cases.make_room(foreign, ["CC-hub"])
+    assert (room.requeued, room.site_id) == (1, "CC-hub"), room
+    requeued = [
+        view
+        for view in [
+            (await api.call(user, "GET", f"/v1/requests/{h['id']}")).json() for h in holders
+        ]
+        if view["state"] == "queued"
+    ]
+    assert len(requeued) == 1, requeued
+    assert requeued[0]["reason"] == "preempted by a request of class high"
+    used = sorted([await _link_used_mbps(api, link) for link in attaching])
+    assert used == [0, 100_000]  # one attaching link is free for it now
+    # With that room, it needs nothing more: no further work is requeued.
+    again = await api.use_cases.make_room(foreign, ["CC-hub"])
+    assert (again.requeued, again.reason) == (0, "it fits on CC-hub now")
+    for one in holders:
+        await _cancel(api, user, one["id"])
+    async with api.brain.sessions.begin() as session:
+        now = datetime.now(UTC)
+        for hold in await room_holds.active(session, now=now):
+            await room_holds.hold(session, replace(hold, until=now), now=now)
+    await api.invariants()

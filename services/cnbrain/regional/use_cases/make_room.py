@@ -11,8 +11,13 @@ places the request at once after; the hold keeps the victims and the rest of thi
 queue from taking the room back meanwhile. Once the request holds its part here the hold
 no longer counts; it lapses by itself.
 
-Only the site's compute is freed: the bandwidth the request needs on this region's links is
-no reason to preempt."""
+What it lacks on a site is the compute the site does not have free now, and the bandwidth
+(`min_bandwidth_gbps`) that the links of a destination path to the site do not have free
+now: the paths from the site's province gateway this brain would offer the national brain
+(its `PATHS` best), the first whose lack some set of victims covers. Victims free the
+site's compute when they run there and their bandwidth on the links they hold wherever
+they run (`RunningWork.frees`). When the site's compute and one of those paths have room
+now, nothing is preempted."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -24,16 +29,26 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.netmap.arrays import cores_to_millicores, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.regional.use_cases.admission_inputs import running_work
 from cnbrain.regional.use_cases.preempt import RequeueVictims
-from cnbrain.scheduling.options import LedgerKeys, free_now_on, request_demand
+from cnbrain.scheduling.options import (
+    LedgerKeys,
+    free_bandwidth_now_on,
+    free_now_on,
+    request_demand,
+)
 from cnbrain.scheduling.preemption import choose_victims
+from cnbrain.scheduling.resources import Resources
 from cnbrain.storage import ledger_store, priority_classes, room_holds
 from cnbrain.storage.running_work import held_work
 
 HOLD_S = 30
 """How long the room made is left to the request."""
+
+PATHS = 3
+"""Destination paths to a site weighed for their bandwidth (as many as the national brain
+asks of a region for each candidate by default)."""
 
 MAX_SITES = 16
 """Sites one call may name."""
@@ -86,15 +101,27 @@ class MakeRoom:
             calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now)
             held = await held_work(session)
         preemptor = classes.named_or_default(request.priority_class)
-        free_now = free_now_on(calendar, LedgerKeys(arrays))
+        keys = LedgerKeys(arrays)
+        free_now, free_mbps = free_now_on(calendar, keys), free_bandwidth_now_on(calendar, keys)
         demand = request_demand(request)
+        mbps = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
         running = running_work(held, classes)
         for site in sites:
-            need = (demand - free_now(site)).positive_part()
-            if need.is_zero():
+            compute = (demand - free_now(site)).positive_part()
+            needs = [
+                compute + lacking
+                for lacking in self._lacking_bandwidth(index[site], mbps, free_mbps)
+            ]
+            if any(need.is_zero() for need in needs):
                 return Room(0, None, f"it fits on {site} now")
-            on_site = [w for w in running if w.site == site]
-            victims = choose_victims(need, preemptor.value, on_site, now=now)
+            victims = next(
+                (
+                    found
+                    for need in needs
+                    if (found := choose_victims(need, preemptor.value, running, now=now, site=site))
+                ),
+                None,
+            )
             if victims:
                 await self._hold(request, site, now)
                 requeued = await self._preempt(
@@ -108,6 +135,22 @@ class MakeRoom:
             None,
             f"no work of a class below {preemptor.name} on {', '.join(sites)} frees what it lacks",
         )
+
+    def _lacking_bandwidth(
+        self, site: int, mbps: int, free_mbps: Callable[[str], int]
+    ) -> list[Resources]:
+        """For each of the best `PATHS` destination paths to `site`, the bandwidth its links
+        lack now for `mbps` (over link dimensions); [nothing] when `mbps` is 0."""
+        if not mbps:
+            return [Resources()]
+        links = self._live_map.map.links
+        paths = self._live_map.engine.router.destination_paths(site, k=PATHS, blocked=frozenset())
+        return [
+            Resources.bandwidth(
+                {links[j].id: max(mbps - free_mbps(links[j].id), 0) for j in path.links}
+            )
+            for path in paths
+        ]
 
     async def _hold(self, request: PlacementRequest, site_id: str, now: int) -> None:
         at = datetime.fromtimestamp(now, UTC)
