@@ -33,6 +33,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from cnbrain.domain.bounds import has_control_characters
 from cnbrain.domain.errors import Invalid
+from cnbrain.federation.codec import WireError
 from cnbrain.federation.forward_queries import MAX_CURSOR
 from cnbrain.regional.schemas import (
     RequestPage,
@@ -55,8 +56,9 @@ _T = TypeVar("_T")
 _K = TypeVar("_K", tuple[datetime, str], tuple[datetime, str, int])
 
 
-class WrongPageError(ValueError):
-    """Region `region`'s page breaks the merge's contract (module docstring)."""
+class WrongPageError(WireError):
+    """Region `region`'s page breaks the merge's contract (module docstring): a peer's
+    answer out of bounds (the federated reads answer it as that region unavailable)."""
 
     def __init__(self, region: str, reason: str) -> None:
         super().__init__(f"region {region!r}: {reason}")
