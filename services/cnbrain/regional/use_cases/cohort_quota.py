@@ -10,11 +10,11 @@ and take the others again without them. What a tenant holds is what the round co
 held reservations in this brain's ledger and the cross-brain parts that count against its
 quota here (`running_work.held_usage`, the claims being taken left out).
 
-`take_within_cohorts` does the same for cross-brain parts (`ledger_store.take_many`, as the
-national brain prepares them here): only the parts that count against their tenant's quota
-here (the source region's part of a cross-region request) are held to the cohorts, so a
-tenant's cross-region requests use its cohort quota in its own region as its requests placed
-there do.
+`CohortQuotas.take_parts` does the same for cross-brain parts (`ledger_store.take_many`, as
+the national brain prepares them here): only the parts that count against their tenant's
+quota here (the source region's part of a cross-region request) are held to the cohorts, so
+a tenant's cross-region requests use its cohort quota in its own region as its requests
+placed there do.
 
 Concurrency: the take locks the quota rows of every member of those cohorts with the
 claims' own (one locking read, in the ledger's lock order), and they stay locked until the
@@ -60,10 +60,11 @@ async def _take_parts(
 
 
 class CohortQuotas:
-    """`reserve_within_cohorts` and `take_within_cohorts`, remembering for `NO_COHORT_S` the
-    tenants they found in no cohort, so that their next batches read nothing more than the
-    ledger's own take does. `forget` drops what it remembers (after a change of fair shares
-    in this brain); a change made on another replica holds here within `NO_COHORT_S`."""
+    """`reserve_within_cohorts`, and the same for cross-brain parts (`take_parts`),
+    remembering for `NO_COHORT_S` the tenants they found in no cohort, so that their next
+    batches read nothing more than the ledger's own take does. `forget` drops what it
+    remembers (after a change of fair shares in this brain); a change made on another
+    replica holds here within `NO_COHORT_S`."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -78,8 +79,10 @@ class CohortQuotas:
         await self._within(session, claims, _reserve, claims)
 
     async def take_parts(self, session: AsyncSession, claims: Sequence[Claim]) -> None:
-        """`take_within_cohorts` of `claims`, skipping the tenants known to be in no cohort
-        (the `peer_ledger.Take` of this brain's cross-brain parts)."""
+        """Take cross-brain parts `claims` with `ledger_store.take_many` and hold those that
+        count against their tenant's quota here to the cohorts' quotas, as
+        `reserve_within_cohorts` does (module docstring), skipping the tenants known to be in
+        no cohort: the `peer_ledger.Take` of this brain's LedgerService."""
         await self._within(session, claims, _take_parts, [c for c in claims if c.counts_quota])
 
     async def _within(
@@ -107,18 +110,6 @@ async def reserve_within_cohorts(
     Raises what `reserve_many` raises, or `CohortQuotaExceeded` with the reason of every
     claim refused, by request id (the caller rolls back)."""
     return await _within_cohorts(session, claims, held=claims, take=_reserve, no_cohort=no_cohort)
-
-
-async def take_within_cohorts(
-    session: AsyncSession, *, claims: Sequence[Claim], no_cohort: Collection[str] = ()
-) -> set[str]:
-    """Take cross-brain parts `claims` with `ledger_store.take_many` in the caller's
-    transaction and hold those that count against their tenant's quota here to the cohort
-    quotas, as `reserve_within_cohorts` does (module docstring)."""
-    counted = [claim for claim in claims if claim.counts_quota]
-    return await _within_cohorts(
-        session, claims, held=counted, take=_take_parts, no_cohort=no_cohort
-    )
 
 
 async def _within_cohorts(
