@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from cnbrain.private_files import make_private_folder, write_private
+from cnbrain.rpc.failover import MAX_REPLICAS
 
 NATIONAL_GRPC_PORT = 50051
 FIRST_REGION_REST_PORT = 8081
@@ -110,7 +111,7 @@ def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
         "--national-replicas",
         type=int,
         default=1,
-        choices=range(1, REGION_GRPC_OFFSET),
+        choices=range(1, MAX_REPLICAS + 1),
         metavar="N",
         help="replicas of the national brain, on one database (more than one needs "
         "--postgres); replica k listens on the national gRPC port + k - 1 (default 1)",
