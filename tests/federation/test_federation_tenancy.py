@@ -265,3 +265,113 @@ def test_without_the_national_brain_keys_still_work_and_changes_are_refused(
     finally:
         federation.start_member("national")
         federation.wait_registered()
+
+
+def _put(
+    federation: LocalFederation, region: str, path: str, body: Any, headers: dict[str, str]
+) -> httpx.Response:
+    url = federation.members[region].url
+    return httpx.put(f"{url}{path}", json=body, headers=headers, timeout=30)
+
+
+def _submit_as_staff(federation: LocalFederation, region: str, tenant: str) -> dict[str, Any]:
+    answer = _post(federation, region, "/v1/requests", _job(region, tenant), _admin(federation))
+    assert answer.status_code == 201, (region, answer.text)
+    view: dict[str, Any] = answer.json()
+    return view
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_national_quota_holds_on_the_sum_over_every_region(
+    federation: LocalFederation,
+) -> None:
+    admin = _admin(federation)
+    made = _post(federation, "east", "/v1/tenants", {"id": "initech", "name": "Initech"}, admin)
+    assert made.status_code == 201, made.text
+    national = _put(
+        federation, "north", "/v1/tenants/initech/national-quota", {"cpu_cores": 3}, admin
+    )
+    assert national.status_code == 200, national.text
+    assert national.json()["national"]["cpu_cores"] == 3
+    assert national.json()["cpu_cores"] is None
+    assert national.json()["region"] == "north"
+
+    for region in REGIONS:
+
+        async def limited_on(region: str = region) -> bool | None:
+            view = httpx.get(
+                f"{federation.members[region].url}/v1/tenants/initech/quota", headers=admin
+            ).json()
+            return True if view["national"] and view["national"]["cpu_cores"] == 3 else None
+
+        await until(limited_on, f"the national quota on {region}", WITHIN_S)
+
+    placed = [
+        _submit_as_staff(federation, region, "initech") for region in ("east", "north", "south")
+    ]
+    assert [view["state"] for view in placed] == ["placed"] * 3, placed
+    refused = _submit_as_staff(federation, "west", "initech")
+    assert refused["state"] == "rejected", refused
+    assert "'national'" in refused["reason"] and "initech" in refused["reason"], refused
+    [used] = await rows(
+        federation.databases["national"],
+        "SELECT limit_cpu_m, used_cpu_m, active_requests FROM quotas WHERE tenant_id = $1",
+        "initech",
+    )
+    assert dict(used) == {"limit_cpu_m": 3000, "used_cpu_m": 3000, "active_requests": 3}
+
+    cancelled = httpx.post(
+        f"{federation.members['north'].url}/v1/requests/{placed[1]['id']}/cancel",
+        headers=admin,
+        timeout=30,
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    again = _submit_as_staff(federation, "west", "initech")
+    assert again["state"] == "placed", again
+    [used] = await rows(
+        federation.databases["national"],
+        "SELECT used_cpu_m FROM quotas WHERE tenant_id = $1",
+        "initech",
+    )
+    assert used["used_cpu_m"] == 3000
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_region_may_hold_a_tenant_to_limits_of_its_own(
+    federation: LocalFederation,
+) -> None:
+    admin = _admin(federation)
+    made = _post(federation, "south", "/v1/tenants", {"id": "wonka", "name": "Wonka"}, admin)
+    assert made.status_code == 201, made.text
+    unknown = _put(federation, "south", "/v1/tenants/wonka/quota?region=atlantis", {}, admin)
+    assert unknown.status_code == 404, unknown.text
+    assert "atlantis" in unknown.json()["detail"]
+    malformed = _put(federation, "south", "/v1/tenants/wonka/quota?region=a%20b", {}, admin)
+    assert malformed.status_code == 422, malformed.text
+    assert "region" in malformed.text
+
+    everywhere = _put(federation, "south", "/v1/tenants/wonka/quota", {"cpu_cores": 8}, admin)
+    assert everywhere.status_code == 200, everywhere.text
+    west = _put(federation, "south", "/v1/tenants/wonka/quota?region=west", {"cpu_cores": 0}, admin)
+    assert west.status_code == 200, west.text
+    assert west.json()["cpu_cores"] == 8, "the south's own limits are unchanged"
+
+    async def cpu_on(region: str, cores: float) -> bool | None:
+        view = httpx.get(
+            f"{federation.members[region].url}/v1/tenants/wonka/quota", headers=admin
+        ).json()
+        return True if view["cpu_cores"] == cores and view["region"] == region else None
+
+    await until(lambda: cpu_on("west", 0), "the west's own limit", WITHIN_S)
+    await until(lambda: cpu_on("east", 8), "the limit of every other region", WITHIN_S)
+    refused = _submit_as_staff(federation, "west", "wonka")
+    assert refused["state"] == "rejected", refused
+    assert "cpu" in refused["reason"], refused
+    assert _submit_as_staff(federation, "east", "wonka")["state"] == "placed"
+
+    reset = _put(federation, "north", "/v1/tenants/wonka/quota", {"cpu_cores": 4}, admin)
+    assert reset.status_code == 200, reset.text
+    await until(lambda: cpu_on("west", 4), "a set for every region replacing the west's", WITHIN_S)
+    assert _submit_as_staff(federation, "west", "wonka")["state"] == "placed"

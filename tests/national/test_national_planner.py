@@ -83,6 +83,34 @@ def test_an_owner_of_the_source_and_the_destination_has_one_part_with_both(
     assert both.link_ids == tuple(h.link for s in segments if s.owner == "east" for h in s.hops)
 
 
+def test_a_national_quota_is_counted_in_the_national_part(tiny_map: ComputeNetworkMap) -> None:
+    engine, decision = _cross_region(tiny_map)
+    placed = request(resources=ASCEND, constraints={"min_bandwidth_gbps": 10})
+    reservation = engine.reservation_for(placed, decision)
+    parts = planner.parts(
+        placed, decision, reservation, engine.arrays, start_s=START_S, national_quota=True
+    )
+    assert [p.owner for p in parts] == ["east", "national", "west"]
+    source, backbone, destination = (p.claim for p in parts)
+    assert source.counts_quota and not destination.counts_quota
+    assert backbone.counts_quota and backbone.site_id is None
+    assert (backbone.cpu_m, backbone.accelerator_count, backbone.mbps) == (8_000, 4, 10_000)
+    assert decision.path is not None
+    national = [h.link for s in decision.path.segments if s.owner == "national" for h in s.hops]
+    assert backbone.link_ids == tuple(national) and national
+
+    inside = decision.model_copy(
+        update={"path": decision.path.model_copy(update={"segments": [decision.path.segments[0]]})}
+    )
+    parts = planner.parts(
+        placed, inside, reservation, engine.arrays, start_s=START_S, national_quota=True
+    )
+    assert [p.owner for p in parts] == ["east", "national"]
+    alone = parts[1].claim
+    assert alone.counts_quota and alone.site_id is None and alone.link_ids == ()
+    assert (alone.cpu_m, alone.accelerator_count) == (8_000, 4)
+
+
 def test_the_composed_view_has_what_the_regions_reported_and_the_national_backbone(
     tiny_map: ComputeNetworkMap,
 ) -> None:

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.request import PlacementRequest, ResourceDemand
 from cnbrain.ledger.calendar import Window
@@ -172,6 +173,26 @@ _PARTS_0005 = sa.table(
     sa.column("created_at", _TIME),
 )
 
+_TENANTS = sa.table(
+    "tenants",
+    sa.column("id", sa.String),
+    sa.column("name", sa.String),
+    sa.column("created_at", _TIME),
+)
+_USED = ("used_cpu_m", "used_mem_mib", "used_accelerators", "used_mbps", "active_requests")
+_QUOTAS_0005 = sa.table(
+    "quotas", sa.column("tenant_id", sa.String), *(sa.column(n, sa.BigInteger) for n in _USED)
+)
+
+
+async def _create_tenant_0005(session: AsyncSession, tenant_id: str, name: str) -> None:
+    """A tenant with an unlimited quota, as the schema of revision 0005 holds them."""
+    created = datetime(2026, 11, 30, tzinfo=UTC)
+    await session.execute(sa.insert(_TENANTS).values(id=tenant_id, name=name, created_at=created))
+    await session.execute(
+        sa.insert(_QUOTAS_0005).values(tenant_id=tenant_id, **dict.fromkeys(_USED, 0))
+    )
+
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
@@ -193,7 +214,7 @@ async def test_upgrading_gives_stored_reservations_the_windows_of_their_requests
     try:
         async with session_factory(engine).begin() as session:
             await registry.seed_map(session, document=china)
-            await tenants.create_tenant(session, tenant_id="acme", name="Acme")
+            await _create_tenant_0005(session, "acme", "Acme")
             await tenants.create_user(
                 session, user_id="alice", name="Alice", role="tenant-user", tenant_id="acme"
             )

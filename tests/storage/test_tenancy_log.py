@@ -16,9 +16,10 @@ from cnbrain.domain.tenancy import (
     UserCreated,
     UserDisabled,
 )
-from cnbrain.storage import tenancy_log, tenants
+from cnbrain.storage import known_regions, tenancy_log, tenants
 from cnbrain.storage.database import create_engine, session_factory, upgrade_schema
 from cnbrain.storage.errors import LastAdmin, NotFoundError, TenancyConflict
+from cnbrain.storage.known_regions import KnownRegion
 from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
@@ -119,7 +120,7 @@ async def test_a_follower_takes_every_change_once_and_authenticates_alone(
     for _ in range(2):  # taking them twice changes nothing
         async with follower.begin() as session:
             for version, change in changes:
-                assert await tenancy_log.take(session, version, change) is None
+                assert await tenancy_log.take(session, version, change, region=None) is None
     async with follower() as session:
         assert await tenancy_log.latest_version(session) == 4
         found = await tenants.authenticate(session, token=token)
@@ -131,8 +132,58 @@ async def test_a_follower_takes_every_change_once_and_authenticates_alone(
     async with sessions() as session:
         [(version, revoked)] = await tenancy_log.changes_since(session, version=4, limit=100)
     async with follower.begin() as session:
-        assert await tenancy_log.take(session, version, revoked) == "alice"
+        assert await tenancy_log.take(session, version, revoked, region=None) == "alice"
     async with follower() as session:
         assert await tenants.authenticate(session, token=token) is None
         [key] = await tenants.list_api_keys(session, user_id="alice")
     assert key.revoked_at == revoked.at
+
+
+async def test_quotas_hold_at_the_level_and_in_the_regions_they_name(
+    sessions: Sessions, follower: Sessions
+) -> None:
+    await _record(sessions, TenantCreated(tenant_id="acme", name="Acme"))
+    async with sessions.begin() as session:
+        await known_regions.save(session, KnownRegion("west", "127.0.0.1:1", frozenset({"NX"})))
+    with pytest.raises(NotFoundError, match="'atlantis'"):
+        await _record(sessions, QuotaSet(tenant_id="acme", region="atlantis", limit_cpu_m=1))
+    with pytest.raises(NotFoundError, match="'hooli'"):
+        await _record(sessions, QuotaSet(tenant_id="hooli", level="national", limit_cpu_m=1))
+    sets = [
+        QuotaSet(tenant_id="acme", limit_cpu_m=8000),
+        QuotaSet(tenant_id="acme", region="west", limit_cpu_m=2000),
+        QuotaSet(tenant_id="acme", level="national", limit_cpu_m=10_000, limit_accelerators=4),
+    ]
+    for change in sets:
+        await _record(sessions, change)
+    async with sessions() as session:
+        national = await tenants.get_quota(session, tenant_id="acme")
+        changes = await tenancy_log.changes_since(session, version=0, limit=100)
+        assert await tenants.limited_tenants(session, ["acme", "x"], national=False) == {"acme"}
+    assert national is not None
+    assert (national.limit_cpu_m, national.limit_accelerators) == (10_000, 4), (
+        "the national brain's own limits are the national ones"
+    )
+
+    limits: dict[str, tuple[int | None, int | None]] = {}
+    for region in ("east", "west"):
+        async with follower.begin() as session:
+            for version, taken in changes:
+                await tenancy_log.take(session, version, taken, region=region)
+        async with follower() as session:
+            quota = await tenants.get_quota(session, tenant_id="acme")
+            assert await tenants.limited_tenants(session, ["acme"], national=True) == {"acme"}
+        assert quota is not None
+        assert (quota.national_cpu_m, quota.national_accelerators) == (10_000, 4)
+        limits[region] = (quota.limit_cpu_m, quota.limit_accelerators)
+        async with follower.begin() as session:  # the next region starts from an empty row
+            await tenants.set_quota(session, tenant_id="acme")
+    assert limits == {"east": (8000, None), "west": (2000, None)}
+
+    await _record(sessions, QuotaSet(tenant_id="acme", limit_cpu_m=6000))
+    async with sessions() as session:
+        [(version, everywhere)] = await tenancy_log.changes_since(session, version=4, limit=9)
+    async with follower.begin() as session:
+        await tenancy_log.take(session, version, everywhere, region="west")
+        quota = await tenants.get_quota(session, tenant_id="acme")
+    assert quota is not None and quota.limit_cpu_m == 6000, "a set for every region holds in west"

@@ -23,8 +23,11 @@ from pydantic import (
 
 from cnbrain.domain import bounds
 
-TenancyId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-"""A tenant's or user's id: 1 to 64 letters, digits, '_', '.' or '-', from a letter or digit."""
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A tenant's, user's or region's id: 1 to 64 letters, digits, '_', '.' or '-', from a letter
+or digit."""
+
+TenancyId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 
 KeyId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,32}$")]
 """An API key's id (the `<id>` of `ck_<id>.<secret>`)."""
@@ -98,11 +101,23 @@ class ApiKeyRevoked(_Change):
     user_id: TenancyId
 
 
+QuotaLevel = Literal["region", "national"]
+"""Where a quota's limits hold: on what one region's ledger holds for the tenant, or on
+what the whole federation holds for it, summed over the regions."""
+
+
 class QuotaSet(_Change):
-    """A tenant's limits in the engine's units (None: unlimited)."""
+    """A tenant's limits in the engine's units (None: unlimited).
+
+    At level "region", what a region holds the tenant to on its own ledger: `region` None
+    sets them for every region, a region's id for that region alone (a later set for every
+    region replaces it). At level "national", what the federation holds the tenant to,
+    summed over every region (`region` is None)."""
 
     kind: Literal["quota.set"] = "quota.set"
     tenant_id: TenancyId
+    level: QuotaLevel = "region"
+    region: TenancyId | None = None
     limit_cpu_m: int | None = Field(default=None, ge=0, le=bounds.MAX_QUOTA_CPU_CORES * 1000)
     limit_mem_mib: int | None = Field(default=None, ge=0, le=bounds.MAX_QUOTA_MEMORY_GIB * 1024)
     limit_accelerators: int | None = Field(default=None, ge=0, le=bounds.MAX_QUOTA_ACCELERATORS)
@@ -110,6 +125,16 @@ class QuotaSet(_Change):
     limit_active_requests: int | None = Field(
         default=None, ge=0, le=bounds.MAX_QUOTA_ACTIVE_REQUESTS
     )
+
+    @model_validator(mode="after")
+    def _national_is_every_region(self) -> "QuotaSet":
+        if self.level == "national" and self.region is not None:
+            raise ValueError("a national quota names no region")
+        return self
+
+    def applies_to(self, region: str | None) -> bool:
+        """Whether this region-level set holds in `region` (None: a standalone brain's)."""
+        return self.level == "region" and (self.region is None or self.region == region)
 
 
 TenancyChange = Annotated[

@@ -21,7 +21,7 @@ stores nothing.
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +52,9 @@ class Held(Protocol):
     async def owners_of(self, reservation_id: str) -> list[str] | None:
         """The owners of the parts of a reservation it holds (prepared or committed);
         None when it holds none."""
+
+    async def nationally_limited(self, tenant_ids: Iterable[str]) -> set[str]:
+        """Those of `tenant_ids` that have a national quota, which its parts count."""
 
 
 @dataclass(slots=True)
@@ -187,6 +190,7 @@ class CrossRegionPlacer:
         chosen: dict[int, Answers] = {}
         plans: list[Plan] = []
         start_s = int(time.time())  # every reservation of the attempt holds from now
+        limited = await self._held.nationally_limited(item.request.tenant for item in items)
         for i, outcome in enumerate(choice):
             item = items[i]
             if isinstance(outcome, AttemptError):
@@ -198,7 +202,12 @@ class CrossRegionPlacer:
                 continue
             reservation = engine.reservation_for(item.request, decision)
             parts = planner.parts(
-                item.request, decision, reservation, engine.arrays, start_s=start_s
+                item.request,
+                decision,
+                reservation,
+                engine.arrays,
+                start_s=start_s,
+                national_quota=item.request.tenant in limited,
             )
             plans.append(Plan(item=i, decision=decision, reservation=reservation, parts=parts))
         for i, refused in (await self._coordinator.prepare(plans)).items():

@@ -2,7 +2,7 @@
 the national brain's own ledger (its database) and a region's (its LedgerService, over gRPC),
 and the lookup of an owner's."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -22,7 +22,7 @@ from cnbrain.national.coordinator import Commitment, Participant
 from cnbrain.national.planner import owners
 from cnbrain.national.regions import Region, RegionDirectory, unavailable
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.storage import peer_ledger
+from cnbrain.storage import peer_ledger, tenants
 from cnbrain.v1 import ledger_pb2
 
 
@@ -63,12 +63,20 @@ class LocalParticipant:
 
     async def owners_of(self, reservation_id: str) -> list[str] | None:
         """The owners of the parts of a reservation it holds (prepared or committed), in
-        segment order; None when it holds none."""
+        segment order, itself last when no segment is its own (a part that counts the
+        national quota alone); None when it holds none."""
         async with self._sessions() as session:
             record = await peer_ledger.get(session, reservation_id=reservation_id)
         if record is None or record.state == ReservationState.RELEASED:
             return None
-        return owners(record.decision)
+        found = owners(record.decision)
+        return found if NATIONAL_OWNER in found else [*found, NATIONAL_OWNER]
+
+    async def nationally_limited(self, tenant_ids: Iterable[str]) -> set[str]:
+        """Those of `tenant_ids` with a limit in its quotas: its limits are the national ones
+        (`storage.models.Quota`)."""
+        async with self._sessions() as session:
+            return await tenants.limited_tenants(session, tenant_ids, national=False)
 
 
 class RemoteParticipant:

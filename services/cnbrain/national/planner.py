@@ -135,12 +135,15 @@ def parts(
     arrays: MapArrays,
     *,
     start_s: int,
+    national_quota: bool = False,
 ) -> list[Part]:
     """One part per owner of the decision's segments, in segment order: the destination's
     compute and links, the backbone's links, the source's links and the tenant's quota. An
     owner of both the source and the destination segment (another province of the same
-    region) has one part with both. Every part holds the same window: the request's duration
-    from epoch second `start_s`."""
+    region) has one part with both. With `national_quota` (the tenant has one), the national
+    brain's part counts the request against it too, and there is one (counting it alone,
+    last) when no segment is the backbone's. Every part holds the same window: the request's
+    duration from epoch second `start_s`."""
     assert decision.path is not None and decision.site is not None
     window = window_of(start_s=start_s, duration_hours=request.duration_hours)
     whole = claim_from(reservation, arrays=arrays, tenant_id=request.tenant, window=window)
@@ -161,13 +164,16 @@ def parts(
             source or segment.kind is SegmentKind.SOURCE,
             links + [hop.link for hop in segment.hops],
         )
+    if national_quota:
+        owners.setdefault(NATIONAL_OWNER, (False, False, []))
     found: list[Part] = []
     for owner, (destination, source, links) in owners.items():
+        national = national_quota and owner == NATIONAL_OWNER
         claim = replace(
-            whole if destination or source else links_only,
+            whole if destination or source or national else links_only,
             site_id=whole.site_id if destination else None,
             link_ids=tuple(links) if reservation.mbps else (),
-            counts_quota=source,
+            counts_quota=source or national,
         )
         found.append(Part(owner=owner, claim=claim))
     return found

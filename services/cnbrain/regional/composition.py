@@ -222,6 +222,7 @@ def _assemble(
             national=national,
             forget_keys=authenticator.forget,
             interval_s=settings.tenancy_interval_s,
+            region=settings.region,
         )
     )
     return RegionalBrain(

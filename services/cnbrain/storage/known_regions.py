@@ -46,3 +46,8 @@ async def all_known(session: AsyncSession) -> list[KnownRegion]:
         KnownRegion(record.region_id, record.endpoint, frozenset(record.provinces))
         for record in records
     ]
+
+
+async def known(session: AsyncSession, region_id: str) -> bool:
+    """Whether region `region_id` has ever registered."""
+    return await session.get(KnownRegionRecord, region_id) is not None

@@ -84,7 +84,11 @@ class ApiKey(Base):
 
 
 class Quota(Base):
-    """A tenant's limits (None: unlimited) and what its held reservations use."""
+    """A tenant's limits (None: unlimited) and what its held reservations use: the limits
+    this brain's ledger holds the tenant to. On a regional brain those are its region's
+    limits, and `national_*` is its copy of the federation's national limits; on the national
+    brain, whose parts of cross-region reservations count the national quota, the limits are
+    the national ones and `national_*` is unused."""
 
     __tablename__ = "quotas"
 
@@ -99,6 +103,11 @@ class Quota(Base):
     used_accelerators: Mapped[int] = mapped_column(BigInteger, default=0)
     used_mbps: Mapped[int] = mapped_column(BigInteger, default=0)
     active_requests: Mapped[int] = mapped_column(Integer, default=0)
+    national_cpu_m: Mapped[int | None] = mapped_column(BigInteger)
+    national_mem_mib: Mapped[int | None] = mapped_column(BigInteger)
+    national_accelerators: Mapped[int | None] = mapped_column(BigInteger)
+    national_mbps: Mapped[int | None] = mapped_column(BigInteger)
+    national_active_requests: Mapped[int | None] = mapped_column(Integer)
 
 
 class SiteRecord(Base):

@@ -10,6 +10,8 @@ tenants, users, API keys and quotas of a brain's database.
   the national brain's version, so taking a change twice changes nothing.
 
 Only a quota's limits travel; what a tenant's held reservations use stays each brain's own.
+The national brain's own limits are the national ones (`models.Quota`): it applies a quota
+set at level "national" and logs the region-level ones.
 """
 
 from datetime import datetime
@@ -28,7 +30,7 @@ from cnbrain.domain.tenancy import (
     change_document,
     change_from_document,
 )
-from cnbrain.storage import tenants
+from cnbrain.storage import known_regions, tenants
 from cnbrain.storage._sql import fetch_scalar
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import advisory_lock, insert_on_conflict
@@ -89,12 +91,16 @@ async def changes_since(
     return [(int(v), change_from_document(document)) for v, document in rows]
 
 
-async def take(session: AsyncSession, version: int, change: TenancyChange) -> str | None:
-    """Apply the national brain's `change` at `version` as it stands and append it to this
-    brain's log (once: a version taken already is kept as it was). Returns the user whose
-    keys' cached verifications must be forgotten (a key revoked, a user disabled), if any."""
+async def take(
+    session: AsyncSession, version: int, change: TenancyChange, *, region: str | None
+) -> str | None:
+    """Apply the national brain's `change` at `version` as it stands in this brain, which
+    owns `region`, and append it to this brain's log (once: a version taken already is kept
+    as it was). A quota's limits for other regions are logged, not applied. Returns the user
+    whose keys' cached verifications must be forgotten (a key revoked, a user disabled), if
+    any."""
     at = change.at or utcnow()
-    forget = await _apply_taken(session, change, at)
+    forget = await _apply_taken(session, change, at, region)
     await session.execute(
         insert_on_conflict(session, TenancyLogRecord)
         .values(version=version, change=change_document(change), recorded_at=utcnow())
@@ -135,11 +141,15 @@ async def _apply_checked(session: AsyncSession, change: TenancyChange) -> Tenanc
             )
             return change.model_copy(update={"at": key.revoked_at})
         case QuotaSet():
-            await _set_quota(session, change)
+            await _check_quota(session, change)
+            if change.level == "national":
+                await _set_quota(session, change, national=False)
     return change
 
 
-async def _apply_taken(session: AsyncSession, change: TenancyChange, at: datetime) -> str | None:
+async def _apply_taken(
+    session: AsyncSession, change: TenancyChange, at: datetime, region: str | None
+) -> str | None:
     match change:
         case TenantCreated():
             tenant = await session.get(Tenant, change.tenant_id)
@@ -167,7 +177,10 @@ async def _apply_taken(session: AsyncSession, change: TenancyChange, at: datetim
                 key.revoked_at = at
             return change.user_id
         case QuotaSet():
-            await _set_quota(session, change)
+            if change.level == "national":
+                await _set_quota(session, change, national=True)
+            elif change.applies_to(region):
+                await _set_quota(session, change, national=False)
     await session.flush()
     return None
 
@@ -202,9 +215,18 @@ async def _install_key(session: AsyncSession, change: ApiKeyCreated, at: datetim
     )
 
 
-async def _set_quota(session: AsyncSession, change: QuotaSet) -> None:
+async def _check_quota(session: AsyncSession, change: QuotaSet) -> None:
+    """NotFoundError unless the tenant, and the region a set names, are known here."""
+    if await tenants.get_tenant(session, tenant_id=change.tenant_id) is None:
+        raise NotFoundError(f"tenant {change.tenant_id!r} does not exist")
+    if change.region is not None and not await known_regions.known(session, change.region):
+        raise NotFoundError(f"region {change.region!r} has never registered")
+
+
+async def _set_quota(session: AsyncSession, change: QuotaSet, *, national: bool) -> None:
     await tenants.set_quota(
         session,
+        national=national,
         tenant_id=change.tenant_id,
         limit_cpu_m=change.limit_cpu_m,
         limit_mem_mib=change.limit_mem_mib,

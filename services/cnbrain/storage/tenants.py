@@ -15,10 +15,11 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.storage._sql import fetch_scalar
@@ -48,6 +49,7 @@ __all__ = [
     "get_user",
     "has_users",
     "install_api_key",
+    "limited_tenants",
     "list_api_keys",
     "list_tenants",
     "list_users",
@@ -338,8 +340,10 @@ async def set_quota(
     limit_accelerators: int | None = None,
     limit_mbps: int | None = None,
     limit_active_requests: int | None = None,
+    national: bool = False,
 ) -> Quota:
-    """Replace the tenant's limits (None: unlimited). Usage is kept; a limit below current use
+    """Replace the tenant's limits (None: unlimited), or with `national` a regional brain's
+    copy of its national limits (`models.Quota`). Usage is kept; a limit below current use
     only stops new reservations. Raises NotFoundError / TenantError."""
     limits = {
         "limit_cpu_m": limit_cpu_m,
@@ -358,9 +362,31 @@ async def set_quota(
         quota = _unlimited(tenant_id)
         session.add(quota)
     for name, value in limits.items():
-        setattr(quota, name, value)
+        setattr(quota, name.replace("limit_", "national_") if national else name, value)
     await session.flush()
     return quota
+
+
+_LIMITED = ("cpu_m", "mem_mib", "accelerators", "mbps", "active_requests")
+"""What a quota limits: each column is `limit_` or `national_` and one of these."""
+
+
+async def limited_tenants(
+    session: AsyncSession, tenant_ids: Iterable[str], *, national: bool
+) -> set[str]:
+    """Those of `tenant_ids` with at least one limit: of the limits this brain's ledger
+    holds them to, or with `national` of a regional brain's copy of their national limits."""
+    wanted = sorted(set(tenant_ids))
+    if not wanted:
+        return set()
+    prefix = "national_" if national else "limit_"
+    columns = [getattr(Quota, prefix + name) for name in _LIMITED]
+    rows = await session.scalars(
+        select(Quota.tenant_id).where(
+            Quota.tenant_id.in_(wanted), or_(*(column.is_not(None) for column in columns))
+        )
+    )
+    return set(rows)
 
 
 async def get_quota(session: AsyncSession, *, tenant_id: str) -> Quota | None:

@@ -4,8 +4,11 @@ Who may do what is said (and enforced) by `cnbrain.regional.use_cases.tenancy`; 
 that only staff may use also refuse other callers before reading the body.
 """
 
-from fastapi import APIRouter
+from typing import Annotated
 
+from fastapi import APIRouter, Query
+
+from cnbrain.domain.tenancy import ID_PATTERN
 from cnbrain.regional.deps import AdminUseCasesDep, PrincipalDep, StaffDep
 from cnbrain.regional.problems import responses
 from cnbrain.regional.schemas import (
@@ -66,9 +69,32 @@ async def get_tenant(
     summary="Set a tenant's quota",
 )
 async def set_quota(
+    tenant_id: str,
+    body: QuotaBody,
+    principal: StaffDep,
+    cases: AdminUseCasesDep,
+    region: Annotated[
+        str | None,
+        Query(
+            pattern=ID_PATTERN,
+            description="In a federation, the one region whose limits these are; "
+            "without it, every region's (replacing limits set for one region).",
+        ),
+    ] = None,
+) -> QuotaView:
+    return await cases.tenants.set_quota(principal, tenant_id, body, region=region)
+
+
+@router.put(
+    "/tenants/{tenant_id}/national-quota",
+    response_model=QuotaView,
+    responses=ERRORS,
+    summary="Set a tenant's national quota: limits on its use summed over every region",
+)
+async def set_national_quota(
     tenant_id: str, body: QuotaBody, principal: StaffDep, cases: AdminUseCasesDep
 ) -> QuotaView:
-    return await cases.tenants.set_quota(principal, tenant_id, body)
+    return await cases.tenants.set_quota(principal, tenant_id, body, national=True)
 
 
 @router.get(

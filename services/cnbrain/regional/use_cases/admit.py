@@ -34,8 +34,9 @@ A round that stops anywhere (a crash, kill -9) leaves every request queued or pl
 its reservation, never in between.
 
 Requests whose candidates lie outside the region (and requests asking for the national
-optimum), in a federated brain, are asked of the national brain while they wait, at most
-every `ask_every_s` (`escalate_waiting`): it places them at once, or answers with its plan
+optimum, and those of tenants with a national quota), in a federated brain, are asked of the
+national brain while they wait, at most every `ask_every_s` (`escalate_waiting`): it places
+them at once, or answers with its plan
 of their wait (their earliest start on the backbone's calendar and the regions', or room
 made by preemption in a destination region), which is stored as their plan.
 """
@@ -96,6 +97,7 @@ from cnbrain.storage import (
     request_events,
     requests,
     room_holds,
+    tenants,
 )
 from cnbrain.storage.running_work import HeldWork, elsewhere_usage, held_work
 
@@ -318,8 +320,16 @@ class AdmitQueued:
             del self._options[gone]
         if self._national is None:
             return list(queued), []
+        async with self._sessions() as session:
+            limited = await tenants.limited_tenants(
+                session, (q.request.tenant for q in queued), national=True
+            )
         local = [
-            q for q in queued if self._options[q.request.id] and not q.request.national_optimum
+            q
+            for q in queued
+            if self._options[q.request.id]
+            and not q.request.national_optimum
+            and q.request.tenant not in limited
         ]
         ids = {q.request.id for q in local}
         return local, [q for q in queued if q.request.id not in ids]

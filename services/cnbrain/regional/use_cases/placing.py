@@ -25,7 +25,7 @@ from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
-from cnbrain.storage import ledger_store, requests
+from cnbrain.storage import ledger_store, requests, tenants
 from cnbrain.storage.errors import CohortQuotaExceeded
 
 log = logging.getLogger("cnbrain.regional")
@@ -126,8 +126,9 @@ class Placer:
             settled.update(await self._queue(waiting, session))
         if self._national is not None:
             # Only the national brain places these: no local decision to take first.
+            limited = await self._nationally_limited(item.request for item in stored)
             for item in stored:
-                if item.request.national_optimum:
+                if item.request.national_optimum or item.request.tenant in limited:
                     settled[item.request.id] = SubmissionOutcome.escalating(item)
             stored = [item for item in stored if item.request.id not in settled]
         if not stored:
@@ -181,6 +182,14 @@ class Placer:
                 settled[item.request.id] = await self._fail(item, exc)
         return settled
 
+    async def _nationally_limited(self, requests: Iterable[PlacementRequest]) -> set[str]:
+        """The tenants of `requests` that have a national quota: the national brain, which
+        holds them to it, places all their requests."""
+        async with self._sessions() as session:
+            return await tenants.limited_tenants(
+                session, (r.tenant for r in requests), national=True
+            )
+
     async def _commit_batch(
         self,
         session: AsyncSession,
@@ -219,6 +228,9 @@ class Placer:
         if request.start == "queue":
             await self.finish(Outcome.queued(request, actor))
             self._queued()
+            return
+        if self._national is not None and await self._nationally_limited([request]):
+            await self.escalate(request, actor=actor)
             return
         reason = self._gave_up
         for _ in range(self._attempts):

@@ -32,6 +32,7 @@ from cnbrain.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from cnbrain.domain.tenancy import (
     ApiKeyCreated,
     ApiKeyRevoked,
+    QuotaLevel,
     QuotaSet,
     TenancyChange,
     TenantCreated,
@@ -111,25 +112,32 @@ class ManageTenants:
             raise no_tenant(tenant_id)
         return TenantView(id=tenant.id, name=tenant.name, created_at=tenant.created_at)
 
-    async def set_quota(self, principal: Principal, tenant_id: str, body: QuotaBody) -> QuotaView:
+    async def set_quota(
+        self,
+        principal: Principal,
+        tenant_id: str,
+        body: QuotaBody,
+        *,
+        region: str | None = None,
+        national: bool = False,
+    ) -> QuotaView:
         """Replace the tenant's limits (None: unlimited) and return its quota as it now
-        stands. Raises Forbidden (not staff) or NotFound."""
+        stands on this brain. In a federation, the limits of every region, of `region`
+        alone, or with `national` of its use summed over every region (`QuotaSet`). Raises
+        Forbidden (not staff), NotFound (the tenant, or a region never registered), or
+        Invalid (`region` or `national` on a standalone brain)."""
         require_staff(principal)
-        limits: dict[str, Any] = {
-            "limit_cpu_m": None if body.cpu_cores is None else cores_to_millicores(body.cpu_cores),
-            "limit_mem_mib": None if body.memory_gib is None else gib_to_mib(body.memory_gib),
-            "limit_accelerators": body.accelerators,
-            "limit_mbps": None
-            if body.bandwidth_gbps is None
-            else gbps_to_mbps(body.bandwidth_gbps),
-            "limit_active_requests": body.active_requests,
-        }
+        limits = _limits(body)
         if self._federation is not None:
-            change = QuotaSet(tenant_id=tenant_id, **limits)
-            await _federated(
-                self._sessions, self._federation, principal, change, detail=body.model_dump()
-            )
+            level: QuotaLevel = "national" if national else "region"
+            change = QuotaSet(tenant_id=tenant_id, level=level, region=region, **limits)
+            detail = {**body.model_dump(), "level": level, "region": region}
+            await _federated(self._sessions, self._federation, principal, change, detail=detail)
             return await self.get_quota(principal, tenant_id)
+        if national:
+            raise Invalid("a standalone brain has no national quota", field="national")
+        if region is not None:
+            raise Invalid("a standalone brain has no other regions", field="region")
         async with self._sessions.begin() as session:
             if await tenants.get_tenant(session, tenant_id=tenant_id) is None:
                 raise no_tenant(tenant_id)
@@ -153,18 +161,57 @@ class ManageTenants:
             quota = await tenants.get_quota(session, tenant_id=tenant_id)
         if quota is None:
             raise no_tenant(tenant_id)
+        national = _body(
+            quota.national_cpu_m,
+            quota.national_mem_mib,
+            quota.national_accelerators,
+            quota.national_mbps,
+            quota.national_active_requests,
+        )
         return QuotaView(
-            cpu_cores=None if quota.limit_cpu_m is None else quota.limit_cpu_m / 1000,
-            memory_gib=None if quota.limit_mem_mib is None else quota.limit_mem_mib / 1024,
-            accelerators=quota.limit_accelerators,
-            bandwidth_gbps=None if quota.limit_mbps is None else quota.limit_mbps / 1000,
-            active_requests=quota.limit_active_requests,
+            **_body(
+                quota.limit_cpu_m,
+                quota.limit_mem_mib,
+                quota.limit_accelerators,
+                quota.limit_mbps,
+                quota.limit_active_requests,
+            ).model_dump(),
+            region=None if self._federation is None else self._federation.region,
             used_cpu_cores=quota.used_cpu_m / 1000,
             used_memory_gib=quota.used_mem_mib / 1024,
             used_accelerators=quota.used_accelerators,
             used_bandwidth_gbps=quota.used_mbps / 1000,
             used_active_requests=quota.active_requests,
+            national=None if national == QuotaBody() else national,
         )
+
+
+def _limits(body: QuotaBody) -> dict[str, Any]:
+    """`body`'s limits in the engine's units, by quota column."""
+    return {
+        "limit_cpu_m": None if body.cpu_cores is None else cores_to_millicores(body.cpu_cores),
+        "limit_mem_mib": None if body.memory_gib is None else gib_to_mib(body.memory_gib),
+        "limit_accelerators": body.accelerators,
+        "limit_mbps": None if body.bandwidth_gbps is None else gbps_to_mbps(body.bandwidth_gbps),
+        "limit_active_requests": body.active_requests,
+    }
+
+
+def _body(
+    cpu_m: int | None,
+    mem_mib: int | None,
+    accelerators: int | None,
+    mbps: int | None,
+    active_requests: int | None,
+) -> QuotaBody:
+    """The limits in the engine's units, in the API's."""
+    return QuotaBody(
+        cpu_cores=None if cpu_m is None else cpu_m / 1000,
+        memory_gib=None if mem_mib is None else mem_mib / 1024,
+        accelerators=accelerators,
+        bandwidth_gbps=None if mbps is None else mbps / 1000,
+        active_requests=active_requests,
+    )
 
 
 class ManageUsers:

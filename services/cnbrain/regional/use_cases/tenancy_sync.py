@@ -32,7 +32,8 @@ PAGE = 500
 
 
 class FollowTenancy:
-    """This brain's tenancy kept equal to the federation's (module docstring)."""
+    """This brain's tenancy, as region `region`, kept equal to the federation's (module
+    docstring)."""
 
     def __init__(
         self,
@@ -41,13 +42,20 @@ class FollowTenancy:
         national: NationalTenancy,
         forget_keys: Callable[[str], None],
         interval_s: float,
+        region: str | None,
     ) -> None:
         self._sessions = sessions
+        self._region = region
         self._national = national
         self._forget_keys = forget_keys
         self._interval_s = interval_s
         self._version: int | None = None
         self._lock = asyncio.Lock()
+
+    @property
+    def region(self) -> str | None:
+        """The region this brain owns."""
+        return self._region
 
     @property
     def version(self) -> int | None:
@@ -101,7 +109,7 @@ class FollowTenancy:
                 forget: set[str] = set()
                 async with self._sessions.begin() as session:
                     for version, change in page.changes:
-                        user = await tenancy_log.take(session, version, change)
+                        user = await tenancy_log.take(session, version, change, region=self._region)
                         if user is not None:
                             forget.add(user)
                 self._version = page.changes[-1][0]
