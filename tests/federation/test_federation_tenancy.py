@@ -227,6 +227,17 @@ def test_the_national_brain_checks_tenancy_calls(federation: LocalFederation) ->
         )
         assert len(page.changes) <= 1
         assert page.latest_version >= len(page.changes)
+        for tenant_id, code in [
+            ("no spaces", grpc.StatusCode.INVALID_ARGUMENT),
+            ("nobody-at-all", grpc.StatusCode.NOT_FOUND),
+        ]:
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetNationalQuotaUse(
+                    national_pb2.GetNationalQuotaUseRequest(tenant_id=tenant_id),
+                    timeout=10,
+                    metadata=metadata,
+                )
+            assert refused.value.code() == code, refused.value.details()
 
 
 @pytest.mark.slow
@@ -287,10 +298,10 @@ async def test_a_national_quota_holds_on_the_sum_over_every_region(
     federation: LocalFederation,
 ) -> None:
     admin = _admin(federation)
-    made = _post(federation, "east", "/v1/tenants", {"id": "initech", "name": "Initech"}, admin)
+    made = _post(federation, "east", "/v1/tenants", {"id": "initrode", "name": "Initrode"}, admin)
     assert made.status_code == 201, made.text
     national = _put(
-        federation, "north", "/v1/tenants/initech/national-quota", {"cpu_cores": 3}, admin
+        federation, "north", "/v1/tenants/initrode/national-quota", {"cpu_cores": 3}, admin
     )
     assert national.status_code == 200, national.text
     assert national.json()["national"]["cpu_cores"] == 3
@@ -301,25 +312,31 @@ async def test_a_national_quota_holds_on_the_sum_over_every_region(
 
         async def limited_on(region: str = region) -> bool | None:
             view = httpx.get(
-                f"{federation.members[region].url}/v1/tenants/initech/quota", headers=admin
+                f"{federation.members[region].url}/v1/tenants/initrode/quota", headers=admin
             ).json()
             return True if view["national"] and view["national"]["cpu_cores"] == 3 else None
 
         await until(limited_on, f"the national quota on {region}", WITHIN_S)
 
     placed = [
-        _submit_as_staff(federation, region, "initech") for region in ("east", "north", "south")
+        _submit_as_staff(federation, region, "initrode") for region in ("east", "north", "south")
     ]
     assert [view["state"] for view in placed] == ["placed"] * 3, placed
-    refused = _submit_as_staff(federation, "west", "initech")
+    refused = _submit_as_staff(federation, "west", "initrode")
     assert refused["state"] == "rejected", refused
-    assert "'national'" in refused["reason"] and "initech" in refused["reason"], refused
+    assert "'national'" in refused["reason"] and "initrode" in refused["reason"], refused
     [used] = await rows(
         federation.databases["national"],
         "SELECT limit_cpu_m, used_cpu_m, active_requests FROM quotas WHERE tenant_id = $1",
-        "initech",
+        "initrode",
     )
     assert dict(used) == {"limit_cpu_m": 3000, "used_cpu_m": 3000, "active_requests": 3}
+    view = httpx.get(
+        f"{federation.members['west'].url}/v1/tenants/initrode/national-quota", headers=admin
+    )
+    assert view.status_code == 200, view.text
+    assert view.json()["cpu_cores"] == 3 and view.json()["used_cpu_cores"] == 3, view.json()
+    assert view.json()["used_active_requests"] == 3
 
     cancelled = httpx.post(
         f"{federation.members['north'].url}/v1/requests/{placed[1]['id']}/cancel",
@@ -327,12 +344,12 @@ async def test_a_national_quota_holds_on_the_sum_over_every_region(
         timeout=30,
     )
     assert cancelled.status_code == 200, cancelled.text
-    again = _submit_as_staff(federation, "west", "initech")
+    again = _submit_as_staff(federation, "west", "initrode")
     assert again["state"] == "placed", again
     [used] = await rows(
         federation.databases["national"],
         "SELECT used_cpu_m FROM quotas WHERE tenant_id = $1",
-        "initech",
+        "initrode",
     )
     assert used["used_cpu_m"] == 3000
 

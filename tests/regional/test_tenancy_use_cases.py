@@ -115,12 +115,14 @@ async def test_a_quota_is_set_by_staff_in_the_stored_units_and_read_back(
         await admin.cases.tenants.set_quota(user, "acme", QuotaBody())
     with pytest.raises(NotFound):
         await admin.cases.tenants.set_quota(ADMIN, "nobody", QuotaBody())
-    with pytest.raises(Invalid, match="^national: a standalone brain has no national quota"):
+    with pytest.raises(Invalid, match=r"^national: a standalone brain has no national quota"):
         await admin.cases.tenants.set_quota(ADMIN, "acme", QuotaBody(), national=True)
-    with pytest.raises(Invalid, match="^region: a standalone brain has no other regions"):
+    with pytest.raises(Invalid, match=r"^region: a standalone brain has no other regions"):
         await admin.cases.tenants.set_quota(ADMIN, "acme", QuotaBody(), region="west")
     assert (await _actions(sessions)).count("quota.set") == 1
     assert quota.region is None and quota.national is None
+    with pytest.raises(NotFound, match="no national quota"):
+        await admin.cases.tenants.get_national_quota(ADMIN, "acme")
 
 
 async def test_who_may_create_which_users(admin: Admin) -> None:

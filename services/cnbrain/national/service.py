@@ -14,7 +14,7 @@ from typing_extensions import override
 from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.domain.errors import Conflict, Invalid, NotFound
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.domain.tenancy import MAX_VERSION, change_json, change_of
+from cnbrain.domain.tenancy import ID_PATTERN, MAX_VERSION, change_json, change_of
 from cnbrain.federation.class_wire import class_of, set_message
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
@@ -224,6 +224,25 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 for version, change in changes
             ],
             latest_version=latest,
+        )
+
+    @override
+    async def GetNationalQuotaUse(
+        self, request: national_pb2.GetNationalQuotaUseRequest, context: Context
+    ) -> national_pb2.GetNationalQuotaUseResponse:
+        if re.fullmatch(ID_PATTERN, request.tenant_id) is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant_id: not a tenant id")
+        used = await self._tenancy.quota_used(request.tenant_id)
+        if used is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"tenant {request.tenant_id!r} does not exist"
+            )
+        return national_pb2.GetNationalQuotaUseResponse(
+            used_cpu_m=used.cpu_m,
+            used_mem_mib=used.mem_mib,
+            used_accelerators=used.accelerators,
+            used_mbps=used.mbps,
+            active_requests=used.active_requests,
         )
 
     @override

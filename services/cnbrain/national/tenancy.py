@@ -6,7 +6,8 @@ follows the recorded changes (`regional.use_cases.tenancy_sync`)."""
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.tenancy import TenancyChange, subject_of
-from cnbrain.storage import audit, tenancy_log
+from cnbrain.storage import audit, tenancy_log, tenants
+from cnbrain.storage.tenants import QuotaUsed
 
 
 class FederationTenancy:
@@ -40,3 +41,9 @@ class FederationTenancy:
             changes = await tenancy_log.changes_since(session, version=version, limit=limit)
             latest = await tenancy_log.latest_version(session)
         return changes, max(latest, changes[-1][0] if changes else 0)
+
+    async def quota_used(self, tenant_id: str) -> QuotaUsed | None:
+        """What the national brain's parts of the tenant's reservations use of its national
+        quota; None for a tenant it does not know."""
+        async with self._sessions() as session:
+            return await tenants.quota_used(session, tenant_id=tenant_id)

@@ -15,6 +15,7 @@
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import astuple
 from typing import Any
 
 import grpc
@@ -46,12 +47,17 @@ from cnbrain.regional.forwarding import ServeForwarded
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
-from cnbrain.regional.use_cases.ports import NationalPlan, NationalQuote, TenancyPage
+from cnbrain.regional.use_cases.ports import (
+    NationalPlan,
+    NationalQuote,
+    TenancyPage,
+)
 from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.failover import Failover
 from cnbrain.rpc.security import PeerSecurity
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
+from cnbrain.storage.tenants import QuotaUsed
 from cnbrain.v1 import common_pb2, national_pb2, national_pb2_grpc, regional_pb2, regional_pb2_grpc
 
 log = logging.getLogger("cnbrain.regional")
@@ -358,6 +364,10 @@ class AnnouncingWatch:
         self._replicas.peer_changed()
 
 
+MAX_USE = 2**62
+"""An amount of a quota's use the national brain may answer, at most."""
+
+
 class NationalLink:
     """This regional brain's connection to the national brain, served by the replicas at
     `endpoints` (one or more "host:port", in the order of preference): it registers region
@@ -568,6 +578,30 @@ class NationalLink:
         if recorded.model_copy(update={"at": None}) != change.model_copy(update={"at": None}):
             raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", "another change recorded")
         return recorded
+
+    async def national_quota_use(self, tenant_id: str) -> QuotaUsed:
+        """What the tenant's reservations use of its national quota (GetNationalQuotaUse).
+        Raises NotFound or Invalid with the national brain's words, PeerUnavailable when it
+        cannot be reached or answers an amount out of [0, 2^62]."""
+        try:
+            answer = await self._national.call(
+                lambda stub: stub.GetNationalQuotaUse(
+                    national_pb2.GetNationalQuotaUseRequest(tenant_id=tenant_id),
+                    timeout=self._deadline_s,
+                )
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _refusal(error) from error
+        use = QuotaUsed(
+            cpu_m=answer.used_cpu_m,
+            mem_mib=answer.used_mem_mib,
+            accelerators=answer.used_accelerators,
+            mbps=answer.used_mbps,
+            active_requests=answer.active_requests,
+        )
+        if not all(0 <= amount <= MAX_USE for amount in astuple(use)):
+            raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", f"amounts out of bounds: {use}")
+        return use
 
     async def tenancy_since(self, version: int, *, limit: int) -> TenancyPage:
         """At most `limit` tenancy changes after `version` (GetTenancy). Raises

@@ -188,18 +188,23 @@ class QuotaBody(Strict):
     )
 
 
-class QuotaView(QuotaBody):
+class QuotaUse(QuotaBody):
+    """Limits and what a tenant's held reservations use of them."""
+
+    used_cpu_cores: float
+    used_memory_gib: float
+    used_accelerators: int
+    used_bandwidth_gbps: float
+    used_active_requests: int
+
+
+class QuotaView(QuotaUse):
     """A tenant's limits on this brain's ledger and what its held reservations there use; in
     a federation, with the national limits on its use summed over every region."""
 
     region: str | None = Field(
         default=None, description="The region these limits hold in; null: a standalone brain."
     )
-    used_cpu_cores: float
-    used_memory_gib: float
-    used_accelerators: int
-    used_bandwidth_gbps: float
-    used_active_requests: int
     national: QuotaBody | None = Field(
         default=None,
         description="The federation's limits on the tenant's use summed over every region; "

@@ -55,6 +55,7 @@ __all__ = [
     "list_users",
     "new_api_key",
     "new_user_id",
+    "quota_used",
     "revoke_api_key",
     "set_quota",
 ]
@@ -365,6 +366,31 @@ async def set_quota(
         setattr(quota, name.replace("limit_", "national_") if national else name, value)
     await session.flush()
     return quota
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaUsed:
+    """What a tenant's held reservations use of its quota, in the engine's units."""
+
+    cpu_m: int
+    mem_mib: int
+    accelerators: int
+    mbps: int
+    active_requests: int
+
+
+async def quota_used(session: AsyncSession, *, tenant_id: str) -> QuotaUsed | None:
+    """What the tenant's held reservations use of its quota; None for an unknown tenant."""
+    quota = await get_quota(session, tenant_id=tenant_id)
+    if quota is None:
+        return None
+    return QuotaUsed(
+        quota.used_cpu_m,
+        quota.used_mem_mib,
+        quota.used_accelerators,
+        quota.used_mbps,
+        quota.active_requests,
+    )
 
 
 _LIMITED = ("cpu_m", "mem_mib", "accelerators", "mbps", "active_requests")

@@ -80,6 +80,11 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.FromString,
                 _registered_method=True)
+        self.GetNationalQuotaUse = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/GetNationalQuotaUse',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.GetNationalQuotaUseRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetNationalQuotaUseResponse.FromString,
+                _registered_method=True)
         self.PutPriorityClass = channel.unary_unary(
                 '/cnbrain.v1.NationalBrainService/PutPriorityClass',
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.PutPriorityClassRequest.SerializeToString,
@@ -182,6 +187,15 @@ class NationalBrainServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetNationalQuotaUse(self, request, context):
+        """What a tenant's reservations use of its national quota: those of every request the
+        national brain placed while the tenant had one. NOT_FOUND when the national brain knows
+        no such tenant, INVALID_ARGUMENT for a malformed id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutPriorityClass(self, request, context):
         """The federation's priority classes are the national brain's too: a regional brain
         forwards an operator's put or delete of a class here, and every regional brain follows
@@ -278,6 +292,11 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetTenancy,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.SerializeToString,
+            ),
+            'GetNationalQuotaUse': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNationalQuotaUse,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetNationalQuotaUseRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.GetNationalQuotaUseResponse.SerializeToString,
             ),
             'PutPriorityClass': grpc.unary_unary_rpc_method_handler(
                     servicer.PutPriorityClass,
@@ -549,6 +568,33 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/GetTenancy',
             cnbrain_dot_v1_dot_national__pb2.GetTenancyRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.GetTenancyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetNationalQuotaUse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/GetNationalQuotaUse',
+            cnbrain_dot_v1_dot_national__pb2.GetNationalQuotaUseRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.GetNationalQuotaUseResponse.FromString,
             options,
             channel_credentials,
             insecure,

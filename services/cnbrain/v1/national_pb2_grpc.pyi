@@ -64,6 +64,11 @@ class NationalBrainServiceStub:
     """The changes of the tenancy after a version, in version order: every regional brain
     follows them and applies them to its own tables.
     """
+    GetNationalQuotaUse: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetNationalQuotaUseRequest, _national_pb2.GetNationalQuotaUseResponse]
+    """What a tenant's reservations use of its national quota: those of every request the
+    national brain placed while the tenant had one. NOT_FOUND when the national brain knows
+    no such tenant, INVALID_ARGUMENT for a malformed id.
+    """
     PutPriorityClass: _grpc.UnaryUnaryMultiCallable[_national_pb2.PutPriorityClassRequest, _national_pb2.PutPriorityClassResponse]
     """The federation's priority classes are the national brain's too: a regional brain
     forwards an operator's put or delete of a class here, and every regional brain follows
@@ -127,6 +132,11 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     GetTenancy: _aio.UnaryUnaryMultiCallable[_national_pb2.GetTenancyRequest, _national_pb2.GetTenancyResponse]  # type: ignore[assignment]
     """The changes of the tenancy after a version, in version order: every regional brain
     follows them and applies them to its own tables.
+    """
+    GetNationalQuotaUse: _aio.UnaryUnaryMultiCallable[_national_pb2.GetNationalQuotaUseRequest, _national_pb2.GetNationalQuotaUseResponse]  # type: ignore[assignment]
+    """What a tenant's reservations use of its national quota: those of every request the
+    national brain placed while the tenant had one. NOT_FOUND when the national brain knows
+    no such tenant, INVALID_ARGUMENT for a malformed id.
     """
     PutPriorityClass: _aio.UnaryUnaryMultiCallable[_national_pb2.PutPriorityClassRequest, _national_pb2.PutPriorityClassResponse]  # type: ignore[assignment]
     """The federation's priority classes are the national brain's too: a regional brain
@@ -242,6 +252,17 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_national_pb2.GetTenancyResponse, _abc.Awaitable[_national_pb2.GetTenancyResponse]]:
         """The changes of the tenancy after a version, in version order: every regional brain
         follows them and applies them to its own tables.
+        """
+
+    @_abc_1.abstractmethod
+    def GetNationalQuotaUse(
+        self,
+        request: _national_pb2.GetNationalQuotaUseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.GetNationalQuotaUseResponse, _abc.Awaitable[_national_pb2.GetNationalQuotaUseResponse]]:
+        """What a tenant's reservations use of its national quota: those of every request the
+        national brain placed while the tenant had one. NOT_FOUND when the national brain knows
+        no such tenant, INVALID_ARGUMENT for a malformed id.
         """
 
     @_abc_1.abstractmethod

@@ -15,6 +15,7 @@ from cnbrain.regional.schemas import (
     ApiKeyInfo,
     ApiKeyView,
     QuotaBody,
+    QuotaUse,
     QuotaView,
     TenantCreate,
     TenantView,
@@ -95,6 +96,18 @@ async def set_national_quota(
     tenant_id: str, body: QuotaBody, principal: StaffDep, cases: AdminUseCasesDep
 ) -> QuotaView:
     return await cases.tenants.set_quota(principal, tenant_id, body, national=True)
+
+
+@router.get(
+    "/tenants/{tenant_id}/national-quota",
+    response_model=QuotaUse,
+    responses=ERRORS,
+    summary="A tenant's national quota and its use summed over every region",
+)
+async def get_national_quota(
+    tenant_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
+) -> QuotaUse:
+    return await cases.tenants.get_national_quota(principal, tenant_id)
 
 
 @router.get(

@@ -10,6 +10,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.tenancy import TenancyChange
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
+from cnbrain.storage.tenants import QuotaUsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,11 @@ class TenancyPage:
 
 class NationalTenancy(Protocol):
     """The federation's tenancy, which the national brain holds."""
+
+    async def national_quota_use(self, tenant_id: str) -> QuotaUsed:
+        """What the tenant's reservations use of its national quota. Raises NotFound when
+        the national brain knows no such tenant, PeerUnavailable when it cannot be reached
+        or answers amounts out of bounds."""
 
     async def change_tenancy(self, change: TenancyChange, *, actor: str) -> TenancyChange:
         """Record `change`, made by `actor` of this region, in the national brain; the change

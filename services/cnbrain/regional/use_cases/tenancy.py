@@ -45,6 +45,7 @@ from cnbrain.regional.schemas import (
     ApiKeyInfo,
     ApiKeyView,
     QuotaBody,
+    QuotaUse,
     QuotaView,
     TenantCreate,
     TenantView,
@@ -183,6 +184,35 @@ class ManageTenants:
             used_bandwidth_gbps=quota.used_mbps / 1000,
             used_active_requests=quota.active_requests,
             national=None if national == QuotaBody() else national,
+        )
+
+    async def get_national_quota(self, principal: Principal, tenant_id: str) -> QuotaUse:
+        """The tenant's national limits (this brain's copy) and what its reservations use of
+        them (the national brain's answer), if the caller may act for it. Raises NotFound
+        (the tenant, or a standalone brain: no national quota), or PeerUnavailable when the
+        national brain cannot be reached."""
+        require_visible(principal, tenant_id)
+        if self._federation is None:
+            raise NotFound("a standalone brain has no national quota")
+        async with self._sessions() as session:
+            quota = await tenants.get_quota(session, tenant_id=tenant_id)
+        if quota is None:
+            raise no_tenant(tenant_id)
+        use = await self._federation.national_quota_use(tenant_id)
+        limits = _body(
+            quota.national_cpu_m,
+            quota.national_mem_mib,
+            quota.national_accelerators,
+            quota.national_mbps,
+            quota.national_active_requests,
+        )
+        return QuotaUse(
+            **limits.model_dump(),
+            used_cpu_cores=use.cpu_m / 1000,
+            used_memory_gib=use.mem_mib / 1024,
+            used_accelerators=use.accelerators,
+            used_bandwidth_gbps=use.mbps / 1000,
+            used_active_requests=use.active_requests,
         )
 
 

@@ -24,6 +24,7 @@ from cnbrain.domain.tenancy import TenancyChange
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.regional.use_cases.ports import NationalTenancy
 from cnbrain.storage import tenancy_log
+from cnbrain.storage.tenants import QuotaUsed
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -77,6 +78,11 @@ class FollowTenancy:
             raise
         await self._follow_now()
         return recorded
+
+    async def national_quota_use(self, tenant_id: str) -> QuotaUsed:
+        """What the tenant's reservations use of its national quota, as the national brain
+        answers (`NationalTenancy.national_quota_use`)."""
+        return await self._national.national_quota_use(tenant_id)
 
     async def _follow_now(self) -> None:
         try:
