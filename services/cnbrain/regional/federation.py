@@ -762,7 +762,9 @@ def _unavailable(request: PlacementRequest, error: grpc.aio.AioRpcError) -> Deci
         status=DecisionStatus.REJECTED,
         policy=UNAVAILABLE_POLICY,
         reason=(
-            "no site of this region fits and the national brain is unavailable "
+            "only the national brain can place it (no site of this region fits, it asks for the "
+            "national optimum, or its tenant has a national quota) and the national brain is "
+            "unavailable "
             f"({error.code().name.lower()}: {error.details()})"
         ),
     )
