@@ -171,6 +171,57 @@ async def test_a_cross_region_request_that_waits_gets_the_national_brains_estima
 
 @pytest.mark.asyncio
 @pytest.mark.slow
+async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
+    federation: LocalFederation,
+) -> None:
+    """Zhongwei's last 64 H800 free in two hours; two one-hour requests of the east wait for
+    them. The first is planned when they free, the second an hour later, after the first's
+    plan, not on the same room."""
+    filler = _fill_the_west(federation)
+    assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
+    body = {
+        **GPU_REQUEST,
+        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
+        "start": "queue",
+        "max_wait_s": 6 * 3600,
+        "duration_hours": 1,
+    }
+    starts: list[datetime] = []
+    views: list[dict[str, Any]] = []
+    for _ in range(2):
+        view = submit(federation, "east", body)
+        assert view["state"] == "queued", view
+
+        async def estimated(request_id: str = view["id"]) -> datetime | None:
+            queue = _view(federation, request_id)["queue"]
+            if queue is None or queue["estimated_start"] is None:
+                return None
+            assert queue["site"] == "NX-hub-zhongwei", queue
+            return datetime.fromisoformat(queue["estimated_start"])
+
+        starts.append(await until(estimated, "the national brain's estimated start", 60))
+        views.append(view)
+    ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
+    assert abs((starts[0] - ends).total_seconds()) < 120, (starts, ends)
+    assert abs((starts[1] - starts[0]).total_seconds() - 3600) < 120, starts
+    reason = _view(federation, views[1]["id"])["queue"]["reason"]
+    assert "around 1 other waiting requests' plans" in reason, (
+        reason,
+        "the plans of requests cancelled before are dropped",
+    )
+
+    for view in views:
+        assert cancel(federation, "east", view["id"])["state"] == "cancelled"
+    assert cancel(federation, "west", filler["id"])["state"] == "cancelled"
+    for site in WEST_H800:
+        _report_h800(federation, site, 0)
+    for url in federation.databases.values():
+        assert await unreleased(url) == []
+        await check_invariants(url)
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
 async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class_request(
     federation: LocalFederation,
 ) -> None:

@@ -504,3 +504,17 @@ def test_taking_what_is_free_takes_up_to_the_least_free_and_leaves_unknown_resou
     assert "link" not in calendar
     with pytest.raises(Invalid):
         calendar.take_what_is_free({"cpu": -1}, Window(100, 130))
+
+
+def test_taking_up_to_an_amount_takes_what_is_free_at_every_instant() -> None:
+    calendar: Calendar[str] = Calendar({"gpu": 8, "cpu": 4}, now=100)
+    calendar.take({"gpu": 5}, Window(120, 140))
+    calendar.take_up_to({"gpu": 6, "cpu": 1, "link": 9}, Window(90, 150))
+    # 6 where 8 are free, 3 where only 3 are; nothing before now.
+    assert calendar.profile("gpu").steps() == ((100, 2), (120, 0), (140, 2), (150, 8))
+    assert calendar.profile("cpu").steps() == ((100, 3), (150, 4))
+    assert "link" not in calendar
+    calendar.take_up_to({"gpu": 6}, Window(60, 90))
+    assert calendar.profile("gpu").steps() == ((100, 2), (120, 0), (140, 2), (150, 8))
+    with pytest.raises(Invalid):
+        calendar.take_up_to({"cpu": -1}, Window(100, 130))

@@ -1,6 +1,8 @@
 """Planning a waiting cross-region request over time: its options split by owner, one calendar
 joined from the backbone's and the regions' timelines, and its earliest start on it."""
 
+from dataclasses import dataclass
+
 import pytest
 
 from cnbrain.federation.codec import WireError
@@ -170,3 +172,53 @@ def test_a_malformed_timeline_is_refused(
     with pytest.raises(WireError, match=words):
         key_of(message, arrays=arrays)
         steps_of(message, now=NOW)
+
+
+@dataclass(frozen=True, slots=True)
+class _Booked:
+    demand: tuple[tuple[tuple[str, ...], int], ...]
+    start_s: int
+    end_s: int
+
+
+def test_a_request_is_planned_where_no_other_waiting_requests_plan_stands(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    west = _calendar_of(arrays, "west")
+    hub = arrays.map.site_index["CC-hub"]
+    west.take({accelerator_key(hub, "Ascend910B"): 4}, Window(NOW - HOUR, NOW + 3 * HOUR))
+    options = _options(engine)
+    answers = {
+        r: _answer(c, arrays)
+        for r, c in {"east": _calendar_of(arrays, "east"), "west": west}.items()
+    }
+    joint = wait_planner.joint_calendar(
+        _calendar_of(arrays, "national"), answers, options=options, arrays=arrays
+    )
+    found = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
+    assert found is not None and found[0] == NOW + 3 * HOUR
+    first = _Booked(
+        wait_planner.demand_by_id(found[1].demand, arrays), found[0], found[0] + 2 * HOUR
+    )
+    assert (("site", "CC-hub", "acc", "Ascend910B"), 16) in first.demand
+
+    wait_planner.book(joint, [first], arrays)
+    second = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
+    assert second is not None and second[0] == NOW + 5 * HOUR, "after the first one's plan"
+    assert (
+        wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 4 * HOUR)
+        is None
+    )
+
+
+def test_a_plan_names_its_resources_by_id_and_leaves_out_what_left_the_map(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    option = _options(engine)[0]
+    named = wait_planner.demand_by_id(option.demand, arrays)
+    assert wait_planner.demand_by_key(named, arrays) == dict(option.demand)
+    gone = (("site", "no-such-site", "cpu_m"), 1), (("link", "no-such-link"), 1)
+    odd = (("site", "CC-hub", "watts"), 1), (("moon", "x"), 1), (("site",), 1)
+    assert wait_planner.demand_by_key([*gone, *odd], arrays) == {}

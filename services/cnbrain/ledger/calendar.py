@@ -18,6 +18,7 @@ capacity is free. Neither class is thread-safe: one owner drives a calendar.
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Generic, TypeVar
 
 from cnbrain.domain.errors import Conflict, Invalid, NotFound
@@ -310,6 +311,25 @@ class Calendar(Generic[K]):
                 profile = self._profiles[key]
                 wanted = _check_int(amount, f"demand[{key!r}]", minimum=0)
                 profile.take(window, min(wanted, profile.min_free(window)))
+
+    def take_up_to(self, demand: Mapping[K, int], window: Window) -> None:
+        """Take over `window`, of each resource of `demand` the calendar holds, at every
+        instant the amount asked or what is free then, whichever is less (a resource the
+        calendar does not hold is left out). Never raises CalendarConflict."""
+        for key, amount in demand.items():
+            if key in self._profiles:
+                profile = self._profiles[key]
+                wanted = _check_int(amount, f"demand[{key!r}]", minimum=0)
+                inside = [t for t, _ in profile.steps() if window.start < t < window.end]
+                bounds = [window.start, *inside, window.end]
+                pieces = [
+                    (Window(start, end), min(wanted, profile.free_at(max(start, profile.now))))
+                    for start, end in pairwise(bounds)
+                    if end > profile.now
+                ]
+                for piece, taken in pieces:
+                    if taken:
+                        profile.take(piece, taken)
 
     def give(self, demand: Mapping[K, int], window: Window) -> None:
         """Give `demand` back over `window` on every resource, or raise CalendarConflict

@@ -33,6 +33,13 @@ class NationalSettings(BrainSettings):
         description="Names this replica among the national brain's replicas on one database; "
         "a replica started again under the same id takes back what it left under way at once.",
     )
+    wait_plan_ttl_s: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description="How long the plan of a waiting cross-region request holds its room for "
+        "the requests planned after it without its source region asking again.",
+    )
     replica_lease_s: float = Field(
         default=15.0,
         ge=0.5,

@@ -13,11 +13,18 @@ No I/O: `national.waiting` asks the regions and reads the backbone's calendar.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.federation.timelines import key_of, load, steps_of
-from cnbrain.ledger.calendar import Calendar
-from cnbrain.ledger.keys import ResourceKey
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.keys import (
+    SITE_COMPUTE,
+    ResourceKey,
+    accelerator_key,
+    link_key,
+    site_key,
+)
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.v1 import regional_pb2
@@ -26,11 +33,74 @@ from cnbrain.v1 import regional_pb2
 @dataclass(frozen=True, slots=True)
 class WaitPlan:
     """When a waiting request may start: the earliest start found within its max wait
-    (epoch seconds) and its site, or None and None; and what was found, for the tenant."""
+    (epoch seconds) and its site, or None and None; and what was found, for the tenant.
+    `demand` is what the plan holds from its start for `duration_s` (by resource, by id:
+    `demand_by_id`), empty without a start."""
 
     start_s: int | None
     site_id: str | None
     reason: str
+    demand: tuple[tuple[tuple[str, ...], int], ...] = ()
+    duration_s: int = 0
+
+
+class Booked(Protocol):
+    """Another waiting request's plan: what it holds by resource id (`demand_by_id`) over
+    `[start_s, end_s)`."""
+
+    @property
+    def demand(self) -> Sequence[tuple[Sequence[str], int]]: ...
+
+    @property
+    def start_s(self) -> int: ...
+
+    @property
+    def end_s(self) -> int: ...
+
+
+def demand_by_id(
+    demand: Mapping[ResourceKey, int], arrays: MapArrays
+) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """`demand` with every resource named by its site's or link's id instead of its index
+    in `arrays` (`("site", site id, resource[, model])`, `("link", link id)`), which hold
+    across changes of the map."""
+    named: list[tuple[tuple[str, ...], int]] = []
+    for key, amount in demand.items():
+        if key[0] == "link":
+            named.append((("link", arrays.map.links[key[1]].id), amount))
+        else:
+            rest = tuple(str(part) for part in key[2:])
+            named.append((("site", arrays.map.sites[key[1]].id, *rest), amount))
+    return tuple(named)
+
+
+def demand_by_key(
+    named: Sequence[tuple[Sequence[str], int]], arrays: MapArrays
+) -> dict[ResourceKey, int]:
+    """The demand `demand_by_id` named, by key of `arrays`; a site or link no longer on the
+    map, or a key of another shape, is left out."""
+    demand: dict[ResourceKey, int] = {}
+    for key, amount in named:
+        if len(key) == 2 and key[0] == "link" and key[1] in arrays.link_index:
+            demand[link_key(arrays.link_index[key[1]])] = amount
+        elif len(key) < 3 or key[0] != "site" or key[1] not in arrays.map.site_index:
+            continue
+        elif len(key) == 3 and key[2] in SITE_COMPUTE:
+            demand[site_key(arrays.map.site_index[key[1]], key[2])] = amount
+        elif len(key) == 4 and key[2] == "acc":
+            demand[accelerator_key(arrays.map.site_index[key[1]], key[3])] = amount
+    return demand
+
+
+def book(calendar: Calendar[ResourceKey], plans: Sequence[Booked], arrays: MapArrays) -> None:
+    """Take from `calendar` what each plan of `plans` holds over its window (from the
+    calendar's now on; of the resources the calendar has, at every instant as much as is
+    free then), so that a request planned on it starts where no other plan stands."""
+    for plan in plans:
+        start = max(plan.start_s, calendar.now)
+        if start < plan.end_s:
+            demand = demand_by_key(plan.demand, arrays)
+            calendar.take_up_to(demand, Window(start, plan.end_s))
 
 
 @dataclass(frozen=True, slots=True)

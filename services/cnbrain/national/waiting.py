@@ -8,11 +8,19 @@ preemption in a destination region.
    compute and on every link of its route. Every region that owns some of those resources
    is asked for their timelines (`GetTimelines`, in parallel, under the candidate deadline);
    the backbone's links come from the national brain's own ledger. On that joint calendar
-   (`wait_planner`) the earliest start within the max wait is the plan.
+   (`wait_planner`), with the plans of the other waiting requests taken from it, the
+   earliest start within the max wait is the plan. It is kept (`storage.wait_plans`, shared
+   by the replicas) for the requests planned next, until the request is placed, its plan
+   ends, or its source region stops asking for `wait_plan_ttl_s`.
 3. If no option can start within the max wait, the regions of the options' sites, in the
    order of the options, are asked to make room on them (`MakeRoom`: work of lower,
    preemptible classes requeued there, by that region's classes, and the room left to the
    request for a short while) until one does; the placer then tries once more at once.
+
+While other waiting requests have plans, step 1 comes after step 2: the request is placed
+now only if its plan, made around theirs, starts now, so a request planned later never takes
+the room of one planned before it (conservative backfill over the federation). The placer
+chooses the site then, among the request's candidates as for any request.
 
 The source region stores the plan as the request's estimated start and asks again at its
 next rounds, until the request is placed or its max wait passes.
@@ -21,7 +29,7 @@ next rounds, until the request is placed or its max wait passes.
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -33,14 +41,16 @@ from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
-from cnbrain.national import wait_planner
+from cnbrain.national import planner, wait_planner
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.wait_planner import WaitPlan
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.options import LedgerKeys, ledger_options
-from cnbrain.storage import ledger_store
+from cnbrain.storage import ledger_store, wait_plans
+from cnbrain.storage.clock import moment_of
+from cnbrain.storage.ledger_audit import MAX_IDS
 from cnbrain.v1 import regional_pb2
 
 log = logging.getLogger("cnbrain.national")
@@ -76,12 +86,40 @@ class PlaceOrPlan:
         self, request: PlacementRequest, source_region: str, *, wait_until_s: int
     ) -> tuple[Decision, WaitPlan | None]:
         """The placer's decision for `request`, and, when it is a rejection, the plan of its
-        wait until epoch second `wait_until_s` (None when placed)."""
+        wait until epoch second `wait_until_s` (None when placed). While other waiting
+        requests have plans, `request` is placed now only if its own plan, made around
+        theirs, starts now (module docstring)."""
+        now = int(self._clock())
+        booked = await self._booked(request.id, now)
+        if booked:
+            planned = await self.plan(request, wait_until_s=wait_until_s, booked=booked)
+            start_s = planned[1].start_s
+            if start_s is None or start_s > now:
+                rejected = planner.rejected(request, planned[1].reason)
+                return await self._wait(request, source_region, rejected, planned)
         decision = await self._placer.place(request, source_region)
         if decision.status is DecisionStatus.PLACED:
+            await self._forget(request.id)
             return decision, None
-        options, plan = await self.plan(request, wait_until_s=wait_until_s)
-        if plan.start_s is not None or not options:
+        planned = await self.plan(request, wait_until_s=wait_until_s, booked=booked)
+        return await self._wait(request, source_region, decision, planned)
+
+    async def _wait(
+        self,
+        request: PlacementRequest,
+        source_region: str,
+        decision: Decision,
+        planned: tuple[list[PlanOption[ResourceKey]], WaitPlan],
+    ) -> tuple[Decision, WaitPlan | None]:
+        """What a request that is not placed now gets: its plan, kept for the requests
+        planned next; or, with no start within its max wait, room made by preemption in a
+        destination region and one more try at placing it (module docstring)."""
+        options, plan = planned
+        if plan.start_s is not None:
+            await self._keep(request, source_region, plan)
+            return decision, plan
+        await self._forget(request.id)
+        if not options:
             return decision, plan
         room = await self._make_room(request, options)
         if room is None:
@@ -93,10 +131,14 @@ class PlaceOrPlan:
         return decision, WaitPlan(None, None, f"{plan.reason}; {room.reason}")
 
     async def plan(
-        self, request: PlacementRequest, *, wait_until_s: int
+        self,
+        request: PlacementRequest,
+        *,
+        wait_until_s: int,
+        booked: Sequence[wait_planner.Booked] = (),
     ) -> tuple[list[PlanOption[ResourceKey]], WaitPlan]:
-        """The options of `request` and its earliest start on them by `wait_until_s`
-        (module docstring)."""
+        """The options of `request` and its earliest start on them by `wait_until_s`, where
+        the plans `booked` of other waiting requests do not stand (module docstring)."""
         engine = self._live_map.engine
         arrays = engine.arrays
         options = list(
@@ -120,23 +162,77 @@ class PlaceOrPlan:
         except WireError as wrong:
             log.warning("a region's timelines for %s are not valid: %s", request.id, wrong)
             return options, WaitPlan(None, None, f"a region's calendar was not valid: {wrong}")
+        wait_planner.book(calendar, booked, arrays)
+        duration_s = duration_seconds(request.duration_hours)
         found = wait_planner.earliest_start(
-            calendar,
-            options,
-            duration_s=duration_seconds(request.duration_hours),
-            deadline_s=wait_until_s,
+            calendar, options, duration_s=duration_s, deadline_s=wait_until_s
         )
         unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""
+        around = f", around {len(booked)} other waiting requests' plans" if booked else ""
         if found is None:
             return options, WaitPlan(
-                None, None, f"no candidate site is free for it within its max wait{unheard}"
+                None,
+                None,
+                f"no candidate site is free for it within its max wait{around}{unheard}",
             )
         start, option = found
         return options, WaitPlan(
             start,
             option.label,
-            f"planned by the national brain on {option.label} from epoch second {start}{unheard}",
+            f"planned by the national brain on {option.label} from epoch second {start}"
+            f"{around}{unheard}",
+            demand=wait_planner.demand_by_id(option.demand, arrays),
+            duration_s=duration_s,
         )
+
+    async def _booked(self, request_id: str, now: int) -> list[wait_plans.StoredPlan]:
+        """The live plans of the other waiting requests, earliest first: those whose
+        requests their source regions still hold (not ended); the others are dropped. A
+        region that does not answer keeps its plans until they lapse."""
+        async with self._sessions.begin() as session:
+            plans = await wait_plans.live(
+                session,
+                now=moment_of(now),
+                fresh_s=self._settings.wait_plan_ttl_s,
+                exclude=request_id,
+            )
+        by_region: dict[str, list[str]] = {}
+        for plan in plans:
+            by_region.setdefault(plan.source_region, []).append(plan.request_id)
+        ended: list[str] = []
+        for region_id, ids in by_region.items():
+            for first in range(0, len(ids), MAX_IDS):
+                asked = ids[first : first + MAX_IDS]
+                try:
+                    live = await self._directory.live_requests(
+                        region_id, asked, deadline_s=self._settings.candidate_deadline_s
+                    )
+                except PeerUnavailable as error:
+                    log.info("region %s could not say which plans are live: %s", region_id, error)
+                    continue
+                ended += [one for one in asked if one not in live]
+        if ended:
+            async with self._sessions.begin() as session:
+                await wait_plans.drop(session, ended)
+        return [plan for plan in plans if plan.request_id not in set(ended)]
+
+    async def _keep(self, request: PlacementRequest, source_region: str, plan: WaitPlan) -> None:
+        """Store `plan` (one with a start) as `request`'s, for the requests planned next."""
+        assert plan.start_s is not None
+        stored = wait_plans.StoredPlan(
+            request_id=request.id,
+            source_region=source_region,
+            demand=plan.demand,
+            start_s=plan.start_s,
+            end_s=plan.start_s + plan.duration_s,
+        )
+        async with self._sessions.begin() as session:
+            await wait_plans.save(session, stored, now=moment_of(int(self._clock())))
+
+    async def _forget(self, request_id: str) -> None:
+        """Drop `request_id`'s plan: it was placed, or nothing holds a start for it."""
+        async with self._sessions.begin() as session:
+            await wait_plans.drop(session, [request_id])
 
     async def _timelines(
         self, owners: dict[str, wait_planner.Wanted]

@@ -501,6 +501,22 @@ class RoomHoldRecord(Base):
     until: Mapped[datetime] = mapped_column(index=True)
 
 
+class WaitPlanRecord(Base):
+    """The national brain's plan of a waiting cross-region request of region `source_region`:
+    what it holds (`demand`: a JSON list of [resource named by id, amount]) over
+    `[start_at, end_at)`, as planned at `planned_at`. Plans of other requests are taken from
+    the calendar a request is planned on, until they lapse or their request is placed."""
+
+    __tablename__ = "wait_plans"
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source_region: Mapped[str] = mapped_column(String(64))
+    demand: Mapped[list[Any]] = mapped_column(JSON)
+    start_at: Mapped[datetime]
+    end_at: Mapped[datetime] = mapped_column(index=True)
+    planned_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class QueuePlanRecord(Base):
     """Where a queued request stands in the admission queue, as the last admission round
     planned it: its `position` (0 first), its estimated start (None: no start within its
