@@ -211,10 +211,12 @@ class PlaceOrPlan:
                     log.info("region %s could not say which plans are live: %s", region_id, error)
                     continue
                 ended += [one for one in asked if one not in live]
-        if ended:
-            async with self._sessions.begin() as session:
-                await wait_plans.drop(session, ended)
-        return [plan for plan in plans if plan.request_id not in set(ended)]
+        if not ended:
+            return plans
+        async with self._sessions.begin() as session:
+            await wait_plans.drop(session, ended)
+        gone = set(ended)
+        return [plan for plan in plans if plan.request_id not in gone]
 
     async def _keep(self, request: PlacementRequest, source_region: str, plan: WaitPlan) -> None:
         """Store `plan` (one with a start) as `request`'s, for the requests planned next."""
