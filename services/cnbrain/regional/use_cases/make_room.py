@@ -97,7 +97,8 @@ class MakeRoom:
         sites = [s for s in dict.fromkeys(site_ids) if s in index and owned[index[s]]]
         if not sites:
             return Room(0, None, "none of the sites named is this region's")
-        now = int(self._clock())
+        moment = self._clock()
+        now = int(moment)
         async with self._sessions() as session, session.begin():
             classes = await priority_classes.list_classes(session)
             assert classes is not None, "a prepared database has priority classes"
@@ -105,7 +106,7 @@ class MakeRoom:
                 session, arrays=arrays, now=now
             )
             held = await held_work(session)
-            holds = await room_holds.active(session, now=datetime.fromtimestamp(now, UTC))
+            holds = await room_holds.active(session, now=datetime.fromtimestamp(moment, UTC))
         others = [hold for hold in holds if hold.request_id != request.id]
         leave_held_rooms(calendar, others, holdings, arrays)
         preemptor = classes.named_or_default(request.priority_class)
