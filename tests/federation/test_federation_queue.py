@@ -1,20 +1,25 @@
 """End to end on separate processes and PostgreSQL: a cross-region request that asks to wait
 is queued by its source region while the western hubs are full, and is admitted (placed by
 the national brain across three brains) once one of them frees; while it waits, the national
-brain plans it on the calendars of the regions and the backbone.
+brain plans it on the calendars of the regions and the backbone. Room the west makes for a
+request of the east (`MakeRoom`) is left to that request alone while its hold lasts, and
+the hold ends when that request's part is prepared there.
 
 The west's three hubs with H800 accelerators are made full by reports of use outside the
 brains (`POST /v1/sites/{id}/usage`), and one is freed the same way.
 """
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
-from tests.federation.ledgers import check_invariants, unreleased
+from cnbrain.v1 import regional_pb2, regional_pb2_grpc
+from tests.federation.ledgers import check_invariants, rows, unreleased
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
@@ -246,6 +251,8 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
 
     placed = await until(admitted, "the high-class request placed after the preemption", 60)
     assert placed["site"] == "NX-hub-zhongwei"
+    # Its part at Zhongwei took the room held for it: the hold ended with the prepare.
+    assert await _holds(federation) == []
     requeued = get(federation, "west", f"/v1/requests/{victim['id']}")
     assert requeued["state"] == "queued"
     assert requeued["reason"] == "preempted by a request of class high"
@@ -261,6 +268,77 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
     assert cancel(federation, "east", view["id"])["state"] == "cancelled"
     assert cancel(federation, "west", victim["id"])["state"] == "cancelled"
     for site in WEST_H800:
+        _report_h800(federation, site, 0)
+    for url in federation.databases.values():
+        assert await unreleased(url) == []
+        await check_invariants(url)
+
+
+async def _holds(federation: LocalFederation) -> list[str]:
+    """The requests the west holds room for, lapsed or not."""
+    found = await rows(federation.databases["west"], "SELECT request_id FROM room_holds")
+    return sorted(row["request_id"] for row in found)
+
+
+def _make_room(
+    federation: LocalFederation, request: dict[str, Any], site_ids: list[str]
+) -> regional_pb2.MakeRoomResponse:
+    """The west asked to make room for `request` on `site_ids`, as the national brain asks."""
+    west = federation.members["west"]
+    metadata = (("authorization", f"Bearer {west.env['CNBRAIN_PEER_TOKEN']}"),)
+    with grpc.insecure_channel(f"127.0.0.1:{west.grpc_port}") as channel:
+        answer: regional_pb2.MakeRoomResponse = regional_pb2_grpc.RegionalBrainServiceStub(
+            channel
+        ).MakeRoom(
+            regional_pb2.MakeRoomRequest(request_json=json.dumps(request), site_ids=site_ids),
+            timeout=30,
+            metadata=metadata,
+        )
+    return answer
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_request_that_starts_now_at_the_destination_cannot_take_the_held_room(
+    federation: LocalFederation,
+) -> None:
+    """The west makes room at Zhongwei for a high-class request of the east (its low-class
+    request there requeued) that nobody places within the test: while the hold lasts, a
+    request of the west that starts now and fits only there is not placed, and the victim
+    stays queued."""
+    victim = _fill_the_west(federation, priority_class="low")
+    assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
+    held_for = {
+        **GPU_REQUEST,
+        "id": "east-held-room",
+        "tenant": "acme",
+        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
+        "priority_class": "high",
+    }
+    room = _make_room(federation, held_for, ["NX-hub-zhongwei"])
+    assert (room.requeued, room.site_id) == (1, "NX-hub-zhongwei"), room
+    assert await _holds(federation) == ["east-held-room"]
+
+    now = submit(
+        federation,
+        "west",
+        {
+            "source_province": "NX",
+            "resources": GPU_REQUEST["resources"],
+            "constraints": {"regions_allowed": ["NX"]},
+            "duration_hours": 2,
+        },
+    )
+    assert now["state"] == "rejected", now
+    requeued = get(federation, "west", f"/v1/requests/{victim['id']}")
+    assert requeued["state"] == "queued", requeued
+    assert await _holds(federation) == ["east-held-room"]
+    for url in federation.databases.values():
+        await check_invariants(url)
+
+    assert cancel(federation, "west", victim["id"])["state"] == "cancelled"
+    await rows(federation.databases["west"], "DELETE FROM room_holds")
+    for site in WEST_H800:  # a change of capacity: the west reads its ledger again
         _report_h800(federation, site, 0)
     for url in federation.databases.values():
         assert await unreleased(url) == []

@@ -1,7 +1,8 @@
 """The admission queue of a regional brain on PostgreSQL and Redis, on the tiny map: requests
 that ask to wait are queued with their place and estimated start, admitted when capacity
 frees, in class order, and rejected when their max wait passes; room made by preemption for
-a request of another region is left to it while its hold lasts.
+a request of another region is left to it while its hold lasts, by the admission round and
+by the decisions of requests that start now.
 
 Only CC-hub has Ascend910B accelerators (16), so every request here that asks for them
 competes for that one pool.
@@ -9,18 +10,22 @@ competes for that one pool.
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
 from sqlalchemy import select
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.codec import request_json
+from cnbrain.regional.federation import RegionalServicer
 from cnbrain.storage import room_holds
 from cnbrain.storage.models import LinkCapacity
+from cnbrain.v1 import regional_pb2
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.regional.brain_api import Api, brain_settings, serving
 from tests.tiny_map import ascend_body, tiny_map_raw
@@ -443,6 +448,55 @@ async def test_room_made_for_a_request_of_another_region_is_left_to_it_until_its
     assert admitted["site"] == "CC-hub"
     for one in (waiting, holder):
         await _cancel(api, user, one["id"])
+    await api.invariants()
+
+
+async def test_a_request_that_starts_now_cannot_take_the_room_held_for_another_regions_request(
+    api: Api,
+) -> None:
+    """While the hold lasts, the room is taken for every request but the one it is held for:
+    a submission that starts now is rejected, the snapshot of decisions shows the room
+    taken and the held request's candidates show it free; once the hold lapses, a
+    submission that starts now takes it."""
+    _, user = await api.tenant_user("q-room-now")
+    holder = await _submit(api, user, ascend_body(16, priority_class="low"))
+    assert holder["state"] == "placed" and holder["site"] == "CC-hub"
+    foreign = PlacementRequest.model_validate(
+        {**ascend_body(16, priority_class="high"), "id": "other-region-now", "tenant": "q-room-now"}
+    )
+    room = await api.use_cases.make_room(foreign, ["CC-hub"])
+    assert (room.requeued, room.site_id) == (1, "CC-hub"), room
+    await _cancel(api, user, holder["id"])  # only the hold keeps the room now
+
+    now = await _submit(api, user, ascend_body(16))
+    assert now["state"] == "rejected", now
+    live_map = api.brain.live_map
+    site, ascend = live_map.map.site_index["CC-hub"], live_map.engine.arrays.accelerator_column
+    snapshot, _ = await live_map.snapshot()
+    assert int(snapshot.free_acc[site, ascend["Ascend910B"]]) == 0
+    held, _ = await live_map.held_snapshot()
+    own = held.seen_by(foreign.id, now_s=time.time())
+    assert int(own.free_acc[site, ascend["Ascend910B"]]) == 16
+    other = foreign.model_copy(update={"id": "other-region-later"})
+    answer = await RegionalServicer(live_map, region_id="east").GetCandidates(
+        regional_pb2.GetCandidatesRequest(
+            requests_json=[request_json(foreign), request_json(other)],
+            max_sites=3,
+            paths_per_site=1,
+        ),
+        cast(Any, None),
+    )
+    mine, theirs = answer.answers
+    assert [(c.site_id, c.free.accelerator_count) for c in mine.candidates] == [("CC-hub", 16)]
+    assert not theirs.candidates and theirs.reason
+
+    stamp = datetime.now(UTC)
+    async with api.brain.sessions.begin() as session:  # the hold ends now
+        [hold] = await room_holds.active(session, now=stamp)
+        await room_holds.hold(session, replace(hold, until=stamp), now=stamp)
+    after = await _submit(api, user, ascend_body(16))
+    assert (after["state"], after["site"]) == ("placed", "CC-hub"), after
+    await _cancel(api, user, after["id"])
     await api.invariants()
 
 

@@ -1,17 +1,27 @@
 """The map a brain places with, and its free capacity, kept current.
 
 The map (and the engine and ownership built on it) is read from the registry in the database
-and replaced whole by `reload`. Free capacity is a snapshot of the ledger, cached between
-changes: this brain's own changes are bracketed (`begin_local_change`/`end_local_change`, see
+and replaced whole by `reload`. Free capacity is a snapshot of the ledger, with the room
+holds active when it was read (`storage.room_holds`), cached between changes: this brain's
+own changes are bracketed (`begin_local_change`/`end_local_change`, see
 `federation.local_ledger.local_change`) so the cached copy follows them, and any other
 change (a replica's, a peer's, a release) calls `capacity_changed` to forget it.
+
+`snapshot` is what a request without a hold may take: the free capacity less every hold
+that lasts beyond now (by `clock`, at each call, so a hold that lapses stops counting at
+once). `held_snapshot` gives the free capacity and the holds, for what one request may take
+(`HeldSnapshot.seen_by`: less the holds of the others).
 """
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.federation.ownership import Ownership
+from cnbrain.ledger.held_room import HeldSnapshot
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.ledger.snapshot_cache import SnapshotCache
@@ -19,7 +29,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.registry import EngineConfig
-from cnbrain.storage import ledger_store, registry
+from cnbrain.storage import ledger_store, registry, room_holds
 from cnbrain.storage.weights import get_weight_matrix
 
 
@@ -43,11 +53,17 @@ class LiveMap:
     """
 
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], *, owner: str | None, restrict: bool
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        owner: str | None,
+        restrict: bool,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._sessions = sessions
         self.owner = owner
         self._restrict = restrict
+        self._clock = clock
         self._placement: Placement | None = None
         self._snapshots = SnapshotCache(self._load_snapshot, arrays=lambda: self.engine.arrays)
 
@@ -90,21 +106,36 @@ class LiveMap:
         self.capacity_changed()
 
     async def snapshot(self) -> tuple[Snapshot, bool]:
-        """Free capacity as the database holds it (of what this brain owns), and whether it
-        was read just now (False: the cached copy, kept current with this brain's own
-        reservations)."""
+        """Free capacity as the database holds it (of what this brain owns) less the room
+        holds active now, what a request without a hold may take; and whether it was read
+        just now (False: the cached copy, kept current with this brain's own reservations)."""
+        held, fresh = await self._snapshots.get()
+        return held.seen_by(None, now_s=self._clock()), fresh
+
+    async def held_snapshot(self) -> tuple[HeldSnapshot, bool]:
+        """Free capacity as the database holds it (of what this brain owns) with the room
+        holds on it, and whether it was read just now (as `snapshot`)."""
         return await self._snapshots.get()
 
-    async def _load_snapshot(self) -> Snapshot:
+    def now(self) -> float:
+        """Now, in epoch seconds, by the clock that ends room holds here."""
+        return self._clock()
+
+    async def _load_snapshot(self) -> HeldSnapshot:
         placement = self.placement
+        arrays = placement.engine.arrays
         async with self._sessions() as session:
-            snapshot = await ledger_store.load_snapshot(session, arrays=placement.engine.arrays)
-        return placement.ownership.restrict(snapshot) if self._restrict else snapshot
+            snapshot = await ledger_store.load_snapshot(session, arrays=arrays)
+            holds = await room_holds.active(session, now=datetime.fromtimestamp(self._clock(), UTC))
+        free = placement.ownership.restrict(snapshot) if self._restrict else snapshot
+        return HeldSnapshot(free, tuple(room_holds.held_rooms(holds, arrays)))
 
     @property
     def cached_snapshot(self) -> Snapshot | None:
-        """The cached snapshot, if there is one (None: the next `snapshot` reads one)."""
-        return self._snapshots.cached
+        """The cached snapshot as the database holds it, if there is one (None: the next
+        `snapshot` reads one)."""
+        cached = self._snapshots.cached
+        return None if cached is None else cached.free
 
     def capacity_changed(self) -> None:
         """Forget the cached snapshot, and any read of it that began before this call."""

@@ -1,10 +1,11 @@
 """A consistent, read-only view of free capacity taken at the start of a placement cycle."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from cnbrain.ledger.reservation import Reservation
+from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
 
@@ -86,6 +87,30 @@ class Snapshot:
             free_storage_gib=storage,
             free_acc=acc,
             residual_mbps=mbps,
+        )
+
+    def less(self, computes: Sequence[ComputeClaim]) -> "Snapshot":
+        """A copy of this snapshot with the compute of every claim of `computes` taken (free
+        capacity kept at or above zero), at the same version; this snapshot itself when
+        `computes` is empty."""
+        if not computes:
+            return self
+        cpu, mem = self.free_cpu_m.copy(), self.free_mem_mib.copy()
+        storage, acc = self.free_storage_gib.copy(), self.free_acc.copy()
+        for c in computes:
+            cpu[c.site] -= c.cpu_m
+            mem[c.site] -= c.mem_mib
+            storage[c.site] -= c.storage_gib
+            if c.acc_count and c.acc_column >= 0:
+                acc[c.site, c.acc_column] -= c.acc_count
+        return Snapshot.of_free(
+            self.arrays,
+            version=self.version,
+            free_cpu_m=cpu,
+            free_mem_mib=mem,
+            free_storage_gib=storage,
+            free_acc=acc,
+            residual_mbps=self.residual_mbps,
         )
 
     def only_on(self, site: int) -> "Snapshot":

@@ -88,7 +88,9 @@ model and its destination path messages, or None when it has no path with that b
 
 class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     """Every call answers all its requests on one snapshot of this brain's ledger; a request
-    that is not valid here gets its own reason (or error) and the others their answers."""
+    that is not valid here gets its own reason (or error) and the others their answers. A
+    request's candidates show what it may take: the free capacity less the room held for
+    other requests (`ledger.held_room`), its own held room left to it."""
 
     def __init__(
         self,
@@ -112,26 +114,58 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     async def GetCandidates(
         self, request: regional_pb2.GetCandidatesRequest, context: Context
     ) -> regional_pb2.GetCandidatesResponse:
-        snapshot, _ = await self._live_map.snapshot()
+        held, _ = await self._live_map.held_snapshot()
         engine = self._live_map.engine
-        if snapshot.arrays is not engine.arrays:
+        if held.free.arrays is not engine.arrays:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the map is being reloaded")
+        now = self._live_map.now()
+        snapshot = held.seen_by(None, now_s=now)
+        holders = held.held_for(now)
         wanted = max(1, request.max_sites)
         k = max(1, request.paths_per_site)
         placements = [self._request(text) for text in request.requests_json]
-        valid = [p for p in placements if not isinstance(p, str)]
+        valid = [p for p in placements if not isinstance(p, str) and p.id not in holders]
         ranked = iter(engine.rank_sites_many(valid, snapshot=snapshot, n=wanted * 2))
         blocked = _BlockedLinks(snapshot)
         sites: _SiteAnswers = {}
-        answers = [
-            regional_pb2.Candidates(reason=placement)
-            if isinstance(placement, str)
-            else self._candidates(
-                placement, snapshot, next(ranked), blocked=blocked, sites=sites, wanted=wanted, k=k
-            )
-            for placement in placements
-        ]
+        answers = []
+        for placement in placements:
+            if isinstance(placement, str):
+                answers.append(regional_pb2.Candidates(reason=placement))
+            elif placement.id in holders:
+                own = held.seen_by(placement.id, now_s=now)
+                answers.append(self._held_candidates(placement, own, wanted=wanted, k=k))
+            else:
+                answers.append(
+                    self._candidates(
+                        placement,
+                        snapshot,
+                        next(ranked),
+                        blocked=blocked,
+                        sites=sites,
+                        wanted=wanted,
+                        k=k,
+                    )
+                )
         return regional_pb2.GetCandidatesResponse(region_id=self._region_id, answers=answers)
+
+    def _held_candidates(
+        self, placement: PlacementRequest, snapshot: Snapshot, *, wanted: int, k: int
+    ) -> regional_pb2.Candidates:
+        """The candidates of a request with a room hold here, on `snapshot`: what it may take
+        (the holds of other requests taken, its own left to it)."""
+        [ranking] = self._live_map.engine.rank_sites_many(
+            [placement], snapshot=snapshot, n=wanted * 2
+        )
+        return self._candidates(
+            placement,
+            snapshot,
+            ranking,
+            blocked=_BlockedLinks(snapshot),
+            sites={},
+            wanted=wanted,
+            k=k,
+        )
 
     def _candidates(
         self,
@@ -743,8 +777,12 @@ class NationalLink:
         sent = ""
         while True:
             self._sequence += 1
-            snapshot, _ = await self._live_map.snapshot()
-            summary = summarise(self._live_map.ownership, self._region_id, snapshot, self._sequence)
+            # The room held for a waiting request shows as free: the national brain asks this
+            # region for that request's candidates, which leave the room to it alone.
+            held, _ = await self._live_map.held_snapshot()
+            summary = summarise(
+                self._live_map.ownership, self._region_id, held.free, self._sequence
+            )
             summary.map_digest, sites, links = self._map_part()
             if summary.map_digest != sent:
                 summary.map_included = True

@@ -8,9 +8,16 @@ Contract:
   order, checks that each sum fits what the row has free (cap - used - external) or left
   (limit - used), then adds the sums and inserts the reservations. A batch costs a fixed
   number of statements whatever its size (on PostgreSQL: six locking reads and one
-  statement for the updates and inserts, all plain SQL with arrays). A single claim is a
+  statement for the updates and inserts, all plain SQL with arrays, and, for claims on
+  sites, one read of the room holds and a delete when some end). A single claim is a
   batch of one. Concurrent transactions, in one process or several on one PostgreSQL
   database, never oversubscribe a site, an accelerator pool, a link or a quota.
+- Room holds (`room_holds`) are capacity taken from every request but the one each is held
+  for: on a site, the sums must also leave what the holds active now (`until` after now)
+  keep there for requests without a claim on a site in the batch. The holds of the requests
+  with a claim on a site in the batch end in the same transaction (deleted), their room
+  taken by those claims. The holds are read after the site rows are locked, so a hold
+  stored before the room it keeps was freed is always seen by a batch that sees that room.
 - Rows are locked in one global order (site rows by id, link rows by id, site capacity by site,
   accelerators by site and model, link capacity by link, quotas by tenant), each table with
   one `SELECT ... ORDER BY ... FOR UPDATE` (PostgreSQL locks such rows in the order of the
@@ -25,7 +32,7 @@ Contract:
 """
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +54,7 @@ from cnbrain.ledger.keys import (
 )
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
+from cnbrain.storage import room_holds
 from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
@@ -342,7 +350,8 @@ async def reserve_many(
     the caller's transaction: all of them, or raise and leave the caller to roll back (earlier
     updates of the call may have been applied). Each needs a site and counts against its
     tenant's quota; the claims on one site, accelerator pool, link or tenant are added up and
-    must fit together.
+    must fit together, leaving the room held for other requests (module docstring); the
+    holds of the claims' requests end.
 
     The quota rows of `lock_tenants` are locked too, with those of the claims' tenants and in
     the same order (so still without deadlock), and stay locked until the caller's
@@ -370,8 +379,8 @@ async def take_many(
     `reserve_many` does but without storing reservations: compute on its site (none when its
     site is None), bandwidth on its links, and the tenant's quota (when it counts it). All of
     them, or raise as `reserve_many` does and leave the caller to roll back; the quota rows
-    of `lock_tenants` are locked as `reserve_many` locks them. Nothing happens for an empty
-    `claims`."""
+    of `lock_tenants` are locked as `reserve_many` locks them, and room holds count and end
+    as there. Nothing happens for an empty `claims`."""
     if claims:
         await _take(session, claims, store=(), lock_tenants=lock_tenants)
 
@@ -406,20 +415,29 @@ async def _take(
             for item in ids:
                 if status.get(item) != ACTIVE:
                     raise CapacityConflict(f"{kind} {item!r}", "not registered, or retired")
+    held = _Held()
     if sums.sites:
         free_sites = await sql.lock_sites(sorted(sums.sites))
+        held = await _held_for_others(session, claims, sums.sites)
         for site in sorted(sums.sites):
             if site not in free_sites:
                 raise CapacityConflict(f"site {site!r}", "has no capacity row")
-            for (name, _), want, free in zip(
-                SITE_RESOURCES, sums.sites[site], free_sites[site], strict=True
+            for (name, _), want, free, kept in zip(
+                SITE_RESOURCES,
+                sums.sites[site],
+                free_sites[site],
+                held.sites.get(site, (0, 0, 0)),
+                strict=True,
             ):
-                _fit(f"site {site!r} {name}", want, free)
+                _fit(f"site {site!r} {name}", want, free, kept)
     if sums.pools:
         free_pools = await sql.lock_pools(sorted(sums.pools))
         for site, model in sorted(sums.pools):
             _fit(
-                f"site {site!r} {model}", sums.pools[site, model], free_pools.get((site, model), 0)
+                f"site {site!r} {model}",
+                sums.pools[site, model],
+                free_pools.get((site, model), 0),
+                held.pools.get((site, model), 0),
             )
     if sums.bandwidth:
         free_links = await sql.lock_links(sorted(sums.bandwidth))
@@ -454,10 +472,45 @@ async def _take(
             raise CapacityConflict(f"{what} {names}", "changed concurrently; try again")
 
 
-def _fit(where: str, want: int, free: int) -> None:
-    """CapacityConflict unless `want` fits what is `free`."""
-    if want > free:
-        raise CapacityConflict(where, f"wants {want}, {max(free, 0)} free")
+def _fit(where: str, want: int, free: int, held: int = 0) -> None:
+    """CapacityConflict unless `want` fits what is `free` but what is `held` for other
+    requests."""
+    if want > free - held:
+        kept = f" ({held} held for another request)" if held else ""
+        raise CapacityConflict(where, f"wants {want}, {max(free - held, 0)} free{kept}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """The room held for other requests, summed per site (cpu, memory, storage) and per
+    accelerator pool (site, model)."""
+
+    sites: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    pools: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+async def _held_for_others(
+    session: AsyncSession, claims: Sequence[Claim], sites: Collection[str]
+) -> _Held:
+    """The room held on `sites` (rows the caller has locked) for requests without a claim in
+    `claims` on a site, by the holds that last beyond now; the holds of the requests of the
+    claims on a site end here (deleted: their requests take compute on this brain now,
+    which replaces them)."""
+    requests = {claim.request_id for claim in claims if claim.site_id is not None}
+    holds = await room_holds.active_on(session, site_ids=sites, request_ids=requests, now=utcnow())
+    await room_holds.end(
+        session, {hold.request_id for hold in holds if hold.request_id in requests}
+    )
+    per_site: dict[str, list[int]] = {}
+    pools: dict[tuple[str, str], int] = {}
+    for hold in holds:
+        if hold.request_id in requests or hold.site_id not in sites:
+            continue
+        _add(per_site, hold.site_id, (hold.cpu_m, hold.mem_mib, hold.storage_gib))
+        if hold.accelerator_model and hold.accelerator_count:
+            pool = (hold.site_id, hold.accelerator_model)
+            pools[pool] = pools.get(pool, 0) + hold.accelerator_count
+    return _Held({site: (a[0], a[1], a[2]) for site, a in per_site.items()}, pools)
 
 
 def _sums_of(claims: Sequence[Claim]) -> Sums:

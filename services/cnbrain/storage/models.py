@@ -486,8 +486,8 @@ class InFlightPlacementRecord(Base):
 
 class RoomHoldRecord(Base):
     """Room made on a site of this brain, by preemption, for request `request_id` of another
-    region's queue: until `until`, the admission round counts this compute on `site_id` as
-    taken, unless the request holds a part here by then."""
+    region's queue: until `until`, every other request counts this compute on `site_id` as
+    taken (`storage.room_holds`); deleted when the request takes compute here."""
 
     __tablename__ = "room_holds"
 

@@ -8,7 +8,8 @@ Contract:
   oversubscribe anything. The part is `prepared` until `expires_at`. It holds over its
   claim's window [start_at, end_at) (`ledger_store.calendar_of` reads it); its amounts, as
   for a local reservation, stay taken until it is released, which frees the rest of its
-  window at once.
+  window at once. A part on a site ends its request's room hold here (`room_holds`), in the
+  transaction that prepares it, and cannot take the room held for other requests.
 - `commit` makes a prepared, unexpired part `held` and records the decision. `release` gives
   back what a prepared or held part took, exactly once. `expire` releases every prepared
   part whose time has passed.

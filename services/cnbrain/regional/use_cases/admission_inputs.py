@@ -92,6 +92,13 @@ def owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:
     return True
 
 
+def rooms_left(holds: Sequence[RoomHold], holdings: Sequence[HeldWindow]) -> list[RoomHold]:
+    """The room holds a round leaves to their requests: those whose request holds nothing in
+    this brain yet."""
+    holding = {held.request_id for held in holdings}
+    return [hold for hold in holds if hold.request_id not in holding]
+
+
 def leave_held_rooms(
     calendar: Calendar[ResourceKey],
     holds: Sequence[RoomHold],
@@ -101,12 +108,11 @@ def leave_held_rooms(
     """Take from `calendar`, from its now until each hold's end, the compute of every room
     hold whose request holds nothing in this brain yet (as much of it as is free), so the
     round leaves that room to it."""
-    holding = {held.request_id for held in holdings}
     now = calendar.now
-    for hold in holds:
+    for hold in rooms_left(holds, holdings):
         site = arrays.map.site_index.get(hold.site_id)
         end = math.ceil(hold.until.timestamp())
-        if hold.request_id in holding or site is None or end <= now:
+        if site is None or end <= now:
             continue
         demand: dict[ResourceKey, int] = {
             site_key(site, "cpu_m"): hold.cpu_m,

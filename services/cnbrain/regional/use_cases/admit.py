@@ -58,6 +58,7 @@ from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.calendar import Calendar
 from cnbrain.ledger.claim import claim_from, duration_seconds, window_of
+from cnbrain.ledger.held_room import HeldSnapshot
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.stored_requests import fail_unreadable
@@ -67,6 +68,7 @@ from cnbrain.regional.use_cases.admission_inputs import (
     leave_held_rooms,
     owned,
     readable,
+    rooms_left,
     running_work,
     waited_out,
 )
@@ -195,7 +197,9 @@ class AdmitQueued:
                 for n in result.impossible
             ]
         )
-        admitted = await self._admit(result, by_id, read.stopping)
+        admitted = await self._admit(
+            result, by_id, read.stopping, rooms_left(read.holds, read.holdings)
+        )
         requeued = 0
         if self._preempt is not None:
             for preemption in result.preemptions:
@@ -359,14 +363,24 @@ class AdmitQueued:
                 continue
         return done
 
-    async def _admit(self, result: Round, by_id: dict[str, Queued], stopping: set[str]) -> int:
+    async def _admit(
+        self,
+        result: Round,
+        by_id: dict[str, Queued],
+        stopping: set[str],
+        holds: Sequence[room_holds.RoomHold],
+    ) -> int:
         """Decide the requests planned to start now, each group on its planned site only, and
         reserve them all with one unit of work; returns how many were admitted. A request
-        whose job's last attempt has not ended yet (it was just preempted) waits for it."""
+        whose job's last attempt has not ended yet (it was just preempted) waits for it. The
+        decisions leave the room of `holds` (the round's, read with its calendar) to their
+        requests while they last."""
         if not result.admit:
             return 0
         engine = self._live_map.engine
-        snapshot, _ = await self._live_map.snapshot()
+        held, _ = await self._live_map.held_snapshot()
+        rooms = tuple(room_holds.held_rooms(holds, engine.arrays))
+        snapshot = HeldSnapshot(held.free, rooms).seen_by(None, now_s=self._clock())
         site_index = engine.map.site_index
         groups: dict[str, list[PlacementRequest]] = {}
         for planned in result.admit:

@@ -5,19 +5,22 @@ On the first of the sites named that is this region's and where it can: the vict
 chosen by the scheduling core's rule (`scheduling.preemption.choose_victims`) among the work
 held on that site, with this region's priority classes (the request's class looked up by its
 name; an unknown name is the default class); a room hold is stored for the request
-(`storage.room_holds`: its compute on that site for `HOLD_S`, which this brain's admission
-round leaves to it), then the victims are requeued (`use_cases.preempt`). The national brain
-places the request at once after; the hold keeps the victims and the rest of this region's
-queue from taking the room back meanwhile. Once the request holds its part here the hold
-no longer counts; it lapses by itself.
+(`storage.room_holds`: its compute on that site for `HOLD_S`), then the victims are
+requeued (`use_cases.preempt`). The national brain places the request at once after; the
+hold keeps every other request from taking the room back meanwhile: the victims and the
+rest of this region's queue (the admission round), requests that start now here (the
+snapshot they are decided on), and any reservation or part taken here (the ledger's own
+check). It ends when the request takes compute here (its part's prepare deletes it) or
+when it lapses.
 
 What it lacks on a site is the compute the site does not have free now, and the bandwidth
 (`min_bandwidth_gbps`) that the links of a destination path to the site do not have free
 now: the paths from the site's province gateway this brain would offer the national brain
 (its `PATHS` best), the first whose lack some set of victims covers. Victims free the
 site's compute when they run there and their bandwidth on the links they hold wherever
-they run (`RunningWork.frees`). When the site's compute and one of those paths have room
-now, nothing is preempted."""
+they run (`RunningWork.frees`). The room held for other requests (their active holds)
+counts as taken. When the site's compute and one of those paths have room now, nothing is
+preempted."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +33,7 @@ from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
-from cnbrain.regional.use_cases.admission_inputs import running_work
+from cnbrain.regional.use_cases.admission_inputs import leave_held_rooms, running_work
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.scheduling.options import (
     LedgerKeys,
@@ -94,12 +97,18 @@ class MakeRoom:
         sites = [s for s in dict.fromkeys(site_ids) if s in index and owned[index[s]]]
         if not sites:
             return Room(0, None, "none of the sites named is this region's")
-        now = int(self._clock())
+        moment = self._clock()
+        now = int(moment)
         async with self._sessions() as session, session.begin():
             classes = await priority_classes.list_classes(session)
             assert classes is not None, "a prepared database has priority classes"
-            calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now)
+            calendar, holdings = await ledger_store.calendar_and_holdings(
+                session, arrays=arrays, now=now
+            )
             held = await held_work(session)
+            holds = await room_holds.active(session, now=datetime.fromtimestamp(moment, UTC))
+        others = [hold for hold in holds if hold.request_id != request.id]
+        leave_held_rooms(calendar, others, holdings, arrays)
         preemptor = classes.named_or_default(request.priority_class)
         keys = LedgerKeys(arrays)
         free_now, free_mbps = free_now_on(calendar, keys), free_bandwidth_now_on(calendar, keys)
@@ -170,3 +179,4 @@ class MakeRoom:
                 ),
                 now=at,
             )
+        self._live_map.capacity_changed()
