@@ -69,6 +69,18 @@ def _fill_the_west(federation: LocalFederation, **extra: Any) -> dict[str, Any]:
     )
 
 
+def _waiting_in_the_west(max_wait_s: int, **extra: Any) -> dict[str, Any]:
+    """The README's GPU job, for the west only, asking to wait up to `max_wait_s` (with
+    `extra`)."""
+    return {
+        **GPU_REQUEST,
+        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
+        "start": "queue",
+        "max_wait_s": max_wait_s,
+        **extra,
+    }
+
+
 def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:
     view: dict[str, Any] = get(federation, "east", f"/v1/requests/{request_id}")
     return view
@@ -86,12 +98,7 @@ async def test_a_cross_region_request_waits_and_is_admitted_when_the_western_hub
 ) -> None:
     for site, count in WEST_H800.items():
         _report_h800(federation, site, count)
-    body = {
-        **GPU_REQUEST,
-        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
-        "start": "queue",
-        "max_wait_s": 600,
-    }
+    body = _waiting_in_the_west(600)
     view = submit(federation, "east", body)
     assert view["state"] == "queued", view
 
@@ -142,12 +149,7 @@ async def test_a_cross_region_request_that_waits_gets_the_national_brains_estima
     request on the calendars: it may start at Zhongwei when that reservation ends."""
     filler = _fill_the_west(federation)
     assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
-    body = {
-        **GPU_REQUEST,
-        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
-        "start": "queue",
-        "max_wait_s": 4 * 3600,
-    }
+    body = _waiting_in_the_west(4 * 3600)
     view = submit(federation, "east", body)
     assert view["state"] == "queued", view
 
@@ -184,13 +186,7 @@ async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
     plan, not on the same room."""
     filler = _fill_the_west(federation)
     assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
-    body = {
-        **GPU_REQUEST,
-        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
-        "start": "queue",
-        "max_wait_s": 6 * 3600,
-        "duration_hours": 1,
-    }
+    body = _waiting_in_the_west(6 * 3600, duration_hours=1)
     starts: list[datetime] = []
     views: list[dict[str, Any]] = []
     for _ in range(2):
@@ -235,13 +231,7 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
     and is placed there at once."""
     victim = _fill_the_west(federation, priority_class="low")
     assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
-    body = {
-        **GPU_REQUEST,
-        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
-        "start": "queue",
-        "max_wait_s": 60,
-        "priority_class": "high",
-    }
+    body = _waiting_in_the_west(60, priority_class="high")
     view = submit(federation, "east", body)
     assert view["state"] == "queued", view
 
