@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from cnbrain.v1 import national_pb2, national_pb2_grpc
-from tests.federation.ledgers import rows
+from tests.federation.ledgers import check_invariants, rows
 from tests.federation_processes import REGIONS, LocalFederation, local_federation
 from tests.polling import until
 
@@ -352,6 +352,8 @@ async def test_a_national_quota_holds_on_the_sum_over_every_region(
         "initrode",
     )
     assert used["used_cpu_m"] == 3000
+    for url in federation.databases.values():
+        await check_invariants(url)
 
 
 @pytest.mark.asyncio
