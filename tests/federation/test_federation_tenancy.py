@@ -285,6 +285,21 @@ def _put(
     return httpx.put(f"{url}{path}", json=body, headers=headers, timeout=30)
 
 
+def _quota_on(federation: LocalFederation, region: str, tenant: str) -> dict[str, Any] | None:
+    """The tenant's quota view on `region`'s brain, as its admin; None while that brain has
+    not followed the tenant's creation yet (404)."""
+    answer = httpx.get(
+        f"{federation.members[region].url}/v1/tenants/{tenant}/quota",
+        headers=_admin(federation),
+        timeout=30,
+    )
+    if answer.status_code == 404:
+        return None
+    assert answer.status_code == 200, (region, answer.text)
+    view: dict[str, Any] = answer.json()
+    return view
+
+
 def _submit_as_staff(federation: LocalFederation, region: str, tenant: str) -> dict[str, Any]:
     answer = _post(federation, region, "/v1/requests", _job(region, tenant), _admin(federation))
     assert answer.status_code == 201, (region, answer.text)
@@ -311,9 +326,9 @@ async def test_a_national_quota_holds_on_the_sum_over_every_region(
     for region in REGIONS:
 
         async def limited_on(region: str = region) -> bool | None:
-            view = httpx.get(
-                f"{federation.members[region].url}/v1/tenants/initrode/quota", headers=admin
-            ).json()
+            view = _quota_on(federation, region, "initrode")
+            if view is None:
+                return None
             return True if view["national"] and view["national"]["cpu_cores"] == 3 else None
 
         await until(limited_on, f"the national quota on {region}", WITHIN_S)
@@ -378,9 +393,9 @@ async def test_a_region_may_hold_a_tenant_to_limits_of_its_own(
     assert west.json()["cpu_cores"] == 8, "the south's own limits are unchanged"
 
     async def cpu_on(region: str, cores: float) -> bool | None:
-        view = httpx.get(
-            f"{federation.members[region].url}/v1/tenants/wonka/quota", headers=admin
-        ).json()
+        view = _quota_on(federation, region, "wonka")
+        if view is None:
+            return None
         return True if view["cpu_cores"] == cores and view["region"] == region else None
 
     await until(lambda: cpu_on("west", 0), "the west's own limit", WITHIN_S)
