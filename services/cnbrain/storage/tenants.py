@@ -50,6 +50,7 @@ __all__ = [
     "has_users",
     "install_api_key",
     "limited_tenants",
+    "limits_of",
     "list_api_keys",
     "list_tenants",
     "list_users",
@@ -58,6 +59,7 @@ __all__ = [
     "quota_used",
     "revoke_api_key",
     "set_quota",
+    "used_of",
 ]
 
 TENANT_ROLES = frozenset({"tenant-user", "tenant-admin"})
@@ -369,6 +371,17 @@ async def set_quota(
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaLimits:
+    """A tenant's limits, in the engine's units (None: unlimited)."""
+
+    cpu_m: int | None
+    mem_mib: int | None
+    accelerators: int | None
+    mbps: int | None
+    active_requests: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaUsed:
     """What a tenant's held reservations use of its quota, in the engine's units."""
 
@@ -379,11 +392,18 @@ class QuotaUsed:
     active_requests: int
 
 
-async def quota_used(session: AsyncSession, *, tenant_id: str) -> QuotaUsed | None:
-    """What the tenant's held reservations use of its quota; None for an unknown tenant."""
-    quota = await get_quota(session, tenant_id=tenant_id)
-    if quota is None:
-        return None
+_LIMITED = ("cpu_m", "mem_mib", "accelerators", "mbps", "active_requests")
+"""What a quota limits: each column is `limit_` or `national_` and one of these."""
+
+
+def limits_of(quota: Quota, *, national: bool) -> QuotaLimits:
+    """`quota`'s limits, or with `national` a regional brain's copy of the national ones."""
+    prefix = "national_" if national else "limit_"
+    return QuotaLimits(*(getattr(quota, prefix + name) for name in _LIMITED))
+
+
+def used_of(quota: Quota) -> QuotaUsed:
+    """What `quota`'s tenant's held reservations use of it."""
     return QuotaUsed(
         quota.used_cpu_m,
         quota.used_mem_mib,
@@ -393,8 +413,10 @@ async def quota_used(session: AsyncSession, *, tenant_id: str) -> QuotaUsed | No
     )
 
 
-_LIMITED = ("cpu_m", "mem_mib", "accelerators", "mbps", "active_requests")
-"""What a quota limits: each column is `limit_` or `national_` and one of these."""
+async def quota_used(session: AsyncSession, *, tenant_id: str) -> QuotaUsed | None:
+    """What the tenant's held reservations use of its quota; None for an unknown tenant."""
+    quota = await get_quota(session, tenant_id=tenant_id)
+    return None if quota is None else used_of(quota)
 
 
 async def limited_tenants(

@@ -36,9 +36,9 @@ its reservation, never in between.
 Requests whose candidates lie outside the region (and requests asking for the national
 optimum, and those of tenants with a national quota), in a federated brain, are asked of the
 national brain while they wait, at most every `ask_every_s` (`escalate_waiting`): it places
-them at once, or answers with its plan
-of their wait (their earliest start on the backbone's calendar and the regions', or room
-made by preemption in a destination region), which is stored as their plan.
+them at once, or answers with its plan of their wait (their earliest start on the
+backbone's calendar and the regions', or room made by preemption in a destination region),
+which is stored as their plan.
 """
 
 import logging

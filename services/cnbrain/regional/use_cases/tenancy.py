@@ -56,7 +56,7 @@ from cnbrain.regional.security import STAFF_ROLES, TENANT_ROLES, Principal, Role
 from cnbrain.regional.use_cases.tenancy_sync import FollowTenancy
 from cnbrain.storage import audit, tenants
 from cnbrain.storage.clock import utcnow
-from cnbrain.storage.tenants import ApiKey, User
+from cnbrain.storage.tenants import ApiKey, QuotaLimits, QuotaUsed, User
 
 STAFF_ONLY = f"this needs one of the roles {', '.join(sorted(STAFF_ROLES))}"
 """Why a caller that is not staff may not manage tenants (the words the REST edge's role
@@ -162,27 +162,11 @@ class ManageTenants:
             quota = await tenants.get_quota(session, tenant_id=tenant_id)
         if quota is None:
             raise no_tenant(tenant_id)
-        national = _body(
-            quota.national_cpu_m,
-            quota.national_mem_mib,
-            quota.national_accelerators,
-            quota.national_mbps,
-            quota.national_active_requests,
-        )
+        national = _body(tenants.limits_of(quota, national=True))
         return QuotaView(
-            **_body(
-                quota.limit_cpu_m,
-                quota.limit_mem_mib,
-                quota.limit_accelerators,
-                quota.limit_mbps,
-                quota.limit_active_requests,
-            ).model_dump(),
+            **_body(tenants.limits_of(quota, national=False)).model_dump(),
+            **_used(tenants.used_of(quota)),
             region=None if self._federation is None else self._federation.region,
-            used_cpu_cores=quota.used_cpu_m / 1000,
-            used_memory_gib=quota.used_mem_mib / 1024,
-            used_accelerators=quota.used_accelerators,
-            used_bandwidth_gbps=quota.used_mbps / 1000,
-            used_active_requests=quota.active_requests,
             national=None if national == QuotaBody() else national,
         )
 
@@ -199,21 +183,8 @@ class ManageTenants:
         if quota is None:
             raise no_tenant(tenant_id)
         use = await self._federation.national_quota_use(tenant_id)
-        limits = _body(
-            quota.national_cpu_m,
-            quota.national_mem_mib,
-            quota.national_accelerators,
-            quota.national_mbps,
-            quota.national_active_requests,
-        )
-        return QuotaUse(
-            **limits.model_dump(),
-            used_cpu_cores=use.cpu_m / 1000,
-            used_memory_gib=use.mem_mib / 1024,
-            used_accelerators=use.accelerators,
-            used_bandwidth_gbps=use.mbps / 1000,
-            used_active_requests=use.active_requests,
-        )
+        limits = _body(tenants.limits_of(quota, national=True))
+        return QuotaUse(**limits.model_dump(), **_used(use))
 
 
 def _limits(body: QuotaBody) -> dict[str, Any]:
@@ -227,21 +198,26 @@ def _limits(body: QuotaBody) -> dict[str, Any]:
     }
 
 
-def _body(
-    cpu_m: int | None,
-    mem_mib: int | None,
-    accelerators: int | None,
-    mbps: int | None,
-    active_requests: int | None,
-) -> QuotaBody:
-    """The limits in the engine's units, in the API's."""
+def _body(limits: QuotaLimits) -> QuotaBody:
+    """`limits`, in the engine's units, in the API's."""
     return QuotaBody(
-        cpu_cores=None if cpu_m is None else cpu_m / 1000,
-        memory_gib=None if mem_mib is None else mem_mib / 1024,
-        accelerators=accelerators,
-        bandwidth_gbps=None if mbps is None else mbps / 1000,
-        active_requests=active_requests,
+        cpu_cores=None if limits.cpu_m is None else limits.cpu_m / 1000,
+        memory_gib=None if limits.mem_mib is None else limits.mem_mib / 1024,
+        accelerators=limits.accelerators,
+        bandwidth_gbps=None if limits.mbps is None else limits.mbps / 1000,
+        active_requests=limits.active_requests,
     )
+
+
+def _used(used: QuotaUsed) -> dict[str, Any]:
+    """`used`, in the engine's units, as the `used_` fields of `QuotaUse`."""
+    return {
+        "used_cpu_cores": used.cpu_m / 1000,
+        "used_memory_gib": used.mem_mib / 1024,
+        "used_accelerators": used.accelerators,
+        "used_bandwidth_gbps": used.mbps / 1000,
+        "used_active_requests": used.active_requests,
+    }
 
 
 class ManageUsers:
