@@ -81,6 +81,21 @@ def _waiting_in_the_west(max_wait_s: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+async def _cancel_and_free_the_west(
+    federation: LocalFederation, east_ids: list[str], filler_id: str
+) -> None:
+    """Cancel the east's requests and the west's filler, free the western hubs, and check
+    that nothing is left reserved and every ledger is sound."""
+    for request_id in east_ids:
+        assert cancel(federation, "east", request_id)["state"] == "cancelled"
+    assert cancel(federation, "west", filler_id)["state"] == "cancelled"
+    for site in WEST_H800:
+        _report_h800(federation, site, 0)
+    for url in federation.databases.values():
+        assert await unreleased(url) == []
+        await check_invariants(url)
+
+
 def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:
     view: dict[str, Any] = get(federation, "east", f"/v1/requests/{request_id}")
     return view
@@ -167,13 +182,7 @@ async def test_a_cross_region_request_that_waits_gets_the_national_brains_estima
     assert abs((start - ends).total_seconds()) < 120, (start, ends)
     assert _events(federation, view["id"]) == ["submitted", "queued", "planned"]
 
-    assert cancel(federation, "east", view["id"])["state"] == "cancelled"
-    assert cancel(federation, "west", filler["id"])["state"] == "cancelled"
-    for site in WEST_H800:
-        _report_h800(federation, site, 0)
-    for url in federation.databases.values():
-        assert await unreleased(url) == []
-        await check_invariants(url)
+    await _cancel_and_free_the_west(federation, [view["id"]], filler["id"])
 
 
 @pytest.mark.asyncio
@@ -211,14 +220,7 @@ async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
         "the plans of requests cancelled before are dropped",
     )
 
-    for view in views:
-        assert cancel(federation, "east", view["id"])["state"] == "cancelled"
-    assert cancel(federation, "west", filler["id"])["state"] == "cancelled"
-    for site in WEST_H800:
-        _report_h800(federation, site, 0)
-    for url in federation.databases.values():
-        assert await unreleased(url) == []
-        await check_invariants(url)
+    await _cancel_and_free_the_west(federation, [view["id"] for view in views], filler["id"])
 
 
 @pytest.mark.asyncio
