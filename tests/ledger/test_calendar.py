@@ -296,6 +296,80 @@ def test_earliest_is_the_first_feasible_integer_start(
         assert rises, "a start is not_before or a breakpoint where free capacity rises"
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    free=st.lists(st.integers(0, CAPACITY), min_size=HORIZON, max_size=HORIZON),
+    amount=st.integers(1, CAPACITY),
+    duration=st.integers(1, HORIZON),
+)
+def test_earliest_over_a_profile_of_many_steps(free: list[int], amount: int, duration: int) -> None:
+    """A profile that changes every second: searches whose windows span many steps."""
+    profile = Profile(CAPACITY, now=0)
+    for t, left in enumerate(free):
+        profile.take(Window(t, t + 1), CAPACITY - left)
+    found = profile.earliest(amount, duration, not_before=0, deadline=2 * HORIZON)
+    assert found == _brute_earliest(profile, amount, duration, 0, 2 * HORIZON)
+
+
+def test_a_give_lets_a_search_asked_before_start_earlier() -> None:
+    profile = Profile(CAPACITY, now=0)
+    profile.take(Window(0, 10), 4)
+    profile.take(Window(10, 20), 4)
+    assert profile.earliest(4, 3, not_before=0, deadline=HORIZON) == 20
+    profile.give(Window(0, 10), 4)
+    assert profile.earliest(4, 3, not_before=0, deadline=HORIZON) == 0
+    profile.take(Window(0, 2), 4)
+    assert profile.earliest(4, 3, not_before=0, deadline=HORIZON) == 2
+
+
+searches = st.tuples(st.integers(0, CAPACITY), st.integers(1, 8), st.integers(0, HORIZON))
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("take"), windows, st.integers(0, CAPACITY)),
+        st.tuples(st.just("give back"), st.integers(0, 11)),
+        st.tuples(st.just("advance"), st.integers(0, 3)),
+        st.tuples(st.just("earliest"), st.integers(0, 2), st.integers(0, HORIZON)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(asked=st.lists(searches, min_size=1, max_size=3), steps=steps)
+def test_earliest_stays_exact_as_takes_gives_and_time_change_the_profile(
+    asked: list[tuple[int, int, int]], steps: list[tuple[object, ...]]
+) -> None:
+    """The same few searches, asked again and again between changes, answer as a search of
+    a fresh profile would: what a profile keeps of earlier searches and takes (its least
+    free amount, where a search found no earlier start) never changes an answer."""
+    profile = Profile(CAPACITY, now=0)
+    held: list[tuple[Window, int]] = []
+    for step in steps:
+        if step[0] == "take":
+            window, amount = step[1], step[2]
+            assert isinstance(window, Window) and isinstance(amount, int)
+            if window.end > profile.now and profile.min_free(window) >= amount:
+                profile.take(window, amount)
+                held.append((window, amount))
+        elif step[0] == "give back" and held:
+            assert isinstance(step[1], int)
+            window, amount = held.pop(step[1] % len(held))
+            if window.end > profile.now:
+                profile.give(Window(max(window.start, profile.now), window.end), amount)
+        elif step[0] == "advance":
+            assert isinstance(step[1], int)
+            profile.advance(profile.now + step[1])
+        elif step[0] == "earliest":
+            assert isinstance(step[1], int) and isinstance(step[2], int)
+            amount, duration, not_before = asked[step[1] % len(asked)]
+            deadline = step[2] + profile.now
+            found = profile.earliest(amount, duration, not_before=not_before, deadline=deadline)
+            assert found == _brute_earliest(profile, amount, duration, not_before, deadline)
+            assert profile.fits_everywhere(amount) == (
+                min(free for _, free in profile.steps()) >= amount
+            )
+
+
 @settings(max_examples=200, deadline=None)
 @given(takes=takes, advance_to=st.integers(0, HORIZON))
 def test_advance_keeps_every_instant_from_now_on(

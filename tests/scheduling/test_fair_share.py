@@ -64,6 +64,17 @@ def test_age_breaks_ties_of_equal_shares_then_the_id() -> None:
     assert ids(order) == ["b-1", "c-1", "a-1"]
 
 
+def test_shares_equal_as_floats_are_still_ordered_exactly() -> None:
+    big = 10**17
+    capacity = Resources.of(cpu_m=big, mem_mib=big + 1)
+    # 3/(10**17 + 1) < 3/10**17, though both are the same float.
+    assert 3 / big == 3 / (big + 1)
+    usage = {"a": Resources.of(cpu_m=3), "b": Resources.of(mem_mib=3)}
+    queued = [work("a-1", "a", 0), work("b-1", "b", 5)]
+    order = fair_order(queued, classes=CLASSES, usage=usage, capacity=capacity)
+    assert ids(order) == ["b-1", "a-1"]
+
+
 def test_a_tenants_own_requests_come_oldest_first() -> None:
     queued = [work("a-late", "a", 9), work("a-early", "a", 1), work("a-mid", "a", 5)]
     order = fair_order(queued, classes=CLASSES, usage={}, capacity=CAPACITY)

@@ -35,7 +35,7 @@ class UnknownResource(NotFound):
 
 
 def _check_int(value: object, name: str, *, minimum: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
+    if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
         raise Invalid(f"must be an integer, not {value!r}", field=name)
     if minimum is not None and value < minimum:
         raise Invalid(f"must be at least {minimum}, not {value}", field=name)
@@ -69,23 +69,54 @@ class Window:
         return f"[{self.start}, {self.end})"
 
 
+def _last_below(values: list[int], lo: int, hi: int, amount: int) -> int:
+    """The last index in `[lo, hi)` whose value is below `amount`, one being known to be:
+    halves the range by the least value of its upper half (scanned in C) while it is long,
+    then looks back one index at a time."""
+    while hi - lo > 16:
+        mid = (lo + hi) // 2
+        if min(values[mid:hi]) < amount:
+            lo = mid
+        else:
+            hi = mid
+    i = hi - 1
+    while values[i] >= amount:
+        i -= 1
+    return i
+
+
 class Profile:
     """The free amount of one resource, an integer in [0, capacity], from `now` on.
 
     Representation: `_times` strictly increasing with `_times[0] == now`, and `_free[i]` the
     free amount over `[_times[i], _times[i + 1])` (the last one to infinity, and always the
-    whole capacity). Adjacent steps differ, so equal profiles have equal steps. With n
-    breakpoints, `free_at` costs O(log n); a window over m steps costs O(log n + m) to read
-    and O(n) to change (list insertions); `earliest` costs O(log n + k) for the k steps from
-    `not_before` to the end of the answer.
+    whole capacity). Adjacent steps differ, so equal profiles have equal steps.
+
+    `_floor` is at most the least free amount, and equal to it when `_floor_exact`: a take
+    lowers it by its amount, and `fits_everywhere` makes it exact again (a scan of the
+    steps) only when it is below an amount asked. An amount of at most `_floor` fits
+    everywhere: checking or searching it costs O(1).
+
+    `_no_start` remembers, per `(amount, duration)` searched, a time before which no window of
+    that duration from now on has that amount free: where the last search that covered
+    everything from now found its answer (after its deadline when it found none). A take
+    only lowers free amounts, so it stays true, and the next search of the same amount and
+    duration starts from there (the many requests that wait for one busy resource); a give or
+    an advance forgets it all.
+
+    With n breakpoints, `free_at` costs O(log n); a window over m steps costs O(log n + m)
+    to read and O(n) to change (list insertions); `earliest` costs O(log n + k) for the k
+    steps from `not_before` to the end of the answer.
     """
 
-    __slots__ = ("_capacity", "_free", "_times")
+    __slots__ = ("_capacity", "_floor", "_floor_exact", "_free", "_no_start", "_times")
 
     def __init__(self, capacity: int, *, now: int) -> None:
         self._capacity = _check_int(capacity, "capacity", minimum=0)
         self._times = [_check_int(now, "now")]
         self._free = [capacity]
+        self._floor, self._floor_exact = capacity, True
+        self._no_start: dict[tuple[int, int], int] = {}
 
     @property
     def capacity(self) -> int:
@@ -99,7 +130,17 @@ class Profile:
         """An independent copy of this profile."""
         twin = Profile(self._capacity, now=self._times[0])
         twin._times, twin._free = list(self._times), list(self._free)
+        twin._floor, twin._floor_exact = self._floor, self._floor_exact
         return twin
+
+    def fits_everywhere(self, amount: int) -> bool:
+        """Whether at least `amount` is free at every instant from now on."""
+        if amount <= self._floor:
+            return True
+        if self._floor_exact:
+            return False
+        self._floor, self._floor_exact = min(self._free), True
+        return amount <= self._floor
 
     def steps(self) -> tuple[tuple[int, int], ...]:
         """The breakpoints `(time, free from then on)`, the first at `now`."""
@@ -120,6 +161,8 @@ class Profile:
     def first_short(self, window: Window, amount: int) -> int | None:
         """The first instant of `window` with less than `amount` free, or None if none."""
         _check_int(amount, "amount", minimum=0)
+        if self.fits_everywhere(amount):
+            return None
         first, stop = self._span(window)
         free = self._free
         if min(free[first:stop], default=amount) >= amount:
@@ -181,6 +224,20 @@ class Profile:
         start = max(not_before, self.now)
         if start > deadline or amount > self._capacity:
             return None
+        if self.fits_everywhere(amount):
+            return start
+        asked = (amount, duration)
+        known = self._no_start.get(asked, self._times[0])
+        if start > known:
+            return self._scan(amount, duration, start, deadline)
+        if known > deadline:
+            return None
+        found = self._scan(amount, duration, known, deadline)
+        self._no_start[asked] = deadline + 1 if found is None else found
+        return found
+
+    def _scan(self, amount: int, duration: int, start: int, deadline: int) -> int | None:
+        """`earliest` from `start` (not before now), scanning the steps."""
         times, free = self._times, self._free
         i = bisect_right(times, start) - 1
         while True:
@@ -195,10 +252,7 @@ class Profile:
                 return start
             # A step of the window is short. Every later start up to the last short one
             # holds that step too, so the next start to try is just after it.
-            j = stop - 1
-            while free[j] >= amount:
-                j -= 1
-            i = j + 1
+            i = _last_below(free, i + 1, stop, amount) + 1
             start = times[i]
 
     def advance(self, now: int) -> None:
@@ -210,6 +264,8 @@ class Profile:
         del self._times[:first]
         del self._free[:first]
         self._times[0] = now
+        self._floor_exact = False
+        self._no_start.clear()
 
     def _span(self, window: Window) -> tuple[int, int]:
         """The indices `[first, stop)` of the steps overlapping `window` from now on."""
@@ -220,11 +276,14 @@ class Profile:
 
     def _add(self, window: Window, delta: int) -> None:
         """Add `delta` over `window` from now on, with no check, keeping the steps canonical."""
-        start = max(window.start, self.now)
-        if delta == 0 or start >= window.end:
+        start, end = max(window.start, self._times[0]), window.end
+        if delta == 0 or start >= end:
             return
-        first = self._split(start)
-        stop = self._split(window.end)
+        self._floor, self._floor_exact = self._floor + min(delta, 0), False
+        if delta > 0:
+            self._no_start.clear()
+        first = self._split(start, 0)
+        stop = self._split(end, first)
         free = self._free
         free[first:stop] = [amount + delta for amount in free[first:stop]]
         # Only the two edges can now equal their neighbours; merge the later one first.
@@ -235,12 +294,14 @@ class Profile:
             del self._times[first]
             del free[first]
 
-    def _split(self, t: int) -> int:
-        """Make `t` (not before now) a breakpoint and return its index."""
-        i = bisect_right(self._times, t) - 1
-        if self._times[i] == t:
+    def _split(self, t: int, lo: int) -> int:
+        """Make `t` (not before now, nor before the breakpoint `lo`) a breakpoint and return
+        its index."""
+        times = self._times
+        i = bisect_right(times, t, lo) - 1
+        if times[i] == t:
             return i
-        self._times.insert(i + 1, t)
+        times.insert(i + 1, t)
         self._free.insert(i + 1, self._free[i])
         return i + 1
 
@@ -285,21 +346,22 @@ class Calendar(Generic[K]):
     def fits(self, demand: Mapping[K, int], window: Window) -> bool:
         """Whether every amount of `demand` is free over the whole of `window`."""
         return all(
-            profile.first_short(window, amount) is None for profile, amount in self._resolve(demand)
+            profile.first_short(window, amount) is None
+            for _, profile, amount in self._resolve(demand)
         )
 
     def take(self, demand: Mapping[K, int], window: Window) -> None:
         """Take `demand` over `window` on every resource, or raise CalendarConflict (naming
         the first resource that does not fit) and take nothing."""
         resolved = self._resolve(demand)
-        for (key, _), (profile, amount) in zip(demand.items(), resolved, strict=True):
+        for key, profile, amount in resolved:
             short = profile.first_short(window, amount)
             if short is not None:
                 raise CalendarConflict(
                     f"{key!r}: {amount} does not fit over {window}: "
                     f"{profile.free_at(short)} free at {short}"
                 )
-        for profile, amount in resolved:
+        for _, profile, amount in resolved:
             profile._add(window, -amount)  # checked above
 
     def take_what_is_free(self, demand: Mapping[K, int], window: Window) -> None:
@@ -335,14 +397,14 @@ class Calendar(Generic[K]):
         """Give `demand` back over `window` on every resource, or raise CalendarConflict
         (naming the first resource it would take above capacity) and give nothing."""
         resolved = self._resolve(demand)
-        for (key, _), (profile, amount) in zip(demand.items(), resolved, strict=True):
+        for key, profile, amount in resolved:
             over = profile.first_over(window, amount)
             if over is not None:
                 raise CalendarConflict(
                     f"{key!r}: giving {amount} over {window} exceeds the capacity "
                     f"{profile.capacity}: {profile.free_at(over)} free at {over}"
                 )
-        for profile, amount in resolved:
+        for _, profile, amount in resolved:
             profile._add(window, amount)  # checked above
 
     def end_early(self, demand: Mapping[K, int], window: Window, at: int) -> Window:
@@ -361,14 +423,19 @@ class Calendar(Generic[K]):
         """The earliest start `s` with `max(not_before, now) <= s <= deadline` at which every
         resource of `demand` fits over `[s, s + duration)`; None if there is none.
 
-        Leapfrog over the resources: each profile in turn moves the candidate start to its own
-        earliest fit from there (a breakpoint where it rises), until all of them agree on one.
-        Each move passes at least one step of one profile, so this ends.
+        Leapfrog over the resources that may be short somewhere (not `fits_everywhere`): each
+        profile in turn moves the candidate start to its own earliest fit from there (a
+        breakpoint where it rises), until all of them agree on one. Each move passes at least
+        one step of one profile, so this ends.
         """
         _check_int(duration, "duration", minimum=1)
         _check_int(not_before, "not_before")
         _check_int(deadline, "deadline")
-        resolved = [(profile, amount) for profile, amount in self._resolve(demand) if amount]
+        resolved = [
+            (profile, amount)
+            for _, profile, amount in self._resolve(demand)
+            if amount > profile._floor and not profile.fits_everywhere(amount)
+        ]
         start = max(not_before, self._now)
         if start > deadline:
             return None
@@ -396,9 +463,15 @@ class Calendar(Generic[K]):
             profile.advance(now)
         self._now = now
 
-    def _resolve(self, demand: Mapping[K, int]) -> list[tuple[Profile, int]]:
-        """The profile and the checked amount of each key of `demand`, in its order."""
-        return [
-            (self.profile(key), _check_int(amount, f"demand[{key!r}]", minimum=0))
-            for key, amount in demand.items()
-        ]
+    def _resolve(self, demand: Mapping[K, int]) -> list[tuple[K, Profile, int]]:
+        """Each key of `demand`, in its order, with its profile and its checked amount."""
+        profiles = self._profiles
+        resolved: list[tuple[K, Profile, int]] = []
+        for key, amount in demand.items():
+            profile = profiles.get(key)
+            if profile is None:
+                raise UnknownResource(f"the calendar holds no resource {key!r}")
+            if type(amount) is not int or amount < 0:
+                _check_int(amount, f"demand[{key!r}]", minimum=0)
+            resolved.append((key, profile, amount))
+        return resolved

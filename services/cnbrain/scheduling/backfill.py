@@ -26,12 +26,10 @@ estimated start, and are planned again, from scratch, in the next cycle.
 Cost: per item, one `Calendar.earliest` per option tried (its leapfrog over the option's
 resources) and one `Calendar.take`. Options after the first are searched only up to one second
 before the best start found so far (a later start would lose), and not at all once an option
-starts at `not_before`. A search leaves out the resources with room for their amount at every
-instant (a lower bound of each resource's least free amount is kept through the plan), so it
-scans only the steps of resources that may bind; and a search of a demand and duration
-searched before in the plan starts where the last one found no earlier start (free capacity
-only falls during a plan). Neither changes an answer. Pure: no I/O, no clock; the only state
-changed is the calendar given.
+starts at `not_before`. The calendar scans only the steps of resources that may be short,
+and a resource searched before for the same amount and duration from where the last search
+found no earlier start (`Profile`). Pure: no I/O, no clock; the only state changed is the
+calendar given.
 """
 
 from collections.abc import Hashable, Iterable, Mapping
@@ -127,87 +125,10 @@ def plan(calendar: Calendar[K], items: Iterable[PlanItem[K]]) -> list[PlanResult
     afterwards holds the whole plan; a caller that wants it as it was plans on a fresh one
     (or gives the windows back). A demand naming a key the calendar lacks raises
     `UnknownResource`, a negative amount `Invalid`."""
-    least, searched = _LeastFree(calendar), _Searched(calendar)
-    return [_plan_one(calendar, least, searched, item) for item in items]
+    return [_plan_one(calendar, item) for item in items]
 
 
-_FOREVER = 2**62
-"""A time after every breakpoint: the end of the window "from now on"."""
-
-
-class _LeastFree(Generic[K]):
-    """Per key, a lower bound of its least free amount at any instant from now on, kept
-    through the plan's takes (a take of `a` lowers the least free amount by at most `a`).
-
-    A key whose least free amount is at least an amount holds it over any window, so it
-    cannot move an earliest start: searches leave it out (`binding`), which changes no
-    answer and spares scanning the many steps of busy resources that still have room. The
-    bound is made exact (a scan of the key's steps) only when it is below an amount asked.
-    """
-
-    __slots__ = ("_bound", "_calendar", "_exact")
-
-    def __init__(self, calendar: Calendar[K]) -> None:
-        self._calendar = calendar
-        self._bound: dict[K, int] = {}
-        self._exact: set[K] = set()
-
-    def binding(self, demand: Mapping[K, int]) -> dict[K, int]:
-        """The part of `demand` that may not fit somewhere; an amount that is not an int of
-        at least zero is kept, so that the calendar refuses it."""
-        kept: dict[K, int] = {}
-        for key, amount in demand.items():
-            if type(amount) is not int or amount < 0:
-                kept[key] = amount
-                continue
-            bound = self._bound.get(key)
-            if (bound is None or bound < amount) and key not in self._exact:
-                bound = self._calendar.profile(key).min_free(Window(self._calendar.now, _FOREVER))
-                self._bound[key] = bound
-                self._exact.add(key)
-            if bound is None or bound < amount:
-                kept[key] = amount
-        return kept
-
-    def took(self, demand: Mapping[K, int]) -> None:
-        """Lower the bounds by a demand just taken."""
-        for key, amount in demand.items():
-            if key in self._bound:
-                self._bound[key] -= amount
-                self._exact.discard(key)
-
-
-class _Searched(Generic[K]):
-    """`Calendar.earliest`, remembering per (demand, duration) a time before which it has no
-    start. A plan only takes, so free capacity only falls and an earliest start never moves
-    earlier: a later search of the same demand and duration starts from there, which skips
-    the steps already found too full (the many items that wait for one busy resource)."""
-
-    __slots__ = ("_calendar", "_low")
-
-    def __init__(self, calendar: Calendar[K]) -> None:
-        self._calendar = calendar
-        self._low: dict[tuple[frozenset[tuple[K, int]], int], int] = {}
-
-    def earliest(
-        self, demand: Mapping[K, int], duration: int, *, not_before: int, deadline: int
-    ) -> int | None:
-        now = self._calendar.now
-        key = (frozenset(demand.items()), duration)
-        low = self._low.get(key, now)
-        start = max(not_before, now, low)
-        if start > deadline:
-            return None
-        found = self._calendar.earliest(demand, duration, not_before=start, deadline=deadline)
-        if start == max(low, now):
-            # Searched from `low` on: no start before what was found, or after the deadline.
-            self._low[key] = deadline + 1 if found is None else found
-        return found
-
-
-def _plan_one(
-    calendar: Calendar[K], least: _LeastFree[K], searched: _Searched[K], item: PlanItem[K]
-) -> PlanResult:
+def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
     first = max(item.not_before, calendar.now)
     if item.deadline < first:
         return NoStart(
@@ -222,9 +143,7 @@ def _plan_one(
         deadline = item.deadline if best_start is None else best_start - 1
         if deadline < first:
             break
-        start = searched.earliest(
-            least.binding(option.demand), item.duration, not_before=first, deadline=deadline
-        )
+        start = calendar.earliest(option.demand, item.duration, not_before=first, deadline=deadline)
         if start is not None:
             best_start, best = start, index
     if best_start is None:
@@ -232,7 +151,6 @@ def _plan_one(
     window = Window.of(best_start, item.duration)
     demand = item.options[best].demand
     calendar.take(demand, window)
-    least.took(demand)
     return Planned(item.id, best, window, starts_now=best_start == calendar.now)
 
 

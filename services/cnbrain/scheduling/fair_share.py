@@ -26,7 +26,7 @@ from cnbrain.domain import bounds
 from cnbrain.domain.errors import Invalid
 from cnbrain.scheduling.checks import checked_number
 from cnbrain.scheduling.classes import PriorityClasses
-from cnbrain.scheduling.resources import Resources, dominant_fraction
+from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import QueuedWork
 
 DEFAULT_WEIGHT = 1.0
@@ -56,10 +56,11 @@ def fair_order(
         seen.add(work.id)
         value = classes.get(work.class_name).value
         by_class.setdefault(value, {}).setdefault(work.tenant, []).append(work)
-    held = dict(usage)
+    held = {tenant: dict(amounts.amounts) for tenant, amounts in usage.items()}
+    totals = {d: total for d, total in capacity.amounts.items() if total > 0}
     order: list[QueuedWork] = []
     for value in sorted(by_class, reverse=True):
-        order.extend(_drf_order(by_class[value], held, capacity, weight_of))
+        order.extend(_drf_order(by_class[value], held, totals, weight_of))
     return order
 
 
@@ -75,20 +76,74 @@ def _checked_weights(weights: Mapping[str, float]) -> dict[str, Fraction]:
     return checked
 
 
+class _Share:
+    """A tenant's usage as the order grows it, and its dominant share of the region's
+    capacity (`resources.dominant_fraction`), kept as it grows: adding a demand can only
+    raise the share, in the dimensions the demand names."""
+
+    __slots__ = ("_best", "_of", "_totals", "used")
+
+    def __init__(self, used: dict[str, int], totals: Mapping[str, int]) -> None:
+        self.used, self._totals = used, totals
+        self._best, self._of = 0, 1
+        self._raise(used)
+
+    def add(self, demand: Resources) -> None:
+        used = self.used
+        for dimension, amount in demand.amounts.items():
+            used[dimension] = used.get(dimension, 0) + amount
+        self._raise({d: used[d] for d in demand.amounts})
+
+    def weighted(self, weight: Fraction) -> "_Ratio":
+        """The dominant share divided by `weight`, exactly."""
+        return _Ratio(self._best * weight.denominator, self._of * weight.numerator)
+
+    def _raise(self, amounts: Mapping[str, int]) -> None:
+        for dimension, amount in amounts.items():
+            total = self._totals.get(dimension, 0)
+            if total and amount * self._of > self._best * total:
+                self._best, self._of = amount, total
+
+
+class _Ratio:
+    """The ratio `n / d` (`d > 0`), compared exactly (cross-multiplied). A heap key puts its
+    float first (`key`): integer division rounds correctly, so unequal floats order as the
+    ratios do, and only between equal floats are the ratios compared."""
+
+    __slots__ = ("_d", "_n")
+
+    def __init__(self, n: int, d: int) -> None:
+        self._n, self._d = n, d
+
+    def key(self) -> "tuple[float, _Ratio]":
+        return self._n / self._d, self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Ratio):
+            return NotImplemented
+        return self._n * other._d == other._n * self._d
+
+    def __lt__(self, other: "_Ratio") -> bool:
+        return self._n * other._d < other._n * self._d
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def _drf_order(
     by_tenant: dict[str, list[QueuedWork]],
-    held: dict[str, Resources],
-    capacity: Resources,
+    held: dict[str, dict[str, int]],
+    totals: Mapping[str, int],
     weight_of: Mapping[str, Fraction],
 ) -> list[QueuedWork]:
-    """One class's requests in weighted DRF order; adds each pick's demand to `held`."""
+    """One class's requests in weighted DRF order; adds each pick's demand to `held` (per
+    tenant, the amount per dimension); `totals` is the capacity per dimension (positive)."""
     default = Fraction(DEFAULT_WEIGHT)
-    heap: list[tuple[Fraction, float, str, str, int]] = []
+    heap: list[tuple[tuple[float, _Ratio], float, str, str, int]] = []
+    shares = {tenant: _Share(held.setdefault(tenant, {}), totals) for tenant in by_tenant}
 
     def push(tenant: str, position: int) -> None:
         head = by_tenant[tenant][position]
-        share = dominant_fraction(held.get(tenant, Resources()), capacity)
-        weighted = share / weight_of.get(tenant, default)
+        weighted = shares[tenant].weighted(weight_of.get(tenant, default)).key()
         heapq.heappush(heap, (weighted, head.submitted_at, head.id, tenant, position))
 
     for tenant, works in by_tenant.items():
@@ -99,7 +154,7 @@ def _drf_order(
         _, _, _, tenant, position = heapq.heappop(heap)
         work = by_tenant[tenant][position]
         order.append(work)
-        held[tenant] = held.get(tenant, Resources()) + work.demand
+        shares[tenant].add(work.demand)
         if position + 1 < len(by_tenant[tenant]):
             push(tenant, position + 1)
     return order

@@ -34,8 +34,9 @@ The rule, in full, for a preemptor of class value `v` that needs `need` freed:
 when no set covers the need.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
+from itertools import groupby
 
 from cnbrain.scheduling.checks import checked_int, checked_name, checked_number
 from cnbrain.scheduling.classes import MAX_CLASS_VALUE, MIN_CLASS_VALUE
@@ -99,19 +100,10 @@ def _victims_for_site(
 ) -> list[RunningWork] | None:
     """The minimal set of `candidates` that frees `need` for an option on `site`, greedily
     (rules 3 and 4), or None when all of them do not."""
-    frees = [(work, work.frees(site)) for work in candidates]
-    frees.sort(
-        key=lambda pair: (
-            pair[0].class_value,
-            -pair[0].started_at,
-            dominant_fraction(pair[1], need),
-            pair[0].id,
-        )
-    )
     left = need
     taken: list[RunningWork] = []
     held: dict[int, Resources] = {}
-    for work, freed in frees:
+    for work, freed in _in_rule_order(need, site, candidates):
         if any(freed[dimension] > 0 for dimension in left):
             taken.append(work)
             held[id(work)] = freed
@@ -119,3 +111,19 @@ def _victims_for_site(
             if left.is_zero():
                 return without_unneeded(taken, need, lambda one: held[id(one)])
     return None
+
+
+def _in_rule_order(
+    need: Resources, site: str, candidates: list[RunningWork]
+) -> Iterator[tuple[RunningWork, Resources]]:
+    """`candidates` in the order of rule 3, each with what it frees for `site`. The size
+    (and what a candidate frees) is worked out only between candidates of equal class and
+    start, as the greedy reaches them: it usually stops after a few."""
+    by_class_and_start = sorted(candidates, key=lambda work: (work.class_value, -work.started_at))
+    for _, group in groupby(
+        by_class_and_start, key=lambda work: (work.class_value, work.started_at)
+    ):
+        ties = [(work, work.frees(site)) for work in group]
+        if len(ties) > 1:
+            ties.sort(key=lambda pair: (dominant_fraction(pair[1], need), pair[0].id))
+        yield from ties
