@@ -10,6 +10,7 @@ competes for that one pool.
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -22,7 +23,9 @@ from sqlalchemy import select
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import request_json
+from cnbrain.ledger.keys import accelerator_key
 from cnbrain.regional.federation import RegionalServicer
+from cnbrain.regional.use_cases.timelines import ReadTimelines
 from cnbrain.storage import room_holds
 from cnbrain.storage.models import LinkCapacity
 from cnbrain.v1 import regional_pb2
@@ -456,8 +459,9 @@ async def test_a_request_that_starts_now_cannot_take_the_room_held_for_another_r
 ) -> None:
     """While the hold lasts, the room is taken for every request but the one it is held for:
     a submission that starts now is rejected, the snapshot of decisions shows the room
-    taken and the held request's candidates show it free; once the hold lapses, a
-    submission that starts now takes it."""
+    taken, the held request's candidates show it free, and so do the timelines the national
+    brain plans waiting requests on (taken until the hold ends for the others); once the
+    hold lapses, a submission that starts now takes it."""
     _, user = await api.tenant_user("q-room-now")
     holder = await _submit(api, user, ascend_body(16, priority_class="low"))
     assert holder["state"] == "placed" and holder["site"] == "CC-hub"
@@ -489,6 +493,17 @@ async def test_a_request_that_starts_now_cannot_take_the_room_held_for_another_r
     mine, theirs = answer.answers
     assert [(c.site_id, c.free.accelerator_count) for c in mine.candidates] == [("CC-hub", 16)]
     assert not theirs.candidates and theirs.reason
+
+    timelines = ReadTimelines(sessions=api.brain.sessions, live_map=live_map)
+    async with api.brain.sessions() as session:
+        [hold] = await room_holds.active(session, now=datetime.now(UTC))
+    for asking, free_now in ((foreign.id, 16), (other.id, 0), ("", 0)):
+        _, profiles = await timelines(["CC-hub"], [], request_id=asking)
+        steps = dict(profiles)[accelerator_key(site, "Ascend910B")].steps()
+        assert steps[0][1] == free_now, (asking, steps)
+        assert steps[-1][1] == 16
+        if free_now == 0:
+            assert steps[1][0] == math.ceil(hold.until.timestamp()), steps
 
     stamp = datetime.now(UTC)
     async with api.brain.sessions.begin() as session:  # the hold ends now

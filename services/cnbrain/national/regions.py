@@ -80,13 +80,21 @@ class Region:
             raise unavailable(self.id, error) from error
 
     async def timelines(
-        self, site_ids: Sequence[str], link_ids: Sequence[str], *, deadline_s: float
+        self,
+        site_ids: Sequence[str],
+        link_ids: Sequence[str],
+        *,
+        request_id: str,
+        deadline_s: float,
     ) -> regional_pb2.GetTimelinesResponse:
-        """The free amount over time of the region's resources among those named
-        (GetTimelines). Raises PeerUnavailable when it does not answer in `deadline_s`."""
+        """The free amount over time of the region's resources among those named, for the
+        waiting request `request_id` (GetTimelines). Raises PeerUnavailable when it does not
+        answer in `deadline_s`."""
         try:
             return await self.brain.GetTimelines(
-                regional_pb2.GetTimelinesRequest(site_ids=site_ids, link_ids=link_ids),
+                regional_pb2.GetTimelinesRequest(
+                    site_ids=site_ids, link_ids=link_ids, request_id=request_id
+                ),
                 timeout=deadline_s,
             )
         except grpc.aio.AioRpcError as error:

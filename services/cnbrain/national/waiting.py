@@ -154,7 +154,7 @@ class PlaceOrPlan:
         owners = wait_planner.wanted(options, arrays)
         async with self._sessions() as session, session.begin():
             backbone = await ledger_store.calendar_of(session, arrays=arrays, now=now)
-        answers, missing = await self._timelines(owners)
+        answers, missing = await self._timelines(owners, request.id)
         try:
             calendar = wait_planner.joint_calendar(
                 backbone, answers, options=options, arrays=arrays
@@ -237,9 +237,10 @@ class PlaceOrPlan:
             await wait_plans.drop(session, [request_id])
 
     async def _timelines(
-        self, owners: dict[str, wait_planner.Wanted]
+        self, owners: dict[str, wait_planner.Wanted], request_id: str
     ) -> tuple[dict[str, regional_pb2.GetTimelinesResponse], set[str]]:
-        """The timelines of every region among `owners`, and the regions that gave none."""
+        """The timelines of every region among `owners` for the waiting request
+        `request_id`, and the regions that gave none."""
         deadline = self._settings.candidate_deadline_s
         calls: dict[str, asyncio.Future[regional_pb2.GetTimelinesResponse]] = {}
         missing: set[str] = set()
@@ -251,7 +252,9 @@ class PlaceOrPlan:
                 missing.add(owner)
                 continue
             calls[owner] = asyncio.ensure_future(
-                region.timelines(one.site_ids, one.link_ids, deadline_s=deadline)
+                region.timelines(
+                    one.site_ids, one.link_ids, request_id=request_id, deadline_s=deadline
+                )
             )
         answers: dict[str, regional_pb2.GetTimelinesResponse] = {}
         for owner, call in calls.items():

@@ -272,7 +272,9 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         if self._timelines is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this brain keeps no calendar")
         try:
-            now, timelines = await self._timelines(list(request.site_ids), list(request.link_ids))
+            now, timelines = await self._timelines(
+                list(request.site_ids), list(request.link_ids), request_id=request.request_id
+            )
         except Invalid as wrong:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
         arrays = self._live_map.engine.arrays

@@ -225,6 +225,12 @@ class GetTimelinesRequest(_message.Message):
 
     SITE_IDS_FIELD_NUMBER: _builtins.int
     LINK_IDS_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """The waiting request the timelines are for (empty: none). The room this region holds
+    for it (made by MakeRoom) counts as free; the room it holds for other requests counts
+    as taken until its hold ends, as this region's own admission round counts it.
+    """
     @_builtins.property
     def site_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """At most 64 sites and 256 links."""
@@ -236,10 +242,11 @@ class GetTimelinesRequest(_message.Message):
         *,
         site_ids: _abc.Iterable[_builtins.str] | None = ...,
         link_ids: _abc.Iterable[_builtins.str] | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "site_ids", b"site_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "request_id", b"request_id", "site_ids", b"site_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

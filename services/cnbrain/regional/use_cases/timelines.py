@@ -1,9 +1,12 @@
 """The free amount over time of this region's sites and links, for the national brain's plan
 of a waiting cross-region request (`GetTimelines`): their profiles on this brain's calendar
-(`ledger_store.calendar_of`), of what this region owns only."""
+(`ledger_store.calendar_of`), of what this region owns only, with the room held for other
+requests taken out (`admission_inputs.leave_held_rooms`), as this brain's admission round
+takes it out."""
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -17,7 +20,9 @@ from cnbrain.ledger.keys import (
     link_key,
     site_key,
 )
-from cnbrain.storage import ledger_store
+from cnbrain.regional.use_cases.admission_inputs import leave_held_rooms
+from cnbrain.scheduling.checks import checked_name
+from cnbrain.storage import ledger_store, room_holds
 
 MAX_SITES = 64
 """Sites one call may name."""
@@ -41,12 +46,17 @@ class ReadTimelines:
         self._clock = clock
 
     async def __call__(
-        self, site_ids: Sequence[str], link_ids: Sequence[str]
+        self, site_ids: Sequence[str], link_ids: Sequence[str], *, request_id: str = ""
     ) -> tuple[int, list[tuple[ResourceKey, Profile]]]:
         """The calendar's now and the profile of every resource of the sites of `site_ids`
         and of every link of `link_ids` that this region owns (the others, and ids the map
-        does not have, are left out). Raises Invalid (field `site_ids` or `link_ids`) for
-        more than `MAX_SITES` sites or `MAX_LINKS` links."""
+        does not have, are left out), for the waiting request `request_id` (empty: none):
+        the room held for it counts as free, the room held for any other request as taken
+        until its hold ends. Raises Invalid (field `site_ids`, `link_ids` or `request_id`)
+        for more than `MAX_SITES` sites or `MAX_LINKS` links, or a request id that is not a
+        name."""
+        if request_id:
+            checked_name(request_id, field="request_id")
         if len(site_ids) > MAX_SITES:
             raise Invalid(f"at most {MAX_SITES} sites, not {len(site_ids)}", field="site_ids")
         if len(link_ids) > MAX_LINKS:
@@ -65,7 +75,12 @@ class ReadTimelines:
         ]
         now = int(self._clock())
         async with self._sessions() as session, session.begin():
-            calendar = await ledger_store.calendar_of(session, arrays=arrays, now=now)
+            calendar, holdings = await ledger_store.calendar_and_holdings(
+                session, arrays=arrays, now=now
+            )
+            holds = await room_holds.active(session, now=datetime.fromtimestamp(now, UTC))
+        others = [hold for hold in holds if hold.request_id != request_id]
+        leave_held_rooms(calendar, others, holdings, arrays)
         keys: list[ResourceKey] = [
             key
             for i in sorted(sites)
