@@ -1,8 +1,8 @@
 """The free amount over time of this region's sites and links, for the national brain's plan
 of a waiting cross-region request (`GetTimelines`): their profiles on this brain's calendar
-(`ledger_store.calendar_of`), of what this region owns only, with the room held for other
-requests taken out (`admission_inputs.leave_held_rooms`), as this brain's admission round
-takes it out."""
+(`ledger_store.calendar_and_holdings`), of what this region owns only, less the room held
+for other requests (`admission_inputs.leave_held_rooms`), as this brain's admission round
+counts it."""
 
 import time
 from collections.abc import Callable, Sequence
