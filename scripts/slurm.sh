@@ -453,11 +453,12 @@ start_slurmrestd() {
         touch "$log"
         chown "$REST_USER" "$log"
         # slurmrestd stays in the foreground: its own session, the user's ids, its pid in a file
-        # (setsid and setpriv exec, so $! becomes slurmrestd itself once the shell's fork, then
-        # setsid, setpriv and env, have each exec'd the next).
-        setsid setpriv --reuid="$REST_USER" --regid="$REST_USER" --init-groups \
+        # (the subshell, setsid and setpriv exec, so $! becomes slurmrestd itself once each of
+        # them has exec'd the next). It runs in / : a working directory removed later (a
+        # checkout deleted) would break its job submissions.
+        (cd / && exec setsid setpriv --reuid="$REST_USER" --regid="$REST_USER" --init-groups \
             env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s "openapi/$API,openapi/db$API" \
-            "$REST_HOST:$REST_PORT" >>"$log" 2>&1 </dev/null &
+            "$REST_HOST:$REST_PORT") >>"$log" 2>&1 </dev/null &
         local child=$! start=$SECONDS comm=""
         while ((SECONDS - start < WAIT_S)); do
             comm="$(cat "/proc/$child/comm" 2>/dev/null)" || break
