@@ -434,7 +434,7 @@ class Calendar(Generic[K]):
         resolved = [
             (profile, amount)
             for _, profile, amount in self._resolve(demand)
-            if amount > profile._floor and not profile.fits_everywhere(amount)
+            if not profile.fits_everywhere(amount)
         ]
         start = max(not_before, self._now)
         if start > deadline:

@@ -126,8 +126,6 @@ class _Ratio:
     def __lt__(self, other: "_Ratio") -> bool:
         return self._n * other._d < other._n * self._d
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 def _drf_order(
     by_tenant: dict[str, list[QueuedWork]],
