@@ -516,3 +516,58 @@ def test_segment_list_one_sid_per_node_after_access(
         assert nodes[0] == "CC-acc"
         assert plan.segment_list(r) == tuple(plan.sid(n) for n in nodes[1:])
         assert len(plan.segment_list(r)) == len(r.links)
+
+
+# --- routes between two sites --------------------------------------------------------------
+
+
+def _between(
+    router: SegmentRouter, cmap: ComputeNetworkMap, a: str, b: str, **kw: float
+) -> list[Route]:
+    return router.site_routes(from_site=cmap.site_index[a], to_site=cmap.site_index[b], k=3, **kw)
+
+
+def test_site_to_site_across_regions_is_three_segments_by_their_owners(
+    router: SegmentRouter, tiny_map: ComputeNetworkMap
+) -> None:
+    routes = _between(router, tiny_map, "AA-dc", "CC-hub")
+    best = routes[0]
+    assert [(s.kind, s.owner) for s in best.segments] == [
+        (SegmentKind.SOURCE, "east"),
+        (SegmentKind.BACKBONE, NATIONAL_OWNER),
+        (SegmentKind.DESTINATION, "west"),
+    ]
+    # AA-dc -> AA-agg1 (0.2) -> AA-gw (0.5); AA-gw -> BB-gw -> CC-gw (5); CC-gw -> CC-agg1 ->
+    # CC-hub (0.7).
+    assert best.latency_ms == pytest.approx(6.4)
+    assert best.segments[0].path.nodes == ("AA-dc", "AA-agg1", "AA-gw")
+    assert best.segments[1].path.nodes == ("AA-gw", "BB-gw", "CC-gw")
+    assert best.segments[2].path.nodes == ("CC-gw", "CC-agg1", "CC-hub")
+    nodes = route_nodes(best)
+    for (a, b), link in zip(itertools.pairwise(nodes), best.links, strict=True):
+        assert link_idx(tiny_map, a, b) == link
+    assert [r.latency_ms for r in routes] == sorted(r.latency_ms for r in routes)
+    back = _between(router, tiny_map, "CC-hub", "AA-dc")[0]
+    assert back.latency_ms == pytest.approx(best.latency_ms)
+    assert sorted(back.links) == sorted(best.links)
+    assert [s.owner for s in back.segments] == ["west", NATIONAL_OWNER, "east"]
+
+
+def test_site_to_site_in_one_province_is_one_local_segment(
+    router: SegmentRouter, tiny_map: ComputeNetworkMap
+) -> None:
+    best = _between(router, tiny_map, "AA-dc", "AA-idle")[0]
+    assert [(s.kind, s.owner) for s in best.segments] == [(SegmentKind.LOCAL, "east")]
+    assert best.segments[0].path.nodes == ("AA-dc", "AA-agg1", "AA-idle")
+    assert best.latency_ms == pytest.approx(0.4)
+    for link in best.links:
+        assert tiny_map.node_province[tiny_map.links[link].a] == "AA"
+
+
+def test_a_site_to_itself_is_an_empty_route_and_bounds_filter(
+    router: SegmentRouter, tiny_map: ComputeNetworkMap
+) -> None:
+    (same,) = _between(router, tiny_map, "BB-hub", "BB-hub")
+    assert same.segments == () and same.links == () and same.latency_ms == 0
+    assert _between(router, tiny_map, "AA-dc", "CC-hub", max_latency_ms=6.0) == []
+    assert len(_between(router, tiny_map, "AA-dc", "CC-hub", max_latency_ms=6.5)) >= 1

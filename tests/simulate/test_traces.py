@@ -9,6 +9,7 @@ import pytest
 
 from cnbrain.cli.main import main
 from cnbrain.domain.enums import WorkloadClass
+from cnbrain.domain.flows import Delivery, Endpoint, Flows, Serving, Staging
 from cnbrain.netmap.china import china_document
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.topology_zoo import zoo_document
@@ -61,6 +62,15 @@ def _jobs() -> list[TraceJob]:
             accelerator_model="A100",
             accelerator_count=8,
             min_bandwidth_gbps=5.0,
+            flows=Flows(
+                staging=(
+                    Staging(
+                        source=Endpoint(site="SH-hub-qingpu"), volume_gb=1500.5, max_rate_gbps=10.0
+                    ),
+                    Staging(source=Endpoint(province="GD"), volume_gb=20.0, mode="stream"),
+                ),
+                delivery=(Delivery(destination=Endpoint(province="GD"), volume_gb=75.0),),
+            ),
         ),
         TraceJob(
             id="c",
@@ -80,6 +90,9 @@ def _jobs() -> list[TraceJob]:
             workload_class=WorkloadClass.SERVICE,
             max_latency_ms=40.0,
             min_bandwidth_gbps=0.5,
+            flows=Flows(
+                serving=Serving(provinces=("SH", "ZJ"), rate_gbps=1.0, max_latency_ms=20.0)
+            ),
         ),
     ]
 
@@ -104,6 +117,35 @@ def test_round_trip_of_a_generated_trace(
     path = tmp_path / f"trace{suffix}"
     write_trace(jobs, path)
     assert read_trace(path) == jobs
+
+
+def test_flows_read_from_json_with_whole_numbers_and_bad_flows_name_the_field(
+    tmp_path: Path,
+) -> None:
+    good = tmp_path / "good.jsonl"
+    record = {
+        "id": "j",
+        "arrival_s": 0,
+        "duration_s": 60,
+        "source_province": "GD",
+        "cpu": 1,
+        "memory_gib": 1,
+        "flows": {"staging": [{"source": {"province": "SH"}, "volume_gb": 100}]},
+    }
+    good.write_text(json.dumps(record) + "\n")
+    (job,) = read_trace(good)
+    assert job.flows is not None
+    assert job.flows.staging[0].volume_gb == 100.0
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        'id,arrival_s,duration_s,source_province,cpu,memory_gib,flows\nj,0,60,GD,1,1,{"x"\n'
+    )
+    with pytest.raises(TraceError, match=r"line 2: flows: not valid JSON"):
+        read_trace(bad)
+    record["flows"] = {"staging": [{"source": {"site": "a", "province": "SH"}, "volume_gb": 1}]}
+    good.write_text(json.dumps(record) + "\n")
+    with pytest.raises(TraceError, match=r"line 1: flows.staging.0.source: .*exactly one"):
+        read_trace(good)
 
 
 def test_csv_empty_cells_are_absent_fields(tmp_path: Path) -> None:

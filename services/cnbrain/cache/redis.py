@@ -351,7 +351,7 @@ class RedisSubscription(Closing):
         """See `Subscription.aclose`; drops the connection, which ends the subscription."""
         if not self.closed:
             self.closed = True
-            await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # unannotated upstream
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # unannotated before redis 8.2
 
 
 class RedisCapacityBus:

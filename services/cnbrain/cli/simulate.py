@@ -17,7 +17,9 @@ from cnbrain.netmap.errors import MapError
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.registry import STRATEGIES
+from cnbrain.simulate.flow_simulation import FLOW_POLICIES
 from cnbrain.simulate.metrics import SimulationSummary
+from cnbrain.simulate.scenarios import SCENARIOS
 from cnbrain.simulate.simulation import DEFAULT_ROUND_GAP_S
 from cnbrain.simulate.trace import TraceJob
 
@@ -25,6 +27,8 @@ SYNTHETIC_TRACE = "synthetic:"
 DEFAULT_POLICIES = "topn-cpsat,greedy,first-fit,least-allocated,most-allocated,random-feasible"
 LOAD_BASES = ("trace", "capacity")
 DEFAULT_ADMISSION = "retry"
+DEFAULT_LOADS = "0.5,0.9,1.2"
+DEFAULT_SCENARIO_LOADS = "0.9,1.2"
 
 
 def add_simulate_command(
@@ -35,13 +39,40 @@ def add_simulate_command(
         "simulate", help="replay a trace with several policies and loads; write a report"
     )
     sim.add_argument("--map", default="china", help=map_help)
-    sim.add_argument(
-        "--trace",
-        required=True,
-        help="a trace file (.jsonl or .csv) or synthetic:jobs=N,hours=H,seed=S",
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--trace", help="a trace file (.jsonl or .csv) or synthetic:jobs=N,hours=H,seed=S"
     )
-    sim.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated")
-    sim.add_argument("--load", default="0.5,0.9,1.2", help="offered loads, comma-separated")
+    source.add_argument(
+        "--scenario",
+        help="run the flow simulation on scenarios of the suite instead of a trace: "
+        f"comma-separated names or 'all' ({', '.join(SCENARIOS)}); see "
+        "cnbrain.simulate.scenarios",
+    )
+    sim.add_argument(
+        "--policies",
+        default=None,
+        help=f"comma-separated (default {DEFAULT_POLICIES}; with --scenario "
+        f"{','.join(FLOW_POLICIES)})",
+    )
+    sim.add_argument(
+        "--load",
+        default=None,
+        help=f"offered loads, comma-separated (default {DEFAULT_LOADS}; with --scenario "
+        f"{DEFAULT_SCENARIO_LOADS}, on the capacity basis)",
+    )
+    sim.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="with --scenario: runs in parallel (default: one per core)",
+    )
+    sim.add_argument(
+        "--quality",
+        action="store_true",
+        help="with --scenario: also check each decision of the scarcity policy against the "
+        "exact search over every eligible site",
+    )
     sim.add_argument(
         "--admission",
         default=DEFAULT_ADMISSION,
@@ -82,6 +113,12 @@ def add_simulate_command(
 
 
 def simulate_command(args: argparse.Namespace) -> int:
+    if args.scenario is not None:
+        from cnbrain.cli.scenarios import scenario_command
+
+        return scenario_command(args)
+    args.policies = args.policies or DEFAULT_POLICIES
+    args.load = args.load or DEFAULT_LOADS
     from cnbrain.simulate.classes import parse_shares
     from cnbrain.simulate.offered import capacity_factor, offered_load, scaled
     from cnbrain.simulate.report import compare
@@ -89,7 +126,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         policies = _names(args.policies)
-        loads = _loads(args.load)
+        loads = parse_loads(args.load)
         admissions = _admissions(args.admission)
         class_shares = None if args.classes is None else parse_shares(args.classes)
         cmap = load_map(args.map)
@@ -231,7 +268,8 @@ def _admissions(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _loads(text: str) -> list[float]:
+def parse_loads(text: str) -> list[float]:
+    """Comma-separated offered loads, each positive and finite; ValueError otherwise."""
     try:
         loads = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:

@@ -110,3 +110,9 @@ Name = Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH), AfterValida
 
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH), AfterValidator(control_free)]
 """A longer text: at most MAX_TEXT_LENGTH characters, no control characters."""
+
+MAX_VOLUME_GB: Final = 10**7
+"""Data one flow moves (GB, 10^9 bytes): 10 PB, beyond any dataset staged for one job."""
+
+MAX_FLOWS: Final = 16
+"""Staging or delivery flows of one request."""

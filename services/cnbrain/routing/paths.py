@@ -36,6 +36,24 @@ class GraphPath:
             latency_ms=self.latency_ms + latency_ms,
         )
 
+    def preceded(self, node: str, link: int, latency_ms: float) -> "GraphPath":
+        """`link` from `node` followed by this path."""
+        return GraphPath(
+            nodes=(node, *self.nodes),
+            links=(link, *self.links),
+            link_array=np.insert(self.link_array, 0, link),
+            latency_ms=self.latency_ms + latency_ms,
+        )
+
+    def reversed(self) -> "GraphPath":
+        """The same path walked the other way (links carry both directions)."""
+        return GraphPath(
+            nodes=self.nodes[::-1],
+            links=self.links[::-1],
+            link_array=self.link_array[::-1].copy(),
+            latency_ms=self.latency_ms,
+        )
+
 
 @dataclass(slots=True)
 class _Enumeration:

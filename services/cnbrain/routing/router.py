@@ -68,7 +68,7 @@ class RouteSource(Protocol):
 
 
 class SegmentRouter:
-    """Computes routes from an access node to sites.
+    """Computes routes from an access node to sites, and between two sites (`site_routes`).
 
     Same province: one `local` segment on the province's graph. Otherwise: `source` (access
     node to the source gateway, source province graph), `backbone` (gateway to gateway,
@@ -91,6 +91,7 @@ class SegmentRouter:
         self._backbone = PathFinder(graphs.backbone)
         self._best: dict[tuple[str, int, int], list[Route]] = {}
         self._avoiding: dict[tuple[str, int, int, Blocked], list[Route]] = {}
+        self._between: dict[tuple[int, int, int], list[Route]] = {}
         self._lock = threading.Lock()
 
     def routes(
@@ -118,6 +119,54 @@ class SegmentRouter:
                 best = self._avoiding_blocked(access_node, site, k, blocked)
             out.append([r for r in best if r.latency_ms <= max_latency_ms])
         return out
+
+    def site_routes(
+        self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf
+    ) -> list[Route]:
+        """The up to k best routes from site `from_site` to site `to_site`, best first, each
+        within `max_latency_ms`: one empty route (no link, 0 ms) for the same site; one
+        `local` segment inside one province; otherwise a `source` segment (the first site to
+        its province's gateway, on that province's graph), a `backbone` segment and a
+        `destination` segment (gateway to the second site), each computed on its owner's
+        graph as `routes` computes them from an access node."""
+        key = (from_site, to_site, k)
+        with self._lock:
+            best = self._between.get(key)
+        if best is None:
+            best = self._between_sites(from_site, to_site, k)
+            with self._lock:
+                if len(self._between) >= CACHE_LIMIT:
+                    self._between.clear()
+                self._between[key] = best
+        return [r for r in best if r.latency_ms <= max_latency_ms]
+
+    def _between_sites(self, from_site: int, to_site: int, k: int) -> list[Route]:
+        cmap = self.map
+        if from_site == to_site:
+            return [Route.of(())]
+        src = cmap.sites[from_site].province
+        dst = cmap.sites[to_site].province
+        if src == dst:
+            finder = self._province[src]
+            site_id = cmap.sites[from_site].id
+            candidates = [
+                path.preceded(site_id, att.link, att.latency_ms)
+                for att in self._attachments[from_site]
+                for path in self._to_site(finder, att.node, to_site, k, NOTHING_BLOCKED)
+                if att.link not in path.links
+            ]
+            best = heapq.nsmallest(k, candidates, key=lambda p: p.latency_ms)
+            return [
+                Route.of((RouteSegment(SegmentKind.LOCAL, cmap.region_of(src), p),)) for p in best
+            ]
+        first = [
+            p.reversed() for p in self.destination_paths(from_site, k=k, blocked=NOTHING_BLOCKED)
+        ]
+        middle = self.backbone_paths(
+            cmap.provinces[src].gateway, cmap.provinces[dst].gateway, k=k, blocked=NOTHING_BLOCKED
+        )
+        last = self.destination_paths(to_site, k=k, blocked=NOTHING_BLOCKED)
+        return combine(cmap.region_of(src), cmap.region_of(dst), first, middle, last, k=k)
 
     def _avoiding_blocked(
         self, access_node: str, site: int, k: int, blocked: Blocked

@@ -3,6 +3,7 @@
 from pydantic import Field
 
 from cnbrain.domain.enums import WorkloadClass
+from cnbrain.domain.flows import Flows
 from cnbrain.domain.model import DomainModel
 from cnbrain.domain.request import PlacementRequest
 
@@ -22,6 +23,11 @@ class TraceJob(DomainModel):
     accelerator_count: int = Field(default=0, ge=0)
     max_latency_ms: float | None = Field(default=None, gt=0)
     min_bandwidth_gbps: float = Field(default=0.0, ge=0)
+    flows: Flows | None = Field(
+        default=None,
+        description="What the job moves (cnbrain.domain.flows); planned by the flow "
+        "simulation (cnbrain.simulate.flow_simulation) only.",
+    )
 
     def to_request(self) -> PlacementRequest:
         """The placement request this job makes when it arrives."""

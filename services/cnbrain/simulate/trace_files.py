@@ -30,6 +30,8 @@ from cnbrain.simulate.trace import TraceJob
 
 TRACE_SUFFIXES: Final = (".jsonl", ".csv")
 FIELDS: Final[tuple[str, ...]] = tuple(TraceJob.model_fields)
+JSON_COLUMN: Final = "flows"
+"""The CSV column that holds a JSON object (`Flows`); an empty cell is no flows."""
 REQUIRED_FIELDS: Final[tuple[str, ...]] = tuple(
     name for name, info in TraceJob.model_fields.items() if info.is_required()
 )
@@ -82,7 +84,7 @@ def write_trace(jobs: Iterable[TraceJob], path: Path) -> int:
             writer.writerow(FIELDS)
             for job in ordered:
                 record = job.model_dump(mode="json")
-                writer.writerow(["" if record[f] is None else record[f] for f in FIELDS])
+                writer.writerow([_cell(record[f]) for f in FIELDS])
     return len(ordered)
 
 
@@ -123,7 +125,24 @@ def _csv_records(path: Path, stream: Iterable[str]) -> Iterator[tuple[int, Any]]
             raise TraceError(
                 path, reader.line_num, None, f"{len(row)} cells, the header has {len(header)}"
             )
-        yield reader.line_num, {name: cell for name, cell in zip(header, row, strict=True) if cell}
+        record = {name: cell for name, cell in zip(header, row, strict=True) if cell}
+        if JSON_COLUMN in record:
+            try:
+                record[JSON_COLUMN] = json.loads(record[JSON_COLUMN])
+            except json.JSONDecodeError as exc:
+                raise TraceError(
+                    path, reader.line_num, JSON_COLUMN, f"not valid JSON ({exc.msg})"
+                ) from None
+        yield reader.line_num, record
+
+
+def _cell(value: object) -> object:
+    """A CSV cell: empty for None, JSON for the flows, the value itself otherwise."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return value
 
 
 def _check_header(path: Path, header: list[str]) -> None:

@@ -1,0 +1,98 @@
+"""`cnbrain simulate --scenario NAME`: run the flow simulation's scenario suite and write its
+report (`cnbrain.simulate.scenario_report`).
+
+Prints one line per run as it ends, then the verdicts and where the report is. Returns 0; on
+a bad argument prints `cnbrain: <problem>` and returns 2.
+"""
+
+import argparse
+import shlex
+import sys
+import time
+
+from cnbrain.cli.simulate import DEFAULT_SCENARIO_LOADS, parse_loads
+from cnbrain.simulate.flow_simulation import FLOW_POLICIES
+from cnbrain.simulate.scenario_report import (
+    OURS,
+    RunFigures,
+    RunSpec,
+    sweep,
+    verdicts,
+    write_report,
+)
+from cnbrain.simulate.scenarios import SCENARIOS
+
+
+def scenario_command(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    try:
+        names = _scenarios(args.scenario)
+        policies = _policies(args.policies or ",".join(FLOW_POLICIES))
+        loads = parse_loads(args.load or DEFAULT_SCENARIO_LOADS)
+        if args.workers is not None and args.workers < 1:
+            raise ValueError("--workers must be at least 1")
+    except ValueError as exc:
+        print(f"cnbrain: {exc}", file=sys.stderr)
+        return 2
+    specs = [
+        RunSpec(name, policy, load, args.seed, quality=args.quality and policy == OURS)
+        for name in names
+        for load in loads
+        for policy in policies
+    ]
+    print(
+        f"simulating {len(names)} scenarios x {len(policies)} policies x {len(loads)} loads "
+        f"({len(specs)} runs)",
+        flush=True,
+    )
+
+    def progress(f: RunFigures) -> None:
+        print(
+            f"  {f.spec.scenario:<24} {f.spec.policy:<9} load {f.spec.load:<5g}"
+            f" accepted {f.accepted:6,}/{f.jobs:<6,} accelerator-hours {f.accelerator_hours:12,.0f}"
+            f"  cost {f.cost_cny:14,.0f}  {f.wall_s:6.1f} s",
+            flush=True,
+        )
+
+    figures = sweep(specs, workers=args.workers, on_run=progress)
+    command = shlex.join(
+        [
+            "cnbrain",
+            "simulate",
+            *("--scenario", ",".join(names), "--policies", ",".join(policies)),
+            *("--load", ",".join(f"{x:g}" for x in loads), "--seed", str(args.seed)),
+            *(("--quality",) if args.quality else ()),
+            *("--out", str(args.out)),
+        ]
+    )
+    path = write_report(figures, args.out, command=command, seed=args.seed)
+    for v in verdicts(figures):
+        print(
+            f"{v.scenario} load {v.load:g}: {OURS} {'wins' if v.wins else 'does not win'} "
+            f"against {v.baseline}: accelerator-hours {v.accelerator_hours_gain:+.1%}, cost "
+            f"{v.cost_change:+.1%}, energy {v.energy_change:+.1%}"
+        )
+    print(f"wrote {path} in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _scenarios(text: str) -> list[str]:
+    names = list(SCENARIOS) if text.strip() == "all" else [n.strip() for n in text.split(",")]
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown scenario {', '.join(unknown) or '(none)'}; known: {', '.join(SCENARIOS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _policies(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FLOW_POLICIES]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown flow policy {', '.join(unknown) or '(none)'}; known: "
+            f"{', '.join(FLOW_POLICIES)}"
+        )
+    return list(dict.fromkeys(names))

@@ -1,0 +1,352 @@
+"""A simulation of jobs that move data, planned over time on calendars of compute and links.
+
+The simulator's other mode (`cnbrain.simulate.simulation`) places each job at an instant and
+holds a constant bandwidth for its life. Here every job is planned at its arrival, on one
+`Calendar` of the map's compute and link bandwidth (`CalendarKeys`), as an advance
+reservation:
+
+1. **Candidates.** The engine ranks the sites that pass its filters on the empty map (its
+   objective: cost, energy, latency, balance) and keeps the best `top_n` (None: all).
+2. **Options.** Each candidate site gives one option per rate step (`flow_options`): its
+   compute over the run, its staging before the start, its delivery after the end, its
+   serving and continuous bandwidth over the run, each on its own route.
+3. **Starts.** Each option gets its earliest start within `[arrival, arrival + max_wait_s]`
+   at which every part fits (`TimedDemand.earliest`); options with none are out.
+4. **Choice.** The policy (`FLOW_POLICIES`) picks one of them; its parts are taken on the
+   calendar at its start, so every later job plans around it. A job with no option that
+   starts in time is rejected, with the resource that stopped it (`blocker`).
+
+Jobs run exactly their duration, so a reservation is never given back early. Offered load
+divides arrival times by `load`. The calendar never holds more than a resource's capacity
+(it refuses, and the run would raise); `simulate_flows` checks that no job ever started
+before its staging was delivered. The same inputs give the same outcomes (`random` draws
+from `seed`).
+
+With `quality=True`, each decision of the run is also made over every eligible site (the
+exact search) on the same calendar, and the outcome records the relative gap between the
+two choices' scores (`FlowOutcome.quality_gap`, 0 when the Top-N held the best option).
+"""
+
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from cnbrain.domain.enums import LinkLayer, WorkloadClass
+from cnbrain.domain.flows import Flows
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.calendar import Calendar
+from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.batch import RequestBatch
+from cnbrain.placement.engine import PlacementEngine
+from cnbrain.placement.objective import compute_cost, energy
+from cnbrain.placement.registry import EngineConfig
+from cnbrain.scheduling import flow_choice
+from cnbrain.scheduling.flow_choice import Timed, feasible
+from cnbrain.scheduling.flow_options import FlowJob, FlowOption, FlowRoutes, flow_options
+from cnbrain.scheduling.options import CalendarKeys
+from cnbrain.simulate.trace import TraceJob
+
+FLOW_POLICIES: Final = ("scarcity", "earliest", "ranked", "random")
+"""`scarcity` is ours (`flow_choice.scarcity`); `earliest` is the admission planner's rule,
+`ranked` the engine's objective alone, `random` a seeded draw among the feasible options."""
+
+DEFAULT_TOP_N: Final = 8
+RANK_CHUNK: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class FlowOutcome:
+    """What became of one job. Accepted: its `site`, `start_s` (trace seconds), the rate
+    step of its transfers, how long its staging ran before the start (`staging_s`) and its
+    delivery after the end (`delivery_s`), the accelerator-hours it was served, its cost
+    (compute and bandwidth, CNY) and energy (kWh, PUE included). Rejected: `blocker`, the
+    kind of resource that stopped it, and `where`, that resource."""
+
+    job_id: str
+    accepted: bool
+    site: str | None = None
+    start_s: float | None = None
+    wait_s: float = 0.0
+    step: float | None = None
+    staging_s: int = 0
+    delivery_s: int = 0
+    accelerator_hours: float = 0.0
+    cost_cny: float = 0.0
+    energy_kwh: float = 0.0
+    blocker: str | None = None
+    where: str | None = None
+    quality_gap: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRun:
+    """One run: `policy` at `load`, its outcomes in input order, and its wall time."""
+
+    policy: str
+    load: float
+    outcomes: tuple[FlowOutcome, ...]
+    wall_s: float
+    staged_gb: float = 0.0
+    bandwidth_peak: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def accelerator_hours(self) -> float:
+        return sum(o.accelerator_hours for o in self.outcomes)
+
+    @property
+    def accepted(self) -> int:
+        return sum(o.accepted for o in self.outcomes)
+
+    @property
+    def cost_cny(self) -> float:
+        return sum(o.cost_cny for o in self.outcomes)
+
+    @property
+    def energy_kwh(self) -> float:
+        return sum(o.energy_kwh for o in self.outcomes)
+
+    def blockers(self) -> Counter[str]:
+        return Counter(o.blocker for o in self.outcomes if o.blocker is not None)
+
+    def where(self) -> Counter[str]:
+        return Counter(o.where for o in self.outcomes if o.where is not None)
+
+
+Chooser = Callable[[Calendar[int], Sequence[Timed], int, Mapping[int, float]], Timed | None]
+
+
+def _chooser(policy: str, seed: int) -> Chooser:
+    if policy == "scarcity":
+        return lambda calendar, timed, duration, objective: flow_choice.scarcity(
+            calendar, timed, duration=duration, objective=objective
+        )
+    if policy == "earliest":
+        return lambda calendar, timed, duration, objective: flow_choice.earliest(timed)
+    if policy == "ranked":
+        return lambda calendar, timed, duration, objective: flow_choice.ranked(timed)
+    if policy == "random":
+        rng = random.Random(seed)
+        return lambda calendar, timed, duration, objective: rng.choice(timed) if timed else None
+    raise ValueError(f"unknown flow policy {policy!r}; known: {', '.join(FLOW_POLICIES)}")
+
+
+def simulate_flows(
+    cmap: ComputeNetworkMap,
+    jobs: Sequence[TraceJob],
+    *,
+    policy: str,
+    load: float = 1.0,
+    seed: int = 0,
+    max_wait_s: float = 1800.0,
+    waits: Mapping[WorkloadClass, float] | None = None,
+    top_n: int | None = DEFAULT_TOP_N,
+    quality: bool = False,
+) -> FlowRun:
+    """Plan `jobs` on `cmap` with `policy` at `load` (module docstring); a job may wait
+    `max_wait_s` to start, or its class's wait in `waits` when it names one. Raises ValueError
+    for an unknown policy or a load that is not positive and finite, `Invalid` for a flow
+    naming a site or province the map lacks."""
+    if not (math.isfinite(load) and load > 0):
+        raise ValueError(f"load must be positive and finite, not {load}")
+    began = time.perf_counter()
+    choose = _chooser(policy, seed)
+    engine = PlacementEngine(cmap, config=EngineConfig(seed=seed))
+    arrays = engine.arrays
+    keys = CalendarKeys(arrays)
+    routes = FlowRoutes(arrays, engine.router, keys)
+    requests = [job.to_request() for job in jobs]
+    for job in jobs:
+        if job.flows is not None:
+            routes.check(job.flows)
+    batch = RequestBatch.build(requests, arrays, engine.config.weight_matrix)
+    everywhere = arrays.n_sites
+    ranked = _ranked(engine, requests, n=everywhere)
+    calendar: Calendar[int] = Calendar(keys.capacities(), now=0)
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s / load, jobs[i].id))
+    outcomes: list[FlowOutcome | None] = [None] * len(jobs)
+    for row in order:
+        job = jobs[row]
+        now = math.floor(job.arrival_s / load)
+        calendar.advance(max(now, calendar.now))
+        flow_job = _flow_job(job, row, batch, keys)
+        if policy == "scarcity":
+            sites = flow_choice.candidates(
+                calendar,
+                ranked[row],
+                flow_job.compute,
+                site_key=keys.site,
+                start=now,
+                duration=flow_job.duration,
+                n=top_n,
+            )
+        else:
+            sites = ranked[row] if top_n is None else ranked[row][:top_n]
+        objective = dict(sites)
+        options = [o for site, _ in sites for o in flow_options(flow_job, site, routes)]
+        wait = max_wait_s if waits is None else waits.get(job.workload_class, max_wait_s)
+        deadline = now + math.floor(wait)
+        timed = feasible(options, calendar, not_before=now, deadline=deadline)
+        chosen = choose(calendar, timed, flow_job.duration, objective)
+        if chosen is None:
+            blocker, where = _blocker(calendar, options, now, deadline, arrays_map=cmap, keys=keys)
+            outcomes[row] = FlowOutcome(job.id, False, blocker=blocker, where=where)
+            continue
+        gap = None
+        if quality and top_n is not None and len(ranked[row]) > top_n:
+            gap = _quality_gap(
+                calendar, chosen, flow_job, ranked[row], routes, now, deadline, objective
+            )
+        chosen.option.demand.take(calendar, chosen.start)
+        outcomes[row] = _accepted(job, row, chosen, batch, engine, now, load, gap)
+    done = [o for o in outcomes if o is not None]
+    return FlowRun(policy, load, tuple(done), time.perf_counter() - began)
+
+
+def _ranked(
+    engine: PlacementEngine, requests: Sequence[PlacementRequest], *, n: int
+) -> list[list[tuple[int, float]]]:
+    """Per request, the sites that pass the engine's filters on the empty map with their
+    objective values, best first."""
+    empty = Snapshot.empty(engine.arrays)
+    out: list[list[tuple[int, float]]] = []
+    reqs = list(requests)
+    for lo in range(0, len(reqs), RANK_CHUNK):
+        answers = engine.rank_sites_many(reqs[lo : lo + RANK_CHUNK], snapshot=empty, n=n)
+        out.extend(sites for sites, _ in answers)
+    return out
+
+
+def _flow_job(job: TraceJob, row: int, batch: RequestBatch, keys: CalendarKeys) -> FlowJob:
+    compute = [
+        (keys.CPU_M, int(batch.cpu_m[row])),
+        (keys.MEM_MIB, int(batch.mem_mib[row])),
+        (keys.STORAGE_GIB, int(batch.storage_gib[row])),
+    ]
+    if batch.acc_count[row] > 0:
+        compute.append((keys.ACCELERATORS + int(batch.acc_column[row]), int(batch.acc_count[row])))
+    return FlowJob(
+        id=job.id,
+        compute=tuple((d, a) for d, a in compute if a > 0),
+        duration=max(1, math.ceil(job.duration_s)),
+        access_node=batch.access_nodes[row],
+        flows=job.flows or Flows(),
+        continuous_mbps=int(batch.need_mbps[row]),
+        max_latency_ms=float(batch.max_latency_ms[row]),
+    )
+
+
+def _accepted(
+    job: TraceJob,
+    row: int,
+    chosen: Timed,
+    batch: RequestBatch,
+    engine: PlacementEngine,
+    now: int,
+    load: float,
+    gap: float | None,
+) -> FlowOutcome:
+    arrays = engine.arrays
+    option = chosen.option
+    r = np.asarray([row])
+    j = np.asarray([option.site])
+    compute = float(compute_cost(batch, arrays, r, j)[0])
+    kwh = float(energy(batch, arrays, r, j)[0][0])
+    bandwidth = sum(
+        leg.mbps / 1000 * float(arrays.link_cost[leg.route.link_array].sum()) * leg.duration / 3600
+        for leg in option.legs
+    )
+    hours = job.duration_s / 3600
+    return FlowOutcome(
+        job.id,
+        True,
+        site=arrays.map.sites[option.site].id,
+        start_s=float(chosen.start),
+        wait_s=float(chosen.start - now),
+        step=option.step,
+        staging_s=option.lead,
+        delivery_s=option.tail,
+        accelerator_hours=job.accelerator_count * hours if job.accelerator_model else 0.0,
+        cost_cny=compute + bandwidth,
+        energy_kwh=kwh,
+        quality_gap=gap,
+    )
+
+
+def _quality_gap(
+    calendar: Calendar[int],
+    chosen: Timed,
+    job: FlowJob,
+    every_site: Sequence[tuple[int, float]],
+    routes: FlowRoutes,
+    now: int,
+    deadline: int,
+    objective: Mapping[int, float],
+) -> float:
+    """The relative gap between the score of `chosen` and of the best option over every
+    eligible site, both by the scarcity rule's score on the same calendar."""
+    every = dict(every_site)
+    options = [o for site in every for o in flow_options(job, site, routes)]
+    timed = feasible(options, calendar, not_before=now, deadline=deadline)
+    best = flow_choice.scarcity(calendar, timed, duration=job.duration, objective=every)
+    assert best is not None
+    first = min(t.start for t in timed)
+    mine = flow_choice.scarcity_score(
+        calendar, chosen, first_start=first, duration=job.duration, objective=every
+    )
+    exact = flow_choice.scarcity_score(
+        calendar, best, first_start=first, duration=job.duration, objective=every
+    )
+    return max(0.0, mine - exact) / max(exact, 1e-9) if mine > exact else 0.0
+
+
+def _blocker(
+    calendar: Calendar[int],
+    options: Sequence[FlowOption],
+    now: int,
+    deadline: int,
+    *,
+    arrays_map: ComputeNetworkMap,
+    keys: CalendarKeys,
+) -> tuple[str, str]:
+    """The kind of resource that stopped a job and the one that did, by the first option (the
+    best-ranked site at full rate): its first part with no room by the deadline on its own;
+    `joint` when each part fits alone but never all together; `route` when no site had an
+    option (no route within a latency bound); `staging` when no option's data could arrive
+    by the deadline even on empty links."""
+    if not options:
+        return "route", "no site within the latency bounds"
+    if all(now + o.demand.lead > deadline for o in options):
+        return "staging", "its data cannot arrive within its wait"
+    option = options[0]
+    for part in option.demand.parts:
+        profile = calendar.profile(part.key)
+        fit = profile.earliest(
+            part.amount,
+            part.duration,
+            not_before=now + option.demand.lead + part.offset,
+            deadline=deadline + part.offset,
+        )
+        if fit is None:
+            return _resource(part.key, arrays_map, keys)
+    return "joint", arrays_map.sites[option.site].id
+
+
+def _resource(key: int, cmap: ComputeNetworkMap, keys: CalendarKeys) -> tuple[str, str]:
+    sites = len(cmap.sites)
+    if key >= sites * keys.dims:
+        link = cmap.links[key - sites * keys.dims]
+        layer = link.layer
+        kind = {LinkLayer.BACKBONE: "backbone link"}.get(layer, f"{layer.value} link")
+        return kind, link.id
+    site, dimension = divmod(key, keys.dims)
+    if dimension >= keys.ACCELERATORS:
+        model = cmap.accelerator_models[dimension - keys.ACCELERATORS]
+        return "accelerators", f"{model} at {cmap.sites[site].id}"
+    return "cpu or memory", cmap.sites[site].id

@@ -1,0 +1,245 @@
+"""Run the scenario suite (scenarios x policies x loads) in parallel and write its report.
+
+Each run is one `simulate_flows` call in a worker process; a worker draws its scenario's
+trace from the seed itself, so runs share nothing. Loads are on the capacity basis
+(`cnbrain.simulate.offered.capacity_factor`): at load 1 the trace asks, over its arrival
+window, for the map's whole capacity of its scarcest resource. The report names, per
+scenario and load, our policy (`scarcity`) against the best baseline (the one that served
+the most accelerator-hours), and for every policy what stopped the jobs it rejected: the
+kind of resource and the resources themselves.
+"""
+
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from cnbrain.netmap.load import load_map
+from cnbrain.simulate.flow_simulation import FlowRun, simulate_flows
+from cnbrain.simulate.offered import capacity_factor, scaled
+from cnbrain.simulate.scenarios import SCENARIOS
+from cnbrain.simulate.trace import TraceJob
+
+OURS: Final = "scarcity"
+ACC_HOURS_WIN: Final = 0.10
+"""Ours wins when it serves at least 10% more accelerator-hours than the best baseline..."""
+COST_OR_ENERGY_WIN: Final = 0.15
+"""...or as many at least 15% cheaper, or with 15% less energy."""
+QUALITY_GAP: Final = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    scenario: str
+    policy: str
+    load: float
+    seed: int
+    quality: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """What the report needs of one run (a `FlowRun` is too large to send back whole)."""
+
+    spec: RunSpec
+    jobs: int
+    asked_accelerator_hours: float
+    accepted: int
+    accelerator_hours: float
+    cost_cny: float
+    energy_kwh: float
+    mean_wait_s: float
+    blockers: dict[str, int]
+    where: list[tuple[str, int]]
+    wall_s: float
+    quality_gaps: list[float] = field(default_factory=list)
+
+
+def scenario_jobs(name: str, seed: int) -> list[TraceJob]:
+    """The scenario's trace for `seed`, with its arrivals scaled so that load 1 asks for the
+    map's capacity of its scarcest resource."""
+    scenario = SCENARIOS[name]
+    cmap = load_map(scenario.map_spec)
+    jobs = scenario.draw(cmap, scenario.jobs, scenario.hours, seed)
+    factor, _ = capacity_factor(cmap, jobs)
+    return scaled(jobs, factor)
+
+
+def run_one(spec: RunSpec) -> RunFigures:
+    """One run of the sweep (in a worker process)."""
+    scenario = SCENARIOS[spec.scenario]
+    cmap = load_map(scenario.map_spec)
+    jobs = scenario_jobs(spec.scenario, spec.seed)
+    run = simulate_flows(
+        cmap,
+        jobs,
+        policy=spec.policy,
+        load=spec.load,
+        seed=spec.seed,
+        waits=scenario.max_wait_s,
+        quality=spec.quality,
+    )
+    return _figures(spec, jobs, run)
+
+
+def _figures(spec: RunSpec, jobs: Sequence[TraceJob], run: FlowRun) -> RunFigures:
+    accepted = [o for o in run.outcomes if o.accepted]
+    return RunFigures(
+        spec=spec,
+        jobs=len(jobs),
+        asked_accelerator_hours=sum(
+            j.accelerator_count * j.duration_s / 3600 for j in jobs if j.accelerator_model
+        ),
+        accepted=len(accepted),
+        accelerator_hours=run.accelerator_hours,
+        cost_cny=run.cost_cny,
+        energy_kwh=run.energy_kwh,
+        mean_wait_s=sum(o.wait_s for o in accepted) / len(accepted) if accepted else 0.0,
+        blockers=dict(run.blockers()),
+        where=run.where().most_common(3),
+        wall_s=run.wall_s,
+        quality_gaps=[o.quality_gap for o in run.outcomes if o.quality_gap is not None],
+    )
+
+
+def sweep(
+    specs: Sequence[RunSpec],
+    *,
+    workers: int | None = None,
+    on_run: Callable[[RunFigures], None] | None = None,
+) -> list[RunFigures]:
+    """Every run of `specs`, on `workers` processes (default: one per core), in the order
+    given."""
+    workers = workers or os.cpu_count() or 1
+    if workers == 1:
+        out = []
+        for spec in specs:
+            figures = run_one(spec)
+            if on_run:
+                on_run(figures)
+            out.append(figures)
+        return out
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_one, spec) for spec in specs]
+        out = []
+        for future in futures:
+            figures = future.result()
+            if on_run:
+                on_run(figures)
+            out.append(figures)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Ours against the best baseline at one scenario and load."""
+
+    scenario: str
+    load: float
+    baseline: str
+    accelerator_hours_gain: float
+    cost_change: float
+    energy_change: float
+
+    @property
+    def wins(self) -> bool:
+        as_many = self.accelerator_hours_gain >= 0
+        cheaper = min(self.cost_change, self.energy_change) <= -COST_OR_ENERGY_WIN
+        return self.accelerator_hours_gain >= ACC_HOURS_WIN or (as_many and cheaper)
+
+
+def verdicts(figures: Sequence[RunFigures]) -> list[Verdict]:
+    """Per (scenario, load) where ours ran with at least one baseline, the verdict."""
+    by_cell: dict[tuple[str, float], list[RunFigures]] = {}
+    for f in figures:
+        by_cell.setdefault((f.spec.scenario, f.spec.load), []).append(f)
+    out = []
+    for (scenario, load), runs in by_cell.items():
+        ours = next((r for r in runs if r.spec.policy == OURS), None)
+        others = [r for r in runs if r.spec.policy != OURS]
+        if ours is None or not others:
+            continue
+        best = max(others, key=lambda r: (r.accelerator_hours, -r.cost_cny))
+        out.append(
+            Verdict(
+                scenario,
+                load,
+                best.spec.policy,
+                _change(ours.accelerator_hours, best.accelerator_hours),
+                _change(ours.cost_cny, best.cost_cny),
+                _change(ours.energy_kwh, best.energy_kwh),
+            )
+        )
+    return out
+
+
+def _change(value: float, base: float) -> float:
+    return (value - base) / base if base else 0.0
+
+
+def write_report(figures: Sequence[RunFigures], out_dir: Path, *, command: str, seed: int) -> Path:
+    """Write `report.md` into `out_dir` and return its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Scenario suite: flows over time",
+        "",
+        f"Command: `{command}`. Seed {seed}. Simulated (`cnbrain.simulate.flow_simulation`);",
+        'loads on the capacity basis. Rules of each scenario: docs/simulator.md, "Scenarios".',
+        "",
+    ]
+    for name in dict.fromkeys(f.spec.scenario for f in figures):
+        runs = [f for f in figures if f.spec.scenario == name]
+        scenario = SCENARIOS[name]
+        lines += [
+            f"## {name}",
+            "",
+            f"{scenario.summary}; map `{scenario.map_spec}`, {runs[0].jobs:,} jobs, "
+            f"{runs[0].asked_accelerator_hours:,.0f} accelerator-hours asked.",
+            "",
+            "| policy | load | accepted | accelerator-hours | of asked | cost (CNY) | energy "
+            "(kWh) | mean wait (s) | rejected by | where | wall (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
+        ]
+        for f in sorted(runs, key=lambda f: (f.spec.load, f.spec.policy != OURS, f.spec.policy)):
+            blockers = ", ".join(f"{k} {v}" for k, v in Counter(f.blockers).most_common())
+            where = ", ".join(f"{k} ({v})" for k, v in f.where)
+            share = (
+                f.accelerator_hours / f.asked_accelerator_hours if f.asked_accelerator_hours else 0
+            )
+            lines.append(
+                f"| {f.spec.policy} | {f.spec.load:g} | {f.accepted:,} | "
+                f"{f.accelerator_hours:,.0f} | {share:.1%} | {f.cost_cny:,.0f} | "
+                f"{f.energy_kwh:,.0f} | {f.mean_wait_s:,.0f} | {blockers or '-'} | "
+                f"{where or '-'} | {f.wall_s:.1f} |"
+            )
+        lines.append("")
+        for v in verdicts(runs):
+            outcome = "wins" if v.wins else "does not win"
+            lines.append(
+                f"- load {v.load:g}: `{OURS}` {outcome} against `{v.baseline}` (the baseline "
+                f"that served the most accelerator-hours): accelerator-hours "
+                f"{v.accelerator_hours_gain:+.1%}, cost {v.cost_change:+.1%}, energy "
+                f"{v.energy_change:+.1%}."
+            )
+        for f in runs:
+            if f.quality_gaps:
+                within = sum(g <= QUALITY_GAP for g in f.quality_gaps) / len(f.quality_gaps)
+                lines.append(
+                    f"- quality of `{f.spec.policy}` at load {f.spec.load:g} against the exact "
+                    f"search over every eligible site: {within:.1%} of {len(f.quality_gaps):,} "
+                    f"decisions within {QUALITY_GAP:.0%} of its score."
+                )
+        lines.append("")
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def quality_share(figures: RunFigures) -> float:
+    """The share of a quality run's decisions within `QUALITY_GAP` of the exact search."""
+    gaps = figures.quality_gaps
+    return sum(g <= QUALITY_GAP for g in gaps) / len(gaps) if gaps else math.nan
