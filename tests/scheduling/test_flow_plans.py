@@ -17,7 +17,13 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.routing.router import SegmentRouter
 from cnbrain.scheduling import flow_choice
-from cnbrain.scheduling.flow_options import FlowJob, FlowRoutes, flow_options, transfer_seconds
+from cnbrain.scheduling.flow_options import (
+    FlowJob,
+    FlowRoutes,
+    flow_options,
+    least_lead,
+    transfer_seconds,
+)
 from cnbrain.scheduling.options import CalendarKeys
 
 HOUR = 3600
@@ -107,6 +113,16 @@ def test_a_dataset_at_the_site_moves_nothing_and_a_stream_holds_its_rate_over_th
     assert leg.mbps == math.ceil(450 * 8000 / HOUR)
 
 
+def test_the_least_lead_bounds_every_option_and_marks_sites_without_one(
+    routes: FlowRoutes,
+) -> None:
+    job = _job(STAGED)
+    site = _site(routes, "AA-dc")
+    assert least_lead(job, site, routes) == min(o.lead for o in flow_options(job, site, routes))
+    assert least_lead(job, _site(routes, "CC-hub"), routes) == 0
+    assert least_lead(_job(max_latency_ms=0.5), site, routes) is None
+
+
 def test_serving_and_continuous_bandwidth_hold_the_run_within_their_bounds(
     routes: FlowRoutes,
 ) -> None:
@@ -187,9 +203,25 @@ def test_scarcity_prefers_the_less_loaded_site_and_candidates_follow_the_load(
         calendar,
         [(bb_dc, 1.0), (bb_hub, 1.0), (_site(routes, "CC-hub"), 1.5)],
         job.compute,
+        lead=lambda site: 0,
         site_key=keys.site,
         start=0,
+        deadline=HOUR,
         duration=HOUR,
         n=2,
     )
     assert [site for site, _ in top] == [bb_hub, _site(routes, "CC-hub")]
+    # With BB-dc full for two hours and no option on CC-hub, only BB-hub is left.
+    calendar.take({keys.site(bb_dc, keys.ACCELERATORS): 4}, Window(0, 2 * HOUR))
+    top = flow_choice.candidates(
+        calendar,
+        [(bb_dc, 1.0), (bb_hub, 5.0), (_site(routes, "CC-hub"), 0.0)],
+        job.compute,
+        lead=lambda site: None if site == _site(routes, "CC-hub") else 0,
+        site_key=keys.site,
+        start=0,
+        deadline=HOUR - 1,
+        duration=HOUR,
+        n=1,
+    )
+    assert top == [(bb_hub, 5.0)]

@@ -11,7 +11,7 @@ from cnbrain.domain.flows import Delivery, Endpoint, Flows, Staging
 from cnbrain.netmap.china import china_document
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.simulate.flow_simulation import FLOW_POLICIES, simulate_flows
-from cnbrain.simulate.scenario_report import RunSpec, run_one, scenario_jobs
+from cnbrain.simulate.scenario_report import RunFigures, RunSpec, run_one, scenario_jobs, verdicts
 from cnbrain.simulate.scenarios import SCENARIOS
 from cnbrain.simulate.trace import TraceJob
 
@@ -107,6 +107,41 @@ def test_compute_runs_out_and_the_blocker_says_where(tiny_map: ComputeNetworkMap
     assert rejected and {o.blocker for o in rejected} == {"accelerators"}
 
 
+def test_holding_transfers_for_the_whole_life_blocks_what_windows_let_through(
+    tiny_map: ComputeNetworkMap,
+) -> None:
+    # Ten jobs at once, each staging 100 GB at up to 60 Gbps from AA-idle, whose attachment
+    # links carry 100 Gbps: held only for its window, each transfer takes 14 s, and all ten
+    # start within two minutes; held for the job's hour, the first transfer keeps the link of
+    # the best route, and the others cannot start within their 10 minutes.
+    jobs = [
+        _training(f"t{i}", 0.0, volume_gb=100.0, gpus=1, source=Endpoint(site="AA-idle"))
+        for i in range(10)
+    ]
+    jobs = [
+        j.model_copy(
+            update={
+                "flows": Flows(
+                    staging=(
+                        Staging(
+                            source=Endpoint(site="AA-idle"), volume_gb=100.0, max_rate_gbps=60.0
+                        ),
+                    )
+                )
+            }
+        )
+        for j in jobs
+    ]
+    windows = simulate_flows(tiny_map, jobs, policy="earliest", max_wait_s=600)
+    life = simulate_flows(tiny_map, jobs, policy="earliest", max_wait_s=600, whole_life=True)
+    assert windows.accepted == 10
+    assert max(o.wait_s for o in windows.outcomes) < 120
+    assert life.accepted == 1
+    assert {(o.blocker, o.where) for o in life.outcomes if not o.accepted} == {
+        ("province link", "AA-idle--AA-agg1")
+    }
+
+
 def test_quality_is_measured_against_every_eligible_site(china: ComputeNetworkMap) -> None:
     scenario = SCENARIOS["national-training"]
     jobs = scenario.draw(china, 120, 12.0, 3)
@@ -159,6 +194,7 @@ def test_cli_runs_a_scenario_sweep_and_refuses_bad_names(
             "1.2",
             "--workers",
             "2",
+            "--whole-life",
             "--out",
             str(out),
         ]
@@ -169,4 +205,76 @@ def test_cli_runs_a_scenario_sweep_and_refuses_bad_names(
     report = (out / "report.md").read_text()
     assert "## inference-edge" in report
     assert report.count("| scarcity | 1.2 |") == 1 and report.count("| earliest | 1.2 |") == 1
+    assert report.count("| earliest, whole life | 1.2 |") == 1
     assert "against `earliest`" in report
+
+
+def _figures(policy: str, hours: float, cost: float, energy: float, **kw: bool) -> RunFigures:
+    return RunFigures(
+        spec=RunSpec("s", policy, 1.2, 0, **kw),
+        jobs=10,
+        asked_accelerator_hours=1000.0,
+        accepted=10,
+        accelerator_hours=hours,
+        cost_cny=cost,
+        energy_kwh=energy,
+        mean_wait_s=0.0,
+        blockers={},
+        where=[],
+        wall_s=0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("ours", "wins"),
+    [
+        ((110.0, 100.0, 100.0), True),  # 10% more accelerator-hours
+        ((109.0, 50.0, 50.0), True),  # as many, far cheaper
+        ((100.0, 85.0, 100.0), True),  # as many, 15% cheaper
+        ((100.0, 100.0, 85.0), True),  # as many, 15% less energy
+        ((100.0, 86.0, 86.0), False),
+        ((99.0, 50.0, 50.0), False),  # fewer accelerator-hours, however cheap
+    ],
+)
+def test_the_verdict_rule(ours: tuple[float, float, float], wins: bool) -> None:
+    runs = [
+        _figures("scarcity", *ours),
+        _figures("earliest", 100.0, 100.0, 100.0),
+        _figures("random", 90.0, 10.0, 10.0),
+        _figures("earliest", 10.0, 1.0, 1.0, whole_life=True),
+    ]
+    (verdict,) = verdicts(runs)
+    assert verdict.baseline == "earliest"
+    assert verdict.wins is wins
+
+
+def _gpus(job_id: str, arrival: float, gpus: int) -> TraceJob:
+    return TraceJob(
+        id=job_id,
+        arrival_s=arrival,
+        duration_s=HOUR,
+        source_province="AA",
+        cpu=1.0,
+        memory_gib=1.0,
+        accelerator_model="A100",
+        accelerator_count=gpus,
+    )
+
+
+def test_a_batch_window_plans_its_arrivals_together_the_largest_share_first(
+    tiny_map: ComputeNetworkMap,
+) -> None:
+    # CC-hub has 32 A100, BB-hub 16: a 32-GPU job fits CC-hub only, and only when the 4-GPU
+    # job that came 10 s before it went elsewhere.
+    jobs = [_gpus("small", 0.0, 4), _gpus("big", 10.0, 32)]
+
+    def placed(policy: str, window: float) -> dict[str, tuple[str | None, float | None]]:
+        run = simulate_flows(tiny_map, jobs, policy=policy, max_wait_s=120, batch_window_s=window)
+        return {o.job_id: (o.site, o.start_s) for o in run.outcomes}
+
+    assert placed("scarcity", 0) == {"small": ("CC-hub", 0.0), "big": (None, None)}
+    assert placed("scarcity", 60) == {"small": ("BB-hub", 60.0), "big": ("CC-hub", 60.0)}
+    # The baselines plan a window in arrival order.
+    assert placed("earliest", 60) == {"small": ("CC-hub", 60.0), "big": (None, None)}
+    with pytest.raises(ValueError, match="batch_window_s"):
+        simulate_flows(tiny_map, jobs, policy="earliest", batch_window_s=-1)

@@ -6,12 +6,14 @@ a bad argument prints `cnbrain: <problem>` and returns 2.
 """
 
 import argparse
+import math
 import shlex
 import sys
 import time
 
 from cnbrain.cli.simulate import DEFAULT_SCENARIO_LOADS, parse_loads
-from cnbrain.simulate.flow_simulation import FLOW_POLICIES
+from cnbrain.domain.bounds import MAX_WINDOW_S
+from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES
 from cnbrain.simulate.scenario_report import (
     OURS,
     RunFigures,
@@ -22,6 +24,8 @@ from cnbrain.simulate.scenario_report import (
 )
 from cnbrain.simulate.scenarios import SCENARIOS
 
+MAX_TOP_N = 1000
+
 
 def scenario_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
@@ -31,15 +35,43 @@ def scenario_command(args: argparse.Namespace) -> int:
         loads = parse_loads(args.load or DEFAULT_SCENARIO_LOADS)
         if args.workers is not None and args.workers < 1:
             raise ValueError("--workers must be at least 1")
+        if not 1 <= args.top_n <= MAX_TOP_N:
+            raise ValueError(f"--top-n must be 1 to {MAX_TOP_N}")
+        if not (math.isfinite(args.batch_window) and 0 <= args.batch_window <= MAX_WINDOW_S):
+            raise ValueError(f"--batch-window must be 0 to {MAX_WINDOW_S:g} seconds")
     except ValueError as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
         return 2
+    window = args.batch_window
     specs = [
-        RunSpec(name, policy, load, args.seed, quality=args.quality and policy == OURS)
+        RunSpec(
+            name,
+            policy,
+            load,
+            args.seed,
+            quality=args.quality and policy == OURS,
+            batch_window_s=window,
+            top_n=args.top_n,
+        )
         for name in names
         for load in loads
         for policy in policies
     ]
+    reference = next((p for p in policies if p != OURS), None)
+    if args.whole_life and reference is not None:
+        specs += [
+            RunSpec(
+                name,
+                reference,
+                load,
+                args.seed,
+                whole_life=True,
+                batch_window_s=window,
+                top_n=args.top_n,
+            )
+            for name in names
+            for load in loads
+        ]
     print(
         f"simulating {len(names)} scenarios x {len(policies)} policies x {len(loads)} loads "
         f"({len(specs)} runs)",
@@ -48,7 +80,7 @@ def scenario_command(args: argparse.Namespace) -> int:
 
     def progress(f: RunFigures) -> None:
         print(
-            f"  {f.spec.scenario:<24} {f.spec.policy:<9} load {f.spec.load:<5g}"
+            f"  {f.spec.scenario:<24} {f.spec.label:<21} load {f.spec.load:<5g}"
             f" accepted {f.accepted:6,}/{f.jobs:<6,} accelerator-hours {f.accelerator_hours:12,.0f}"
             f"  cost {f.cost_cny:14,.0f}  {f.wall_s:6.1f} s",
             flush=True,
@@ -62,6 +94,9 @@ def scenario_command(args: argparse.Namespace) -> int:
             *("--scenario", ",".join(names), "--policies", ",".join(policies)),
             *("--load", ",".join(f"{x:g}" for x in loads), "--seed", str(args.seed)),
             *(("--quality",) if args.quality else ()),
+            *(("--whole-life",) if args.whole_life else ()),
+            *(("--batch-window", f"{window:g}") if window else ()),
+            *(("--top-n", str(args.top_n)) if args.top_n != DEFAULT_TOP_N else ()),
             *("--out", str(args.out)),
         ]
     )

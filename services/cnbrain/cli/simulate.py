@@ -17,7 +17,7 @@ from cnbrain.netmap.errors import MapError
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.registry import STRATEGIES
-from cnbrain.simulate.flow_simulation import FLOW_POLICIES
+from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES
 from cnbrain.simulate.metrics import SimulationSummary
 from cnbrain.simulate.scenarios import SCENARIOS
 from cnbrain.simulate.simulation import DEFAULT_ROUND_GAP_S
@@ -74,6 +74,18 @@ def add_simulate_command(
         "exact search over every eligible site",
     )
     sim.add_argument(
+        "--top-n",
+        type=int,
+        default=DEFAULT_TOP_N,
+        help=f"with --scenario: candidate sites per job (default {DEFAULT_TOP_N})",
+    )
+    sim.add_argument(
+        "--whole-life",
+        action="store_true",
+        help="with --scenario: also run the first baseline with the model without windows "
+        "(every transfer held at its full rate for the job's whole run), for comparison",
+    )
+    sim.add_argument(
         "--admission",
         default=DEFAULT_ADMISSION,
         help="order of the retry rounds, comma-separated: retry (arrival order), fair "
@@ -107,7 +119,11 @@ def add_simulate_command(
         "departures (0: a round at every departure)",
     )
     sim.add_argument(
-        "--batch-window", type=float, default=0, help="seconds of arrivals placed together"
+        "--batch-window",
+        type=float,
+        default=0,
+        help="seconds of arrivals placed together (with --scenario: planned together at the "
+        "window's end, scarcity in order of their dominant share, the others by arrival)",
     )
     sim.set_defaults(run=simulate_command)
 

@@ -140,25 +140,39 @@ def candidates(
     eligible: Sequence[tuple[int, float]],
     compute: Sequence[tuple[int, int]],
     *,
+    lead: Callable[[int], int | None],
     site_key: Callable[[int, int], int],
     start: int,
+    deadline: int,
     duration: int,
     n: int | None,
 ) -> list[tuple[int, float]]:
     """The `n` best of the `eligible` (site, engine objective) pairs (all when `n` is None),
-    best first, by the objective plus the congestion price the job's `compute` ((site
-    dimension, amount) pairs; `site_key(site, dimension)` is its calendar key) would pay on
-    the site over `[start, start + duration)`: the Top-N taken afresh against the
-    calendar's load, not the empty map's."""
+    best first: the Top-N taken afresh against the calendar, not the empty map.
+
+    Each site is estimated as the `scarcity` score of the job's `compute` alone ((site
+    dimension, amount) pairs; `site_key(site, dimension)` is its calendar key): its
+    objective, plus the congestion price of the compute at its earliest start on the site
+    within `[start + lead(site), deadline]`, plus the delay of that start. `lead(site)` is
+    the least time its staging takes there (`flow_options.least_lead`), None when the site
+    has no option; such a site, and one whose compute has no start by the deadline, is left
+    out."""
     if n is None or len(eligible) <= n:
         return list(eligible)
-    window = Window.of(start, duration)
     estimated = []
     for site, value in eligible:
+        least = lead(site)
+        if least is None:
+            continue
+        demand = {site_key(site, dimension): amount for dimension, amount in compute}
+        begin = calendar.earliest(demand, duration, not_before=start + least, deadline=deadline)
+        if begin is None:
+            continue
+        window = Window.of(begin, duration)
         price = 0.0
         share = 0.0
-        for dimension, amount in compute:
-            profile = calendar.profile(site_key(site, dimension))
+        for key, amount in demand.items():
+            profile = calendar.profile(key)
             capacity = profile.capacity
             if capacity <= 0:
                 continue
@@ -166,8 +180,8 @@ def candidates(
             load = min(1.0, (capacity - profile.min_free(window) + amount) / capacity)
             price += part * (PRICE_BASE**load - 1) / (PRICE_BASE - 1)
             share += part
-        estimated.append(
-            (OBJECTIVE_WEIGHT * value + (price / share if share else 0.0), site, value)
-        )
+        congestion = price / share if share else 0.0
+        delay = DELAY_WEIGHT * (begin - start) / duration
+        estimated.append((OBJECTIVE_WEIGHT * value + congestion + delay, site, value))
     estimated.sort()
     return [(site, value) for _, site, value in estimated[:n]]

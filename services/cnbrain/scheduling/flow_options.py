@@ -144,15 +144,23 @@ class FlowRoutes:
 
 
 def flow_options(
-    job: FlowJob, site: int, routes: FlowRoutes, *, steps: Sequence[float] = RATE_STEPS
+    job: FlowJob,
+    site: int,
+    routes: FlowRoutes,
+    *,
+    steps: Sequence[float] = RATE_STEPS,
+    whole_life: bool = False,
 ) -> list[FlowOption]:
     """The options of `job` on `site`, one per rate step (one only when it has no transfer),
-    or none when a serving or access route is beyond its bound (module docstring)."""
+    or none when a serving or access route is beyond its bound (module docstring).
+
+    `whole_life` is the model without windows, for comparison: every transfer holds its full
+    rate over the job's whole run instead of its own window, and there is one option."""
     fixed = _fixed_legs(job, site, routes)
     if fixed is None:
         return []
     transfers = _transfers(job, site, routes)
-    used_steps = steps if transfers else steps[:1]
+    used_steps = steps if transfers and not whole_life else steps[:1]
     keys = routes.keys
     compute = [Part(keys.site(site, d), amount, 0, job.duration) for d, amount in job.compute]
     options: list[FlowOption] = []
@@ -160,6 +168,9 @@ def flow_options(
         legs = list(fixed)
         for kind, peer, route, full_mbps, volume in transfers:
             mbps = max(1, int(full_mbps * step))
+            if whole_life:
+                legs.append(Leg(kind, peer, route, mbps, 0, job.duration))
+                continue
             seconds = transfer_seconds(volume, mbps)
             offset = -seconds if kind == "staging" else job.duration
             legs.append(Leg(kind, peer, route, mbps, offset, seconds))
@@ -182,6 +193,24 @@ def flow_options(
             )
         )
     return options
+
+
+def least_lead(job: FlowJob, site: int, routes: FlowRoutes) -> int | None:
+    """The shortest staging any option of `job` on `site` can have (its transfers at full
+    rate on empty links), or None when the site has no option (a serving or access route
+    beyond its bound): a lower bound for choosing candidates without building options."""
+    if _fixed_legs(job, site, routes) is None:
+        return None
+    return max(
+        [
+            0,
+            *(
+                transfer_seconds(volume, mbps)
+                for kind, _, _, mbps, volume in _transfers(job, site, routes)
+                if kind == "staging"
+            ),
+        ]
+    )
 
 
 def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes) -> list[Leg] | None:

@@ -16,6 +16,12 @@ reservation:
    calendar at its start, so every later job plans around it. A job with no option that
    starts in time is rejected, with the resource that stopped it (`blocker`).
 
+**Windows of arrivals.** Jobs that arrive in the same second, or with `batch_window_s` > 0
+within that many seconds of the first of them, are planned together (at the window's end):
+the baselines in arrival order, `scarcity` in order of the job's dominant share (its largest
+share of a compute resource over its eligible sites' capacity), largest first, so that the
+jobs that are hardest to fit later go first. A job's deadline is its arrival plus its wait.
+
 Jobs run exactly their duration, so a reservation is never given back early. Offered load
 divides arrival times by `load`. The calendar never holds more than a resource's capacity
 (it refuses, and the run would raise); `simulate_flows` checks that no job ever started
@@ -31,8 +37,9 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 import numpy as np
@@ -42,6 +49,7 @@ from cnbrain.domain.flows import Flows
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
@@ -49,7 +57,13 @@ from cnbrain.placement.objective import compute_cost, energy
 from cnbrain.placement.registry import EngineConfig
 from cnbrain.scheduling import flow_choice
 from cnbrain.scheduling.flow_choice import Timed, feasible
-from cnbrain.scheduling.flow_options import FlowJob, FlowOption, FlowRoutes, flow_options
+from cnbrain.scheduling.flow_options import (
+    FlowJob,
+    FlowOption,
+    FlowRoutes,
+    flow_options,
+    least_lead,
+)
 from cnbrain.scheduling.options import CalendarKeys
 from cnbrain.simulate.trace import TraceJob
 
@@ -93,8 +107,6 @@ class FlowRun:
     load: float
     outcomes: tuple[FlowOutcome, ...]
     wall_s: float
-    staged_gb: float = 0.0
-    bandwidth_peak: dict[str, float] = field(default_factory=dict)
 
     @property
     def accelerator_hours(self) -> float:
@@ -148,13 +160,18 @@ def simulate_flows(
     waits: Mapping[WorkloadClass, float] | None = None,
     top_n: int | None = DEFAULT_TOP_N,
     quality: bool = False,
+    whole_life: bool = False,
+    batch_window_s: float = 0.0,
 ) -> FlowRun:
     """Plan `jobs` on `cmap` with `policy` at `load` (module docstring); a job may wait
     `max_wait_s` to start, or its class's wait in `waits` when it names one. Raises ValueError
     for an unknown policy or a load that is not positive and finite, `Invalid` for a flow
-    naming a site or province the map lacks."""
+    naming a site or province the map lacks. `whole_life` plans with the model without
+    windows (`flow_options`), for comparison."""
     if not (math.isfinite(load) and load > 0):
         raise ValueError(f"load must be positive and finite, not {load}")
+    if not (math.isfinite(batch_window_s) and batch_window_s >= 0):
+        raise ValueError(f"batch_window_s must be finite and at least 0, not {batch_window_s}")
     began = time.perf_counter()
     choose = _chooser(policy, seed)
     engine = PlacementEngine(cmap, config=EngineConfig(seed=seed))
@@ -169,44 +186,92 @@ def simulate_flows(
     everywhere = arrays.n_sites
     ranked = _ranked(engine, requests, n=everywhere)
     calendar: Calendar[int] = Calendar(keys.capacities(), now=0)
-    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s / load, jobs[i].id))
+    arrivals = [math.floor(job.arrival_s / load) for job in jobs]
+    order = sorted(range(len(jobs)), key=lambda i: (arrivals[i], jobs[i].id))
     outcomes: list[FlowOutcome | None] = [None] * len(jobs)
-    for row in order:
-        job = jobs[row]
-        now = math.floor(job.arrival_s / load)
+    for now, rows in _windows(order, arrivals, batch_window_s):
         calendar.advance(max(now, calendar.now))
-        flow_job = _flow_job(job, row, batch, keys)
-        if policy == "scarcity":
-            sites = flow_choice.candidates(
-                calendar,
-                ranked[row],
-                flow_job.compute,
-                site_key=keys.site,
-                start=now,
-                duration=flow_job.duration,
-                n=top_n,
-            )
-        else:
-            sites = ranked[row] if top_n is None else ranked[row][:top_n]
-        objective = dict(sites)
-        options = [o for site, _ in sites for o in flow_options(flow_job, site, routes)]
-        wait = max_wait_s if waits is None else waits.get(job.workload_class, max_wait_s)
-        deadline = now + math.floor(wait)
-        timed = feasible(options, calendar, not_before=now, deadline=deadline)
-        chosen = choose(calendar, timed, flow_job.duration, objective)
-        if chosen is None:
-            blocker, where = _blocker(calendar, options, now, deadline, arrays_map=cmap, keys=keys)
-            outcomes[row] = FlowOutcome(job.id, False, blocker=blocker, where=where)
-            continue
-        gap = None
-        if quality and top_n is not None and len(ranked[row]) > top_n:
-            gap = _quality_gap(
-                calendar, chosen, flow_job, ranked[row], routes, now, deadline, objective
-            )
-        chosen.option.demand.take(calendar, chosen.start)
-        outcomes[row] = _accepted(job, row, chosen, batch, engine, now, load, gap)
+        if policy == "scarcity" and len(rows) > 1:
+            share = {row: _dominant_share(batch, row, ranked[row], arrays) for row in rows}
+            rows = sorted(rows, key=lambda row: -share[row])
+        for row in rows:
+            job = jobs[row]
+            flow_job = _flow_job(job, row, batch, keys)
+            wait = max_wait_s if waits is None else waits.get(job.workload_class, max_wait_s)
+            deadline = arrivals[row] + math.floor(wait)
+            if policy == "scarcity":
+                sites = flow_choice.candidates(
+                    calendar,
+                    ranked[row],
+                    flow_job.compute,
+                    lead=partial(least_lead, flow_job, routes=routes),
+                    site_key=keys.site,
+                    start=now,
+                    deadline=deadline,
+                    duration=flow_job.duration,
+                    n=top_n,
+                )
+            else:
+                sites = ranked[row] if top_n is None else ranked[row][:top_n]
+            objective = dict(sites)
+            options = [
+                o
+                for site, _ in sites
+                for o in flow_options(flow_job, site, routes, whole_life=whole_life)
+            ]
+            timed = feasible(options, calendar, not_before=now, deadline=deadline)
+            chosen = choose(calendar, timed, flow_job.duration, objective)
+            if chosen is None:
+                blocker, where = _blocker(
+                    calendar, options, now, deadline, arrays_map=cmap, keys=keys
+                )
+                outcomes[row] = FlowOutcome(job.id, False, blocker=blocker, where=where)
+                continue
+            gap = None
+            if quality and top_n is not None and len(ranked[row]) > top_n:
+                gap = _quality_gap(
+                    calendar, chosen, flow_job, ranked[row], routes, now, deadline, objective
+                )
+            chosen.option.demand.take(calendar, chosen.start)
+            outcomes[row] = _accepted(job, row, chosen, batch, engine, arrivals[row], gap)
     done = [o for o in outcomes if o is not None]
     return FlowRun(policy, load, tuple(done), time.perf_counter() - began)
+
+
+def _windows(
+    order: Sequence[int], arrivals: Sequence[int], window_s: float
+) -> Iterator[tuple[int, list[int]]]:
+    """The rows of `order` (by arrival) in planning windows, each with the second it is
+    planned: the arrivals of one second, or with `window_s` > 0 those within `window_s` of
+    the first, planned at the window's end."""
+    i = 0
+    while i < len(order):
+        first = arrivals[order[i]]
+        end = first + math.floor(window_s)
+        j = i
+        while j < len(order) and (
+            arrivals[order[j]] == first or (window_s > 0 and arrivals[order[j]] < end)
+        ):
+            j += 1
+        yield (end if window_s > 0 else first), list(order[i:j])
+        i = j
+
+
+def _dominant_share(
+    batch: RequestBatch, row: int, eligible: Sequence[tuple[int, float]], arrays: MapArrays
+) -> float:
+    """The job's largest share of a compute resource over its eligible sites' capacity."""
+    sites = np.asarray([site for site, _ in eligible], dtype=np.int64)
+    if not len(sites):
+        return 0.0
+    shares = [
+        batch.cpu_m[row] / max(1, int(arrays.cap_cpu_m[sites].sum())),
+        batch.mem_mib[row] / max(1, int(arrays.cap_mem_mib[sites].sum())),
+    ]
+    if batch.acc_count[row] > 0:
+        column = int(batch.acc_column[row])
+        shares.append(batch.acc_count[row] / max(1, int(arrays.cap_acc[sites, column].sum())))
+    return float(max(shares))
 
 
 def _ranked(
@@ -248,8 +313,7 @@ def _accepted(
     chosen: Timed,
     batch: RequestBatch,
     engine: PlacementEngine,
-    now: int,
-    load: float,
+    arrival: int,
     gap: float | None,
 ) -> FlowOutcome:
     arrays = engine.arrays
@@ -268,7 +332,7 @@ def _accepted(
         True,
         site=arrays.map.sites[option.site].id,
         start_s=float(chosen.start),
-        wait_s=float(chosen.start - now),
+        wait_s=float(chosen.start - arrival),
         step=option.step,
         staging_s=option.lead,
         delivery_s=option.tail,

@@ -87,6 +87,7 @@ def _training(
     hours: float,
     dataset: Endpoint,
     volume_gb: float,
+    max_rate_gbps: float | None = 10.0,
 ) -> TraceJob:
     return TraceJob(
         id=job_id,
@@ -100,12 +101,12 @@ def _training(
         accelerator_model=model,
         accelerator_count=gpus,
         flows=Flows(
-            staging=(Staging(source=dataset, volume_gb=volume_gb, max_rate_gbps=10.0),),
+            staging=(Staging(source=dataset, volume_gb=volume_gb, max_rate_gbps=max_rate_gbps),),
             delivery=(
                 Delivery(
                     destination=Endpoint(province=province),
                     volume_gb=max(1.0, round(volume_gb * 0.05, 1)),
-                    max_rate_gbps=10.0,
+                    max_rate_gbps=max_rate_gbps,
                 ),
             ),
         ),
@@ -209,6 +210,7 @@ def _national_training(
                 hours=_lognormal(rng, 12, 0.8, 2, 72),
                 dataset=dataset,
                 volume_gb=round(_lognormal(rng, 5000, 1.0, 500, 50000), 1),
+                max_rate_gbps=None,
             )
         )
     return out
