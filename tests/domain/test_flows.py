@@ -30,11 +30,7 @@ def test_a_full_flow_model_parses() -> None:
     assert not flows.empty
     assert flows.staging[0].mode == "before_start"
     assert flows.staging[1].max_rate_gbps is None
-    assert [str(e) for e in flows.endpoints()] == [
-        "site SH-hub-qingpu",
-        "province BJ",
-        "province ZJ",
-    ]
+    assert [str(s.source) for s in flows.staging] == ["site SH-hub-qingpu", "province BJ"]
     assert Flows().empty
 
 

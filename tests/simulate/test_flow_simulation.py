@@ -14,6 +14,7 @@ from cnbrain.simulate.flow_simulation import FLOW_POLICIES, simulate_flows
 from cnbrain.simulate.scenario_report import RunFigures, RunSpec, run_one, scenario_jobs, verdicts
 from cnbrain.simulate.scenarios import SCENARIOS
 from cnbrain.simulate.trace import TraceJob
+from cnbrain.simulate.trace_files import read_trace
 
 HOUR = 3600.0
 HUB_DATA = Endpoint(site="CC-hub")
@@ -278,3 +279,15 @@ def test_a_batch_window_plans_its_arrivals_together_the_largest_share_first(
     assert placed("earliest", 60) == {"small": ("CC-hub", 60.0), "big": (None, None)}
     with pytest.raises(ValueError, match="batch_window_s"):
         simulate_flows(tiny_map, jobs, policy="earliest", batch_window_s=-1)
+
+
+def test_the_example_trace_with_flows_plans_on_china(china: ComputeNetworkMap) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples/traces/flows.jsonl"
+    jobs = read_trace(example)
+    run = simulate_flows(china, jobs, policy="scarcity", max_wait_s=HOUR)
+    by_id = {o.job_id: o for o in run.outcomes}
+    assert all(o.accepted for o in run.outcomes)
+    # 4 TB at up to 10 Gbps: at least 3,200 s of staging unless it trains where the data is.
+    train = by_id["train-zj"]
+    assert train.site == "SH-hub-qingpu" or train.staging_s >= 3200
+    assert by_id["chat-sh"].staging_s == 0 and by_id["chat-sh"].delivery_s == 0

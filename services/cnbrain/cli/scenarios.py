@@ -11,7 +11,7 @@ import shlex
 import sys
 import time
 
-from cnbrain.cli.simulate import DEFAULT_SCENARIO_LOADS, parse_loads
+from cnbrain.cli.simulate import DEFAULT_SCENARIO_LOADS, known_names, parse_loads
 from cnbrain.domain.bounds import MAX_WINDOW_S
 from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES
 from cnbrain.simulate.scenario_report import (
@@ -112,22 +112,10 @@ def scenario_command(args: argparse.Namespace) -> int:
 
 
 def _scenarios(text: str) -> list[str]:
-    names = list(SCENARIOS) if text.strip() == "all" else [n.strip() for n in text.split(",")]
-    names = [n for n in names if n]
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown scenario {', '.join(unknown) or '(none)'}; known: {', '.join(SCENARIOS)}"
-        )
-    return list(dict.fromkeys(names))
+    return known_names(
+        ",".join(SCENARIOS) if text.strip() == "all" else text, SCENARIOS, what="scenario"
+    )
 
 
 def _policies(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in FLOW_POLICIES]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown flow policy {', '.join(unknown) or '(none)'}; known: "
-            f"{', '.join(FLOW_POLICIES)}"
-        )
-    return list(dict.fromkeys(names))
+    return known_names(text, FLOW_POLICIES, what="flow policy")

@@ -10,6 +10,7 @@ import argparse
 import shlex
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -262,26 +263,27 @@ def _synthetic_params(spec: str) -> dict[str, float]:
     return out
 
 
-def _names(text: str) -> list[str]:
+def known_names(text: str, known: Iterable[str], *, what: str) -> list[str]:
+    """The comma-separated names of `text`, each once, in order; ValueError naming `what`
+    when one is not `known` or there is none."""
+    choices = list(known)
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in STRATEGIES]
+    unknown = [n for n in names if n not in choices]
     if unknown or not names:
         raise ValueError(
-            f"unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(STRATEGIES)}"
+            f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(choices)}"
         )
     return list(dict.fromkeys(names))
+
+
+def _names(text: str) -> list[str]:
+    return known_names(text, STRATEGIES, what="policy")
 
 
 def _admissions(text: str) -> list[str]:
     from cnbrain.simulate.admission import ADMISSIONS
 
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ADMISSIONS]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown admission {', '.join(unknown) or '(none)'}; known: {', '.join(ADMISSIONS)}"
-        )
-    return list(dict.fromkeys(names))
+    return known_names(text, ADMISSIONS, what="admission")
 
 
 def parse_loads(text: str) -> list[float]:

@@ -29,8 +29,6 @@ from cnbrain.domain.model import DomainModel
 
 StagingMode = Literal["before_start", "stream"]
 
-_VOLUME = "Data moved, GB (10^9 bytes)."
-
 
 class Endpoint(DomainModel):
     """A flow's far end: a site (by id) or a province (by code), exactly one."""
@@ -48,39 +46,38 @@ class Endpoint(DomainModel):
         return f"site {self.site}" if self.site is not None else f"province {self.province}"
 
 
-class Staging(DomainModel):
+class Transfer(DomainModel):
+    """Data moved at a rate the planner chooses, up to `max_rate_gbps` (none: any rate the
+    route's links have)."""
+
+    volume_gb: float = Field(
+        gt=0,
+        le=bounds.MAX_VOLUME_GB,
+        strict=True,
+        allow_inf_nan=False,
+        description="Data moved, GB (10^9 bytes).",
+    )
+    max_rate_gbps: float | None = Field(
+        default=None,
+        gt=0,
+        le=bounds.MAX_BANDWIDTH_GBPS,
+        strict=True,
+        allow_inf_nan=False,
+        description="The highest rate of the transfer (for a stream: not used); none: any.",
+    )
+
+
+class Staging(Transfer):
     """A dataset at `source` that the job reads (module docstring)."""
 
     source: Endpoint
-    volume_gb: float = Field(
-        gt=0, le=bounds.MAX_VOLUME_GB, strict=True, allow_inf_nan=False, description=_VOLUME
-    )
     mode: StagingMode = "before_start"
-    max_rate_gbps: float | None = Field(
-        default=None,
-        gt=0,
-        le=bounds.MAX_BANDWIDTH_GBPS,
-        strict=True,
-        allow_inf_nan=False,
-        description="before_start: the highest rate of the transfer; none: any.",
-    )
 
 
-class Delivery(DomainModel):
+class Delivery(Transfer):
     """Results sent to `destination` after the job ends (module docstring)."""
 
     destination: Endpoint
-    volume_gb: float = Field(
-        gt=0, le=bounds.MAX_VOLUME_GB, strict=True, allow_inf_nan=False, description=_VOLUME
-    )
-    max_rate_gbps: float | None = Field(
-        default=None,
-        gt=0,
-        le=bounds.MAX_BANDWIDTH_GBPS,
-        strict=True,
-        allow_inf_nan=False,
-        description="The highest rate of the transfer; none: any.",
-    )
 
 
 class Serving(DomainModel):
@@ -113,7 +110,3 @@ class Flows(DomainModel):
     @property
     def empty(self) -> bool:
         return not self.staging and not self.delivery and self.serving is None
-
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        """Every far end the flows name, staging first, then delivery."""
-        return tuple(s.source for s in self.staging) + tuple(d.destination for d in self.delivery)

@@ -6,9 +6,11 @@ the feasible ones, each at its earliest start within the job's deadline (`feasib
 - `earliest`: the earliest start; ties to the better-ranked site (the engine's objective),
   then the faster rate. This is the admission planner's rule (`backfill.plan`).
 - `ranked`: the best-ranked site that has a start by the deadline, at its earliest start.
-- `scarcity`: the lowest `scarcity_score`: how loaded, over the windows the option would hold
-  them, the resources it takes are (a congestion price, exponential in the load, as in
-  online routing with exponential link costs), plus the delay it costs.
+- `scarcity`: the lowest `scarcity_score`: the engine's objective of the site, plus how
+  loaded, over the windows the option would hold them, the resources it takes are (a
+  congestion price, exponential in the load, as in online routing with exponential link
+  costs), plus the delay it costs. Its candidate sites are taken afresh against the
+  calendar (`candidates`), not from the empty map.
 
 `congestion` is the price: for each part of the demand, the job's share of the resource
 (amount / capacity, times the part's length over the job's run) times
@@ -28,7 +30,7 @@ from cnbrain.scheduling.flow_options import FlowOption
 
 PRICE_BASE: Final = 64.0
 """The base of the exponential congestion price: a resource at load u costs
-(64^u - 1) / 63 of its share, 0.13 at half load, 0.35 at 3/4, 1 when full."""
+(64^u - 1) / 63 of its share: 0.11 at half load, 0.34 at 3/4, 1 when full."""
 
 DELAY_WEIGHT: Final = 1.0
 """What a delay of one run time (start later than the earliest feasible start by the job's

@@ -12,8 +12,8 @@ over its run, and every flow on its route, each over the window it needs:
 - serving from each province at its rate over the run, on a route within its bound;
 - continuous bandwidth from the access node over the run, within the job's bound.
 
-A transfer's full rate is its `max_rate_gbps`, or, with none, the free capacity of its
-route's narrowest link on the empty map; step `f` moves every transfer at `f` times its
+A transfer's full rate is the capacity of its route's narrowest link, or its
+`max_rate_gbps` when that is lower; step `f` moves every transfer at `f` times its
 full rate: faster transfers start the job earlier and hold more bandwidth. Routes are the
 lowest-latency ones, computed in segments by their owners (`SegmentRouter.routes` from an
 access node, `site_routes` between sites). A site none of whose serving or access routes is
@@ -98,9 +98,9 @@ class FlowRoutes:
         """Raises `Invalid` naming the field of a flow end or serving province the map lacks."""
         cmap = self.arrays.map
         for i, staging in enumerate(flows.staging):
-            self._check_end(staging.source, f"flows.staging[{i}].source")
+            self._check_end(staging.source, f"flows.staging.{i}.source")
         for i, delivery in enumerate(flows.delivery):
-            self._check_end(delivery.destination, f"flows.delivery[{i}].destination")
+            self._check_end(delivery.destination, f"flows.delivery.{i}.destination")
         if flows.serving is not None:
             for province in flows.serving.provinces:
                 if province not in cmap.provinces:
@@ -157,9 +157,9 @@ def flow_options(
     `whole_life` is the model without windows, for comparison: every transfer holds its full
     rate over the job's whole run instead of its own window, and there is one option."""
     fixed = _fixed_legs(job, site, routes)
-    if fixed is None:
-        return []
     transfers = _transfers(job, site, routes)
+    if fixed is None or transfers is None:
+        return []
     used_steps = steps if transfers and not whole_life else steps[:1]
     keys = routes.keys
     compute = [Part(keys.site(site, d), amount, 0, job.duration) for d, amount in job.compute]
@@ -199,18 +199,11 @@ def least_lead(job: FlowJob, site: int, routes: FlowRoutes) -> int | None:
     """The shortest staging any option of `job` on `site` can have (its transfers at full
     rate on empty links), or None when the site has no option (a serving or access route
     beyond its bound): a lower bound for choosing candidates without building options."""
-    if _fixed_legs(job, site, routes) is None:
+    transfers = _transfers(job, site, routes)
+    if _fixed_legs(job, site, routes) is None or transfers is None:
         return None
-    return max(
-        [
-            0,
-            *(
-                transfer_seconds(volume, mbps)
-                for kind, _, _, mbps, volume in _transfers(job, site, routes)
-                if kind == "staging"
-            ),
-        ]
-    )
+    staging = [transfer_seconds(v, mbps) for kind, _, _, mbps, v in transfers if kind == "staging"]
+    return max([0, *staging])
 
 
 def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes) -> list[Leg] | None:
@@ -248,9 +241,10 @@ def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes) -> list[Leg] | None
 
 def _transfers(
     job: FlowJob, site: int, routes: FlowRoutes
-) -> list[tuple[LegKind, str, Route, int, float]]:
+) -> list[tuple[LegKind, str, Route, int, float]] | None:
     """The transfers whose rate an option chooses: (kind, peer, route, full Mbps, volume GB);
-    a transfer within the site itself (no link) moves nothing over the network."""
+    a transfer within the site itself (no link) moves nothing over the network. None when
+    one has no route at all."""
     out: list[tuple[LegKind, str, Route, int, float]] = []
     ends: list[tuple[LegKind, Endpoint, float, float | None]] = [
         ("staging", s.source, s.volume_gb, s.max_rate_gbps)
@@ -260,7 +254,9 @@ def _transfers(
     ends += [("delivery", d.destination, d.volume_gb, d.max_rate_gbps) for d in job.flows.delivery]
     for kind, end, volume, max_rate in ends:
         route = routes.between(end, site)
-        if route is None or not route.links:
+        if route is None:
+            return None
+        if not route.links:
             continue
         narrowest = routes.narrowest_mbps(route)
         full = (

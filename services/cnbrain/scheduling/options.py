@@ -135,7 +135,7 @@ def ledger_options(
                 blocked=blocked_by_need[need],
                 max_latency_ms=float(batch.max_latency_ms[row]),
             )
-            compute = _compute_amounts(batch, row, keys)
+            compute = compute_amounts(batch, row, keys)
             options = []
             for site, site_routes in zip(site_ids, routes, strict=True):
                 if not site_routes:
@@ -163,10 +163,10 @@ def _bandwidth(links: Sequence[int], mbps: int, link_ids: Sequence[str]) -> Reso
     return Resources.bandwidth(by_id)
 
 
-def _compute_amounts(
+def compute_amounts(
     batch: RequestBatch, row: int, keys: "CalendarKeys | LedgerKeys"
 ) -> list[tuple[int, int]]:
-    """The request's non-zero compute amounts as (site dimension, amount)."""
+    """The non-zero compute amounts of the request in `row` as (site dimension, amount)."""
     amounts = [
         (keys.CPU_M, int(batch.cpu_m[row])),
         (keys.MEM_MIB, int(batch.mem_mib[row])),

@@ -6,7 +6,9 @@ holds a constant bandwidth for its life. Here every job is planned at its arriva
 reservation:
 
 1. **Candidates.** The engine ranks the sites that pass its filters on the empty map (its
-   objective: cost, energy, latency, balance) and keeps the best `top_n` (None: all).
+   objective: cost, energy, latency, balance). The baselines keep the best `top_n` (None:
+   all); `scarcity` keeps the best `top_n` by `flow_choice.candidates`, against the
+   calendar.
 2. **Options.** Each candidate site gives one option per rate step (`flow_options`): its
    compute over the run, its staging before the start, its delivery after the end, its
    serving and continuous bandwidth over the run, each on its own route.
@@ -24,13 +26,13 @@ jobs that are hardest to fit later go first. A job's deadline is its arrival plu
 
 Jobs run exactly their duration, so a reservation is never given back early. Offered load
 divides arrival times by `load`. The calendar never holds more than a resource's capacity
-(it refuses, and the run would raise); `simulate_flows` checks that no job ever started
-before its staging was delivered. The same inputs give the same outcomes (`random` draws
-from `seed`).
+(it refuses, and the run would raise), and an option's compute starts when its staging
+window ends. The same inputs give the same outcomes (`random` draws from `seed`).
 
 With `quality=True`, each decision of the run is also made over every eligible site (the
 exact search) on the same calendar, and the outcome records the relative gap between the
-two choices' scores (`FlowOutcome.quality_gap`, 0 when the Top-N held the best option).
+two choices' scores (`FlowOutcome.quality_gap`: 0 when the Top-N held the best option;
+None for a job with at most `top_n` eligible sites, whose choice is the exact one).
 """
 
 import math
@@ -64,7 +66,7 @@ from cnbrain.scheduling.flow_options import (
     flow_options,
     least_lead,
 )
-from cnbrain.scheduling.options import CalendarKeys
+from cnbrain.scheduling.options import CalendarKeys, compute_amounts
 from cnbrain.simulate.trace import TraceJob
 
 FLOW_POLICIES: Final = ("scarcity", "earliest", "ranked", "random")
@@ -289,16 +291,9 @@ def _ranked(
 
 
 def _flow_job(job: TraceJob, row: int, batch: RequestBatch, keys: CalendarKeys) -> FlowJob:
-    compute = [
-        (keys.CPU_M, int(batch.cpu_m[row])),
-        (keys.MEM_MIB, int(batch.mem_mib[row])),
-        (keys.STORAGE_GIB, int(batch.storage_gib[row])),
-    ]
-    if batch.acc_count[row] > 0:
-        compute.append((keys.ACCELERATORS + int(batch.acc_column[row]), int(batch.acc_count[row])))
     return FlowJob(
         id=job.id,
-        compute=tuple((d, a) for d, a in compute if a > 0),
+        compute=tuple(compute_amounts(batch, row, keys)),
         duration=max(1, math.ceil(job.duration_s)),
         access_node=batch.access_nodes[row],
         flows=job.flows or Flows(),
