@@ -20,6 +20,7 @@ from cnbrain.scheduling import flow_choice
 from cnbrain.scheduling.flow_options import (
     FlowJob,
     FlowRoutes,
+    check_flows,
     flow_options,
     least_lead,
     transfer_seconds,
@@ -141,15 +142,22 @@ def test_serving_and_continuous_bandwidth_hold_the_run_within_their_bounds(
 
 def test_flow_ends_the_map_lacks_are_refused_by_field(routes: FlowRoutes) -> None:
     with pytest.raises(Invalid) as info:
-        routes.check(Flows(staging=(Staging(source=Endpoint(site="nowhere"), volume_gb=1.0),)))
+        check_flows(
+            routes.arrays.map,
+            Flows(staging=(Staging(source=Endpoint(site="nowhere"), volume_gb=1.0),)),
+        )
     assert info.value.field == "flows.staging.0.source.site"
     with pytest.raises(Invalid) as info:
-        routes.check(
-            Flows(delivery=(Delivery(destination=Endpoint(province="ZZ"), volume_gb=1.0),))
+        check_flows(
+            routes.arrays.map,
+            Flows(delivery=(Delivery(destination=Endpoint(province="ZZ"), volume_gb=1.0),)),
         )
     assert info.value.field == "flows.delivery.0.destination.province"
     with pytest.raises(Invalid) as info:
-        routes.check(Flows(serving=Serving(provinces=("ZZ",), rate_gbps=1.0, max_latency_ms=9.0)))
+        check_flows(
+            routes.arrays.map,
+            Flows(serving=Serving(provinces=("ZZ",), rate_gbps=1.0, max_latency_ms=9.0)),
+        )
     assert info.value.field == "flows.serving.provinces"
 
 

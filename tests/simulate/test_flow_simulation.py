@@ -1,6 +1,7 @@
 """The flow simulation: jobs planned over time with their data flows, the scenario suite and
 `cnbrain simulate --scenario`."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from cnbrain.simulate.trace import TraceJob
 from cnbrain.simulate.trace_files import read_trace
 
 HOUR = 3600.0
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples/traces/flows.jsonl"
 HUB_DATA = Endpoint(site="CC-hub")
 
 
@@ -210,9 +212,11 @@ def test_cli_runs_a_scenario_sweep_and_refuses_bad_names(
     assert "against `earliest`" in report
 
 
-def _figures(policy: str, hours: float, cost: float, energy: float, **kw: bool) -> RunFigures:
+def _figures(
+    policy: str, hours: float, cost: float, energy: float, *, whole_life: bool = False
+) -> RunFigures:
     return RunFigures(
-        spec=RunSpec("s", policy, 1.2, 0, **kw),
+        spec=RunSpec("s", policy, 1.2, 0, whole_life=whole_life),
         jobs=10,
         asked_accelerator_hours=1000.0,
         accepted=10,
@@ -282,8 +286,7 @@ def test_a_batch_window_plans_its_arrivals_together_the_largest_share_first(
 
 
 def test_the_example_trace_with_flows_plans_on_china(china: ComputeNetworkMap) -> None:
-    example = Path(__file__).resolve().parents[2] / "examples/traces/flows.jsonl"
-    jobs = read_trace(example)
+    jobs = read_trace(EXAMPLE)
     run = simulate_flows(china, jobs, policy="scarcity", max_wait_s=HOUR)
     by_id = {o.job_id: o for o in run.outcomes}
     assert all(o.accepted for o in run.outcomes)
@@ -291,3 +294,30 @@ def test_the_example_trace_with_flows_plans_on_china(china: ComputeNetworkMap) -
     train = by_id["train-zj"]
     assert train.site == "SH-hub-qingpu" or train.staging_s >= 3200
     assert by_id["chat-sh"].staging_s == 0 and by_id["chat-sh"].delivery_s == 0
+
+
+def test_cli_plans_a_trace_with_flows_and_the_constant_replay_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = str(EXAMPLE)
+    out = tmp_path / "report"
+    assert main(["simulate", "--trace", example, "--out", str(out)]) == 2
+    assert "job 'train-zj' states flows" in capsys.readouterr().err
+    assert main(["simulate", "--scenario", "all", "--flows", "--out", str(out)]) == 2
+    assert "--flows plans a trace file" in capsys.readouterr().err
+    args = ["simulate", "--flows", "--trace", example, "--policies", "scarcity,earliest"]
+    code = main(
+        [*args, "--load", "1", "--workers", "1", "--queue-limit", "3600", "--out", str(out)]
+    )
+    assert code == 0
+    report = (out / "report.md").read_text()
+    assert f"## {example}" in report
+    assert "every job waiting at most 3600 s; 3 jobs" in report
+    assert report.count("| scarcity | 1 | 3 |") == 1
+    assert "--flows --trace" in report
+    bad = tmp_path / "bad.jsonl"
+    record = json.loads(EXAMPLE.read_text().splitlines()[0])
+    record["flows"]["staging"][0]["source"] = {"site": "nowhere"}
+    bad.write_text(json.dumps(record) + "\n")
+    assert main(["simulate", "--flows", "--trace", str(bad), "--out", str(out)]) == 2
+    assert "unknown site 'nowhere'" in capsys.readouterr().err

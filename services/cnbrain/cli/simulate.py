@@ -51,16 +51,22 @@ def add_simulate_command(
         "cnbrain.simulate.scenarios",
     )
     sim.add_argument(
+        "--flows",
+        action="store_true",
+        help="plan the --trace file's jobs with the flow simulation (their flows, each over "
+        "its window) instead of replaying them with a constant bandwidth",
+    )
+    sim.add_argument(
         "--policies",
         default=None,
-        help=f"comma-separated (default {DEFAULT_POLICIES}; with --scenario "
+        help=f"comma-separated (default {DEFAULT_POLICIES}; with --scenario or --flows "
         f"{','.join(FLOW_POLICIES)})",
     )
     sim.add_argument(
         "--load",
         default=None,
-        help=f"offered loads, comma-separated (default {DEFAULT_LOADS}; with --scenario "
-        f"{DEFAULT_SCENARIO_LOADS}, on the capacity basis)",
+        help=f"offered loads, comma-separated (default {DEFAULT_LOADS}; with --scenario or "
+        f"--flows {DEFAULT_SCENARIO_LOADS})",
     )
     sim.add_argument(
         "--workers",
@@ -130,10 +136,13 @@ def add_simulate_command(
 
 
 def simulate_command(args: argparse.Namespace) -> int:
-    if args.scenario is not None:
-        from cnbrain.cli.scenarios import scenario_command
+    if args.scenario is not None or args.flows:
+        from cnbrain.cli.flows import flows_command
 
-        return scenario_command(args)
+        if args.flows and args.trace is None:
+            print("cnbrain: --flows plans a trace file: give --trace FILE", file=sys.stderr)
+            return 2
+        return flows_command(args)
     args.policies = args.policies or DEFAULT_POLICIES
     args.load = args.load or DEFAULT_LOADS
     from cnbrain.simulate.classes import parse_shares
@@ -148,6 +157,12 @@ def simulate_command(args: argparse.Namespace) -> int:
         class_shares = None if args.classes is None else parse_shares(args.classes)
         cmap = load_map(args.map)
         jobs = load_trace(args.trace, cmap)
+        moving = next((job.id for job in jobs if job.flows is not None), None)
+        if moving is not None:
+            raise ValueError(
+                f"trace {args.trace}: job {moving!r} states flows, which the replay with a "
+                "constant bandwidth would ignore; plan it with --flows"
+            )
         context = {
             "command": command_line(args),
             "map": args.map,

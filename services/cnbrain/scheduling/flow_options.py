@@ -29,6 +29,7 @@ from cnbrain.domain.errors import Invalid
 from cnbrain.domain.flows import Endpoint, Flows
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.routing.router import Route, SegmentRouter
 from cnbrain.scheduling.options import CalendarKeys
 
@@ -86,6 +87,25 @@ def transfer_seconds(volume_gb: float, mbps: int) -> int:
     return max(1, math.ceil(round(volume_gb * 8000 / mbps, 6)))
 
 
+def check_flows(cmap: ComputeNetworkMap, flows: Flows) -> None:
+    """Raises `Invalid` naming the field of a flow end or serving province `cmap` lacks."""
+    for i, staging in enumerate(flows.staging):
+        _check_end(cmap, staging.source, f"flows.staging.{i}.source")
+    for i, delivery in enumerate(flows.delivery):
+        _check_end(cmap, delivery.destination, f"flows.delivery.{i}.destination")
+    if flows.serving is not None:
+        for province in flows.serving.provinces:
+            if province not in cmap.provinces:
+                raise Invalid(f"unknown province {province!r}", field="flows.serving.provinces")
+
+
+def _check_end(cmap: ComputeNetworkMap, end: Endpoint, name: str) -> None:
+    if end.site is not None and end.site not in cmap.site_index:
+        raise Invalid(f"unknown site {end.site!r}", field=f"{name}.site")
+    if end.province is not None and end.province not in cmap.provinces:
+        raise Invalid(f"unknown province {end.province!r}", field=f"{name}.province")
+
+
 class FlowRoutes:
     """Resolves a job's flow ends on one map and finds their routes (cached by the router)."""
 
@@ -93,25 +113,6 @@ class FlowRoutes:
         self.arrays = arrays
         self.router = router
         self.keys = keys
-
-    def check(self, flows: Flows) -> None:
-        """Raises `Invalid` naming the field of a flow end or serving province the map lacks."""
-        cmap = self.arrays.map
-        for i, staging in enumerate(flows.staging):
-            self._check_end(staging.source, f"flows.staging.{i}.source")
-        for i, delivery in enumerate(flows.delivery):
-            self._check_end(delivery.destination, f"flows.delivery.{i}.destination")
-        if flows.serving is not None:
-            for province in flows.serving.provinces:
-                if province not in cmap.provinces:
-                    raise Invalid(f"unknown province {province!r}", field="flows.serving.provinces")
-
-    def _check_end(self, end: Endpoint, name: str) -> None:
-        cmap = self.arrays.map
-        if end.site is not None and end.site not in cmap.site_index:
-            raise Invalid(f"unknown site {end.site!r}", field=f"{name}.site")
-        if end.province is not None and end.province not in cmap.provinces:
-            raise Invalid(f"unknown province {end.province!r}", field=f"{name}.province")
 
     def between(
         self, end: Endpoint, site: int, *, max_latency_ms: float = math.inf

@@ -63,6 +63,7 @@ from cnbrain.scheduling.flow_options import (
     FlowJob,
     FlowOption,
     FlowRoutes,
+    check_flows,
     flow_options,
     least_lead,
 )
@@ -180,11 +181,7 @@ def simulate_flows(
     arrays = engine.arrays
     keys = CalendarKeys(arrays)
     routes = FlowRoutes(arrays, engine.router, keys)
-    requests = [job.to_request() for job in jobs]
-    for job in jobs:
-        if job.flows is not None:
-            routes.check(job.flows)
-    batch = RequestBatch.build(requests, arrays, engine.config.weight_matrix)
+    requests, batch = _checked(jobs, arrays, engine)
     everywhere = arrays.n_sites
     ranked = _ranked(engine, requests, n=everywhere)
     calendar: Calendar[int] = Calendar(keys.capacities(), now=0)
@@ -238,6 +235,23 @@ def simulate_flows(
             outcomes[row] = _accepted(job, row, chosen, batch, engine, arrivals[row], gap)
     done = [o for o in outcomes if o is not None]
     return FlowRun(policy, load, tuple(done), time.perf_counter() - began)
+
+
+def check_jobs(cmap: ComputeNetworkMap, jobs: Sequence[TraceJob]) -> None:
+    """Raises `RequestError` or `Invalid`, naming the field, for the first job `cmap` cannot
+    plan: a request the engine refuses, or a flow end the map lacks."""
+    arrays = MapArrays.build(cmap)
+    _checked(jobs, arrays, PlacementEngine(cmap, config=EngineConfig()))
+
+
+def _checked(
+    jobs: Sequence[TraceJob], arrays: MapArrays, engine: PlacementEngine
+) -> tuple[list[PlacementRequest], RequestBatch]:
+    requests = [job.to_request() for job in jobs]
+    for job in jobs:
+        if job.flows is not None:
+            check_flows(arrays.map, job.flows)
+    return requests, RequestBatch.build(requests, arrays, engine.config.weight_matrix)
 
 
 def _windows(

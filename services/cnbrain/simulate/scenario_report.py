@@ -24,6 +24,7 @@ from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FlowRun, simulate_fl
 from cnbrain.simulate.offered import capacity_factor, scaled
 from cnbrain.simulate.scenarios import SCENARIOS
 from cnbrain.simulate.trace import TraceJob
+from cnbrain.simulate.trace_files import read_trace
 
 OURS: Final = "scarcity"
 ACC_HOURS_WIN: Final = 0.10
@@ -34,8 +35,21 @@ QUALITY_GAP: Final = 0.01
 
 
 @dataclass(frozen=True, slots=True)
+class TraceWorkload:
+    """A trace file (`path`) planned on the map `map_spec`, every job waiting at most
+    `max_wait_s`; `load_basis` `trace` keeps its arrival rate at load 1, `capacity` scales
+    it as a scenario's is."""
+
+    path: str
+    map_spec: str
+    load_basis: str = "trace"
+    max_wait_s: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
 class RunSpec:
-    """One run: `whole_life` plans with the model without windows (every transfer at its
+    """One run of `scenario` (a name of the suite, or the label of `trace`, which it then
+    runs instead): `whole_life` plans with the model without windows (every transfer at its
     full rate for the job's whole run), the reference the report compares the model with."""
 
     scenario: str
@@ -46,6 +60,7 @@ class RunSpec:
     whole_life: bool = False
     batch_window_s: float = 0.0
     top_n: int = DEFAULT_TOP_N
+    trace: TraceWorkload | None = None
 
     @property
     def label(self) -> str:
@@ -80,18 +95,36 @@ def scenario_jobs(name: str, seed: int, cmap: ComputeNetworkMap | None = None) -
     return scaled(jobs, factor)
 
 
+def trace_jobs(trace: TraceWorkload, cmap: ComputeNetworkMap) -> list[TraceJob]:
+    """The jobs of `trace`'s file, scaled to its load basis."""
+    jobs = read_trace(Path(trace.path))
+    if trace.load_basis == "capacity":
+        factor, _ = capacity_factor(cmap, jobs)
+        jobs = scaled(jobs, factor)
+    return jobs
+
+
 def run_one(spec: RunSpec) -> RunFigures:
     """One run of the sweep (in a worker process)."""
-    scenario = SCENARIOS[spec.scenario]
-    cmap = load_map(scenario.map_spec)
-    jobs = scenario_jobs(spec.scenario, spec.seed, cmap)
+    if spec.trace is not None:
+        cmap = load_map(spec.trace.map_spec)
+        jobs = trace_jobs(spec.trace, cmap)
+        waits = None
+        max_wait_s = spec.trace.max_wait_s
+    else:
+        scenario = SCENARIOS[spec.scenario]
+        cmap = load_map(scenario.map_spec)
+        jobs = scenario_jobs(spec.scenario, spec.seed, cmap)
+        waits = scenario.max_wait_s
+        max_wait_s = 1800.0
     run = simulate_flows(
         cmap,
         jobs,
         policy=spec.policy,
         load=spec.load,
         seed=spec.seed,
-        waits=scenario.max_wait_s,
+        max_wait_s=max_wait_s,
+        waits=waits,
         quality=spec.quality,
         whole_life=spec.whole_life,
         batch_window_s=spec.batch_window_s,
@@ -200,19 +233,27 @@ def write_report(figures: Sequence[RunFigures], out_dir: Path, *, command: str, 
     """Write `report.md` into `out_dir` and return its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = [
-        "# Scenario suite: flows over time",
+        "# Flows over time",
         "",
-        f"Command: `{command}`. Seed {seed}. Simulated (`cnbrain.simulate.flow_simulation`);",
-        'loads on the capacity basis. Rules of each scenario: docs/simulator.md, "Scenarios".',
+        f"Command: `{command}`. Seed {seed}. Simulated (`cnbrain.simulate.flow_simulation`).",
+        'Rules of each scenario: docs/simulator.md, "Scenarios".',
         "",
     ]
     for name in dict.fromkeys(f.spec.scenario for f in figures):
         runs = [f for f in figures if f.spec.scenario == name]
-        scenario = SCENARIOS[name]
+        trace = runs[0].spec.trace
+        if trace is None:
+            scenario = SCENARIOS[name]
+            about = f"{scenario.summary}; map `{scenario.map_spec}`, loads on the capacity basis"
+        else:
+            about = (
+                f"trace `{trace.path}` on map `{trace.map_spec}`, loads on the "
+                f"{trace.load_basis} basis, every job waiting at most {trace.max_wait_s:g} s"
+            )
         lines += [
             f"## {name}",
             "",
-            f"{scenario.summary}; map `{scenario.map_spec}`, {runs[0].jobs:,} jobs, "
+            f"{about}; {runs[0].jobs:,} jobs, "
             f"{runs[0].asked_accelerator_hours:,.0f} accelerator-hours asked.",
             "",
             "| policy | load | accepted | accelerator-hours | of asked | cost (CNY) | energy "

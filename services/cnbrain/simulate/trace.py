@@ -26,7 +26,8 @@ class TraceJob(DomainModel):
     flows: Flows | None = Field(
         default=None,
         description="What the job moves (cnbrain.domain.flows); planned by the flow "
-        "simulation (cnbrain.simulate.flow_simulation) only.",
+        "simulation (cnbrain.simulate.flow_simulation); the replay with a constant bandwidth "
+        "refuses a trace whose jobs state flows.",
     )
 
     def to_request(self) -> PlacementRequest:

@@ -1,5 +1,6 @@
-"""`cnbrain simulate --scenario NAME`: run the flow simulation's scenario suite and write its
-report (`cnbrain.simulate.scenario_report`).
+"""`cnbrain simulate --scenario NAME` and `cnbrain simulate --flows --trace FILE`: run the flow
+simulation on scenarios of the suite, or on a trace file whose jobs may state flows, and
+write the report (`cnbrain.simulate.scenario_report`).
 
 Prints one line per run as it ends, then the verdicts and where the report is. Returns 0; on
 a bad argument prints `cnbrain: <problem>` and returns 2.
@@ -13,12 +14,18 @@ import time
 
 from cnbrain.cli.simulate import DEFAULT_SCENARIO_LOADS, known_names, parse_loads
 from cnbrain.domain.bounds import MAX_WINDOW_S
-from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES
+from cnbrain.domain.request import MAX_WAIT_S
+from cnbrain.netmap.errors import MapError
+from cnbrain.netmap.load import load_map
+from cnbrain.placement.errors import RequestError
+from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES, check_jobs
 from cnbrain.simulate.scenario_report import (
     OURS,
     RunFigures,
     RunSpec,
+    TraceWorkload,
     sweep,
+    trace_jobs,
     verdicts,
     write_report,
 )
@@ -27,10 +34,11 @@ from cnbrain.simulate.scenarios import SCENARIOS
 MAX_TOP_N = 1000
 
 
-def scenario_command(args: argparse.Namespace) -> int:
+def flows_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
-        names = _scenarios(args.scenario)
+        trace = None if args.trace is None else _trace(args)
+        names = [args.trace] if trace is not None else _scenarios(args.scenario)
         policies = _policies(args.policies or ",".join(FLOW_POLICIES))
         loads = parse_loads(args.load or DEFAULT_SCENARIO_LOADS)
         if args.workers is not None and args.workers < 1:
@@ -39,7 +47,7 @@ def scenario_command(args: argparse.Namespace) -> int:
             raise ValueError(f"--top-n must be 1 to {MAX_TOP_N}")
         if not (math.isfinite(args.batch_window) and 0 <= args.batch_window <= MAX_WINDOW_S):
             raise ValueError(f"--batch-window must be 0 to {MAX_WINDOW_S:g} seconds")
-    except ValueError as exc:
+    except (ValueError, OSError, MapError, RequestError) as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
         return 2
     window = args.batch_window
@@ -52,6 +60,7 @@ def scenario_command(args: argparse.Namespace) -> int:
             quality=args.quality and policy == OURS,
             batch_window_s=window,
             top_n=args.top_n,
+            trace=trace,
         )
         for name in names
         for load in loads
@@ -68,6 +77,7 @@ def scenario_command(args: argparse.Namespace) -> int:
                 whole_life=True,
                 batch_window_s=window,
                 top_n=args.top_n,
+                trace=trace,
             )
             for name in names
             for load in loads
@@ -87,11 +97,17 @@ def scenario_command(args: argparse.Namespace) -> int:
         )
 
     figures = sweep(specs, workers=args.workers, on_run=progress)
+    if trace is None:
+        source = ["--scenario", ",".join(names)]
+    else:
+        source = ["--flows", "--trace", trace.path, "--map", trace.map_spec]
+        source += ["--load-basis", trace.load_basis, "--queue-limit", f"{trace.max_wait_s:g}"]
     command = shlex.join(
         [
             "cnbrain",
             "simulate",
-            *("--scenario", ",".join(names), "--policies", ",".join(policies)),
+            *source,
+            *("--policies", ",".join(policies)),
             *("--load", ",".join(f"{x:g}" for x in loads), "--seed", str(args.seed)),
             *(("--quality",) if args.quality else ()),
             *(("--whole-life",) if args.whole_life else ()),
@@ -109,6 +125,17 @@ def scenario_command(args: argparse.Namespace) -> int:
         )
     print(f"wrote {path} in {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def _trace(args: argparse.Namespace) -> TraceWorkload:
+    """The trace of `--flows --trace`, checked here so that a bad job is refused before any
+    run starts."""
+    if not (math.isfinite(args.queue_limit) and 0 <= args.queue_limit <= MAX_WAIT_S):
+        raise ValueError(f"--queue-limit must be 0 to {MAX_WAIT_S:g} seconds")
+    trace = TraceWorkload(args.trace, args.map, args.load_basis, args.queue_limit)
+    cmap = load_map(args.map)
+    check_jobs(cmap, trace_jobs(trace, cmap))
+    return trace
 
 
 def _scenarios(text: str) -> list[str]:
