@@ -1,9 +1,10 @@
 """Run the scenario suite (scenarios x policies x loads) in parallel and write its report.
 
 Each run is one `simulate_flows` call in a worker process; a worker draws its scenario's
-trace from the seed itself, so runs share nothing. Loads are on the capacity basis
-(`cnbrain.simulate.offered.capacity_factor`): at load 1 the trace asks, over its arrival
-window, for the map's whole capacity of its scarcest resource. The report names, per
+trace from the seed itself (or reads its trace file), so runs share nothing. A scenario's
+loads are on the capacity basis (`cnbrain.simulate.offered.capacity_factor`): at load 1 the
+trace asks, over its arrival window, for the map's whole capacity of its scarcest resource;
+a trace file's are on the basis it names (`TraceWorkload`). The report names, per
 scenario and load, our policy (`scarcity`) against the best baseline (the one that served
 the most accelerator-hours), and for every policy what stopped the jobs it rejected: the
 kind of resource and the resources themselves. A run marked `whole_life` plans with the model
@@ -12,7 +13,7 @@ without windows, so the report shows what the model itself changes; it is no bas
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,25 +161,23 @@ def sweep(
     on_run: Callable[[RunFigures], None] | None = None,
 ) -> list[RunFigures]:
     """Every run of `specs`, on `workers` processes (default: one per core), in the order
-    given."""
+    given; `on_run` sees each as it comes, in that order."""
     workers = workers or os.cpu_count() or 1
     if workers == 1:
-        out = []
-        for spec in specs:
-            figures = run_one(spec)
-            if on_run:
-                on_run(figures)
-            out.append(figures)
-        return out
+        return _collect(map(run_one, specs), on_run)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_one, spec) for spec in specs]
-        out = []
-        for future in futures:
-            figures = future.result()
-            if on_run:
-                on_run(figures)
-            out.append(figures)
-        return out
+        return _collect(pool.map(run_one, specs), on_run)
+
+
+def _collect(
+    results: Iterable[RunFigures], on_run: Callable[[RunFigures], None] | None
+) -> list[RunFigures]:
+    out = []
+    for figures in results:
+        if on_run:
+            on_run(figures)
+        out.append(figures)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
