@@ -41,7 +41,8 @@ coastal ones)."""
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A named workload: its map, its trace rule (`draw(cmap, jobs, seed)`), the longest each
+    """A named workload: its map, its trace rule (`draw(cmap, jobs, hours, seed)`: `jobs`
+    arrivals over `hours`, drawn from `seed`) with its default size, the longest each
     workload class may wait to start (seconds), and what it is meant to show."""
 
     name: str
