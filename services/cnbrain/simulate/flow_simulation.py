@@ -228,9 +228,7 @@ def simulate_flows(
                 continue
             gap = None
             if quality and top_n is not None and len(ranked[row]) > top_n:
-                gap = _quality_gap(
-                    calendar, chosen, flow_job, ranked[row], routes, now, deadline, objective
-                )
+                gap = _quality_gap(calendar, chosen, flow_job, ranked[row], routes, now, deadline)
             chosen.option.demand.take(calendar, chosen.start)
             outcomes[row] = _accepted(job, row, chosen, batch, engine, arrivals[row], gap)
     done = [o for o in outcomes if o is not None]
@@ -240,8 +238,8 @@ def simulate_flows(
 def check_jobs(cmap: ComputeNetworkMap, jobs: Sequence[TraceJob]) -> None:
     """Raises `RequestError` or `Invalid`, naming the field, for the first job `cmap` cannot
     plan: a request the engine refuses, or a flow end the map lacks."""
-    arrays = MapArrays.build(cmap)
-    _checked(jobs, arrays, PlacementEngine(cmap, config=EngineConfig()))
+    engine = PlacementEngine(cmap)
+    _checked(jobs, engine.arrays, engine)
 
 
 def _checked(
@@ -360,7 +358,6 @@ def _quality_gap(
     routes: FlowRoutes,
     now: int,
     deadline: int,
-    objective: Mapping[int, float],
 ) -> float:
     """The relative gap between the score of `chosen` and of the best option over every
     eligible site, both by the scarcity rule's score on the same calendar."""
