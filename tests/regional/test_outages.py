@@ -7,6 +7,7 @@ shared server reached through a loopback proxy that the test closes and opens ag
 
 import asyncio
 import contextlib
+import logging
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -65,7 +66,15 @@ def assert_unavailable(answer: httpx.Response, which: str) -> None:
     assert which in problem["detail"]
 
 
-async def test_replicas_hear_each_other_again_after_a_redis_restart(tmp_path: Path) -> None:
+def _resyncs(caplog: pytest.LogCaptureFixture) -> int:
+    """How many followers of the capacity bus have subscribed again and resynced."""
+    return sum("subscribed again and resynced" in r.getMessage() for r in caplog.records)
+
+
+async def test_replicas_hear_each_other_again_after_a_redis_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="cnbrain.cache.follow")
     database = await create_postgres_database("cnbrain_redis_outage")
     try:
         with private_redis() as redis:
@@ -102,6 +111,8 @@ async def test_replicas_hear_each_other_again_after_a_redis_restart(tmp_path: Pa
                     lambda: redis.subscribers(channel) == 2, MAX_DELAY_S + WAIT_S
                 )
                 assert took <= MAX_DELAY_S + WAIT_S
+                # Both have resynced (which drops what they cached) before two caches anew.
+                await wait_until(lambda: _resyncs(caplog) == 2, WAIT_S)
                 assert (await one.get("/readyz")).status_code == 200
                 # Two hears one again: a reservation on one drops two's cached snapshot.
                 await brain_two.live_map.snapshot()
