@@ -88,16 +88,27 @@ def congestion(
     price = 0.0
     compute_share = 0.0
     for part in option.demand.parts:
-        profile = calendar.profile(part.key)
-        capacity = profile.capacity
-        if capacity <= 0:
-            continue
-        share = part.amount / capacity * part.duration / duration
-        load = min(1.0, (capacity - profile.min_free(part.window(start)) + part.amount) / capacity)
-        price += share * (base**load - 1) / (base - 1)
+        charge, share = _charge(calendar, part.key, part.amount, part.window(start), base)
+        weight = part.duration / duration
+        price += charge * weight
         if part.key in option.compute:
-            compute_share += share
+            compute_share += share * weight
     return price / compute_share if compute_share > 0 else price
+
+
+def _charge(
+    calendar: Calendar[int], key: int, amount: int, window: Window, base: float
+) -> tuple[float, float]:
+    """(price, share) of holding `amount` of `key` over `window`: the share is amount /
+    capacity, the price the share times `(base ** u - 1) / (base - 1)` at the load u over the
+    window once it is held; both 0 for a resource of no capacity."""
+    profile = calendar.profile(key)
+    capacity = profile.capacity
+    if capacity <= 0:
+        return 0.0, 0.0
+    share = amount / capacity
+    load = min(1.0, (capacity - profile.min_free(window) + amount) / capacity)
+    return share * (base**load - 1) / (base - 1), share
 
 
 def scarcity_score(
@@ -171,19 +182,13 @@ def candidates(
         if begin is None:
             continue
         window = Window.of(begin, duration)
-        price = 0.0
-        share = 0.0
-        for key, amount in demand.items():
-            profile = calendar.profile(key)
-            capacity = profile.capacity
-            if capacity <= 0:
-                continue
-            part = amount / capacity
-            load = min(1.0, (capacity - profile.min_free(window) + amount) / capacity)
-            price += part * (PRICE_BASE**load - 1) / (PRICE_BASE - 1)
-            share += part
-        congestion = price / share if share else 0.0
+        charges = [
+            _charge(calendar, key, amount, window, PRICE_BASE) for key, amount in demand.items()
+        ]
+        price = sum(c for c, _ in charges)
+        share = sum(s for _, s in charges)
+        priced = price / share if share else 0.0
         delay = DELAY_WEIGHT * (begin - start) / duration
-        estimated.append((OBJECTIVE_WEIGHT * value + congestion + delay, site, value))
+        estimated.append((OBJECTIVE_WEIGHT * value + priced + delay, site, value))
     estimated.sort()
     return [(site, value) for _, site, value in estimated[:n]]

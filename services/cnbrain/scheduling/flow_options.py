@@ -28,7 +28,7 @@ from typing import Final, Literal
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.flows import Endpoint, Flows
 from cnbrain.ledger.timed_demand import Part, TimedDemand
-from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.arrays import MapArrays, gbps_to_mbps
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.routing.router import Route, SegmentRouter
 from cnbrain.scheduling.options import CalendarKeys
@@ -220,7 +220,7 @@ def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes) -> list[Leg] | None
             )
     serving = job.flows.serving
     if serving is not None:
-        mbps = max(1, math.ceil(round(serving.rate_gbps * 1000, 6)))
+        mbps = max(1, gbps_to_mbps(serving.rate_gbps))
         for province in serving.provinces:
             route = routes.between(
                 Endpoint(province=province), site, max_latency_ms=serving.max_latency_ms
@@ -260,8 +260,6 @@ def _transfers(
         if not route.links:
             continue
         narrowest = routes.narrowest_mbps(route)
-        full = (
-            narrowest if max_rate is None else min(narrowest, math.ceil(round(max_rate * 1000, 6)))
-        )
+        full = narrowest if max_rate is None else min(narrowest, gbps_to_mbps(max_rate))
         out.append((kind, str(end), route, full, volume))
     return out

@@ -55,6 +55,15 @@ class CalendarKeys:
     def link(self, link: int) -> int:
         return self._links_from + link
 
+    def link_of(self, key: int) -> int | None:
+        """The link that `key` counts (`link`'s inverse); None for a site's key."""
+        return key - self._links_from if key >= self._links_from else None
+
+    def site_of(self, key: int) -> tuple[int, int]:
+        """The (site, dimension) that a site's `key` counts (`site`'s inverse)."""
+        site, dimension = divmod(key, self.dims)
+        return site, dimension
+
     def capacities(self) -> dict[int, int]:
         """Every key with its whole capacity."""
         a = self.arrays

@@ -373,7 +373,7 @@ def _quality_gap(
     exact = flow_choice.scarcity_score(
         calendar, best, first_start=first, duration=job.duration, objective=every
     )
-    return max(0.0, mine - exact) / max(exact, 1e-9) if mine > exact else 0.0
+    return (mine - exact) / max(exact, 1e-9) if mine > exact else 0.0
 
 
 def _blocker(
@@ -409,14 +409,14 @@ def _blocker(
 
 
 def _resource(key: int, cmap: ComputeNetworkMap, keys: CalendarKeys) -> tuple[str, str]:
-    sites = len(cmap.sites)
-    if key >= sites * keys.dims:
-        link = cmap.links[key - sites * keys.dims]
-        layer = link.layer
-        kind = {LinkLayer.BACKBONE: "backbone link"}.get(layer, f"{layer.value} link")
+    link_index = keys.link_of(key)
+    if link_index is not None:
+        link = cmap.links[link_index]
+        kind = {LinkLayer.BACKBONE: "backbone link"}.get(link.layer, f"{link.layer.value} link")
         return kind, link.id
-    site, dimension = divmod(key, keys.dims)
+    site, dimension = keys.site_of(key)
     if dimension >= keys.ACCELERATORS:
         model = cmap.accelerator_models[dimension - keys.ACCELERATORS]
         return "accelerators", f"{model} at {cmap.sites[site].id}"
-    return "cpu or memory", cmap.sites[site].id
+    kind = {keys.CPU_M: "cpu", keys.MEM_MIB: "memory", keys.STORAGE_GIB: "storage"}[dimension]
+    return kind, cmap.sites[site].id
