@@ -186,6 +186,8 @@ def test_cli_runs_a_scenario_sweep_and_refuses_bad_names(
     assert "unknown scenario nope" in capsys.readouterr().err
     assert main(["simulate", "--scenario", "all", "--policies", "fast", "--out", str(out)]) == 2
     assert "unknown flow policy fast" in capsys.readouterr().err
+    assert main(["simulate", "--scenario", "all", "--workers", "257", "--out", str(out)]) == 2
+    assert "--workers must be 1 to 256" in capsys.readouterr().err
     code = main(
         [
             "simulate",

@@ -12,7 +12,13 @@ import shlex
 import sys
 import time
 
-from cnbrain.cli.simulate import DEFAULT_SCENARIO_LOADS, known_names, parse_loads
+from cnbrain.cli.simulate import (
+    DEFAULT_SCENARIO_LOADS,
+    MAX_TOP_N,
+    MAX_WORKERS,
+    known_names,
+    parse_loads,
+)
 from cnbrain.domain.bounds import MAX_WINDOW_S
 from cnbrain.domain.request import MAX_WAIT_S
 from cnbrain.netmap.errors import MapError
@@ -31,8 +37,6 @@ from cnbrain.simulate.scenario_report import (
 )
 from cnbrain.simulate.scenarios import SCENARIOS
 
-MAX_TOP_N = 1000
-
 
 def flows_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
@@ -41,8 +45,8 @@ def flows_command(args: argparse.Namespace) -> int:
         names = [args.trace] if trace is not None else _scenarios(args.scenario)
         policies = _policies(args.policies or ",".join(FLOW_POLICIES))
         loads = parse_loads(args.load or DEFAULT_SCENARIO_LOADS)
-        if args.workers is not None and args.workers < 1:
-            raise ValueError("--workers must be at least 1")
+        if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+            raise ValueError(f"--workers must be 1 to {MAX_WORKERS}")
         if not 1 <= args.top_n <= MAX_TOP_N:
             raise ValueError(f"--top-n must be 1 to {MAX_TOP_N}")
         if not (math.isfinite(args.batch_window) and 0 <= args.batch_window <= MAX_WINDOW_S):

@@ -30,6 +30,10 @@ LOAD_BASES = ("trace", "capacity")
 DEFAULT_ADMISSION = "retry"
 DEFAULT_LOADS = "0.5,0.9,1.2"
 DEFAULT_SCENARIO_LOADS = "0.9,1.2"
+MAX_WORKERS = 256
+"""The most processes a sweep of the flow simulation runs on."""
+MAX_TOP_N = 1000
+"""The most candidate sites per job the flow simulation takes."""
 
 
 def add_simulate_command(
@@ -72,24 +76,28 @@ def add_simulate_command(
         "--workers",
         type=int,
         default=None,
-        help="with --scenario: runs in parallel (default: one per core)",
+        help=f"with --scenario or --flows: runs in parallel, 1 to {MAX_WORKERS} (default: one "
+        "per core)",
     )
     sim.add_argument(
         "--quality",
         action="store_true",
-        help="with --scenario: also check each decision of the scarcity policy against the "
+        help="with --scenario or --flows: also check each decision of the scarcity policy "
+        "against the "
         "exact search over every eligible site",
     )
     sim.add_argument(
         "--top-n",
         type=int,
         default=DEFAULT_TOP_N,
-        help=f"with --scenario: candidate sites per job (default {DEFAULT_TOP_N})",
+        help=f"with --scenario or --flows: candidate sites per job, 1 to {MAX_TOP_N} (default "
+        f"{DEFAULT_TOP_N})",
     )
     sim.add_argument(
         "--whole-life",
         action="store_true",
-        help="with --scenario: also run the first baseline with the model without windows "
+        help="with --scenario or --flows: also run the first baseline with the model without "
+        "windows "
         "(every transfer held at its full rate for the job's whole run), for comparison",
     )
     sim.add_argument(
@@ -129,7 +137,8 @@ def add_simulate_command(
         "--batch-window",
         type=float,
         default=0,
-        help="seconds of arrivals placed together (with --scenario: planned together at the "
+        help="seconds of arrivals placed together (with --scenario or --flows: planned together "
+        "at the "
         "window's end, scarcity in order of their dominant share, the others by arrival)",
     )
     sim.set_defaults(run=simulate_command)
