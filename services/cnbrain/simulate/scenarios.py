@@ -12,23 +12,30 @@ measurement.
   western hubs), results sent back home; inference serving eastern users within 20 ms.
 - `national-training`: training from every province on `china`, datasets at a hub or a
   site of the home province, accelerators the binding resource.
-- `inference-edge`: inference and services from every province on `china`, serving their
-  users within 10 ms at the edge and provincial sites, with some fine-tuning jobs that stage
-  their data from home.
+- `inference-edge`: inference from every province on `china`, serving its users within 10
+  ms at the edge and provincial sites, with some fine-tuning jobs that stage their data from
+  home.
+
+The draws take a `random.Random` seeded from the scenario's name and the seed, with the
+converter's and generator's weighted choices (`cnbrain.simulate.trace_draws`), so a seed
+gives the same trace on every run and platform.
 """
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
-
-import numpy as np
 
 from cnbrain.domain.enums import SiteKind, WorkloadClass
 from cnbrain.domain.flows import Delivery, Endpoint, Flows, Serving, Staging
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.simulate.trace import TraceJob
+from cnbrain.simulate.trace_draws import WeightedChoice, province_choice
+
+SCENARIO_TENANTS: Final = 8
+"""Jobs belong to tenants `tenant-1` to `tenant-8`, drawn uniformly."""
 
 EAST_DEMAND: Final = ("BJ", "TJ", "HE", "SH", "JS", "ZJ", "AH", "GD")
 """The provinces of the eastern demand-side hubs (Beijing-Tianjin-Hebei, the Yangtze River
@@ -54,31 +61,21 @@ class Scenario:
     draw: Callable[[ComputeNetworkMap, int, float, int], list[TraceJob]]
 
 
-def _lognormal(
-    rng: np.random.Generator, median: float, sigma: float, lo: float, hi: float
-) -> float:
-    return float(min(hi, max(lo, median * math.exp(sigma * rng.standard_normal()))))
+def _lognormal(rng: random.Random, median: float, sigma: float, lo: float, hi: float) -> float:
+    """A lognormal draw given by its median and log-space sigma, clamped to [lo, hi]."""
+    return min(hi, max(lo, rng.lognormvariate(math.log(median), sigma)))
 
 
-def _arrivals(rng: np.random.Generator, jobs: int, hours: float) -> list[float]:
-    return sorted(float(t) for t in rng.uniform(0, hours * 3600, size=jobs))
+def _arrivals(rng: random.Random, jobs: int, hours: float) -> list[float]:
+    return sorted(rng.random() * hours * 3600 for _ in range(jobs))
 
 
 def _hub_site(cmap: ComputeNetworkMap, province: str) -> str:
     return next(s.id for s in cmap.sites if s.province == province and s.kind == SiteKind.HUB)
 
 
-def _pick(
-    rng: np.random.Generator, values: Sequence[str], weights: Sequence[float] | None = None
-) -> str:
-    if weights is None:
-        return values[int(rng.integers(len(values)))]
-    p = np.asarray(weights, dtype=float)
-    return values[int(rng.choice(len(values), p=p / p.sum()))]
-
-
 def _training(
-    rng: np.random.Generator,
+    rng: random.Random,
     *,
     job_id: str,
     arrival: float,
@@ -96,7 +93,7 @@ def _training(
         duration_s=hours * 3600,
         source_province=province,
         workload_class=WorkloadClass.TRAINING,
-        tenant=f"tenant-{int(rng.integers(1, 9))}",
+        tenant=f"tenant-{rng.randint(1, SCENARIO_TENANTS)}",
         cpu=8.0 * gpus,
         memory_gib=64.0 * gpus,
         accelerator_model=model,
@@ -115,7 +112,7 @@ def _training(
 
 
 def _inference(
-    rng: np.random.Generator,
+    rng: random.Random,
     *,
     job_id: str,
     arrival: float,
@@ -132,7 +129,7 @@ def _inference(
         duration_s=hours * 3600,
         source_province=provinces[0],
         workload_class=WorkloadClass.INFERENCE,
-        tenant=f"tenant-{int(rng.integers(1, 9))}",
+        tenant=f"tenant-{rng.randint(1, SCENARIO_TENANTS)}",
         cpu=4.0 * gpus,
         memory_gib=32.0 * gpus,
         accelerator_model=model,
@@ -147,13 +144,15 @@ def _inference(
 def _east_data_west_compute(
     cmap: ComputeNetworkMap, jobs: int, hours: float, seed: int
 ) -> list[TraceJob]:
-    rng = np.random.default_rng(seed)
-    weights = [cmap.provinces[p].demand_weight for p in EAST_DEMAND]
+    rng = random.Random(f"east-data-west-compute:{seed}")
+    east = WeightedChoice(EAST_DEMAND, [cmap.provinces[p].demand_weight for p in EAST_DEMAND])
     hubs = [_hub_site(cmap, p) for p in EAST_DATA_HUBS]
+    training_gpus = WeightedChoice((8, 16, 32), (0.4, 0.4, 0.2))
+    inference_gpus = WeightedChoice((1, 2, 4, 8), (0.4, 0.3, 0.2, 0.1))
     out: list[TraceJob] = []
     for i, arrival in enumerate(_arrivals(rng, jobs, hours)):
-        province = _pick(rng, EAST_DEMAND, weights)
-        model = _pick(rng, ("A100", "H800"))
+        province = east.draw(rng)
+        model = rng.choice(("A100", "H800"))
         if rng.random() < 0.3:
             out.append(
                 _training(
@@ -162,15 +161,15 @@ def _east_data_west_compute(
                     arrival=arrival,
                     province=province,
                     model=model,
-                    gpus=int(rng.choice((8, 16, 32), p=(0.4, 0.4, 0.2))),
+                    gpus=training_gpus.draw(rng),
                     hours=_lognormal(rng, 8, 0.8, 1, 48),
-                    dataset=Endpoint(site=_pick(rng, hubs)),
+                    dataset=Endpoint(site=rng.choice(hubs)),
                     volume_gb=round(_lognormal(rng, 2000, 1.0, 200, 20000), 1),
                 )
             )
         else:
             nearby = tuple(p for p in EAST_DEMAND if p != province)
-            extra = (_pick(rng, nearby),) if rng.random() < 0.5 else ()
+            extra = (rng.choice(nearby),) if rng.random() < 0.5 else ()
             out.append(
                 _inference(
                     rng,
@@ -178,7 +177,7 @@ def _east_data_west_compute(
                     arrival=arrival,
                     provinces=(province, *extra),
                     model=model,
-                    gpus=int(rng.choice((1, 2, 4, 8), p=(0.4, 0.3, 0.2, 0.1))),
+                    gpus=inference_gpus.draw(rng),
                     hours=_lognormal(rng, 2, 0.8, 0.25, 12),
                     rate_gbps=1.0,
                     max_latency_ms=20.0,
@@ -190,15 +189,15 @@ def _east_data_west_compute(
 def _national_training(
     cmap: ComputeNetworkMap, jobs: int, hours: float, seed: int
 ) -> list[TraceJob]:
-    rng = np.random.default_rng(seed)
-    provinces = list(cmap.provinces)
-    weights = [cmap.provinces[p].demand_weight for p in provinces]
+    rng = random.Random(f"national-training:{seed}")
+    provinces = province_choice(cmap)
     hubs = [s.id for s in cmap.sites if s.kind == SiteKind.HUB]
+    gpus = WeightedChoice((16, 32, 64, 128), (0.35, 0.35, 0.2, 0.1))
     out: list[TraceJob] = []
     for i, arrival in enumerate(_arrivals(rng, jobs, hours)):
-        province = _pick(rng, provinces, weights)
+        province = provinces.draw(rng)
         dataset = (
-            Endpoint(site=_pick(rng, hubs)) if rng.random() < 0.5 else Endpoint(province=province)
+            Endpoint(site=rng.choice(hubs)) if rng.random() < 0.5 else Endpoint(province=province)
         )
         out.append(
             _training(
@@ -206,8 +205,8 @@ def _national_training(
                 job_id=f"nt-{i:05d}",
                 arrival=arrival,
                 province=province,
-                model=_pick(rng, ("A100", "H800", "Ascend910B")),
-                gpus=int(rng.choice((16, 32, 64, 128), p=(0.35, 0.35, 0.2, 0.1))),
+                model=rng.choice(("A100", "H800", "Ascend910B")),
+                gpus=gpus.draw(rng),
                 hours=_lognormal(rng, 12, 0.8, 2, 72),
                 dataset=dataset,
                 volume_gb=round(_lognormal(rng, 5000, 1.0, 500, 50000), 1),
@@ -218,13 +217,14 @@ def _national_training(
 
 
 def _inference_edge(cmap: ComputeNetworkMap, jobs: int, hours: float, seed: int) -> list[TraceJob]:
-    rng = np.random.default_rng(seed)
-    provinces = list(cmap.provinces)
-    weights = [cmap.provinces[p].demand_weight for p in provinces]
+    rng = random.Random(f"inference-edge:{seed}")
+    provinces = province_choice(cmap)
+    tuning_gpus = WeightedChoice((4, 8, 16), (0.4, 0.4, 0.2))
+    inference_gpus = WeightedChoice((1, 2), (0.7, 0.3))
     out: list[TraceJob] = []
     for i, arrival in enumerate(_arrivals(rng, jobs, hours)):
-        province = _pick(rng, provinces, weights)
-        model = _pick(rng, ("T4", "L40S"))
+        province = provinces.draw(rng)
+        model = rng.choice(("T4", "L40S"))
         if rng.random() < 0.15:
             out.append(
                 _training(
@@ -233,7 +233,7 @@ def _inference_edge(cmap: ComputeNetworkMap, jobs: int, hours: float, seed: int)
                     arrival=arrival,
                     province=province,
                     model=model,
-                    gpus=int(rng.choice((4, 8, 16), p=(0.4, 0.4, 0.2))),
+                    gpus=tuning_gpus.draw(rng),
                     hours=_lognormal(rng, 4, 0.8, 0.5, 24),
                     dataset=Endpoint(province=province),
                     volume_gb=round(_lognormal(rng, 500, 1.0, 50, 5000), 1),
@@ -247,7 +247,7 @@ def _inference_edge(cmap: ComputeNetworkMap, jobs: int, hours: float, seed: int)
                 arrival=arrival,
                 provinces=(province,),
                 model=model,
-                gpus=int(rng.choice((1, 2), p=(0.7, 0.3))),
+                gpus=inference_gpus.draw(rng),
                 hours=_lognormal(rng, 1, 0.8, 0.1, 8),
                 rate_gbps=0.5,
                 max_latency_ms=10.0,
