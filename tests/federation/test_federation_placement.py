@@ -1,10 +1,19 @@
 """End to end on separate processes and PostgreSQL: a cross-region request is placed by
-three brains, each reserving its own segment, and cancelling releases all three."""
+three brains, each reserving its own segment, and cancelling releases all three; the routes
+between two sites are composed of their owners' segments, asked on any brain; a request with
+flows is planned by its region's brain within what it owns."""
 
+import time
+from typing import Any
+
+import httpx
 import pytest
 
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.netmap.load import load_map
+from cnbrain.routing.router import SegmentRouter
 from tests.federation.ledgers import check_invariants, part, site_used, unreleased, used_mbps
-from tests.federation.member_requests import GPU_REQUEST, cancel, submit
+from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation
 
 
@@ -79,3 +88,81 @@ async def test_a_request_that_fits_in_its_own_province_stays_there(
     assert [s["kind"] for s in view["decision"]["path"]["segments"]] == ["local"]
     assert await unreleased(databases["national"]) == []
     cancel(federation, "east", view["id"])
+
+
+def test_routes_between_sites_are_composed_of_their_owners_segments(
+    federation: LocalFederation,
+) -> None:
+    arrays = MapArrays.build(load_map("china"))
+    whole = SegmentRouter(arrays)
+    index = arrays.map.site_index
+    links = arrays.map.links
+    # Asked on the north's brain: neither site is its own.
+    view = get(federation, "north", "/v1/routes?from_site=SH-dc-1&to_site=NX-hub-zhongwei")
+    expected = whole.site_routes(from_site=index["SH-dc-1"], to_site=index["NX-hub-zhongwei"], k=3)
+    routes = view["routes"]
+    assert len(routes) == 3
+    assert [[link for s in r["segments"] for link in s["links"]] for r in routes] == [
+        [links[j].id for j in r.links] for r in expected
+    ]
+    for route in routes:
+        assert [(s["kind"], s["owner"]) for s in route["segments"]] == [
+            ("source", "east"),
+            ("backbone", "national"),
+            ("destination", "west"),
+        ]
+        assert route["segments"][0]["nodes"][0] == "SH-dc-1"
+        assert route["segments"][-1]["nodes"][-1] == "NX-hub-zhongwei"
+        assert route["free_gbps"] > 0
+    local = get(federation, "west", "/v1/routes?from_site=SH-dc-1&to_site=SH-dc-2&routes=1")
+    [one] = local["routes"]
+    assert [(s["kind"], s["owner"]) for s in one["segments"]] == [("local", "east")]
+    # No link has 100 Tbps free: no route.
+    wide = "/v1/routes?from_site=SH-dc-1&to_site=NX-hub-zhongwei&min_free_gbps=100000"
+    assert get(federation, "east", wide)["routes"] == []
+    answer = httpx.get(
+        f"{federation.members['east'].url}/v1/routes?from_site=nowhere&to_site=SH-dc-1",
+        headers={"Authorization": f"Bearer {federation.admin_token}"},
+        timeout=30,
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["field"] == "from_site", answer.text
+
+
+def _flows_request(source_site: str) -> dict[str, Any]:
+    """8 H20 from Zhejiang for an hour, whose 10 GB dataset is at `source_site`."""
+    return {
+        "source_province": "ZJ",
+        "resources": {"cpu": 4, "memory_gib": 8, "accelerator": {"model": "H20", "count": 8}},
+        "duration_hours": 1,
+        "start": "queue",
+        "flows": {
+            "staging": [{"source": {"site": source_site}, "volume_gb": 10, "max_rate_gbps": 10}]
+        },
+    }
+
+
+def _settled(federation: LocalFederation, request_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        view: dict[str, Any] = get(federation, "east", f"/v1/requests/{request_id}")
+        if view["state"] != "queued" or time.monotonic() > deadline:
+            return view
+        time.sleep(0.2)
+
+
+def test_a_request_with_flows_is_planned_within_its_regions_own_sites_and_links(
+    federation: LocalFederation,
+) -> None:
+    within = submit(federation, "east", _flows_request("ZJ-dc-2"))
+    placed = _settled(federation, within["id"])
+    assert placed["state"] == "placed" and placed["site"] == "ZJ-dc-1", placed
+    [staging] = placed["flows"]
+    assert staging["kind"] == "staging" and staging["mbps"] == 10_000
+    assert all(link.startswith("ZJ-") for link in staging["links"]), staging
+    # From Shanghai, its data would cross the backbone, which the national brain owns.
+    across = submit(federation, "east", _flows_request("SH-dc-1"))
+    refused = _settled(federation, across["id"])
+    assert refused["state"] == "rejected", refused
+    assert refused["reason"].startswith("its flows cross sites or links this region does not own")
+    cancel(federation, "east", within["id"])

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, UnknownResource, Window
+from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, plan
 
 KEYS = ("a", "b", "c")
@@ -271,3 +272,36 @@ def test_bad_items_are_invalid(field: str, values: tuple[object, ...]) -> None:
     with pytest.raises(Invalid) as caught:
         PlanItem(*values)  # type: ignore[arg-type]
     assert caught.value.field == field
+
+
+def test_an_option_with_timed_parts_starts_once_its_first_part_fits_and_starts_now_with_it() -> (
+    None
+):
+    """Its staging holds the link over [start - 100, start), its compute from then on; a
+    later item on the link goes after the staging, not after the run."""
+    calendar = Calendar({"link": 10, "cpu": 4}, now=0)
+    staged = TimedDemand([Part("link", 10, -100, 100), Part("cpu", 4, -100, 1100)])
+    first = PlanItem(
+        "staged",
+        (PlanOption("site", {"link": 10, "cpu": 4}, timed=staged),),
+        duration=1000,
+        not_before=0,
+        deadline=0,
+    )
+    second = PlanItem("after", (PlanOption("site", {"link": 10}),), 50, 0, 500)
+    one, two = plan(calendar, [first, second])
+    assert one == Planned("staged", 0, Window(100, 1100), starts_now=True)
+    assert two == Planned("after", 0, Window(100, 150), starts_now=False)
+    # Its first part must begin by the deadline (the cpu is free from 1100 on).
+    for deadline, planned in ((1099, False), (1100, True)):
+        late = PlanItem(
+            "late",
+            (PlanOption("site", {"link": 10, "cpu": 4}, timed=staged),),
+            duration=1000,
+            not_before=0,
+            deadline=deadline,
+        )
+        [three] = plan(calendar.copy(), [late])
+        assert isinstance(three, Planned) is planned, three
+        if planned:
+            assert three == Planned("late", 0, Window(1200, 2200), starts_now=False)

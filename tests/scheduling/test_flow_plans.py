@@ -15,12 +15,12 @@ from cnbrain.domain.flows import Delivery, Endpoint, Flows, Serving, Staging
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
+from cnbrain.placement.request_check import check_flows
 from cnbrain.routing.router import SegmentRouter
 from cnbrain.scheduling import flow_choice
 from cnbrain.scheduling.flow_options import (
     FlowJob,
     FlowRoutes,
-    check_flows,
     flow_options,
     least_lead,
     transfer_seconds,
@@ -31,7 +31,7 @@ HOUR = 3600
 
 
 @pytest.fixture(scope="module")
-def routes(tiny_map: ComputeNetworkMap) -> FlowRoutes:
+def routes(tiny_map: ComputeNetworkMap) -> FlowRoutes[CalendarKeys]:
     arrays = MapArrays.build(tiny_map)
     return FlowRoutes(arrays, SegmentRouter(arrays), CalendarKeys(arrays))
 
@@ -51,11 +51,11 @@ def _job(flows: Flows = NO_FLOWS, **kw: object) -> FlowJob:
     return FlowJob(**{**base, **kw})  # type: ignore[arg-type]
 
 
-def _site(routes: FlowRoutes, site_id: str) -> int:
+def _site(routes: FlowRoutes[CalendarKeys], site_id: str) -> int:
     return routes.arrays.map.site_index[site_id]
 
 
-def _calendar(routes: FlowRoutes) -> Calendar[int]:
+def _calendar(routes: FlowRoutes[CalendarKeys]) -> Calendar[int]:
     return Calendar(routes.keys.capacities(), now=0)
 
 
@@ -66,7 +66,7 @@ STAGED = Flows(
 
 
 def test_each_rate_step_stages_before_the_start_and_delivers_after_the_end(
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
 ) -> None:
     options = flow_options(_job(STAGED), _site(routes, "AA-dc"), routes)
     assert [o.step for o in options] == [1.0, 0.5, 0.25]
@@ -100,7 +100,7 @@ def test_each_rate_step_stages_before_the_start_and_delivers_after_the_end(
 
 
 def test_a_dataset_at_the_site_moves_nothing_and_a_stream_holds_its_rate_over_the_run(
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
 ) -> None:
     here = Flows(staging=(Staging(source=Endpoint(site="AA-dc"), volume_gb=1e6),))
     (option,) = flow_options(_job(here), _site(routes, "AA-dc"), routes)
@@ -115,7 +115,7 @@ def test_a_dataset_at_the_site_moves_nothing_and_a_stream_holds_its_rate_over_th
 
 
 def test_the_least_lead_bounds_every_option_and_marks_sites_without_one(
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
 ) -> None:
     job = _job(STAGED)
     site = _site(routes, "AA-dc")
@@ -125,7 +125,7 @@ def test_the_least_lead_bounds_every_option_and_marks_sites_without_one(
 
 
 def test_serving_and_continuous_bandwidth_hold_the_run_within_their_bounds(
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
 ) -> None:
     far = Flows(serving=Serving(provinces=("AA", "BB"), rate_gbps=2.0, max_latency_ms=1.0))
     assert flow_options(_job(far), _site(routes, "AA-dc"), routes) == []
@@ -140,7 +140,7 @@ def test_serving_and_continuous_bandwidth_hold_the_run_within_their_bounds(
     assert flow_options(_job(max_latency_ms=0.5), _site(routes, "AA-dc"), routes) == []
 
 
-def test_flow_ends_the_map_lacks_are_refused_by_field(routes: FlowRoutes) -> None:
+def test_flow_ends_the_map_lacks_are_refused_by_field(routes: FlowRoutes[CalendarKeys]) -> None:
     with pytest.raises(Invalid) as info:
         check_flows(
             routes.arrays.map,
@@ -158,11 +158,11 @@ def test_flow_ends_the_map_lacks_are_refused_by_field(routes: FlowRoutes) -> Non
             routes.arrays.map,
             Flows(serving=Serving(provinces=("ZZ",), rate_gbps=1.0, max_latency_ms=9.0)),
         )
-    assert info.value.field == "flows.serving.provinces"
+    assert info.value.field == "flows.serving.provinces.0"
 
 
 def test_faster_staging_buys_an_earlier_start_unless_its_links_are_full(
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
 ) -> None:
     options = flow_options(_job(STAGED), _site(routes, "AA-dc"), routes)
     calendar = _calendar(routes)
@@ -185,7 +185,7 @@ def test_faster_staging_buys_an_earlier_start_unless_its_links_are_full(
 
 
 def test_scarcity_prefers_the_less_loaded_site_and_candidates_follow_the_load(
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
 ) -> None:
     job = _job(compute=((CalendarKeys.ACCELERATORS, 4),))
     calendar = _calendar(routes)

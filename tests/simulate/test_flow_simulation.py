@@ -323,3 +323,12 @@ def test_cli_plans_a_trace_with_flows_and_the_constant_replay_refuses_it(
     bad.write_text(json.dumps(record) + "\n")
     assert main(["simulate", "--flows", "--trace", str(bad), "--out", str(out)]) == 2
     assert "unknown site 'nowhere'" in capsys.readouterr().err
+
+
+def test_place_refuses_a_request_with_flows_naming_where_it_is_planned(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = EXAMPLE.parents[1] / "requests/staged-training.json"
+    assert main(["place", "--map", "china", "--request", str(example)]) == 2
+    error = capsys.readouterr().err
+    assert f"{example}: flows" in error and "simulate --flows" in error, error

@@ -65,7 +65,14 @@ def place(args: argparse.Namespace) -> int:
     requests = []
     for i, item in enumerate(items):
         try:
-            requests.append(parse_request(item))
+            request = parse_request(item)
+            if request.moves_data:
+                raise RequestError(
+                    "flows",
+                    "flows are planned over time: submit the request to a brain's queue, or "
+                    "plan it with cnbrain simulate --flows",
+                )
+            requests.append(request)
         except RequestError as exc:
             prefix = f"[{i}]." if isinstance(raw, list) else ""
             raise RequestError(f"{args.request}: {prefix}{exc.field}", exc.message) from None

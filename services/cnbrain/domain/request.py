@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from cnbrain.domain import bounds
 from cnbrain.domain.bounds import Name, Text
 from cnbrain.domain.enums import CpuArch, Interconnect, Objective, WorkloadClass
+from cnbrain.domain.flows import Flows
 from cnbrain.domain.model import DomainModel
 
 
@@ -176,3 +177,14 @@ class PlacementRequest(DomainModel):
         default=None,
         description="Run this on the chosen site's scheduler; none: only reserve the capacity.",
     )
+    flows: Flows | None = Field(
+        default=None,
+        description="What the job moves between sites and provinces (staging before or "
+        "during its run, delivery of its results, serving traffic), each over the window it "
+        'needs; a request with flows asks start "queue".',
+    )
+
+    @property
+    def moves_data(self) -> bool:
+        """Whether it states flows, which are planned over time by the admission queue."""
+        return self.flows is not None and not self.flows.empty

@@ -44,6 +44,21 @@ class Claim:
     counts_quota: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class FlowHold:
+    """A flow of reservation `reservation_id`'s request: `mbps` on every link of `link_ids`
+    over `window` (integer epoch seconds), its own window rather than the reservation's.
+    `kind` is staging, stream, delivery or serving (`cnbrain.domain.flows`); `peer` names
+    its far end."""
+
+    reservation_id: str
+    kind: str
+    peer: str
+    link_ids: tuple[str, ...]
+    mbps: int
+    window: Window
+
+
 def duration_seconds(duration_hours: float) -> int:
     """A request's duration in whole seconds, rounded up, at least 1: the length of its
     reservation's window, and its run-time limit on the backend (before the grace that

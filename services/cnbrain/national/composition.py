@@ -31,6 +31,7 @@ from cnbrain.national.release_backlog import DatabaseBacklog
 from cnbrain.national.replicas import Replica
 from cnbrain.national.service import NationalServicer, add_national_service
 from cnbrain.national.settings import NationalSettings
+from cnbrain.national.site_routes import SiteRoutes
 from cnbrain.national.tenancy import FederationTenancy
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.netmap.load import load_document
@@ -163,6 +164,9 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                     directory,
                     map=lambda: live_map.map,
                     read_deadline_s=settings.call_deadline_s,
+                ),
+                site_routes=SiteRoutes(
+                    live_map=live_map, directory=directory, deadline_s=settings.call_deadline_s
                 ),
             )
             ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)

@@ -100,6 +100,31 @@ class Region:
         except grpc.aio.AioRpcError as error:
             raise unavailable(self.id, error) from error
 
+    async def site_segments(
+        self,
+        site_ids: Sequence[str],
+        pairs: Sequence[tuple[str, str]],
+        *,
+        paths: int,
+        min_free_mbps: int,
+        deadline_s: float,
+    ) -> regional_pb2.GetSiteSegmentsResponse:
+        """The region's segments of its sites `site_ids` (gateway to site) and its paths
+        between the sites of each pair of one of its provinces (GetSiteSegments). Raises
+        PeerUnavailable when it does not answer in `deadline_s`."""
+        try:
+            return await self.brain.GetSiteSegments(
+                regional_pb2.GetSiteSegmentsRequest(
+                    site_ids=site_ids,
+                    pairs=[regional_pb2.SitePair(from_site_id=a, to_site_id=b) for a, b in pairs],
+                    paths=paths,
+                    min_free_mbps=min_free_mbps,
+                ),
+                timeout=deadline_s,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise unavailable(self.id, error) from error
+
     async def make_room(
         self, request_json: str, site_ids: Sequence[str], *, deadline_s: float
     ) -> regional_pb2.MakeRoomResponse:

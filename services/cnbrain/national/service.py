@@ -25,6 +25,7 @@ from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory, owned_provinces
 from cnbrain.national.settings import NationalSettings
+from cnbrain.national.site_routes import SiteRoutes
 from cnbrain.national.tenancy import FederationTenancy
 from cnbrain.national.waiting import PlaceOrPlan
 from cnbrain.placement.errors import RequestError
@@ -65,6 +66,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         policy: FederationPolicy,
         tenancy: FederationTenancy,
         forward: ForwardCalls,
+        site_routes: SiteRoutes,
     ) -> None:
         self._settings = settings
         self._live_map = live_map
@@ -75,6 +77,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         self._policy = policy
         self._tenancy = tenancy
         self._forward = forward
+        self._site_routes = site_routes
 
     @override
     async def RegisterRegion(
@@ -305,6 +308,23 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         placement = await self._checked(request.request_json, request.source_region, context)
         decision = await self._placer.quote(placement, request.source_region)
         return national_pb2.QuoteCrossRegionResponse(decision_json=decision.model_dump_json())
+
+    @override
+    async def GetSiteRoutes(
+        self, request: national_pb2.GetSiteRoutesRequest, context: Context
+    ) -> national_pb2.GetSiteRoutesResponse:
+        try:
+            routes = await self._site_routes(
+                request.from_site_id,
+                request.to_site_id,
+                k=request.routes,
+                min_free_mbps=request.min_free_mbps,
+            )
+        except Invalid as wrong:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{wrong.field}: {wrong}")
+        except (PeerUnavailable, WireError) as why:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(why))
+        return national_pb2.GetSiteRoutesResponse(routes=routes)
 
     @override
     async def ReleaseCrossRegion(

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cnbrain.domain.accelerators import ACCELERATOR_MODELS
+from cnbrain.domain.flows import Endpoint, Flows
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.errors import RequestError
@@ -52,3 +53,29 @@ def check_request(request: PlacementRequest, cmap: ComputeNetworkMap) -> None:
                     f"constraints.{name}[{i}]",
                     f"{item!r} is neither a province code nor a region id",
                 )
+    if request.flows is not None:
+        if request.start != "queue" and request.moves_data:
+            raise RequestError(
+                "start",
+                'a request with flows is planned over time: it must ask start "queue"',
+            )
+        check_flows(cmap, request.flows)
+
+
+def check_flows(cmap: ComputeNetworkMap, flows: Flows) -> None:
+    """Raise RequestError naming the field of a flow end or serving province `cmap` lacks."""
+    for i, staging in enumerate(flows.staging):
+        _check_end(cmap, staging.source, f"flows.staging.{i}.source")
+    for i, delivery in enumerate(flows.delivery):
+        _check_end(cmap, delivery.destination, f"flows.delivery.{i}.destination")
+    if flows.serving is not None:
+        for i, province in enumerate(flows.serving.provinces):
+            if province not in cmap.provinces:
+                raise RequestError(f"flows.serving.provinces.{i}", f"unknown province {province!r}")
+
+
+def _check_end(cmap: ComputeNetworkMap, end: Endpoint, name: str) -> None:
+    if end.site is not None and end.site not in cmap.site_index:
+        raise RequestError(f"{name}.site", f"unknown site {end.site!r}")
+    if end.province is not None and end.province not in cmap.provinces:
+        raise RequestError(f"{name}.province", f"unknown province {end.province!r}")

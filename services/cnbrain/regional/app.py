@@ -19,6 +19,7 @@ from cnbrain.regional.routers import (
     operator,
     priority_classes,
     requests,
+    routes,
     tenants,
     usage,
 )
@@ -60,7 +61,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     problems.install(app)
-    for module in (health, requests, jobs, usage, tenants, operator, priority_classes, audit):
+    for module in (
+        health,
+        requests,
+        jobs,
+        usage,
+        tenants,
+        operator,
+        priority_classes,
+        audit,
+        routes,
+    ):
         app.include_router(module.router)
     app.include_router(fair_shares.router)
     app.include_router(ledger_audit.router)

@@ -45,6 +45,7 @@ from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.forwarding import ServeForwarded
 from cnbrain.regional.replicas import Replicas
+from cnbrain.regional.schemas import RouteSegmentView, SiteRouteView
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
 from cnbrain.regional.use_cases.ports import (
@@ -52,7 +53,9 @@ from cnbrain.regional.use_cases.ports import (
     NationalQuote,
     TenancyPage,
 )
+from cnbrain.regional.use_cases.site_routes import least_gbps
 from cnbrain.regional.use_cases.timelines import ReadTimelines
+from cnbrain.routing.paths import GraphPath
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.failover import Failover
 from cnbrain.rpc.security import PeerSecurity
@@ -266,6 +269,87 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         )
 
     @override
+    async def GetSiteSegments(
+        self, request: regional_pb2.GetSiteSegmentsRequest, context: Context
+    ) -> regional_pb2.GetSiteSegmentsResponse:
+        if len(request.site_ids) > MAX_SEGMENT_ASKS or len(request.pairs) > MAX_SEGMENT_ASKS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"at most {MAX_SEGMENT_ASKS} sites and {MAX_SEGMENT_ASKS} pairs",
+            )
+        if not 1 <= request.paths <= MAX_SEGMENT_PATHS or request.min_free_mbps < 0:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"paths must be 1 to {MAX_SEGMENT_PATHS}, min_free_mbps at least 0",
+            )
+        snapshot, _ = await self._live_map.snapshot()
+        engine = self._live_map.engine
+        need = request.min_free_mbps
+        blocked = (
+            frozenset(np.flatnonzero(snapshot.residual_mbps < need).tolist())
+            if need > 0
+            else frozenset()
+        )
+
+        def message(paths: Sequence[GraphPath]) -> list[common_pb2.Path]:
+            return [
+                path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
+                for p in paths
+            ]
+
+        sites = []
+        for site_id in request.site_ids:
+            site, error = self._own_site(site_id)
+            paths = (
+                []
+                if site is None
+                else engine.router.destination_paths(site, k=request.paths, blocked=blocked)
+            )
+            sites.append(
+                regional_pb2.SitePaths(from_site_id=site_id, paths=message(paths), error=error)
+            )
+        pairs = []
+        for pair in request.pairs:
+            first, error = self._own_site(pair.from_site_id)
+            second, second_error = self._own_site(pair.to_site_id)
+            error = error or second_error
+            local: list[GraphPath] = []
+            if first is not None and second is not None:
+                if engine.map.sites[first].province != engine.map.sites[second].province:
+                    error = "the two sites are not in one province"
+                else:
+                    routes = engine.router.site_routes(
+                        from_site=first, to_site=second, k=request.paths
+                    )
+                    local = [
+                        segment.path
+                        for route in routes
+                        for segment in route.segments
+                        if segment.path.avoids(blocked)
+                    ]
+            pairs.append(
+                regional_pb2.SitePaths(
+                    from_site_id=pair.from_site_id,
+                    to_site_id=pair.to_site_id,
+                    paths=message(local),
+                    error=error,
+                )
+            )
+        return regional_pb2.GetSiteSegmentsResponse(
+            region_id=self._region_id, sites=sites, pairs=pairs
+        )
+
+    def _own_site(self, site_id: str) -> tuple[int | None, str]:
+        """The index of site `site_id` when this region owns it, else None and why not."""
+        cmap = self._live_map.engine.map
+        site = cmap.site_index.get(site_id)
+        if site is None:
+            return None, f"unknown site {site_id[:MAX_ECHO]!r}"
+        if cmap.region_of(cmap.sites[site].province) != self._region_id:
+            return None, f"site {site_id!r} is not in region {self._region_id!r}"
+        return site, ""
+
+    @override
     async def GetTimelines(
         self, request: regional_pb2.GetTimelinesRequest, context: Context
     ) -> regional_pb2.GetTimelinesResponse:
@@ -341,6 +425,32 @@ def add_regional_service(server: grpc.aio.Server, servicer: RegionalServicer) ->
     """Serve `servicer` on `server`; the service's full name (for health and reflection)."""
     regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(servicer, server)
     return regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name
+
+
+MAX_SEGMENT_ASKS = 64
+"""Sites, and pairs of sites, one GetSiteSegments call may name."""
+
+MAX_SEGMENT_PATHS = 8
+"""Paths per site or pair of a GetSiteSegments call."""
+
+MAX_ECHO = 128
+"""Characters of an unknown name echoed back."""
+
+
+def _route_view(route: national_pb2.SiteRoute) -> SiteRouteView:
+    segments = [
+        RouteSegmentView(
+            kind=segment.kind,
+            owner=segment.owner,
+            latency_ms=segment.path.latency_ms,
+            nodes=list(segment.path.nodes),
+            links=list(segment.path.link_ids),
+            free_gbps=least_gbps(list(segment.path.free_mbps)),
+        )
+        for segment in route.segments
+    ]
+    free = [mbps for segment in route.segments for mbps in segment.path.free_mbps]
+    return SiteRouteView(latency_ms=route.latency_ms, free_gbps=least_gbps(free), segments=segments)
 
 
 class _BlockedLinks:
@@ -538,6 +648,29 @@ class NationalLink:
         except grpc.aio.AioRpcError as error:
             return NationalQuote(_unavailable(request, error), reached=False)
         return NationalQuote(Decision.model_validate_json(answer.decision_json), reached=True)
+
+    async def site_routes(
+        self, from_site: str, to_site: str, *, k: int, min_free_mbps: int
+    ) -> list[SiteRouteView]:
+        """The national brain's routes between two sites (GetSiteRoutes). Raises Invalid for
+        what it refused, PeerUnavailable when it or an owner cannot be reached."""
+        try:
+            answer = await self._national.call(
+                lambda stub: stub.GetSiteRoutes(
+                    national_pb2.GetSiteRoutesRequest(
+                        from_site_id=from_site,
+                        to_site_id=to_site,
+                        routes=k,
+                        min_free_mbps=min_free_mbps,
+                    ),
+                    timeout=self._deadline_s * 3,
+                )
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise Invalid(error.details() or "refused by the national brain") from None
+            raise _national_unavailable(error) from error
+        return [_route_view(route) for route in answer.routes]
 
     async def release(self, reservation_id: str, reason: str) -> bool:
         """Release a cross-region reservation in every owner; True when the national brain

@@ -47,7 +47,8 @@ async def finish_request(
 ) -> bool:
     """Move the request to `state` ("completed" or "failed") if it may go there, release
     every reservation it holds in this brain's ledger, and append its event (`ended` or
-    `failed`, naming its last `attempt` when given); True if it moved (then the caller tells
+    `failed`, naming its last `attempt` when given); the delivery of a completed request's
+    results keeps its flows until their windows end. True if it moved (then the caller tells
     its unit of work that it freed capacity, and releases any cross-region parts after
     committing)."""
     kind = _END_OF_STATE[RequestState(state)]
@@ -57,8 +58,9 @@ async def finish_request(
     await request_events.append_many(
         session, [RequestEvent.of(request_id, kind, utcnow(), attempt=attempt, reason=reason)]
     )
+    completed = state == RequestState.COMPLETED
     for reservation_id in await ledger_store.held_reservations(session, request_id=request_id):
-        await ledger_store.release(session, reservation_id=reservation_id)
+        await ledger_store.release(session, reservation_id=reservation_id, keep_delivery=completed)
     await audit.record(
         session,
         actor=SYSTEM,

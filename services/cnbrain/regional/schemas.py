@@ -63,6 +63,49 @@ class QueueView(BaseModel):
     blockers: list[QueueBlocker] = Field(default_factory=list)
 
 
+class FlowView(BaseModel):
+    """A flow the request holds on the link calendars: `mbps` on every link of `links` from
+    `start` to `end`."""
+
+    kind: str = Field(description="staging, stream, delivery or serving.")
+    peer: str = Field(description="Its far end: a site or a province.", examples=["site AA-dc"])
+    mbps: int
+    start: datetime
+    end: datetime
+    links: list[str]
+
+
+class RouteSegmentView(BaseModel):
+    """One segment of a route between sites, as its owner computed it."""
+
+    kind: str = Field(description="source, backbone, destination, or local (one province).")
+    owner: str = Field(description="The brain that computed it and owns its links.")
+    latency_ms: float
+    nodes: list[str]
+    links: list[str]
+    free_gbps: float | None = Field(
+        description="The least free bandwidth of its links when computed (null: no link)."
+    )
+
+
+class SiteRouteView(BaseModel):
+    latency_ms: float
+    free_gbps: float | None = Field(
+        description="The least free bandwidth of its links (null: no link, one site)."
+    )
+    segments: list[RouteSegmentView]
+
+
+class SiteRoutes(BaseModel):
+    """The best routes from one site to another, best first."""
+
+    from_site: str
+    to_site: str
+    routes: list[SiteRouteView] = Field(
+        description="Best first; empty when no route has the free bandwidth asked."
+    )
+
+
 class QueueEntry(BaseModel):
     """One queued request in the region's admission order."""
 
@@ -101,6 +144,12 @@ class RequestView(BaseModel):
     )
     decision: Decision | None
     queue: QueueView | None = None
+    flows: list[FlowView] = Field(
+        default_factory=list,
+        description="The flows it holds on the link calendars, by start, until each ends "
+        "(GET /v1/requests/{id} only): its staging runs before its job starts, its delivery "
+        "after the job ends.",
+    )
 
 
 class RequestPage(BaseModel):

@@ -38,6 +38,7 @@ from typing import Generic, Literal, TypeVar
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.timed_demand import TimedDemand
 from cnbrain.scheduling.checks import checked_name
 from cnbrain.scheduling.resources import Resources
 
@@ -59,11 +60,18 @@ class PlanOption(Generic[K]):
     `bandwidth` is what it asks of the links of its path, in Mbps over link dimensions
     (`Resources.bandwidth`): the amounts `demand` holds on the links' keys, named so that
     preemption can tell what the option lacks of each link (none: it asks no bandwidth, or
-    its links do not count for preemption). The planner does not read it."""
+    its links do not count for preemption). The planner does not read it.
+
+    `timed`, when given, is what the option holds over windows of their own around its
+    start (a job's flows: `ledger.timed_demand`), and `demand` the most it holds of each key
+    at once. Its start is its compute's start, `lead` seconds after its first part begins:
+    the option may start no earlier than `now + lead`, its first part must begin by the
+    item's deadline, and it starts now (`Planned.starts_now`) when its first part does."""
 
     label: str
     demand: Mapping[K, int]
     bandwidth: Resources = field(default_factory=Resources)
+    timed: TimedDemand[K] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,15 +151,30 @@ def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
         deadline = item.deadline if best_start is None else best_start - 1
         if deadline < first:
             break
-        start = calendar.earliest(option.demand, item.duration, not_before=first, deadline=deadline)
+        timed = option.timed
+        if timed is None:
+            start = calendar.earliest(
+                option.demand, item.duration, not_before=first, deadline=deadline
+            )
+        else:
+            # Its first part begins by the item's deadline, `lead` before its start.
+            latest = item.deadline + timed.lead
+            if best_start is not None:
+                latest = min(latest, best_start - 1)
+            start = timed.earliest(calendar, not_before=first, deadline=latest)
         if start is not None:
             best_start, best = start, index
     if best_start is None:
         return _no_start(calendar, item)
     window = Window.of(best_start, item.duration)
-    demand = item.options[best].demand
-    calendar.take(demand, window)
-    return Planned(item.id, best, window, starts_now=best_start == calendar.now)
+    timed = item.options[best].timed
+    if timed is None:
+        calendar.take(item.options[best].demand, window)
+        starts_now = best_start == calendar.now
+    else:
+        timed.take(calendar, best_start)
+        starts_now = best_start - timed.lead == calendar.now
+    return Planned(item.id, best, window, starts_now=starts_now)
 
 
 def _no_start(calendar: Calendar[K], item: PlanItem[K]) -> NoStart:

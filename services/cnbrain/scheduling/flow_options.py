@@ -23,15 +23,13 @@ within its bound has no option. Pure: reads the map, holds nothing.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar
 
-from cnbrain.domain.errors import Invalid
 from cnbrain.domain.flows import Endpoint, Flows
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.netmap.arrays import MapArrays, gbps_to_mbps
-from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.routing.router import Route, SegmentRouter
-from cnbrain.scheduling.options import CalendarKeys
+from cnbrain.scheduling.options import CalendarKeys, LedgerKeys
 
 RATE_STEPS: Final = (1.0, 0.5, 0.25)
 """The fractions of their full rate at which an option moves its transfers."""
@@ -76,10 +74,10 @@ class FlowOption:
     site: int
     step: float
     legs: tuple[Leg, ...]
-    demand: TimedDemand[int]
+    demand: TimedDemand[Any]
     lead: int
     tail: int
-    compute: frozenset[int]
+    compute: frozenset[Any]
 
 
 def transfer_seconds(volume_gb: float, mbps: int) -> int:
@@ -87,32 +85,18 @@ def transfer_seconds(volume_gb: float, mbps: int) -> int:
     return max(1, math.ceil(round(volume_gb * 8000 / mbps, 6)))
 
 
-def check_flows(cmap: ComputeNetworkMap, flows: Flows) -> None:
-    """Raises `Invalid` naming the field of a flow end or serving province `cmap` lacks."""
-    for i, staging in enumerate(flows.staging):
-        _check_end(cmap, staging.source, f"flows.staging.{i}.source")
-    for i, delivery in enumerate(flows.delivery):
-        _check_end(cmap, delivery.destination, f"flows.delivery.{i}.destination")
-    if flows.serving is not None:
-        for province in flows.serving.provinces:
-            if province not in cmap.provinces:
-                raise Invalid(f"unknown province {province!r}", field="flows.serving.provinces")
+Keys = TypeVar("Keys", CalendarKeys, LedgerKeys)
+"""How a map's resources are named on the calendar planned on: the simulator's or a brain's."""
 
 
-def _check_end(cmap: ComputeNetworkMap, end: Endpoint, name: str) -> None:
-    if end.site is not None and end.site not in cmap.site_index:
-        raise Invalid(f"unknown site {end.site!r}", field=f"{name}.site")
-    if end.province is not None and end.province not in cmap.provinces:
-        raise Invalid(f"unknown province {end.province!r}", field=f"{name}.province")
+class FlowRoutes(Generic[Keys]):
+    """Resolves a job's flow ends on one map and finds their routes (cached by the router);
+    `keys` names the calendar's resources."""
 
-
-class FlowRoutes:
-    """Resolves a job's flow ends on one map and finds their routes (cached by the router)."""
-
-    def __init__(self, arrays: MapArrays, router: SegmentRouter, keys: CalendarKeys) -> None:
+    def __init__(self, arrays: MapArrays, router: SegmentRouter, keys: Keys) -> None:
         self.arrays = arrays
         self.router = router
-        self.keys = keys
+        self.keys: Keys = keys
 
     def between(
         self, end: Endpoint, site: int, *, max_latency_ms: float = math.inf
@@ -147,16 +131,20 @@ class FlowRoutes:
 def flow_options(
     job: FlowJob,
     site: int,
-    routes: FlowRoutes,
+    routes: FlowRoutes[Any],
     *,
     steps: Sequence[float] = RATE_STEPS,
     whole_life: bool = False,
+    held_from_staging: bool = False,
 ) -> list[FlowOption]:
     """The options of `job` on `site`, one per rate step (one only when it has no transfer),
     or none when a serving or access route is beyond its bound (module docstring).
 
     `whole_life` is the model without windows, for comparison: every transfer holds its full
-    rate over the job's whole run instead of its own window, and there is one option."""
+    rate over the job's whole run instead of its own window, and there is one option.
+    `held_from_staging`: the compute and the continuous bandwidth are held from the start of
+    the staging, not of the run (a brain reserves the site when the job's data starts
+    moving to it)."""
     fixed = _fixed_legs(job, site, routes)
     transfers = _transfers(job, site, routes)
     if fixed is None or transfers is None:
@@ -175,13 +163,17 @@ def flow_options(
             seconds = transfer_seconds(volume, mbps)
             offset = -seconds if kind == "staging" else job.duration
             legs.append(Leg(kind, peer, route, mbps, offset, seconds))
-        parts = compute + [
+        lead = max([0, *(-leg.offset for leg in legs)])
+        tail = max([0, *(leg.offset + leg.duration - job.duration for leg in legs)])
+        held = compute
+        if held_from_staging and lead:
+            legs = [_from_staging(leg, lead) for leg in legs]
+            held = [Part(p.key, p.amount, -lead, p.duration + lead) for p in compute]
+        parts = held + [
             Part(keys.link(link), leg.mbps, leg.offset, leg.duration)
             for leg in legs
             for link in leg.route.links
         ]
-        lead = max([0, *(-leg.offset for leg in legs)])
-        tail = max([0, *(leg.offset + leg.duration - job.duration for leg in legs)])
         options.append(
             FlowOption(
                 site,
@@ -196,7 +188,14 @@ def flow_options(
     return options
 
 
-def least_lead(job: FlowJob, site: int, routes: FlowRoutes) -> int | None:
+def _from_staging(leg: Leg, lead: int) -> Leg:
+    """`leg`, when continuous, held from `lead` seconds before the start."""
+    if leg.kind != "continuous":
+        return leg
+    return Leg(leg.kind, leg.peer, leg.route, leg.mbps, -lead, leg.duration + lead)
+
+
+def least_lead(job: FlowJob, site: int, routes: FlowRoutes[Any]) -> int | None:
     """The shortest staging any option of `job` on `site` can have (its transfers at full
     rate on empty links), or None when the site has no option (a serving or access route
     beyond its bound): a lower bound for choosing candidates without building options."""
@@ -207,7 +206,7 @@ def least_lead(job: FlowJob, site: int, routes: FlowRoutes) -> int | None:
     return max([0, *staging])
 
 
-def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes) -> list[Leg] | None:
+def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes[Any]) -> list[Leg] | None:
     """The legs held over the whole run, or None when one has no route within its bound."""
     legs: list[Leg] = []
     if job.continuous_mbps or math.isfinite(job.max_latency_ms):
@@ -241,7 +240,7 @@ def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes) -> list[Leg] | None
 
 
 def _transfers(
-    job: FlowJob, site: int, routes: FlowRoutes
+    job: FlowJob, site: int, routes: FlowRoutes[Any]
 ) -> list[tuple[LegKind, str, Route, int, float]] | None:
     """The transfers whose rate an option chooses: (kind, peer, route, full Mbps, volume GB);
     a transfer within the site itself (no link) moves nothing over the network. None when

@@ -57,13 +57,13 @@ from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.objective import compute_cost, energy
 from cnbrain.placement.registry import EngineConfig
+from cnbrain.placement.request_check import check_flows
 from cnbrain.scheduling import flow_choice
 from cnbrain.scheduling.flow_choice import Timed, feasible
 from cnbrain.scheduling.flow_options import (
     FlowJob,
     FlowOption,
     FlowRoutes,
-    check_flows,
     flow_options,
     least_lead,
 )
@@ -355,7 +355,7 @@ def _quality_gap(
     chosen: Timed,
     job: FlowJob,
     every_site: Sequence[tuple[int, float]],
-    routes: FlowRoutes,
+    routes: FlowRoutes[CalendarKeys],
     now: int,
     deadline: int,
 ) -> float:

@@ -43,7 +43,13 @@ from cnbrain.storage import requests
 from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict, on_postgresql
-from cnbrain.storage.models import JobRecord, PlacementRequestRecord, SiteRecord
+from cnbrain.storage.models import (
+    JobRecord,
+    PlacementRequestRecord,
+    ReservationFlow,
+    ReservationRecord,
+    SiteRecord,
+)
 
 __all__ = [
     "Job",
@@ -241,10 +247,19 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
 
 
 async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> int:
-    """Queue attempt 1 of every placed request that has a job and no attempt yet (at most
-    `limit`, oldest first), on the request's site; returns how many were queued. Safe when
-    several instances do it at once (the primary key keeps one row per attempt)."""
+    """Queue attempt 1 of every placed request that has a job, no attempt yet and no staging
+    still under way (its job starts once its data is on the site), at most `limit`, oldest
+    first, on the request's site; returns how many were queued. Safe when several instances
+    do it at once (the primary key keeps one row per attempt)."""
     r, s = PlacementRequestRecord, SiteRecord
+    f, held = ReservationFlow, ReservationRecord
+    now = utcnow()
+    staging = (
+        select(f.id)
+        .join(held, held.id == f.reservation_id)
+        .where(held.request_id == r.id, f.kind == "staging", f.end_at > now)
+        .exists()
+    )
     rows = (
         await session.execute(
             select(r.id, r.tenant_id, r.site_id, s.execution)
@@ -253,6 +268,7 @@ async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> in
                 r.state == RequestState.PLACED,
                 _has_job(session),
                 ~select(JobRecord.request_id).where(JobRecord.request_id == r.id).exists(),
+                ~staging,
             )
             .order_by(r.updated_at, r.id)
             .limit(limit)
@@ -260,7 +276,6 @@ async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> in
     ).all()
     if not rows:
         return 0
-    now = utcnow()
     values = [
         _queued_row(request_id, tenant_id, 1, site_id, _kind(execution), now)
         for request_id, tenant_id, site_id, execution in rows

@@ -39,6 +39,8 @@ from cnbrain.storage.models import (
     LinkCapacity,
     LinkRecord,
     Quota,
+    ReservationFlow,
+    ReservationFlowLink,
     ReservationLink,
     ReservationRecord,
     SiteAccelerators,
@@ -103,7 +105,10 @@ class LedgerSql(Protocol):
 
     async def lock_pools(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]: ...
 
-    async def lock_links(self, ids: Sequence[str]) -> dict[str, int]: ...
+    async def lock_links(self, ids: Sequence[str], now: datetime) -> dict[str, tuple[int, bool]]:
+        """link -> what it has free, and whether a flow whose window ends after `now`
+        crosses it (`reservation_flows`)."""
+        ...
 
     async def lock_quotas(self, ids: Sequence[str]) -> dict[str, tuple[int | None, ...]]:
         """tenant -> what is left of each of the `QUOTA_COLUMNS` (None: no limit)."""
@@ -228,15 +233,21 @@ class _PortableSql:
         )
         return {(site, model): n for site, model, n in rows}
 
-    async def lock_links(self, ids: Sequence[str]) -> dict[str, int]:
-        c = _LINK_CAPACITY.c
+    async def lock_links(self, ids: Sequence[str], now: datetime) -> dict[str, tuple[int, bool]]:
+        c, fl, f = _LINK_CAPACITY.c, _FLOW_LINKS.c, _FLOWS.c
+        flowed = (
+            select(fl.flow_id)
+            .join(_FLOWS, f.id == fl.flow_id)
+            .where(fl.link_id == c.link_id, f.end_at > now)
+            .exists()
+        )
         rows = await self._session.execute(
-            select(c.link_id, _sql(free("link_capacity", "mbps_")))
+            select(c.link_id, _sql(free("link_capacity", "mbps_")), flowed)
             .where(c.link_id.in_(ids))
             .order_by(c.link_id)
             .with_for_update()
         )
-        return dict(rows.all())
+        return {link: (free_mbps, bool(crossed)) for link, free_mbps, crossed in rows}
 
     async def lock_quotas(self, ids: Sequence[str]) -> dict[str, tuple[int | None, ...]]:
         q = _QUOTAS.c
@@ -348,13 +359,9 @@ class _PostgresSql:
         )
         return {(site, model): n for site, model, n in rows}
 
-    async def lock_links(self, ids: Sequence[str]) -> dict[str, int]:
-        rows = await self._sql(
-            f"SELECT c.link_id, {free('c', 'mbps_')} FROM link_capacity AS c"
-            " WHERE c.link_id = ANY($1::text[]) ORDER BY c.link_id FOR UPDATE",
-            list(ids),
-        )
-        return dict(rows.all())
+    async def lock_links(self, ids: Sequence[str], now: datetime) -> dict[str, tuple[int, bool]]:
+        rows = await self._sql(_LOCK_LINKS, list(ids), now)
+        return {link: (free_mbps, bool(crossed)) for link, free_mbps, crossed in rows.all()}
 
     async def lock_quotas(self, ids: Sequence[str]) -> dict[str, tuple[int | None, ...]]:
         rows = await self._sql(_LOCK_QUOTAS, list(ids))
@@ -447,6 +454,8 @@ _SITE_CAPACITY = cast("Table", SiteCapacity.__table__)
 _ACCELERATORS = cast("Table", SiteAccelerators.__table__)
 _LINK_CAPACITY = cast("Table", LinkCapacity.__table__)
 _QUOTAS = cast("Table", Quota.__table__)
+_FLOWS = cast("Table", ReservationFlow.__table__)
+_FLOW_LINKS = cast("Table", ReservationFlowLink.__table__)
 
 
 def _sql(expression: str) -> ColumnElement[int]:
@@ -503,6 +512,12 @@ _LOCK_SITES = (
     + " FROM site_capacity AS c WHERE c.site_id = ANY($1::text[]) ORDER BY c.site_id FOR UPDATE"
 )
 
+_LOCK_LINKS = (
+    f"SELECT c.link_id, {free('c', 'mbps_')}, EXISTS (SELECT 1 FROM reservation_flow_links AS fl"
+    " JOIN reservation_flows AS f ON f.id = fl.flow_id"
+    " WHERE fl.link_id = c.link_id AND f.end_at > $2)"
+    " FROM link_capacity AS c WHERE c.link_id = ANY($1::text[]) ORDER BY c.link_id FOR UPDATE"
+)
 _LOCK_QUOTAS = (
     "SELECT q.tenant_id, "
     + ", ".join(left("q", used, limit) for _, used, limit in QUOTA_COLUMNS)

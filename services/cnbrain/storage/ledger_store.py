@@ -27,6 +27,13 @@ Contract:
   cancelled, however early) frees the rest of that window at once, as it frees its amounts.
 - `calendar_of` reads the calendar of the brain's sites and links: what held reservations
   and cross-brain parts take over their windows. Its free amount now is the snapshot's.
+- Flows (`FlowHold`): a reservation taken with `reserve_many` may hold bandwidth on links
+  over windows of its own (staging before its job starts, delivery after it ends). They are
+  not in the `used` columns: the calendar counts each over its window, the snapshot counts
+  those under way now, and a batch that takes bandwidth on a link some flow holds (or that
+  holds flows itself) must fit that link's calendar over time as well, checked under the
+  link rows' locks. Releasing a reservation deletes its flows, but its delivery when
+  asked to keep it (its job completed: its results still move).
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
@@ -36,14 +43,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Row, Select, func, literal, select, update
+from sqlalchemy import Row, Select, delete, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
 from cnbrain.ledger.audit import Usage
 from cnbrain.ledger.calendar import Calendar, Window
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.ledger.keys import (
     SITE_COMPUTE,
     ResourceKey,
@@ -56,7 +63,7 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import room_holds
 from cnbrain.storage._sql import execute_counted, fetch_scalar
-from cnbrain.storage.clock import epoch_s, utcnow
+from cnbrain.storage.clock import epoch_s, moment_of, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
     QUOTA_COLUMNS,
@@ -71,6 +78,8 @@ from cnbrain.storage.models import (
     PeerReservation,
     PeerReservationLink,
     Quota,
+    ReservationFlow,
+    ReservationFlowLink,
     ReservationLink,
     ReservationRecord,
     SiteAccelerators,
@@ -88,6 +97,7 @@ __all__ = [
     "claim_of_row",
     "give_back_many",
     "held_claims",
+    "held_flows",
     "held_reservations",
     "load_snapshot",
     "release",
@@ -168,6 +178,12 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     missing = [link for link in link_index if link not in seen_links]
     if missing:
         raise LedgerStoreError(f"link {missing[0]!r} is not in the database")
+    now = epoch_s(utcnow())
+    for flow, _ in await _flows(session, now=now, under_way=True):
+        for link_id in flow.link_ids:
+            j = link_index.get(link_id)
+            if j is not None:
+                mbps[j] = max(0, mbps[j] - flow.mbps)
 
     return Snapshot.of_free(
         arrays,
@@ -214,10 +230,10 @@ async def calendar_and_holdings(
     [now, now + OVERDUE_S). So the free amount of every resource at `now` is the snapshot's
     (`load_snapshot`), whenever the `used` columns sum the holdings (`check_invariants`).
     A released reservation or part holds nothing: its release gave back the rest of its
-    window. On a resource whose holdings exceed its capacity (caps lowered, or external use
-    reported after the reservations were taken) each window takes only what is still free
-    over it, so nothing goes below 0, as in the snapshot. What lies outside `arrays`' map is
-    left out.
+    window. Every flow takes its bandwidth over its own window, until that ends. On a
+    resource whose holdings exceed its capacity (caps lowered, or external use reported
+    after the reservations were taken) each window takes only what is still free over it,
+    so nothing goes below 0, as in the snapshot. What lies outside `arrays`' map is left out.
 
     With it, every holding as it counts it: its demand on `arrays`' map and its window (the
     overdue ones over [now, now + OVERDUE_S)), before capping at what is free.
@@ -256,15 +272,12 @@ async def calendar_and_holdings(
         i = site_index.get(site_id)
         if i is not None and model in arrays.accelerator_column:
             capacities[accelerator_key(i, model)] = _capacity(status, amount)
-    lc, lr = LinkCapacity, LinkRecord
     seen = set()
-    for link_id, status, amount in await session.execute(
-        select(lc.link_id, lr.status, lc.mbps_cap - lc.mbps_external).join(lr, lr.id == lc.link_id)
-    ):
+    for link_id, amount in (await _link_capacities(session)).items():
         j = link_index.get(link_id)
         if j is not None:
             seen.add(link_id)
-            capacities[link_key(j)] = _capacity(status, amount)
+            capacities[link_key(j)] = amount
     missing = [link for link in link_index if link not in seen]
     if missing:
         raise LedgerStoreError(f"link {missing[0]!r} is not in the database")
@@ -284,7 +297,80 @@ async def calendar_and_holdings(
         demand = demand_of(on_map, arrays=arrays)
         calendar.take_what_is_free(demand, window)
         held.append(HeldWindow(claim.request_id or claim.reservation_id, demand, window))
+    for flow, request_id in await _flows(session, now=now):
+        demand = {
+            link_key(link_index[link]): flow.mbps for link in flow.link_ids if link in link_index
+        }
+        calendar.take_what_is_free(demand, flow.window)
+        held.append(HeldWindow(request_id, demand, flow.window))
     return calendar, held
+
+
+async def _link_capacities(
+    session: AsyncSession, link_ids: Collection[str] | None = None
+) -> dict[str, int]:
+    """What each link (of `link_ids`, or every link) offers: cap - external, 0 when retired."""
+    lc, lr = LinkCapacity, LinkRecord
+    query = select(lc.link_id, lr.status, lc.mbps_cap - lc.mbps_external).join(
+        lr, lr.id == lc.link_id
+    )
+    if link_ids is not None:
+        query = query.where(lc.link_id.in_(sorted(link_ids)))
+    return {
+        link_id: _capacity(status, amount)
+        for link_id, status, amount in await session.execute(query)
+    }
+
+
+async def _flows(
+    session: AsyncSession,
+    *,
+    now: int,
+    request_id: str | None = None,
+    on_links: Collection[str] | None = None,
+    under_way: bool = False,
+) -> list[tuple[FlowHold, str]]:
+    """The flows whose window ends after `now` (of one request, or crossing one of
+    `on_links`, when named; with `under_way`, only those that started by `now`), each with
+    its reservation's request id, by start."""
+    f, r, fl = ReservationFlow, ReservationRecord, ReservationFlowLink
+    query = (
+        select(f, r.request_id)
+        .join(r, r.id == f.reservation_id)
+        .where(f.end_at > moment_of(now))
+        .order_by(f.start_at, f.id)
+    )
+    if request_id is not None:
+        query = query.where(r.request_id == request_id)
+    if under_way:
+        query = query.where(f.start_at <= moment_of(now))
+    if on_links is not None:
+        crossing = select(fl.flow_id).where(fl.link_id.in_(sorted(on_links)))
+        query = query.where(f.id.in_(crossing))
+    rows = (await session.execute(query)).all()
+    if not rows:
+        return []
+    routes: dict[str, list[str]] = {}
+    for flow_id, link_id in await session.execute(
+        select(fl.flow_id, fl.link_id)
+        .where(fl.flow_id.in_([row.id for row, _ in rows]))
+        .order_by(fl.flow_id, fl.position)
+    ):
+        routes.setdefault(flow_id, []).append(link_id)
+    return [
+        (
+            FlowHold(
+                reservation_id=row.reservation_id,
+                kind=row.kind,
+                peer=row.peer,
+                link_ids=tuple(routes.get(row.id, ())),
+                mbps=row.mbps,
+                window=Window(epoch_s(row.start_at), epoch_s(row.end_at)),
+            ),
+            request_id,
+        )
+        for row, request_id in rows
+    ]
 
 
 def _capacity(status: str, amount: int) -> int:
@@ -293,13 +379,16 @@ def _capacity(status: str, amount: int) -> int:
     return max(0, int(amount)) if status == ACTIVE else 0
 
 
-async def _holding_claims(session: AsyncSession) -> list[Claim]:
+async def _holding_claims(
+    session: AsyncSession, *, on_links: Collection[str] | None = None
+) -> list[Claim]:
     """The claims of every held reservation and of every prepared or held cross-brain part
-    (one query for each, and one for the links of each)."""
+    (one query for each, and one for the links of each); of those crossing one of
+    `on_links` only, when named."""
     r, rl = ReservationRecord, ReservationLink
     p, pl = PeerReservation, PeerReservationLink
     found: list[Claim] = []
-    for rows, links in (
+    for rows, links, link_table in (
         (
             select(*_claim_columns(r), literal(True).label("counts_quota")).where(
                 r.state == ReservationState.HELD
@@ -307,14 +396,22 @@ async def _holding_claims(session: AsyncSession) -> list[Claim]:
             select(rl.reservation_id, rl.link_id)
             .join(r, r.id == rl.reservation_id)
             .where(r.state == ReservationState.HELD),
+            rl,
         ),
         (
             select(*_claim_columns(p), p.counts_quota).where(p.state.in_(_HOLDING)),
             select(pl.reservation_id, pl.link_id)
             .join(p, p.id == pl.reservation_id)
             .where(p.state.in_(_HOLDING)),
+            pl,
         ),
     ):
+        if on_links is not None:
+            crossing = select(link_table.reservation_id).where(
+                link_table.link_id.in_(sorted(on_links))
+            )
+            rows = rows.where(rows.selected_columns.id.in_(crossing))
+            links = links.where(link_table.reservation_id.in_(crossing))
         # The rows before their links: a reservation taken in between (under READ COMMITTED)
         # is left out whole, not counted without its links.
         held = (await session.execute(rows)).all()
@@ -344,14 +441,20 @@ def _claim_columns(table: type[ReservationRecord] | type[PeerReservation]) -> tu
 
 
 async def reserve_many(
-    session: AsyncSession, *, claims: Sequence[Claim], lock_tenants: Collection[str] = ()
+    session: AsyncSession,
+    *,
+    claims: Sequence[Claim],
+    flows: Sequence[FlowHold] = (),
+    lock_tenants: Collection[str] = (),
 ) -> None:
     """Take every claim of `claims` as a held reservation (under its `reservation_id`) inside
     the caller's transaction: all of them, or raise and leave the caller to roll back (earlier
     updates of the call may have been applied). Each needs a site and counts against its
     tenant's quota; the claims on one site, accelerator pool, link or tenant are added up and
     must fit together, leaving the room held for other requests (module docstring); the
-    holds of the claims' requests end.
+    holds of the claims' requests end. `flows` are held with them, each for the reservation
+    of one of `claims`, over its own window; every link they and the claims cross must fit
+    its calendar over time (module docstring).
 
     The quota rows of `lock_tenants` are locked too, with those of the claims' tenants and in
     the same order (so still without deadlock), and stay locked until the caller's
@@ -369,7 +472,10 @@ async def reserve_many(
     ids = [claim.reservation_id for claim in held]
     if len(set(ids)) != len(ids):
         raise LedgerStoreError("a reservation id appears more than once")
-    await _take(session, held, store=held, lock_tenants=lock_tenants)
+    strays = sorted({flow.reservation_id for flow in flows} - set(ids))
+    if strays:
+        raise LedgerStoreError(f"flows of reservation {strays[0]!r}, not among the claims")
+    await _take(session, held, store=held, flows=flows, lock_tenants=lock_tenants)
 
 
 async def take_many(
@@ -400,15 +506,21 @@ async def _take(
     claims: Sequence[Claim],
     *,
     store: Sequence[Claim],
+    flows: Sequence[FlowHold] = (),
     lock_tenants: Collection[str] = (),
 ) -> None:
-    """Lock, check and take the sums of `claims` and insert `store` as held reservations; the
-    quota rows of `lock_tenants` are locked with the claims' own."""
+    """Lock, check and take the sums of `claims` and insert `store` as held reservations
+    with `flows`; the quota rows of `lock_tenants` are locked with the claims' own."""
     for claim in claims:
         _validate(claim)
+    for flow in flows:
+        _validate_flow(flow)
     sums = _sums_of(claims)
     sql = ledger_sql(session)
-    links = sorted({link for claim in claims for link in claim.link_ids})
+    links = sorted(
+        {link for claim in claims for link in claim.link_ids}
+        | {link for flow in flows for link in flow.link_ids}
+    )
     for kind, ids in (("site", sorted(sums.sites)), ("link", links)):
         if ids:
             status = await sql.share_lock(kind, ids)
@@ -439,10 +551,14 @@ async def _take(
                 free_pools.get((site, model), 0),
                 held.pools.get((site, model), 0),
             )
-    if sums.bandwidth:
-        free_links = await sql.lock_links(sorted(sums.bandwidth))
+    timed = sorted(set(sums.bandwidth) | {link for flow in flows for link in flow.link_ids})
+    if timed:
+        free_links = await sql.lock_links(timed, utcnow())
         for link in sorted(sums.bandwidth):
-            _fit(f"link {link!r} bandwidth", sums.bandwidth[link], free_links.get(link, 0))
+            free_mbps = free_links.get(link, (0, False))[0]
+            _fit(f"link {link!r} bandwidth", sums.bandwidth[link], free_mbps)
+        if flows or any(crossed for _, crossed in free_links.values()):
+            await _fit_over_time(session, claims, flows, timed)
     if sums.quotas or lock_tenants:
         found = await sql.lock_quotas(sorted(set(sums.quotas) | set(lock_tenants)))
         for tenant in sorted(sums.quotas):
@@ -461,6 +577,8 @@ async def _take(
             f"reservations cannot be stored (an id in use, or an unknown request): "
             f"{exc.orig or exc}"
         ) from None
+    if flows:
+        await _insert_flows(session, flows)
     for keys, count, what in (
         (sums.sites, changed[0], "sites"),
         (sums.pools, changed[1], "accelerator pools"),
@@ -470,6 +588,67 @@ async def _take(
         if count != len(keys):
             names = ", ".join(sorted(str(k) for k in keys))
             raise CapacityConflict(f"{what} {names}", "changed concurrently; try again")
+
+
+async def _insert_flows(session: AsyncSession, flows: Sequence[FlowHold]) -> None:
+    """Store `flows`, numbered within their reservation, with their routes."""
+    rows: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    numbers: dict[str, int] = {}
+    for flow in flows:
+        number = numbers.get(flow.reservation_id, 0)
+        numbers[flow.reservation_id] = number + 1
+        flow_id = f"{flow.reservation_id}/{number}"
+        rows.append(
+            {
+                "id": flow_id,
+                "reservation_id": flow.reservation_id,
+                "kind": flow.kind,
+                "peer": flow.peer,
+                "mbps": flow.mbps,
+                "start_at": moment_of(flow.window.start),
+                "end_at": moment_of(flow.window.end),
+            }
+        )
+        links += [
+            {"flow_id": flow_id, "position": i, "link_id": link}
+            for i, link in enumerate(flow.link_ids)
+        ]
+    await session.execute(insert(ReservationFlow), rows)
+    await session.execute(insert(ReservationFlowLink), links)
+
+
+async def _fit_over_time(
+    session: AsyncSession, claims: Sequence[Claim], flows: Sequence[FlowHold], links: Sequence[str]
+) -> None:
+    """CapacityConflict unless the bandwidth of `claims` and `flows` fits the calendar of
+    `links` (rows the caller has locked) over time, with every holding and flow on them."""
+    now = epoch_s(utcnow())
+    wanted = set(links)
+    calendar: Calendar[str] = Calendar(await _link_capacities(session, wanted), now=now)
+
+    def on_links(link_ids: Sequence[str], mbps: int) -> dict[str, int]:
+        return {link: mbps for link in link_ids if link in wanted and mbps}
+
+    for claim in await _holding_claims(session, on_links=wanted):
+        window = claim.window if claim.window.end > now else Window.of(now, OVERDUE_S)
+        calendar.take_what_is_free(on_links(claim.link_ids, claim.mbps), window)
+    for flow, _ in await _flows(session, now=now, on_links=wanted):
+        calendar.take_what_is_free(on_links(flow.link_ids, flow.mbps), flow.window)
+    asked = [(on_links(c.link_ids, c.mbps), c.window) for c in claims]
+    asked += [(on_links(f.link_ids, f.mbps), f.window) for f in flows]
+    for demand, window in asked:
+        if window.end <= now or not demand:
+            continue
+        over = Window(max(window.start, now), window.end)
+        for link, mbps in sorted(demand.items()):
+            least = calendar.profile(link).min_free(over)
+            if least < mbps:
+                raise CapacityConflict(
+                    f"link {link!r} bandwidth",
+                    f"wants {mbps} over [{over.start}, {over.end}), {max(least, 0)} free there",
+                )
+        calendar.take(demand, over)
 
 
 def _fit(where: str, want: int, free: int, held: int = 0) -> None:
@@ -550,8 +729,12 @@ async def give_back_many(session: AsyncSession, *, claims: Sequence[Claim]) -> N
         await give_back(session, _sums_of(claims))
 
 
-async def release(session: AsyncSession, *, reservation_id: str) -> ReservationRecord:
+async def release(
+    session: AsyncSession, *, reservation_id: str, keep_delivery: bool = False
+) -> ReservationRecord:
     """Give back everything the reservation took and mark it released; returns the record.
+    Its flows are deleted, but its delivery with `keep_delivery` (which then holds until its
+    window ends); so are the flows whose window has ended.
 
     Raises LedgerStoreError if it is unknown or not held (so it is never given back twice).
     """
@@ -575,6 +758,13 @@ async def release(session: AsyncSession, *, reservation_id: str) -> ReservationR
         raise LedgerStoreError(f"reservation {reservation_id!r} is not held ({record.state})")
     links = await reservation_links(session, reservation_id=reservation_id)
     await give_back_many(session, claims=[claim_of_row(record, link_ids=links)])
+    f, fl = ReservationFlow, ReservationFlowLink
+    ended = f.reservation_id == reservation_id
+    if keep_delivery:
+        ended = ended & (f.kind != "delivery")
+    gone = select(f.id).where(ended | (f.end_at <= utcnow()))
+    await session.execute(delete(fl).where(fl.flow_id.in_(gone)))
+    await session.execute(delete(f).where(f.id.in_(gone)))
     return record
 
 
@@ -613,6 +803,11 @@ async def held_claims(session: AsyncSession, *, request_id: str) -> list[Claim]:
     return claims
 
 
+async def held_flows(session: AsyncSession, *, request_id: str) -> list[FlowHold]:
+    """The flows of `request_id`'s reservations that have not ended, by start."""
+    return [flow for flow, _ in await _flows(session, now=epoch_s(utcnow()), request_id=request_id)]
+
+
 async def check_invariants(session: AsyncSession, *, require_fit: bool = True) -> None:
     """Raise AssertionError unless every `used` column (sites, accelerators, links, quotas)
     equals the sum over held reservations and over the prepared or held parts of cross-brain
@@ -634,6 +829,15 @@ async def usages(session: AsyncSession) -> list[Usage]:
         *await _link_usages(session),
         *await _quota_usages(session),
     ]
+
+
+def _validate_flow(flow: FlowHold) -> None:
+    """LedgerStoreError unless `flow` holds a positive bandwidth on distinct links."""
+    if flow.mbps <= 0 or not flow.link_ids or len(set(flow.link_ids)) != len(flow.link_ids):
+        raise LedgerStoreError(
+            f"flow of reservation {flow.reservation_id!r}: it needs a positive mbps on "
+            "distinct links"
+        )
 
 
 def _validate(claim: Claim) -> None:

@@ -270,6 +270,35 @@ class ReservationLink(Base):
     link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True, index=True)
 
 
+class ReservationFlow(Base):
+    """A flow of reservation `reservation_id`'s request (`kind`: staging, stream, delivery or
+    serving; `peer` its far end): `mbps` on every link of its route
+    (`reservation_flow_links`) over [`start_at`, `end_at`). `id` is the reservation's id and
+    the flow's number. It holds until its window ends, not in the links' `used` columns: the
+    calendar counts it over its window. Releasing the reservation deletes its flows, but its
+    delivery when the job completed."""
+
+    __tablename__ = "reservation_flows"
+
+    id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    reservation_id: Mapped[str] = mapped_column(ForeignKey("reservations.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    peer: Mapped[str] = mapped_column(String(128))
+    mbps: Mapped[int] = mapped_column(BigInteger)
+    start_at: Mapped[datetime]
+    end_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class ReservationFlowLink(Base):
+    """Link number `position` (from 0) of flow `flow_id`'s route."""
+
+    __tablename__ = "reservation_flow_links"
+
+    flow_id: Mapped[str] = mapped_column(ForeignKey("reservation_flows.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), index=True)
+
+
 class PeerReservation(Base):
     """This brain's part of a reservation that spans brains, taken in two phases.
 

@@ -731,6 +731,111 @@ class GetPriorityClassesResponse(_message.Message):
 Global___GetPriorityClassesResponse: _TypeAlias = GetPriorityClassesResponse  # noqa: Y015
 
 @_typing.final
+class GetSiteRoutesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_SITE_ID_FIELD_NUMBER: _builtins.int
+    TO_SITE_ID_FIELD_NUMBER: _builtins.int
+    ROUTES_FIELD_NUMBER: _builtins.int
+    MIN_FREE_MBPS_FIELD_NUMBER: _builtins.int
+    from_site_id: _builtins.str
+    to_site_id: _builtins.str
+    routes: _builtins.int
+    """Routes wanted, 1 to 8."""
+    min_free_mbps: _builtins.int
+    """The free bandwidth a link needs to be on a route, in Mbps (0: every link)."""
+    def __init__(
+        self,
+        *,
+        from_site_id: _builtins.str = ...,
+        to_site_id: _builtins.str = ...,
+        routes: _builtins.int = ...,
+        min_free_mbps: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_site_id", b"from_site_id", "min_free_mbps", b"min_free_mbps", "routes", b"routes", "to_site_id", b"to_site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSiteRoutesRequest: _TypeAlias = GetSiteRoutesRequest  # noqa: Y015
+
+@_typing.final
+class RouteSegment(_message.Message):
+    """One segment of a route: its kind (source, backbone, destination or local), the brain that
+    computed it and owns its links, and its path.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    owner: _builtins.str
+    @_builtins.property
+    def path(self) -> _common_pb2.Path: ...
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        owner: _builtins.str = ...,
+        path: _common_pb2.Path | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "owner", b"owner", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RouteSegment: _TypeAlias = RouteSegment  # noqa: Y015
+
+@_typing.final
+class SiteRoute(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENTS_FIELD_NUMBER: _builtins.int
+    LATENCY_MS_FIELD_NUMBER: _builtins.int
+    latency_ms: _builtins.float
+    @_builtins.property
+    def segments(self) -> _containers.RepeatedCompositeFieldContainer[Global___RouteSegment]: ...
+    def __init__(
+        self,
+        *,
+        segments: _abc.Iterable[Global___RouteSegment] | None = ...,
+        latency_ms: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["latency_ms", b"latency_ms", "segments", b"segments"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SiteRoute: _TypeAlias = SiteRoute  # noqa: Y015
+
+@_typing.final
+class GetSiteRoutesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROUTES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def routes(self) -> _containers.RepeatedCompositeFieldContainer[Global___SiteRoute]:
+        """Best first; empty when no route has the free bandwidth asked."""
+
+    def __init__(
+        self,
+        *,
+        routes: _abc.Iterable[Global___SiteRoute] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["routes", b"routes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSiteRoutesResponse: _TypeAlias = GetSiteRoutesResponse  # noqa: Y015
+
+@_typing.final
 class GetSourceLiveRequestsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -55,6 +55,11 @@ class NationalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionResponse.FromString,
                 _registered_method=True)
+        self.GetSiteRoutes = channel.unary_unary(
+                '/cnbrain.v1.NationalBrainService/GetSiteRoutes',
+                request_serializer=cnbrain_dot_v1_dot_national__pb2.GetSiteRoutesRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_national__pb2.GetSiteRoutesResponse.FromString,
+                _registered_method=True)
         self.ReleaseCrossRegion = channel.unary_unary(
                 '/cnbrain.v1.NationalBrainService/ReleaseCrossRegion',
                 request_serializer=cnbrain_dot_v1_dot_national__pb2.ReleaseCrossRegionRequest.SerializeToString,
@@ -143,6 +148,17 @@ class NationalBrainServiceServicer:
         """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
         joint choice, but nothing is prepared, committed or stored in any owner (a quote).
         Idempotent: it changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSiteRoutes(self, request, context):
+        """The best routes between two sites, each segment computed by its owner: the first site's
+        region (from the site to its province's gateway), the backbone (the national brain), the
+        second site's region (from its province's gateway to the site); one local segment, its
+        region's, when both sites are in one province. INVALID_ARGUMENT for an unknown site or
+        a bound out of range; UNAVAILABLE when an owner has not registered or does not answer.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -267,6 +283,11 @@ def add_NationalBrainServiceServicer_to_server(servicer, server):
                     servicer.QuoteCrossRegion,
                     request_deserializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionResponse.SerializeToString,
+            ),
+            'GetSiteRoutes': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSiteRoutes,
+                    request_deserializer=cnbrain_dot_v1_dot_national__pb2.GetSiteRoutesRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_national__pb2.GetSiteRoutesResponse.SerializeToString,
             ),
             'ReleaseCrossRegion': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseCrossRegion,
@@ -433,6 +454,33 @@ class NationalBrainService:
             '/cnbrain.v1.NationalBrainService/QuoteCrossRegion',
             cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionRequest.SerializeToString,
             cnbrain_dot_v1_dot_national__pb2.QuoteCrossRegionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSiteRoutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.NationalBrainService/GetSiteRoutes',
+            cnbrain_dot_v1_dot_national__pb2.GetSiteRoutesRequest.SerializeToString,
+            cnbrain_dot_v1_dot_national__pb2.GetSiteRoutesResponse.FromString,
             options,
             channel_credentials,
             insecure,

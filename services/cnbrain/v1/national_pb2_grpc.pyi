@@ -47,6 +47,13 @@ class NationalBrainServiceStub:
     joint choice, but nothing is prepared, committed or stored in any owner (a quote).
     Idempotent: it changes nothing.
     """
+    GetSiteRoutes: _grpc.UnaryUnaryMultiCallable[_national_pb2.GetSiteRoutesRequest, _national_pb2.GetSiteRoutesResponse]
+    """The best routes between two sites, each segment computed by its owner: the first site's
+    region (from the site to its province's gateway), the backbone (the national brain), the
+    second site's region (from its province's gateway to the site); one local segment, its
+    region's, when both sites are in one province. INVALID_ARGUMENT for an unknown site or
+    a bound out of range; UNAVAILABLE when an owner has not registered or does not answer.
+    """
     ReleaseCrossRegion: _grpc.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
     SetWeightMatrix: _grpc.UnaryUnaryMultiCallable[_national_pb2.SetWeightMatrixRequest, _national_pb2.SetWeightMatrixResponse]
@@ -115,6 +122,13 @@ class NationalBrainServiceAsyncStub(NationalBrainServiceStub):
     """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
     joint choice, but nothing is prepared, committed or stored in any owner (a quote).
     Idempotent: it changes nothing.
+    """
+    GetSiteRoutes: _aio.UnaryUnaryMultiCallable[_national_pb2.GetSiteRoutesRequest, _national_pb2.GetSiteRoutesResponse]  # type: ignore[assignment]
+    """The best routes between two sites, each segment computed by its owner: the first site's
+    region (from the site to its province's gateway), the backbone (the national brain), the
+    second site's region (from its province's gateway to the site); one local segment, its
+    region's, when both sites are in one province. INVALID_ARGUMENT for an unknown site or
+    a bound out of range; UNAVAILABLE when an owner has not registered or does not answer.
     """
     ReleaseCrossRegion: _aio.UnaryUnaryMultiCallable[_national_pb2.ReleaseCrossRegionRequest, _national_pb2.ReleaseCrossRegionResponse]  # type: ignore[assignment]
     """Release every part of a cross-region reservation, in every owner. Idempotent."""
@@ -205,6 +219,19 @@ class NationalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         """What PlaceCrossRegion would decide for a request now: the same candidates, segments and
         joint choice, but nothing is prepared, committed or stored in any owner (a quote).
         Idempotent: it changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def GetSiteRoutes(
+        self,
+        request: _national_pb2.GetSiteRoutesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_national_pb2.GetSiteRoutesResponse, _abc.Awaitable[_national_pb2.GetSiteRoutesResponse]]:
+        """The best routes between two sites, each segment computed by its owner: the first site's
+        region (from the site to its province's gateway), the backbone (the national brain), the
+        second site's region (from its province's gateway to the site); one local segment, its
+        region's, when both sites are in one province. INVALID_ARGUMENT for an unknown site or
+        a bound out of range; UNAVAILABLE when an owner has not registered or does not answer.
         """
 
     @_abc_1.abstractmethod

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cnbrain.v1 import common_pb2 as cnbrain_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/regional.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"X\n\x14GetCandidatesRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\x11\n\tmax_sites\x18\x02 \x01(\x05\x12\x16\n\x0epaths_per_site\x18\x03 \x01(\x05\"s\n\rSiteCandidate\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12!\n\x04\x66ree\x18\x02 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05score\x18\x04 \x01(\x01\"K\n\nCandidates\x12-\n\ncandidates\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.SiteCandidate\x12\x0e\n\x06reason\x18\x02 \x01(\t\"S\n\x15GetCandidatesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\'\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x16.cnbrain.v1.Candidates\"@\n\x18GetSourceSegmentsRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\r\n\x05paths\x18\x02 \x01(\x05\"f\n\x0eSourceSegments\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"[\n\x19GetSourceSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12+\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x1a.cnbrain.v1.SourceSegments\"M\n\x13GetTimelinesRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12\x10\n\x08link_ids\x18\x02 \x03(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"l\n\x08Timeline\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07link_id\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0c\n\x04\x61t_s\x18\x05 \x03(\x03\x12\x0c\n\x04\x66ree\x18\x06 \x03(\x03\"a\n\x14GetTimelinesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\r\n\x05now_s\x18\x02 \x01(\x03\x12\'\n\ttimelines\x18\x03 \x03(\x0b\x32\x14.cnbrain.v1.Timeline\"9\n\x0fMakeRoomRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x10\n\x08site_ids\x18\x02 \x03(\t\"E\n\x10MakeRoomResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x05\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"-\n\x16GetLiveRequestsRequest\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"F\n\x17GetLiveRequestsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x18\n\x10live_request_ids\x18\x02 \x03(\t\"U\n\x15ServeForwardedRequest\x12\'\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.ForwardedCall\x12\x13\n\x0b\x66rom_region\x18\x02 \x01(\t\"E\n\x16ServeForwardedResponse\x12+\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x1b.cnbrain.v1.ForwardedAnswer2\x9d\x04\n\x14RegionalBrainService\x12T\n\rGetCandidates\x12 .cnbrain.v1.GetCandidatesRequest\x1a!.cnbrain.v1.GetCandidatesResponse\x12`\n\x11GetSourceSegments\x12$.cnbrain.v1.GetSourceSegmentsRequest\x1a%.cnbrain.v1.GetSourceSegmentsResponse\x12Q\n\x0cGetTimelines\x12\x1f.cnbrain.v1.GetTimelinesRequest\x1a .cnbrain.v1.GetTimelinesResponse\x12\x45\n\x08MakeRoom\x12\x1b.cnbrain.v1.MakeRoomRequest\x1a\x1c.cnbrain.v1.MakeRoomResponse\x12Z\n\x0fGetLiveRequests\x12\".cnbrain.v1.GetLiveRequestsRequest\x1a#.cnbrain.v1.GetLiveRequestsResponse\x12W\n\x0eServeForwarded\x12!.cnbrain.v1.ServeForwardedRequest\x1a\".cnbrain.v1.ServeForwardedResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/regional.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"X\n\x14GetCandidatesRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\x11\n\tmax_sites\x18\x02 \x01(\x05\x12\x16\n\x0epaths_per_site\x18\x03 \x01(\x05\"s\n\rSiteCandidate\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12!\n\x04\x66ree\x18\x02 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05score\x18\x04 \x01(\x01\"K\n\nCandidates\x12-\n\ncandidates\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.SiteCandidate\x12\x0e\n\x06reason\x18\x02 \x01(\t\"S\n\x15GetCandidatesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\'\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x16.cnbrain.v1.Candidates\"@\n\x18GetSourceSegmentsRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\r\n\x05paths\x18\x02 \x01(\x05\"f\n\x0eSourceSegments\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"[\n\x19GetSourceSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12+\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x1a.cnbrain.v1.SourceSegments\"u\n\x16GetSiteSegmentsRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12#\n\x05pairs\x18\x02 \x03(\x0b\x32\x14.cnbrain.v1.SitePair\x12\r\n\x05paths\x18\x03 \x01(\x05\x12\x15\n\rmin_free_mbps\x18\x04 \x01(\x03\"4\n\x08SitePair\x12\x14\n\x0c\x66rom_site_id\x18\x01 \x01(\t\x12\x12\n\nto_site_id\x18\x02 \x01(\t\"e\n\tSitePaths\x12\x14\n\x0c\x66rom_site_id\x18\x01 \x01(\t\x12\x12\n\nto_site_id\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"x\n\x17GetSiteSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12$\n\x05sites\x18\x02 \x03(\x0b\x32\x15.cnbrain.v1.SitePaths\x12$\n\x05pairs\x18\x03 \x03(\x0b\x32\x15.cnbrain.v1.SitePaths\"M\n\x13GetTimelinesRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12\x10\n\x08link_ids\x18\x02 \x03(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"l\n\x08Timeline\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07link_id\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0c\n\x04\x61t_s\x18\x05 \x03(\x03\x12\x0c\n\x04\x66ree\x18\x06 \x03(\x03\"a\n\x14GetTimelinesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\r\n\x05now_s\x18\x02 \x01(\x03\x12\'\n\ttimelines\x18\x03 \x03(\x0b\x32\x14.cnbrain.v1.Timeline\"9\n\x0fMakeRoomRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x10\n\x08site_ids\x18\x02 \x03(\t\"E\n\x10MakeRoomResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x05\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"-\n\x16GetLiveRequestsRequest\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"F\n\x17GetLiveRequestsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x18\n\x10live_request_ids\x18\x02 \x03(\t\"U\n\x15ServeForwardedRequest\x12\'\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.ForwardedCall\x12\x13\n\x0b\x66rom_region\x18\x02 \x01(\t\"E\n\x16ServeForwardedResponse\x12+\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x1b.cnbrain.v1.ForwardedAnswer2\xf9\x04\n\x14RegionalBrainService\x12T\n\rGetCandidates\x12 .cnbrain.v1.GetCandidatesRequest\x1a!.cnbrain.v1.GetCandidatesResponse\x12`\n\x11GetSourceSegments\x12$.cnbrain.v1.GetSourceSegmentsRequest\x1a%.cnbrain.v1.GetSourceSegmentsResponse\x12Z\n\x0fGetSiteSegments\x12\".cnbrain.v1.GetSiteSegmentsRequest\x1a#.cnbrain.v1.GetSiteSegmentsResponse\x12Q\n\x0cGetTimelines\x12\x1f.cnbrain.v1.GetTimelinesRequest\x1a .cnbrain.v1.GetTimelinesResponse\x12\x45\n\x08MakeRoom\x12\x1b.cnbrain.v1.MakeRoomRequest\x1a\x1c.cnbrain.v1.MakeRoomResponse\x12Z\n\x0fGetLiveRequests\x12\".cnbrain.v1.GetLiveRequestsRequest\x1a#.cnbrain.v1.GetLiveRequestsResponse\x12W\n\x0eServeForwarded\x12!.cnbrain.v1.ServeForwardedRequest\x1a\".cnbrain.v1.ServeForwardedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,24 +46,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SOURCESEGMENTS']._serialized_end=603
   _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_start=605
   _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_end=696
-  _globals['_GETTIMELINESREQUEST']._serialized_start=698
-  _globals['_GETTIMELINESREQUEST']._serialized_end=775
-  _globals['_TIMELINE']._serialized_start=777
-  _globals['_TIMELINE']._serialized_end=885
-  _globals['_GETTIMELINESRESPONSE']._serialized_start=887
-  _globals['_GETTIMELINESRESPONSE']._serialized_end=984
-  _globals['_MAKEROOMREQUEST']._serialized_start=986
-  _globals['_MAKEROOMREQUEST']._serialized_end=1043
-  _globals['_MAKEROOMRESPONSE']._serialized_start=1045
-  _globals['_MAKEROOMRESPONSE']._serialized_end=1114
-  _globals['_GETLIVEREQUESTSREQUEST']._serialized_start=1116
-  _globals['_GETLIVEREQUESTSREQUEST']._serialized_end=1161
-  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_start=1163
-  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_end=1233
-  _globals['_SERVEFORWARDEDREQUEST']._serialized_start=1235
-  _globals['_SERVEFORWARDEDREQUEST']._serialized_end=1320
-  _globals['_SERVEFORWARDEDRESPONSE']._serialized_start=1322
-  _globals['_SERVEFORWARDEDRESPONSE']._serialized_end=1391
-  _globals['_REGIONALBRAINSERVICE']._serialized_start=1394
-  _globals['_REGIONALBRAINSERVICE']._serialized_end=1935
+  _globals['_GETSITESEGMENTSREQUEST']._serialized_start=698
+  _globals['_GETSITESEGMENTSREQUEST']._serialized_end=815
+  _globals['_SITEPAIR']._serialized_start=817
+  _globals['_SITEPAIR']._serialized_end=869
+  _globals['_SITEPATHS']._serialized_start=871
+  _globals['_SITEPATHS']._serialized_end=972
+  _globals['_GETSITESEGMENTSRESPONSE']._serialized_start=974
+  _globals['_GETSITESEGMENTSRESPONSE']._serialized_end=1094
+  _globals['_GETTIMELINESREQUEST']._serialized_start=1096
+  _globals['_GETTIMELINESREQUEST']._serialized_end=1173
+  _globals['_TIMELINE']._serialized_start=1175
+  _globals['_TIMELINE']._serialized_end=1283
+  _globals['_GETTIMELINESRESPONSE']._serialized_start=1285
+  _globals['_GETTIMELINESRESPONSE']._serialized_end=1382
+  _globals['_MAKEROOMREQUEST']._serialized_start=1384
+  _globals['_MAKEROOMREQUEST']._serialized_end=1441
+  _globals['_MAKEROOMRESPONSE']._serialized_start=1443
+  _globals['_MAKEROOMRESPONSE']._serialized_end=1512
+  _globals['_GETLIVEREQUESTSREQUEST']._serialized_start=1514
+  _globals['_GETLIVEREQUESTSREQUEST']._serialized_end=1559
+  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_start=1561
+  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_end=1631
+  _globals['_SERVEFORWARDEDREQUEST']._serialized_start=1633
+  _globals['_SERVEFORWARDEDREQUEST']._serialized_end=1718
+  _globals['_SERVEFORWARDEDRESPONSE']._serialized_start=1720
+  _globals['_SERVEFORWARDEDRESPONSE']._serialized_end=1789
+  _globals['_REGIONALBRAINSERVICE']._serialized_start=1792
+  _globals['_REGIONALBRAINSERVICE']._serialized_end=2425
 # @@protoc_insertion_point(module_scope)

@@ -220,6 +220,131 @@ class GetSourceSegmentsResponse(_message.Message):
 Global___GetSourceSegmentsResponse: _TypeAlias = GetSourceSegmentsResponse  # noqa: Y015
 
 @_typing.final
+class GetSiteSegmentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SITE_IDS_FIELD_NUMBER: _builtins.int
+    PAIRS_FIELD_NUMBER: _builtins.int
+    PATHS_FIELD_NUMBER: _builtins.int
+    MIN_FREE_MBPS_FIELD_NUMBER: _builtins.int
+    paths: _builtins.int
+    """Paths per site or pair, 1 to 8."""
+    min_free_mbps: _builtins.int
+    """The free bandwidth a link needs to be on a path, in Mbps (0: every link)."""
+    @_builtins.property
+    def site_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Sites of this region, at most 64."""
+
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___SitePair]:
+        """Pairs of sites of one province of this region, at most 64."""
+
+    def __init__(
+        self,
+        *,
+        site_ids: _abc.Iterable[_builtins.str] | None = ...,
+        pairs: _abc.Iterable[Global___SitePair] | None = ...,
+        paths: _builtins.int = ...,
+        min_free_mbps: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_free_mbps", b"min_free_mbps", "pairs", b"pairs", "paths", b"paths", "site_ids", b"site_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSiteSegmentsRequest: _TypeAlias = GetSiteSegmentsRequest  # noqa: Y015
+
+@_typing.final
+class SitePair(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_SITE_ID_FIELD_NUMBER: _builtins.int
+    TO_SITE_ID_FIELD_NUMBER: _builtins.int
+    from_site_id: _builtins.str
+    to_site_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        from_site_id: _builtins.str = ...,
+        to_site_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_site_id", b"from_site_id", "to_site_id", b"to_site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SitePair: _TypeAlias = SitePair  # noqa: Y015
+
+@_typing.final
+class SitePaths(_message.Message):
+    """The paths of one site (from its province's gateway to it; to_site_id empty) or of one
+    pair of sites (from the first to the second), best first.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_SITE_ID_FIELD_NUMBER: _builtins.int
+    TO_SITE_ID_FIELD_NUMBER: _builtins.int
+    PATHS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    from_site_id: _builtins.str
+    to_site_id: _builtins.str
+    error: _builtins.str
+    """Set when the site or pair is not this region's (or not of one province); paths is
+    then empty.
+    """
+    @_builtins.property
+    def paths(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Path]: ...
+    def __init__(
+        self,
+        *,
+        from_site_id: _builtins.str = ...,
+        to_site_id: _builtins.str = ...,
+        paths: _abc.Iterable[_common_pb2.Path] | None = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "from_site_id", b"from_site_id", "paths", b"paths", "to_site_id", b"to_site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SitePaths: _TypeAlias = SitePaths  # noqa: Y015
+
+@_typing.final
+class GetSiteSegmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    SITES_FIELD_NUMBER: _builtins.int
+    PAIRS_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.str
+    @_builtins.property
+    def sites(self) -> _containers.RepeatedCompositeFieldContainer[Global___SitePaths]:
+        """One per site_ids, in order."""
+
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___SitePaths]:
+        """One per pairs, in order."""
+
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.str = ...,
+        sites: _abc.Iterable[Global___SitePaths] | None = ...,
+        pairs: _abc.Iterable[Global___SitePaths] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs", "region_id", b"region_id", "sites", b"sites"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSiteSegmentsResponse: _TypeAlias = GetSiteSegmentsResponse  # noqa: Y015
+
+@_typing.final
 class GetTimelinesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

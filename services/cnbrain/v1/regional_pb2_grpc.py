@@ -47,6 +47,11 @@ class RegionalBrainServiceStub:
                 request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsRequest.SerializeToString,
                 response_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsResponse.FromString,
                 _registered_method=True)
+        self.GetSiteSegments = channel.unary_unary(
+                '/cnbrain.v1.RegionalBrainService/GetSiteSegments',
+                request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetSiteSegmentsRequest.SerializeToString,
+                response_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetSiteSegmentsResponse.FromString,
+                _registered_method=True)
         self.GetTimelines = channel.unary_unary(
                 '/cnbrain.v1.RegionalBrainService/GetTimelines',
                 request_serializer=cnbrain_dot_v1_dot_regional__pb2.GetTimelinesRequest.SerializeToString,
@@ -85,6 +90,16 @@ class RegionalBrainServiceServicer:
 
     def GetSourceSegments(self, request, context):
         """Source segments of each request: from its access node to its province's backbone gateway.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSiteSegments(self, request, context):
+        """This region's parts of routes between sites, on this brain's links and ledger: for each
+        site named, its segments from its province's backbone gateway to the site (a route
+        leaving the site takes them the other way); for each pair of sites of one province, the
+        paths between them inside the province.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,6 +158,11 @@ def add_RegionalBrainServiceServicer_to_server(servicer, server):
                     servicer.GetSourceSegments,
                     request_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsRequest.FromString,
                     response_serializer=cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsResponse.SerializeToString,
+            ),
+            'GetSiteSegments': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSiteSegments,
+                    request_deserializer=cnbrain_dot_v1_dot_regional__pb2.GetSiteSegmentsRequest.FromString,
+                    response_serializer=cnbrain_dot_v1_dot_regional__pb2.GetSiteSegmentsResponse.SerializeToString,
             ),
             'GetTimelines': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTimelines,
@@ -222,6 +242,33 @@ class RegionalBrainService:
             '/cnbrain.v1.RegionalBrainService/GetSourceSegments',
             cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsRequest.SerializeToString,
             cnbrain_dot_v1_dot_regional__pb2.GetSourceSegmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSiteSegments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cnbrain.v1.RegionalBrainService/GetSiteSegments',
+            cnbrain_dot_v1_dot_regional__pb2.GetSiteSegmentsRequest.SerializeToString,
+            cnbrain_dot_v1_dot_regional__pb2.GetSiteSegmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

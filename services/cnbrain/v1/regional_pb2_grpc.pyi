@@ -42,6 +42,12 @@ class RegionalBrainServiceStub:
     """
     GetSourceSegments: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetSourceSegmentsRequest, _regional_pb2.GetSourceSegmentsResponse]
     """Source segments of each request: from its access node to its province's backbone gateway."""
+    GetSiteSegments: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetSiteSegmentsRequest, _regional_pb2.GetSiteSegmentsResponse]
+    """This region's parts of routes between sites, on this brain's links and ledger: for each
+    site named, its segments from its province's backbone gateway to the site (a route
+    leaving the site takes them the other way); for each pair of sites of one province, the
+    paths between them inside the province.
+    """
     GetTimelines: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetTimelinesRequest, _regional_pb2.GetTimelinesResponse]
     """The free amount over time (this brain's calendar) of every resource of the sites and of
     the links named that this region owns; what it does not own is left out. The national
@@ -82,6 +88,12 @@ class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
     """
     GetSourceSegments: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetSourceSegmentsRequest, _regional_pb2.GetSourceSegmentsResponse]  # type: ignore[assignment]
     """Source segments of each request: from its access node to its province's backbone gateway."""
+    GetSiteSegments: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetSiteSegmentsRequest, _regional_pb2.GetSiteSegmentsResponse]  # type: ignore[assignment]
+    """This region's parts of routes between sites, on this brain's links and ledger: for each
+    site named, its segments from its province's backbone gateway to the site (a route
+    leaving the site takes them the other way); for each pair of sites of one province, the
+    paths between them inside the province.
+    """
     GetTimelines: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetTimelinesRequest, _regional_pb2.GetTimelinesResponse]  # type: ignore[assignment]
     """The free amount over time (this brain's calendar) of every resource of the sites and of
     the links named that this region owns; what it does not own is left out. The national
@@ -131,6 +143,18 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_regional_pb2.GetSourceSegmentsResponse, _abc.Awaitable[_regional_pb2.GetSourceSegmentsResponse]]:
         """Source segments of each request: from its access node to its province's backbone gateway."""
+
+    @_abc_1.abstractmethod
+    def GetSiteSegments(
+        self,
+        request: _regional_pb2.GetSiteSegmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_regional_pb2.GetSiteSegmentsResponse, _abc.Awaitable[_regional_pb2.GetSiteSegmentsResponse]]:
+        """This region's parts of routes between sites, on this brain's links and ledger: for each
+        site named, its segments from its province's backbone gateway to the site (a route
+        leaving the site takes them the other way); for each pair of sites of one province, the
+        paths between them inside the province.
+        """
 
     @_abc_1.abstractmethod
     def GetTimelines(

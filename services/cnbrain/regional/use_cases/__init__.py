@@ -25,6 +25,7 @@ from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.regional.use_cases.quote import QuoteRequest
 from cnbrain.regional.use_cases.read import ReadRequests
 from cnbrain.regional.use_cases.recover import RecoverPending
+from cnbrain.regional.use_cases.site_routes import ReadSiteRoutes
 from cnbrain.regional.use_cases.submit import SubmitRequest
 
 
@@ -41,6 +42,7 @@ class RequestUseCases:
     decider: Decider
     admit: AdmitQueued
     make_room: MakeRoom
+    routes: ReadSiteRoutes
 
     @classmethod
     def build(
@@ -118,4 +120,5 @@ class RequestUseCases:
                 ask_every_s=settings.admission_interval_s,
             ),
             make_room=MakeRoom(sessions=sessions, live_map=live_map, preempt=preempt),
+            routes=ReadSiteRoutes(live_map=live_map, national=national),
         )

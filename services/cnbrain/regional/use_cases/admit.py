@@ -33,6 +33,13 @@ whose lease lapsed, say) that plans it too fails that transaction and changes no
 A round that stops anywhere (a crash, kill -9) leaves every request queued or placed with
 its reservation, never in between.
 
+A request with flows is planned on its flow options (`scheduling.flow_requests`: its
+compute held from the start of its staging, each flow over its own window) and, once
+admitted, holds its reservation with its flows (`ledger_store.reserve_many(..., flows=)`).
+In a federated brain it is planned on this region's own sites and links only, never asked of
+the national brain: it is rejected when none of its options is the region's own, or when its
+tenant has a national quota (which only the national brain counts).
+
 Requests whose candidates lie outside the region (and requests asking for the national
 optimum, and those of tenants with a national quota), in a federated brain, are asked of the
 national brain while they wait, at most every `ask_every_s` (`escalate_waiting`): it places
@@ -56,8 +63,8 @@ from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.calendar import Calendar
-from cnbrain.ledger.claim import claim_from, duration_seconds, window_of
+from cnbrain.ledger.calendar import Calendar, Window
+from cnbrain.ledger.claim import FlowHold, claim_from, duration_seconds
 from cnbrain.ledger.held_room import HeldSnapshot
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
@@ -80,6 +87,8 @@ from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
+from cnbrain.scheduling.flow_options import FlowOption
+from cnbrain.scheduling.flow_requests import flow_holds, flow_plan_options
 from cnbrain.scheduling.options import (
     LedgerKeys,
     free_bandwidth_now_on,
@@ -107,6 +116,18 @@ log = logging.getLogger("cnbrain.regional")
 
 SYSTEM = "system"
 """The actor of what the admission loop does."""
+
+FLOWS_ELSEWHERE = (
+    "its flows cross sites or links this region does not own (the backbone is the national "
+    "brain's): a request with flows is planned by one brain, within what it owns"
+)
+"""The reason of a request with flows that no option of this region's own can serve."""
+
+NATIONAL_QUOTA_FLOWS = (
+    "its tenant has a national quota, which only the national brain counts, and a request "
+    "with flows is planned by its region's brain"
+)
+"""The reason of a request with flows of a tenant with a national quota, in a federation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +188,10 @@ class AdmitQueued:
         self._preempt = preempt
         self._clock = clock
         self._options: dict[str, tuple[PlanOption[ResourceKey], ...]] = {}
+        self._flows: dict[str, tuple[FlowOption, ...]] = {}
+        """The flow options of the requests with flows, one per option of `_options`."""
+        self._flows_elsewhere: set[str] = set()
+        """Requests with flows all of whose options cross sites or links of other brains."""
         self._options_map: object = None
         self._ask_every_s = ask_every_s
         self._asked: dict[str, float] = {}
@@ -185,7 +210,8 @@ class AdmitQueued:
         for record, problem in unreadable:
             await fail_unreadable(self._sessions, record, problem)
         rejected = 0
-        local, elsewhere = await self._split(queued)
+        local, elsewhere, refused = await self._split(queued)
+        rejected += await self._reject([(q.request, NATIONAL_QUOTA_FLOWS) for q in refused])
         leave_held_rooms(read.calendar, read.holds, read.holdings, self._live_map.engine.arrays)
         before = read.calendar.copy()
         result = await self._plan(read, local)
@@ -193,7 +219,12 @@ class AdmitQueued:
         rejected += await self._reject(
             [(by_id[n.id].request, waited_out(by_id[n.id])) for n in result.expired]
             + [
-                (by_id[n.id].request, f"cannot start in this region whatever it waits: {n.reason}")
+                (
+                    by_id[n.id].request,
+                    FLOWS_ELSEWHERE
+                    if n.id in self._flows_elsewhere
+                    else f"cannot start in this region whatever it waits: {n.reason}",
+                )
                 for n in result.impossible
             ]
         )
@@ -302,41 +333,63 @@ class AdmitQueued:
             )
         )
 
-    async def _split(self, queued: Sequence[Queued]) -> tuple[list[Queued], list[Queued]]:
+    async def _split(
+        self, queued: Sequence[Queued]
+    ) -> tuple[list[Queued], list[Queued], list[Queued]]:
         """The queued requests this brain plans itself (their options built once per map, in
-        a worker thread), and those only the national brain can place."""
+        a worker thread), those only the national brain can place, and those with flows of
+        tenants with a national quota (which only the national brain counts, and which does
+        not plan flows)."""
         engine = self._live_map.engine
         if self._options_map is not engine.arrays:
-            self._options, self._options_map = {}, engine.arrays
+            self._options, self._flows, self._options_map = {}, {}, engine.arrays
+            self._flows_elsewhere = set()
         new = [q.request for q in queued if q.request.id not in self._options]
         if new:
             keys = LedgerKeys(engine.arrays)
+            moving = [r for r in new if r.moves_data]
+            still = [r for r in new if not r.moves_data]
             built = await anyio.to_thread.run_sync(
-                lambda: ledger_options(engine, new, top_n=self._top_n, keys=keys)
+                lambda: (
+                    ledger_options(engine, still, top_n=self._top_n, keys=keys),
+                    flow_plan_options(engine, moving, top_n=self._top_n, keys=keys),
+                )
             )
             ownership = self._live_map.ownership
-            for request, options in zip(new, built, strict=True):
+            for request, options in zip(still, built[0], strict=True):
                 self._options[request.id] = tuple(
                     o for o in options if owned(o, ownership.sites, ownership.links)
                 )
+            for request, pairs in zip(moving, built[1], strict=True):
+                kept = [p for p in pairs if owned(p[0], ownership.sites, ownership.links)]
+                self._options[request.id] = tuple(option for option, _ in kept)
+                self._flows[request.id] = tuple(flow for _, flow in kept)
+                if pairs and not kept:
+                    self._flows_elsewhere.add(request.id)
         alive = {q.request.id for q in queued}
         for gone in [i for i in self._options if i not in alive]:
             del self._options[gone]
+            self._flows.pop(gone, None)
+            self._flows_elsewhere.discard(gone)
         if self._national is None:
-            return list(queued), []
+            return list(queued), [], []
         async with self._sessions() as session:
             limited = await tenants.limited_tenants(
                 session, (q.request.tenant for q in queued), national=True
             )
+        refused = [q for q in queued if q.request.moves_data and q.request.tenant in limited]
         local = [
             q
             for q in queued
-            if self._options[q.request.id]
-            and not q.request.national_optimum
-            and q.request.tenant not in limited
+            if (q.request.moves_data and q.request.tenant not in limited)
+            or (
+                self._options[q.request.id]
+                and not q.request.national_optimum
+                and q.request.tenant not in limited
+            )
         ]
-        ids = {q.request.id for q in local}
-        return local, [q for q in queued if q.request.id not in ids]
+        ids = {q.request.id for q in local} | {q.request.id for q in refused}
+        return local, [q for q in queued if q.request.id not in ids], refused
 
     async def _reject(self, rejections: Sequence[tuple[PlacementRequest, str]]) -> int:
         """Reject queued requests with their reasons, in one transaction; returns how many."""
@@ -383,13 +436,16 @@ class AdmitQueued:
         snapshot = HeldSnapshot(held.free, rooms).seen_by(None, now_s=self._clock())
         site_index = engine.map.site_index
         groups: dict[str, list[PlacementRequest]] = {}
+        moving: dict[str, FlowOption] = {}
         for planned in result.admit:
             if planned.id in stopping:
                 continue
             request = by_id[planned.id].request
             site = self._options[planned.id][planned.option].label
             groups.setdefault(site, []).append(request)
-        decided: list[tuple[Outcome, Reservation]] = []
+            if planned.id in self._flows:
+                moving[planned.id] = self._flows[planned.id][planned.option]
+        decided: list[_Decided] = []
         for site, group in groups.items():
             pinned = snapshot.only_on(site_index[site])
 
@@ -410,7 +466,7 @@ class AdmitQueued:
                 reservation = engine.reservation_for(request, decision)
                 snapshot = snapshot.adjusted(reservation, taken=True)
                 outcome = Outcome.of(request, decision, SYSTEM, reservation)
-                decided.append((_admitted(outcome), reservation))
+                decided.append((_admitted(outcome), reservation, moving.get(request.id)))
         if not decided:
             return 0
         admitted = await self._reserve(decided)
@@ -422,32 +478,36 @@ class AdmitQueued:
             self._wake_jobs()
         return admitted
 
-    async def _reserve(self, decided: Sequence[tuple[Outcome, Reservation]]) -> int:
+    async def _reserve(self, decided: Sequence["_Decided"]) -> int:
         """Reserve `decided` over their windows from now, held to their tenants' cohort quotas
         again under the ledger's locks (the plan was made on an earlier reading), and write
         them admitted, in one unit of work; returns how many (0: none, the unit of work
-        refused; they stay queued)."""
+        refused; they stay queued). A request with flows holds its compute from now to the
+        end of its run, which starts once its staging is done, and each flow over its own
+        window (`flow_holds`)."""
         engine = self._live_map.engine
         now_s = int(self._clock())
-        claims = [
-            claim_from(
-                r,
-                arrays=engine.arrays,
-                tenant_id=o.request.tenant,
-                window=window_of(start_s=now_s, duration_hours=o.request.duration_hours),
+        claims = []
+        flows: list[FlowHold] = []
+        for o, r, moving in decided:
+            lead = 0 if moving is None else moving.lead
+            run = duration_seconds(o.request.duration_hours)
+            window = Window.of(now_s, lead + run)
+            claims.append(
+                claim_from(r, arrays=engine.arrays, tenant_id=o.request.tenant, window=window)
             )
-            for o, r in decided
-        ]
+            if moving is not None:
+                flows += flow_holds(r.id, moving, start_s=now_s + lead, arrays=engine.arrays)
         try:
             async with self._changes.begin() as (session, change):
-                await reserve_within_cohorts(session, claims=claims)
-                await write_outcomes(session, [o for o, _ in decided])
+                await reserve_within_cohorts(session, claims=claims, flows=flows)
+                await write_outcomes(session, [o for o, _, _ in decided])
                 await jobs.queue_next_attempts(
                     session,
-                    [o.request.id for o, _ in decided],
+                    [o.request.id for o, _, _ in decided],
                     message="admitted again after it was preempted",
                 )
-                for _, reservation in decided:
+                for _, reservation, _ in decided:
                     change.took(reservation)
         except (
             ledger_store.CapacityConflict,
@@ -517,6 +577,11 @@ class AdmitQueued:
             self._planned = True
         except Exception:
             log.warning("could not store the plans of the queue", exc_info=True)
+
+
+_Decided = tuple[Outcome, Reservation, FlowOption | None]
+"""A request decided on its planned site: its outcome, its reservation, and the flow option
+it was planned on (None: it moves no data)."""
 
 
 def _admitted(outcome: Outcome) -> Outcome:

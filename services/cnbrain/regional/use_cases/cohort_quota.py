@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.scheduling.resources import Resources
 from cnbrain.storage import fair_shares, ledger_store
 from cnbrain.storage.errors import CohortQuotaExceeded
@@ -49,8 +49,15 @@ Take = Callable[[AsyncSession, Sequence[Claim], Collection[str]], Awaitable[None
 """Takes claims in the caller's transaction, locking the quota rows of the tenants given too."""
 
 
-async def _reserve(session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]) -> None:
-    await ledger_store.reserve_many(session, claims=claims, lock_tenants=lock)
+def _reserving(flows: Sequence[FlowHold] = ()) -> Take:
+    """Takes claims with `ledger_store.reserve_many`, with `flows`."""
+
+    async def reserve(
+        session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]
+    ) -> None:
+        await ledger_store.reserve_many(session, claims=claims, flows=flows, lock_tenants=lock)
+
+    return reserve
 
 
 async def _take_parts(
@@ -76,7 +83,7 @@ class CohortQuotas:
     async def reserve(self, session: AsyncSession, *, claims: Sequence[Claim]) -> None:
         """`reserve_within_cohorts` of `claims`, skipping the tenants known to be in no
         cohort."""
-        await self._within(session, claims, _reserve, claims)
+        await self._within(session, claims, _reserving(), claims)
 
     async def take_parts(self, session: AsyncSession, claims: Sequence[Claim]) -> None:
         """Take cross-brain parts `claims` with `ledger_store.take_many` and hold those that
@@ -102,14 +109,24 @@ class CohortQuotas:
 
 
 async def reserve_within_cohorts(
-    session: AsyncSession, *, claims: Sequence[Claim], no_cohort: Collection[str] = ()
+    session: AsyncSession,
+    *,
+    claims: Sequence[Claim],
+    flows: Sequence[FlowHold] = (),
+    no_cohort: Collection[str] = (),
 ) -> set[str]:
-    """Take `claims` with `ledger_store.reserve_many` in the caller's transaction and hold
-    them to their tenants' cohort quotas (module docstring); the tenants of `no_cohort` are
-    taken to be in none (not read). Returns the tenants it read and found in no cohort.
-    Raises what `reserve_many` raises, or `CohortQuotaExceeded` with the reason of every
-    claim refused, by request id (the caller rolls back)."""
-    return await _within_cohorts(session, claims, held=claims, take=_reserve, no_cohort=no_cohort)
+    """Take `claims` with `ledger_store.reserve_many` (with their `flows`) in the caller's
+    transaction and hold them to their tenants' cohort quotas (module docstring); the
+    tenants of `no_cohort` are taken to be in none (not read). Returns the tenants it read
+    and found in no cohort. Raises what `reserve_many` raises, or `CohortQuotaExceeded` with
+    the reason of every claim refused, by request id (the caller rolls back)."""
+
+    async def reserve(
+        session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]
+    ) -> None:
+        await ledger_store.reserve_many(session, claims=claims, flows=flows, lock_tenants=lock)
+
+    return await _within_cohorts(session, claims, held=claims, take=reserve, no_cohort=no_cohort)
 
 
 async def _within_cohorts(

@@ -9,6 +9,7 @@ from cnbrain.domain.decision import Decision
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.tenancy import TenancyChange
 from cnbrain.placement.weights import WeightMatrix
+from cnbrain.regional.schemas import SiteRouteView
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.storage.tenants import QuotaUsed
 
@@ -57,6 +58,13 @@ class NationalClient(Protocol):
         """Release a cross-region reservation in every owner; True when the national brain
         held it. Raises PeerUnavailable when it cannot be reached or does not answer in
         time (then nothing is known to have been released)."""
+
+    async def site_routes(
+        self, from_site: str, to_site: str, *, k: int, min_free_mbps: int
+    ) -> list[SiteRouteView]:
+        """The national brain's best routes between two sites, each segment computed by its
+        owner. Raises Invalid naming a field the national brain refused, PeerUnavailable
+        when it (or an owner) cannot be reached."""
 
 
 class NationalPolicy(Protocol):

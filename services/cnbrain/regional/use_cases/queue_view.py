@@ -51,7 +51,7 @@ def plans_of(
             return []
         q = by_id[request_id]
         duration = duration_seconds(q.request.duration_hours)
-        return blockers.of(options[request_id][:BLOCKER_OPTIONS], duration)
+        return blockers.of(_first_per_site(options[request_id])[:BLOCKER_OPTIONS], duration)
 
     position = result.position
     plans: list[QueuePlan] = []
@@ -138,6 +138,17 @@ def _moved(before: QueuePlan | None, start: datetime) -> bool:
         or before.estimated_start is None
         or abs((before.estimated_start - start).total_seconds()) >= PLAN_MOVED_S
     )
+
+
+def _first_per_site(options: Sequence[PlanOption[ResourceKey]]) -> list[PlanOption[ResourceKey]]:
+    """The first option of each site, in order (a request with flows has one per rate)."""
+    seen: set[str] = set()
+    first = []
+    for option in options:
+        if option.label not in seen:
+            seen.add(option.label)
+            first.append(option)
+    return first
 
 
 class Blockers:

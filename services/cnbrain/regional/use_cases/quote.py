@@ -11,6 +11,7 @@ from typing import Any
 
 from cnbrain.cache.base import Caches
 from cnbrain.domain.decision import Decision, DecisionStatus
+from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.regional.schemas import Quote
 from cnbrain.regional.security import Principal
@@ -58,6 +59,12 @@ class QuoteRequest:
         if not verdict.allowed:
             raise too_many(self._limit, verdict.retry_after_s)
         request = await self._intake.checked(principal, body)
+        if request.moves_data:
+            raise Invalid(
+                "a quote does not plan flows over time: submit the request, and the queue's "
+                "plan gives its estimated start",
+                field="flows",
+            )
         decision, notes = await self._decide(request)
         chosen = decision.site
         alternatives = [

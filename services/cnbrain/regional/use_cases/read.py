@@ -8,7 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.errors import Invalid, NotFound
 from cnbrain.domain.states import RequestState
+from cnbrain.ledger.claim import FlowHold
 from cnbrain.regional.schemas import (
+    FlowView,
     QueueBlocker,
     QueueEntry,
     QueuePage,
@@ -18,7 +20,8 @@ from cnbrain.regional.schemas import (
 )
 from cnbrain.regional.security import Principal
 from cnbrain.regional.stored_requests import stored_request
-from cnbrain.storage import queue_plans, requests
+from cnbrain.storage import ledger_store, queue_plans, requests
+from cnbrain.storage.clock import moment_of
 from cnbrain.storage.requests import StoredRequest
 
 
@@ -39,7 +42,14 @@ class ReadRequests:
                 if found[0].state == RequestState.QUEUED
                 else {}
             )
-        return view_of(*found, plan=plans.get(request_id))
+            held = (
+                await ledger_store.held_flows(session, request_id=request_id)
+                if found[0].body.get("flows")
+                else []
+            )
+        view = view_of(*found, plan=plans.get(request_id))
+        view.flows = [_flow_view(flow) for flow in held]
+        return view
 
     async def queue(self, principal: Principal, *, after: int, limit: int) -> QueuePage:
         """The queued requests in the caller's scope in admission order, from position
@@ -121,6 +131,17 @@ def view_of(
         request=request,
         decision=document,
         queue=_queue_view(plan) if plan is not None and state == RequestState.QUEUED else None,
+    )
+
+
+def _flow_view(flow: FlowHold) -> FlowView:
+    return FlowView(
+        kind=flow.kind,
+        peer=flow.peer,
+        mbps=flow.mbps,
+        start=moment_of(flow.window.start),
+        end=moment_of(flow.window.end),
+        links=list(flow.link_ids),
     )
 
 
