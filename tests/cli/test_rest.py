@@ -214,3 +214,35 @@ def test_requests_why_shows_a_queued_requests_place_estimate_and_blockers(
     cnbrain(brain, token, "requests", "cancel", queued["id"])
     assert "is cancelled, not waiting" in cnbrain(brain, token, "requests", "why", queued["id"])
     cnbrain(brain, token, "requests", "cancel", holder["id"])
+
+
+def test_routes_and_why_show_where_a_requests_data_moves(brain: str, tmp_path: Path) -> None:
+    told = cnbrain(brain, ADMIN, "routes", "SH-hub-qingpu", "NX-hub-zhongwei", "--routes", "2")
+    lines = told.splitlines()
+    assert lines[0].startswith("1. ") and " ms, " in lines[0], told
+    assert [line.split()[:2] for line in lines[1:4]] == [
+        ["source", "east"],
+        ["backbone", "national"],
+        ["destination", "west"],
+    ], told
+    assert lines[4].startswith("2. "), told
+    none = cnbrain(
+        brain, ADMIN, "routes", "SH-hub-qingpu", "NX-hub-zhongwei", "--min-free-gbps", "5000"
+    )
+    assert none.startswith("no route from SH-hub-qingpu to NX-hub-zhongwei"), none
+    cnbrain(brain, ADMIN, "tenant", "create", "cli-flows", "--name", "CLI flows")
+    token = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-flows", "--name", "f")[
+        "token"
+    ]
+    example = Path(__file__).resolve().parents[2] / "examples/requests/staged-training.json"
+    made = cnbrain(brain, token, "submit", str(example))
+    assert made["state"] == "queued", made
+    deadline = time.monotonic() + 30
+    while "is placed" not in (told := cnbrain(brain, token, "requests", "why", made["id"])):
+        assert time.monotonic() < deadline, told
+        time.sleep(0.3)
+    lines = told.splitlines()
+    assert lines[1].startswith("  its job starts once its staging ends, at "), told
+    assert lines[2].startswith("  staging site SH-hub-qingpu: 10000 Mbps from "), told
+    assert lines[3].startswith("  delivery province ZJ: 10000 Mbps from "), told
+    cnbrain(brain, token, "requests", "cancel", made["id"])

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from cnbrain.execution import JobState
-from cnbrain.storage import jobs
+from cnbrain.storage import jobs, ledger_store
 from tests.execution.execution_brain import (
     FAST_SIMULATOR,
     Brain,
@@ -239,6 +239,31 @@ async def test_no_other_site_fails_with_the_reason_and_keeps_nothing(brain: Brai
     assert await brain.held(made["id"]) == []
     quota = (await brain.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
     assert quota["used_cpu_cores"] == 0 and quota["used_active_requests"] == 0
+
+
+async def test_a_request_with_flows_is_not_moved_off_a_site_whose_scheduler_is_down(
+    brain: Brain,
+) -> None:
+    _, user = await brain.tenant_user()
+    body = job_request(
+        "AA-dead",
+        start="queue",
+        job={"command": "echo hi", "max_attempts": 2},
+        flows={
+            "delivery": [{"destination": {"province": "AA"}, "volume_gb": 450, "max_rate_gbps": 10}]
+        },
+    )
+    made = await brain.submit(user, body)
+    await brain.states_until(user, made["id"], "failed", "completed")
+    view = await brain.view(user, made["id"])
+    assert view["state"] == "failed" and view["site"] == "AA-dead", view
+    assert "its flows were planned to that site" in view["reason"], view
+    # Admitted, it took its reservation with its delivery (after its run) in one unit of
+    # work; failed, it holds neither.
+    assert "admitted" in [kind for kind, _ in await brain.events(user, made["id"])]
+    assert await brain.held(made["id"]) == []
+    async with brain.brain.sessions() as session:
+        assert await ledger_store.held_flows(session, request_id=made["id"]) == []
 
 
 async def test_cancel_before_the_job_runs_releases_and_the_job_never_runs(brain: Brain) -> None:

@@ -327,6 +327,18 @@ def _add_request_commands(sub: Subcommands) -> None:
     queue.add_argument("--json", action="store_true")
     rest.add_connection_options(queue)
     queue.set_defaults(run=rest.queue_list)
+    routes = sub.add_parser(
+        "routes", help="the best routes between two sites, each segment by its owner"
+    )
+    routes.add_argument("from_site")
+    routes.add_argument("to_site")
+    routes.add_argument("--routes", type=int, default=3, help="how many (1 to 8)")
+    routes.add_argument(
+        "--min-free-gbps", type=float, default=0.0, help="leave out links with less free"
+    )
+    routes.add_argument("--json", action="store_true")
+    rest.add_connection_options(routes)
+    routes.set_defaults(run=rest.routes_between)
 
 
 def _add_priority_class_commands(sub: Subcommands) -> None:

@@ -199,6 +199,11 @@ def requests_why(args: argparse.Namespace) -> int:
     queue = view.get("queue")
     if view["state"] != "queued":
         print(f"{view['id']} is {view['state']}, not waiting" + _because(view["reason"]))
+        staging = [f["end"] for f in view.get("flows", ()) if f["kind"] == "staging"]
+        if staging and view["state"] == "placed":
+            print(f"  its job starts once its staging ends, at {max(staging)}")
+        for flow in view.get("flows", ()):
+            print(f"  {flow['kind']} {flow['peer']}: {flow['mbps']} Mbps {_span(flow)}")
         return 0
     if queue is None:
         print(f"{view['id']} is queued; the admission loop has not planned it yet")
@@ -227,6 +232,39 @@ def queue_list(args: argparse.Namespace) -> int:
     if page["next_after"] is not None:
         print(f"(more: --after {page['next_after']})")
     return 0
+
+
+def routes_between(args: argparse.Namespace) -> int:
+    """The best routes between two sites, one line each, then one line per segment."""
+    params = {
+        "from_site": args.from_site,
+        "to_site": args.to_site,
+        "routes": args.routes,
+        "min_free_gbps": args.min_free_gbps,
+    }
+    answer = _call(args, "GET", "/v1/routes", params=params)
+    if args.json:
+        return _print(answer)
+    if not answer["routes"]:
+        print(f"no route from {args.from_site} to {args.to_site} with that free bandwidth")
+    for n, route in enumerate(answer["routes"], 1):
+        print(f"{n}. {route['latency_ms']:.3f} ms, {_gbps(route['free_gbps'])} free at the least")
+        for segment in route["segments"]:
+            nodes = segment["nodes"]
+            print(
+                f"   {segment['kind']:<11} {segment['owner']:<10} {nodes[0]} -> {nodes[-1]}"
+                f"  {len(segment['links'])} links, {segment['latency_ms']:.3f} ms,"
+                f" {_gbps(segment['free_gbps'])} free"
+            )
+    return 0
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} Gbps"
+
+
+def _span(flow: dict[str, Any]) -> str:
+    return f"from {flow['start']} to {flow['end']}"
 
 
 def _because(reason: str | None) -> str:

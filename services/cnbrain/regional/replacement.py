@@ -11,7 +11,8 @@ Either way the request never holds two reservations, nor none while it is placed
 
 Only this brain's own sites are tried: a federated brain does not escalate a failover to the
 national brain, and a request placed across regions is not placed again (it fails, and its
-parts are released through the national brain).
+parts are released through the national brain). Nor is a request with flows: its data was
+planned to move to the failed site (it fails, and its flows are released).
 """
 
 import logging
@@ -92,6 +93,13 @@ class PlaceElsewhere:
         the site is None, with a reason) when the request moved on meanwhile (another
         instance settled it, or it was cancelled)."""
         why = f"attempt {last.attempt} on site {last.site_id} was not submitted: {last.message}"
+        if request.moves_data:
+            return await self._fail(
+                request,
+                last,
+                f"{why}; its flows were planned to that site, which only a new submission "
+                "plans again",
+            )
         async with self._sessions() as session:
             if await held_parts(session, request_id=request.id):
                 return await self._fail(
