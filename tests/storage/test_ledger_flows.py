@@ -1,5 +1,6 @@
-"""Flows in the ledger on PostgreSQL and SQLite: each holds its links over its own window (the
-calendar, and the snapshot while it is under way), never in the `used` columns; a batch that
+"""Flows in the ledger on PostgreSQL and SQLite: each holds its links over its own window on
+the calendar (the snapshot, from which requests are decided to hold from now, counts the
+most the flows of a link hold at once), never in the `used` columns; a batch that
 would take more of a link than its calendar has free at some time of its window is refused,
 naming the link; a release deletes a reservation's flows, but the delivery of a completed
 job; and no sequence of batches ever holds more of a link than it has at any time."""
@@ -103,9 +104,10 @@ async def test_flows_hold_their_links_over_their_own_windows_only(
     assert on_a.free_at(now) == cap_a - 1000 and on_a.free_at(now + HOUR) == cap_a
     assert on_b.free_at(now + 2 * HOUR) == cap_b
     assert on_b.free_at(now + 3 * HOUR) == cap_b - 2000 and on_b.free_at(now + 4 * HOUR) == cap_b
-    # The snapshot counts what is under way now: the staging, not the delivery.
+    # A request decided on the snapshot holds from now: each link shows less the most its
+    # flows hold at once, whenever that is.
     assert int(snapshot.residual_mbps[j]) == cap_a - 1000
-    assert int(snapshot.residual_mbps[k]) == cap_b
+    assert int(snapshot.residual_mbps[k]) == cap_b - 2000
 
 
 async def test_a_batch_that_a_flow_leaves_no_room_for_at_some_time_is_refused(

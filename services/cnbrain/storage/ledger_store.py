@@ -26,14 +26,15 @@ Contract:
   claim's window [start_at, end_at); releasing it (the request completed, failed or was
   cancelled, however early) frees the rest of that window at once, as it frees its amounts.
 - `calendar_of` reads the calendar of the brain's sites and links: what held reservations
-  and cross-brain parts take over their windows. Its free amount now is the snapshot's.
+  and cross-brain parts take over their windows. Its free amount now is the snapshot's, but
+  on a link that flows cross (below).
 - Flows (`FlowHold`): a reservation taken with `reserve_many` may hold bandwidth on links
   over windows of its own (staging before its job starts, delivery after it ends). They are
-  not in the `used` columns: the calendar counts each over its window, the snapshot counts
-  those under way now, and a batch that takes bandwidth on a link some flow holds (or that
-  holds flows itself) must fit that link's calendar over time as well, checked under the
-  link rows' locks. Releasing a reservation deletes its flows, but its delivery when
-  asked to keep it (its job completed: its results still move).
+  not in the `used` columns: the calendar counts each over its window, the snapshot the most
+  they hold on each link at once (of those not ended), and a batch that takes bandwidth on
+  a link some flow holds (or that holds flows itself) must fit that link's calendar over
+  time as well, checked under the link rows' locks. Releasing a reservation deletes its
+  flows, but its delivery when asked to keep it (its job completed: its results still move).
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
@@ -141,6 +142,9 @@ def claim_of_row(
 
 async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: int = 0) -> Snapshot:
     """Free capacity now (cap - used - external, never below 0) in the order of `arrays`.
+    A link shows less the most its flows hold on it at once, from now until the last of them
+    ends (whenever their windows are): a request decided on the snapshot holds from now, and
+    what it takes then fits the link's calendar over time.
 
     Retired sites and links show nothing free. Raises LedgerStoreError naming a site or link
     of `arrays` that the database does not know.
@@ -178,12 +182,11 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     missing = [link for link in link_index if link not in seen_links]
     if missing:
         raise LedgerStoreError(f"link {missing[0]!r} is not in the database")
-    now = epoch_s(utcnow())
-    for flow, _ in await _flows(session, now=now, under_way=True):
-        for link_id in flow.link_ids:
-            j = link_index.get(link_id)
-            if j is not None:
-                mbps[j] = max(0, mbps[j] - flow.mbps)
+    flows = [flow for flow, _ in await _flows(session, now=epoch_s(utcnow()))]
+    for link_id, peak in _peak_flows(flows).items():
+        j = link_index.get(link_id)
+        if j is not None:
+            mbps[j] = max(0, mbps[j] - peak)
 
     return Snapshot.of_free(
         arrays,
@@ -228,7 +231,8 @@ async def calendar_and_holdings(
     on: a window that has ended holds nothing, unless the reservation or part is still held
     then (its end passed, its release not yet written); that one holds over
     [now, now + OVERDUE_S). So the free amount of every resource at `now` is the snapshot's
-    (`load_snapshot`), whenever the `used` columns sum the holdings (`check_invariants`).
+    (`load_snapshot`), whenever the `used` columns sum the holdings (`check_invariants`), but
+    on a link that flows cross, where the snapshot counts the most they hold at once.
     A released reservation or part holds nothing: its release gave back the rest of its
     window. Every flow takes its bandwidth over its own window, until that ends. On a
     resource whose holdings exceed its capacity (caps lowered, or external use reported
@@ -304,6 +308,24 @@ async def calendar_and_holdings(
         calendar.take_what_is_free(demand, flow.window)
         held.append(HeldWindow(request_id, demand, flow.window))
     return calendar, held
+
+
+def _peak_flows(flows: Sequence[FlowHold]) -> dict[str, int]:
+    """Per link, the most bandwidth `flows` hold on it at once."""
+    edges: dict[str, list[tuple[int, int]]] = {}
+    for flow in flows:
+        for link in flow.link_ids:
+            edges.setdefault(link, []).extend(
+                ((flow.window.start, flow.mbps), (flow.window.end, -flow.mbps))
+            )
+    peaks: dict[str, int] = {}
+    for link, changes in edges.items():
+        held = peak = 0
+        for _, delta in sorted(changes):  # an end before a start at one second
+            held += delta
+            peak = max(peak, held)
+        peaks[link] = peak
+    return peaks
 
 
 async def _link_capacities(
