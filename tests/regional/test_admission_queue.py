@@ -123,6 +123,7 @@ async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_cap
     await _cancel(api, user, holder["id"])
     admitted = await _until(api, user, waiting["id"], lambda v: v["state"] == "placed")
     assert admitted["site"] == "CC-hub" and admitted["queue"] is None
+    assert admitted["reason"] == "admitted from the admission queue"
     assert await _events(api, user, waiting["id"]) == ["submitted", "queued", "planned", "admitted"]
     await _cancel(api, user, waiting["id"])
     await api.invariants()

@@ -584,12 +584,16 @@ _Decided = tuple[Outcome, Reservation, FlowOption | None]
 it was planned on (None: it moves no data)."""
 
 
+ADMITTED_REASON = "admitted from the admission queue"
+"""The reason of a request the admission loop placed (it replaces the queue's)."""
+
+
 def _admitted(outcome: Outcome) -> Outcome:
     return Outcome(
         outcome.request,
         outcome.decision,
         outcome.state,
-        outcome.reason,
+        ADMITTED_REASON,
         outcome.actor,
         kind=RequestEventKind.ADMITTED,
     )
