@@ -43,3 +43,17 @@ def test_the_command_prints_figures_that_add_up(capsys: pytest.CaptureFixture[st
     assert figures["mean_delay_s"] <= figures["max_delay_s"] <= LONGEST_WAIT_S
     assert main(["bench", "admission", "--map", SMALL_MAP, "--top-n", "0"]) == 2
     assert "--top-n at least 1" in capsys.readouterr().err
+
+
+def test_a_queue_that_moves_data_plans_its_flows(capsys: pytest.CaptureFixture[str]) -> None:
+    figures = bench_admission(SMALL_MAP, queued=200, running=50, seed=3, flows=0.5)
+    assert 50 < figures.moving < 150
+    assert figures.planned_now + figures.planned_later + figures.no_start == 200
+    # One option per candidate site and rate step for a request with flows.
+    plain = bench_admission(SMALL_MAP, queued=200, running=50, seed=3)
+    assert plain.moving == 0 and figures.options > plain.options
+    args = ["bench", "admission", "--map", SMALL_MAP, "--queued", "100", "--running", "10"]
+    assert main([*args, "--flows", "1"]) == 0
+    assert "(100 with flows)" in capsys.readouterr().out
+    assert main([*args, "--flows", "1.5"]) == 2
+    assert "--flows from 0 to 1" in capsys.readouterr().err

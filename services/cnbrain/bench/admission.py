@@ -21,7 +21,9 @@ Steps, on one map, in one process:
    does.
 
 The options come from `cnbrain.scheduling.options`, the bridge between the placement engine
-and the calendar.
+and the calendar, and, for the share of the queue that moves data (`--flows`), from
+`cnbrain.scheduling.flow_requests`: one option per candidate site and rate step, its parts
+each over its own window.
 """
 
 import gc
@@ -29,16 +31,20 @@ import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from numpy.random import Generator
 
 from cnbrain.bench.workload import random_requests
+from cnbrain.domain.flows import Delivery, Endpoint, Flows, Staging
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar
+from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanItem, Planned, plan
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
+from cnbrain.scheduling.flow_requests import flow_plan_options
 from cnbrain.scheduling.options import (
     CalendarKeys,
     free_now_on,
@@ -81,6 +87,8 @@ class AdmissionFigures:
     running_held: int
     queued: int
     top_n: int
+    moving: int
+    """Queued requests with flows."""
     options: int
     options_s: float
     """Building every request's options (the engine's ranking and routes), once."""
@@ -106,9 +114,10 @@ class AdmissionFigures:
 
 
 def bench_admission(
-    spec: str, *, queued: int, running: int, seed: int, top_n: int = 3
+    spec: str, *, queued: int, running: int, seed: int, top_n: int = 3, flows: float = 0.0
 ) -> AdmissionFigures:
-    """Run the benchmark (module docstring) on the map `spec`."""
+    """Run the benchmark (module docstring) on the map `spec`; a share `flows` of the queued
+    requests moves data (`with_flows`)."""
     cmap = load_map(spec)
     engine = PlacementEngine(cmap)
     keys = CalendarKeys(engine.arrays)
@@ -149,15 +158,19 @@ def bench_admission(
                 )
             )
 
-    requests = random_requests(cmap, count=queued, seed=seed)
+    requests = with_flows(
+        random_requests(cmap, count=queued, seed=seed), share=flows, cmap=cmap, rng=rng
+    )
+    moving = [r for r in requests if r.moves_data]
+    still = [r for r in requests if not r.moves_data]
     started = time.perf_counter()
     options_of = dict(
-        zip(
-            (r.id for r in requests),
-            request_options(engine, requests, top_n=top_n),
-            strict=True,
-        )
+        zip((r.id for r in still), request_options(engine, still, top_n=top_n), strict=True)
     )
+    for request, pairs in zip(
+        moving, flow_plan_options(engine, moving, top_n=top_n, keys=keys), strict=True
+    ):
+        options_of[request.id] = tuple(option for option, _ in pairs)
     options_s = time.perf_counter() - started
     waiting = []
     for r in requests:
@@ -202,10 +215,45 @@ def bench_admission(
         calendar=calendar,
         running=(running, len(running_work)),
         top_n=top_n,
+        moving=len(moving),
         options=sum(len(o) for o in options_of.values()),
         timings=(options_s, order_s, cycle_s, cycle_cpu_s),
         result=result,
     )
+
+
+def with_flows(
+    requests: list[PlacementRequest], *, share: float, cmap: ComputeNetworkMap, rng: Generator
+) -> list[PlacementRequest]:
+    """`requests`, a `share` of them (drawn) moving data: a dataset of 10 to 2,000 GB at a
+    site drawn from the map, staged at up to 10 Gbps, and 1 to 100 GB of results delivered
+    to their own province at up to 10 Gbps."""
+    if share <= 0:
+        return requests
+    sites = [site.id for site in cmap.sites]
+    out = []
+    for request in requests:
+        if rng.random() >= share:
+            out.append(request)
+            continue
+        flows = Flows(
+            staging=(
+                Staging(
+                    source=Endpoint(site=sites[int(rng.integers(len(sites)))]),
+                    volume_gb=float(rng.uniform(10, 2000)),
+                    max_rate_gbps=10.0,
+                ),
+            ),
+            delivery=(
+                Delivery(
+                    destination=Endpoint(province=request.source_province),
+                    volume_gb=float(rng.uniform(1, 100)),
+                    max_rate_gbps=10.0,
+                ),
+            ),
+        )
+        out.append(request.model_copy(update={"start": "queue", "flows": flows}))
+    return out
 
 
 def _figures(
@@ -215,6 +263,7 @@ def _figures(
     calendar: Calendar[int],
     running: tuple[int, int],
     top_n: int,
+    moving: int,
     options: int,
     timings: tuple[float, float, float, float],
     result: Round,
@@ -233,6 +282,7 @@ def _figures(
         running_held=running[1],
         queued=len(result.order),
         top_n=top_n,
+        moving=moving,
         options=options,
         options_s=timings[0],
         order_s=timings[1],
@@ -258,7 +308,8 @@ def format_figures(f: AdmissionFigures) -> str:
             f"calendar of {f.calendar_resources:,} resources",
             f"running work: {f.running_held:,} of {f.running_asked:,} generated requests "
             "held from now",
-            f"queue: {f.queued:,} requests, up to {f.top_n} options each ({f.options:,} options)",
+            f"queue: {f.queued:,} requests ({f.moving:,} with flows), up to {f.top_n} candidate "
+            f"sites each ({f.options:,} options)",
             f"options (the engine's ranking and routes, built once): {f.options_s:.2f} s; "
             f"fair order: {f.order_s:.3f} s",
             f"admission cycle: {f.cycle_s:.3f} s for {f.queued:,} requests "

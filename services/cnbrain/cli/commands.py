@@ -148,14 +148,20 @@ def bench_admission(args: argparse.Namespace) -> int:
     from cnbrain.bench.admission import bench_admission as run
     from cnbrain.bench.admission import format_figures
 
-    if args.queued < 0 or args.running < 0 or args.top_n < 1:
+    if args.queued < 0 or args.running < 0 or args.top_n < 1 or not 0 <= args.flows <= 1:
         print(
-            "cnbrain: --queued and --running must be at least 0, --top-n at least 1",
+            "cnbrain: --queued and --running must be at least 0, --top-n at least 1, "
+            "--flows from 0 to 1",
             file=sys.stderr,
         )
         return 2
     figures = run(
-        args.map, queued=args.queued, running=args.running, seed=args.seed, top_n=args.top_n
+        args.map,
+        queued=args.queued,
+        running=args.running,
+        seed=args.seed,
+        top_n=args.top_n,
+        flows=args.flows,
     )
     print(json.dumps(figures.as_dict(), indent=2) if args.json else format_figures(figures))
     return 0

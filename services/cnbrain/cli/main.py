@@ -121,6 +121,9 @@ def _add_bench_commands(sub: Subcommands) -> None:
         "--running", type=int, default=5_000, help="requests generated as running work"
     )
     admission.add_argument("--top-n", type=int, default=3, help="options per request")
+    admission.add_argument(
+        "--flows", type=float, default=0.0, help="share of the queue that moves data (0 to 1)"
+    )
     admission.add_argument("--seed", type=int, default=7)
     admission.add_argument("--json", action="store_true")
     admission.set_defaults(run=commands.bench_admission)

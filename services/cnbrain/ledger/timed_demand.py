@@ -32,14 +32,16 @@ class Part(Generic[K]):
     duration: int
 
     def __post_init__(self) -> None:
-        for name in ("amount", "offset", "duration"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise Invalid(f"must be an integer, not {value!r}", field=name)
-        if self.amount < 0:
-            raise Invalid(f"must be at least 0, not {self.amount}", field="amount")
-        if self.duration < 1:
-            raise Invalid(f"must be at least 1, not {self.duration}", field="duration")
+        amount, offset, duration = self.amount, self.offset, self.duration
+        if type(amount) is not int or type(offset) is not int or type(duration) is not int:
+            for name in ("amount", "offset", "duration"):
+                value = getattr(self, name)
+                if type(value) is not int:  # bool, float and numpy integers too
+                    raise Invalid(f"must be an integer, not {value!r}", field=name)
+        if amount < 0:
+            raise Invalid(f"must be at least 0, not {amount}", field="amount")
+        if duration < 1:
+            raise Invalid(f"must be at least 1, not {duration}", field="duration")
 
     def window(self, start: int) -> Window:
         return Window.of(start + self.offset, self.duration)
@@ -72,12 +74,13 @@ class TimedDemand(Generic[K]):
         start = max(not_before, calendar.now + self.lead)
         if start > deadline:
             return None
-        parts = [p for p in self.parts if not calendar.profile(p.key).fits_everywhere(p.amount)]
+        held = ((calendar.profile(p.key), p) for p in self.parts)
+        short = [(profile, p) for profile, p in held if not profile.fits_everywhere(p.amount)]
         agreed = 0
         i = 0
-        while agreed < len(parts):
-            part = parts[i]
-            fit = calendar.profile(part.key).earliest(
+        while agreed < len(short):
+            profile, part = short[i]
+            fit = profile.earliest(
                 part.amount,
                 part.duration,
                 not_before=start + part.offset,
@@ -90,7 +93,7 @@ class TimedDemand(Generic[K]):
             else:
                 start = fit - part.offset
                 agreed = 1
-            i = (i + 1) % len(parts)
+            i = (i + 1) % len(short)
         return start
 
     def take(self, calendar: Calendar[K], start: int) -> None:

@@ -22,8 +22,14 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.scheduling.backfill import PlanOption
-from cnbrain.scheduling.flow_options import FlowJob, FlowOption, FlowRoutes, flow_options
-from cnbrain.scheduling.options import RANK_CHUNK, LedgerKeys, compute_amounts
+from cnbrain.scheduling.flow_options import (
+    FlowJob,
+    FlowOption,
+    FlowRoutes,
+    Keys,
+    flow_options,
+)
+from cnbrain.scheduling.options import RANK_CHUNK, compute_amounts
 from cnbrain.scheduling.resources import Resources
 
 FlowPlanOption = tuple[PlanOption[Any], FlowOption]
@@ -38,7 +44,7 @@ def flow_plan_options(
     requests: Sequence[PlacementRequest],
     *,
     top_n: int,
-    keys: LedgerKeys,
+    keys: Keys,
 ) -> list[tuple[FlowPlanOption, ...]]:
     """Per request of `requests`, in order, its options (module docstring)."""
     arrays = engine.arrays
@@ -69,7 +75,7 @@ def flow_plan_options(
     return out
 
 
-def _plan_option(option: FlowOption, label: str, routes: FlowRoutes[LedgerKeys]) -> PlanOption[Any]:
+def _plan_option(option: FlowOption, label: str, routes: FlowRoutes[Any]) -> PlanOption[Any]:
     """`option` as the round plans it: its timed demand, the most it holds of each key at
     once, and what it holds of each link over the whole run."""
     peak: dict[Any, int] = {}
