@@ -134,8 +134,8 @@ def test_serving_and_continuous_bandwidth_hold_the_run_within_their_bounds(
     kinds = [(leg.kind, leg.peer, leg.mbps, leg.offset, leg.duration) for leg in option.legs]
     assert kinds == [
         ("continuous", "AA-acc", 5000, 0, HOUR),
-        ("serving", "AA", 2000, 0, HOUR),
-        ("serving", "BB", 2000, 0, HOUR),
+        ("serving", "province AA", 2000, 0, HOUR),
+        ("serving", "province BB", 2000, 0, HOUR),
     ]
     assert flow_options(_job(max_latency_ms=0.5), _site(routes, "AA-dc"), routes) == []
 

@@ -54,7 +54,8 @@ class FlowJob:
 @dataclass(frozen=True, slots=True)
 class Leg:
     """One flow of an option: `mbps` on every link of `route` over `[start + offset, start +
-    offset + duration)`; `peer` names the flow's far end."""
+    offset + duration)`; `peer` names the flow's far end ("site ID" or "province CODE"; the
+    access node for the continuous bandwidth)."""
 
     kind: LegKind
     peer: str
@@ -221,12 +222,11 @@ def _fixed_legs(job: FlowJob, site: int, routes: FlowRoutes[Any]) -> list[Leg] |
     if serving is not None:
         mbps = max(1, gbps_to_mbps(serving.rate_gbps))
         for province in serving.provinces:
-            route = routes.between(
-                Endpoint(province=province), site, max_latency_ms=serving.max_latency_ms
-            )
+            end = Endpoint(province=province)
+            route = routes.between(end, site, max_latency_ms=serving.max_latency_ms)
             if route is None:
                 return None
-            legs.append(Leg("serving", province, route, mbps, 0, job.duration))
+            legs.append(Leg("serving", str(end), route, mbps, 0, job.duration))
     for staging in job.flows.staging:
         if staging.mode != "stream":
             continue
