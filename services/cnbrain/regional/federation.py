@@ -284,12 +284,7 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             )
         snapshot, _ = await self._live_map.snapshot()
         engine = self._live_map.engine
-        need = request.min_free_mbps
-        blocked = (
-            frozenset(np.flatnonzero(snapshot.residual_mbps < need).tolist())
-            if need > 0
-            else frozenset()
-        )
+        blocked = _narrower_than(snapshot, request.min_free_mbps)
 
         def message(paths: Sequence[GraphPath]) -> list[common_pb2.Path]:
             return [
@@ -470,10 +465,14 @@ class _BlockedLinks:
 
 def _blocked(snapshot: Snapshot, request: PlacementRequest) -> frozenset[int]:
     """Links without the bandwidth the request needs (nothing is owned elsewhere: 0 free)."""
-    need = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
-    if need <= 0:
+    return _narrower_than(snapshot, gbps_to_mbps(request.constraints.min_bandwidth_gbps))
+
+
+def _narrower_than(snapshot: Snapshot, mbps: int) -> frozenset[int]:
+    """Links with less than `mbps` free on `snapshot` (none when `mbps` is 0)."""
+    if mbps <= 0:
         return frozenset()
-    return frozenset(np.flatnonzero(snapshot.residual_mbps < need).tolist())
+    return frozenset(np.flatnonzero(snapshot.residual_mbps < mbps).tolist())
 
 
 def _free(snapshot: Snapshot, site: int, request: PlacementRequest) -> common_pb2.Compute:

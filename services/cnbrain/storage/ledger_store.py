@@ -292,7 +292,7 @@ async def calendar_and_holdings(
     )
     held: list[HeldWindow] = []
     for claim in holdings:
-        window = claim.window if claim.window.end > now else Window.of(now, OVERDUE_S)
+        window = _held_window(claim, now)
         on_map = replace(
             claim,
             site_id=claim.site_id if claim.site_id in site_index else None,
@@ -393,6 +393,12 @@ async def _flows(
         )
         for row, request_id in rows
     ]
+
+
+def _held_window(claim: Claim, now: int) -> Window:
+    """The window over which `claim`, still held, holds from `now`: its own, or, once it has
+    ended (its release not yet written), [now, now + OVERDUE_S)."""
+    return claim.window if claim.window.end > now else Window.of(now, OVERDUE_S)
 
 
 def _capacity(status: str, amount: int) -> int:
@@ -653,7 +659,7 @@ async def _fit_over_time(
         return {link: mbps for link in link_ids if link in wanted and mbps}
 
     for claim in await _holding_claims(session, on_links=wanted):
-        window = claim.window if claim.window.end > now else Window.of(now, OVERDUE_S)
+        window = _held_window(claim, now)
         calendar.take_what_is_free(on_links(claim.link_ids, claim.mbps), window)
     for flow, _ in await _flows(session, now=now, on_links=wanted):
         calendar.take_what_is_free(on_links(flow.link_ids, flow.mbps), flow.window)

@@ -381,11 +381,10 @@ class AdmitQueued:
         local = [
             q
             for q in queued
-            if (q.request.moves_data and q.request.tenant not in limited)
-            or (
-                self._options[q.request.id]
-                and not q.request.national_optimum
-                and q.request.tenant not in limited
+            if q.request.tenant not in limited
+            and (
+                q.request.moves_data  # planned within this region only
+                or (self._options[q.request.id] and not q.request.national_optimum)
             )
         ]
         ids = {q.request.id for q in local} | {q.request.id for q in refused}
