@@ -1,9 +1,11 @@
 """End to end on separate processes and PostgreSQL: a cross-region request is placed by
 three brains, each reserving its own segment, and cancelling releases all three; the routes
 between two sites are composed of their owners' segments, asked on any brain; a request with
-flows is planned by its region's brain within what it owns."""
+flows is planned by its region's brain within what it owns, and by the national brain when
+its flows cross the backbone, every owner holding its links of each flow over its window."""
 
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -12,7 +14,14 @@ import pytest
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.load import load_map
 from cnbrain.routing.router import SegmentRouter
-from tests.federation.ledgers import check_invariants, part, site_used, unreleased, used_mbps
+from tests.federation.ledgers import (
+    check_invariants,
+    part,
+    rows,
+    site_used,
+    unreleased,
+    used_mbps,
+)
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation
 
@@ -151,7 +160,7 @@ def _settled(federation: LocalFederation, request_id: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
-def test_a_request_with_flows_is_planned_within_its_regions_own_sites_and_links(
+def test_a_request_with_flows_within_its_region_is_planned_by_its_regions_brain(
     federation: LocalFederation,
 ) -> None:
     within = submit(federation, "east", _flows_request("ZJ-dc-2"))
@@ -160,9 +169,69 @@ def test_a_request_with_flows_is_planned_within_its_regions_own_sites_and_links(
     [staging] = placed["flows"]
     assert staging["kind"] == "staging" and staging["mbps"] == 10_000
     assert all(link.startswith("ZJ-") for link in staging["links"]), staging
-    # From Shanghai, its data would cross the backbone, which the national brain owns.
-    across = submit(federation, "east", _flows_request("SH-dc-1"))
-    refused = _settled(federation, across["id"])
-    assert refused["state"] == "rejected", refused
-    assert refused["reason"].startswith("its flows cross sites or links this region does not own")
+    assert placed["decision"]["reservation_id"] is not None
+    assert datetime.fromisoformat(placed["decision"]["starts_at"]) == datetime.fromisoformat(
+        staging["end"]
+    )
     cancel(federation, "east", within["id"])
+
+
+STAGED_IN_THE_WEST = {
+    "source_province": "SH",
+    "resources": {"cpu": 4, "memory_gib": 8, "accelerator": {"model": "Ascend910B", "count": 8}},
+    "duration_hours": 1,
+    "start": "queue",
+    "constraints": {"regions_allowed": ["west"]},
+    "flows": {"staging": [{"source": {"site": "SH-dc-1"}, "volume_gb": 10, "max_rate_gbps": 10}]},
+}
+"""8 Ascend910B in the west for an hour, from Shanghai, whose 10 GB dataset is at SH-dc-1."""
+
+
+async def _flows_held(url: str, reservation_id: str) -> list[dict[str, Any]]:
+    return await rows(
+        url,
+        "SELECT f.kind, f.mbps, f.start_at, f.end_at, array_agg(l.link_id ORDER BY l.position)"
+        " AS links FROM reservation_flows f JOIN reservation_flow_links l ON l.flow_id = f.id"
+        " WHERE f.reservation_id = $1 GROUP BY f.id",
+        reservation_id,
+    )
+
+
+@pytest.mark.asyncio
+async def test_flows_that_cross_the_backbone_are_held_by_every_owner_of_their_route(
+    federation: LocalFederation,
+) -> None:
+    databases = federation.databases
+    china = load_map("china")
+    owners = {link.id: link.owner for link in china.links}
+    view = submit(federation, "east", STAGED_IN_THE_WEST)
+    placed = _settled(federation, view["id"])
+
+    assert placed["state"] == "placed", placed
+    decision = placed["decision"]
+    assert china.provinces[decision["province"]].region == "west", decision
+    reservation = decision["reservation_id"]
+    held = {owner: await _flows_held(url, reservation) for owner, url in databases.items()}
+    assert {owner for owner, flows in held.items() if flows} == {"east", "national", "west"}
+    assert held["north"] == [] and held["south"] == []
+    windows = set()
+    for owner in ("east", "national", "west"):
+        [staging] = held[owner]
+        assert staging["kind"] == "staging" and staging["mbps"] == 10_000
+        assert {owners[link] for link in staging["links"]} == {owner}, staging
+        windows.add((staging["start_at"], staging["end_at"]))
+    [(start, end)] = windows  # one window, every owner: 10 GB at 10 Gbps
+    assert (end - start).total_seconds() == 8
+    assert datetime.fromisoformat(decision["starts_at"]) == end
+    west = await part(databases["west"], reservation)
+    assert west is not None and west["site_id"] == decision["site"]
+    assert west["accelerator_count"] == 8 and west["state"] == "held"
+    assert west["end_at"] == end + timedelta(hours=1)
+    for url in databases.values():
+        await check_invariants(url)
+
+    cancel(federation, "east", view["id"])
+
+    for owner, url in databases.items():
+        assert await _flows_held(url, reservation) == [], owner
+        await check_invariants(url)

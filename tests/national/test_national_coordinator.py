@@ -9,7 +9,8 @@ import pytest
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.calendar import Window
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.national.coordinator import Commitment, Coordinator, Participant
 from cnbrain.national.planner import Part, Plan
@@ -26,6 +27,8 @@ class Ledger:
         self.calls: list[tuple[str, list[str]]] = []
         self.refuse: set[str] = set()
         self.down = False
+        self.flows: list[list[FlowHold]] = []
+        self.kept: list[bool] = []
 
     def _answer(self, step: str, ids: list[str]) -> list[str | None]:
         self.calls.append((step, ids))
@@ -33,17 +36,26 @@ class Ledger:
             raise PeerUnavailable(self.region or "national", "unavailable", "down")
         return ["no room" if rid in self.refuse else None for rid in ids]
 
-    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
+    async def prepare(
+        self, claims: Sequence[Claim], *, ttl_ms: int, flows: Sequence[FlowHold] = ()
+    ) -> list[str | None]:
+        self.flows.append(list(flows))
         return self._answer("prepare", [c.reservation_id for c in claims])
 
     async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
         return self._answer("commit", [c.reservation_id for c in commitments])
 
-    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
+    async def release(
+        self, reservation_ids: Sequence[str], reason: str, *, keep_delivery: bool = False
+    ) -> None:
+        self.kept.append(keep_delivery)
         self._answer("release", list(reservation_ids))
 
 
-def _plan(item: int, owners: Sequence[str]) -> Plan:
+def _plan(
+    item: int, owners: Sequence[str], flows: dict[str, tuple[FlowHold, ...]] | None = None
+) -> Plan:
+    """Plan `item` with a part in each of `owners`, holding the `flows` given for its owner."""
     rid = f"r{item}"
     claim = Claim(rid, f"q{item}", "t", None, 0, 0, 0, None, 0, (), 0, HOUR, counts_quota=False)
     decision = Decision(request_id=f"q{item}", status=DecisionStatus.PLACED, policy="p")
@@ -52,8 +64,14 @@ def _plan(item: int, owners: Sequence[str]) -> Plan:
         item=item,
         decision=decision,
         reservation=Reservation(rid, f"q{item}", compute, (), 0),
-        parts=[Part(owner=owner, claim=claim) for owner in owners],
+        parts=[
+            Part(owner=owner, claim=claim, flows=(flows or {}).get(owner, ())) for owner in owners
+        ],
     )
+
+
+def _flow(rid: str, kind: str, link: str) -> FlowHold:
+    return FlowHold(rid, kind, "peer", (link,), 100, Window(HOUR.end, HOUR.end + 600))
 
 
 def _commitment(plan: Plan) -> Commitment:
@@ -143,3 +161,42 @@ async def test_a_release_an_owner_could_not_take_is_made_again_later(
     assert east.calls[1][0] == "release" and sorted(east.calls[1][1]) == ["r0", "r1"]
     await asyncio.sleep(0.05)
     assert len(east.calls) == 2
+
+
+async def test_each_owner_is_asked_to_prepare_its_parts_with_their_flows(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    east0, west0 = _flow("r0", "staging", "e1"), _flow("r0", "staging", "w1")
+    east1 = _flow("r1", "delivery", "e2")
+    plans = [
+        _plan(0, ["east", "national", "west"], {"east": (east0,), "west": (west0,)}),
+        _plan(1, ["east", "national"], {"east": (east1,)}),
+    ]
+    assert await coordinator.prepare(plans) == {}
+    assert ledgers["east"].flows == [[east0, east1]]
+    assert ledgers["west"].flows == [[west0]]
+    assert ledgers["national"].flows == [[]]
+
+
+async def test_a_release_that_keeps_the_deliveries_says_so_again_when_made_later(
+    ledgers: dict[str, Ledger],
+) -> None:
+    coordinator = _coordinator(ledgers)
+    east, west = ledgers["east"], ledgers["west"]
+    assert await coordinator.release("west", ["r0"], "completed", keep_delivery=True)
+    assert await coordinator.release("west", ["r1"], "cancelled")
+    assert west.kept == [True, False]
+    east.down = True
+    await coordinator.release("east", ["r0"], "completed", keep_delivery=True)
+    east.down = False
+    retrying = asyncio.create_task(coordinator.retry_releases_forever(interval_s=0.01))
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(east.calls) >= 2:
+                break
+    finally:
+        retrying.cancel()
+    assert east.calls == [("release", ["r0"]), ("release", ["r0"])]
+    assert east.kept == [True, True]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.national.coordinator import RECOVERED, Coordinator, InFlight, Participant
 from cnbrain.national.inflight import DatabaseJournal
 from cnbrain.national.known_regions import DatabaseRegions
@@ -31,13 +31,17 @@ class RecordingLedger(Ledger):
         self.recorded_at_prepare: list[str] = []
         self.reasons: list[str] = []
 
-    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
+    async def prepare(
+        self, claims: Sequence[Claim], *, ttl_ms: int, flows: Sequence[FlowHold] = ()
+    ) -> list[str | None]:
         self.recorded_at_prepare = [p.reservation_id for p in await self.journal.under_way()]
-        return await super().prepare(claims, ttl_ms=ttl_ms)
+        return await super().prepare(claims, ttl_ms=ttl_ms, flows=flows)
 
-    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
+    async def release(
+        self, reservation_ids: Sequence[str], reason: str, *, keep_delivery: bool = False
+    ) -> None:
         self.reasons.append(reason)
-        await super().release(reservation_ids, reason)
+        await super().release(reservation_ids, reason, keep_delivery=keep_delivery)
 
 
 def _setup(sessions: Sessions) -> tuple[DatabaseJournal, dict[str, RecordingLedger], Coordinator]:

@@ -1,19 +1,23 @@
 """Planning a waiting cross-region request over time: its options split by owner, one calendar
-joined from the backbone's and the regions' timelines, and its earliest start on it."""
+joined from the backbone's and the regions' timelines, and its earliest start on it; a
+request with flows, whose staging waits for the backbone, and its flows split among the
+owners of their routes."""
 
 from dataclasses import dataclass
 
 import pytest
 
+from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError
 from cnbrain.federation.timelines import key_of, steps_of, timeline_message
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.keys import ResourceKey, accelerator_key, link_key
-from cnbrain.national import wait_planner
+from cnbrain.national import flow_parts, planner, wait_planner
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.flow_requests import flow_holds, flow_plan_options
 from cnbrain.scheduling.options import LedgerKeys, ledger_options
 from cnbrain.v1 import regional_pb2
 from tests.tiny_map import request
@@ -222,3 +226,101 @@ def test_a_plan_names_its_resources_by_id_and_leaves_out_what_left_the_map(
     gone = (("site", "no-such-site", "cpu_m"), 1), (("link", "no-such-link"), 1)
     odd = (("site", "CC-hub", "watts"), 1), (("moon", "x"), 1), (("site",), 1)
     assert wait_planner.demand_by_key([*gone, *odd], arrays) == {}
+
+
+def _staged(volume_gb: float = 45) -> PlacementRequest:
+    """The Ascend request from AA whose dataset, `volume_gb` at AA-dc, is staged on CC-hub
+    at up to 10 Gbps."""
+    return request(
+        resources=ASCEND,
+        duration_hours=1,
+        start="queue",
+        flows={
+            "staging": [{"source": {"site": "AA-dc"}, "volume_gb": volume_gb, "max_rate_gbps": 10}]
+        },
+    )
+
+
+def test_a_request_with_flows_waits_for_its_staging_to_cross_the_backbone(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    staged = _staged()
+    pairs = flow_plan_options(engine, [staged], top_n=8, keys=LedgerKeys(arrays))[0]
+    options = [option for option, _ in pairs]
+    assert {o.label for o in options} == {"CC-hub"}
+    fastest = pairs[0][1]
+    assert fastest.lead == 36  # 45 GB at 10 Gbps
+    assert set(wait_planner.wanted(options, arrays)) == {"east", "national", "west"}
+    backbone = _calendar_of(arrays, "national")
+    for j, link in enumerate(arrays.map.links):
+        if link.owner == "national":  # every backbone link full for an hour
+            backbone.take({link_key(j): int(arrays.link_cap_mbps[j])}, Window(NOW, NOW + HOUR))
+    regions = {"east": _calendar_of(arrays, "east"), "west": _calendar_of(arrays, "west")}
+    answers = {region: _answer(calendar, arrays) for region, calendar in regions.items()}
+    joint = wait_planner.joint_calendar(backbone, answers, options=options, arrays=arrays)
+
+    found = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
+
+    # The staging starts when the backbone frees, and the job once the data is there.
+    assert found is not None
+    start, option = found
+    assert option.timed is not None and start - option.timed.lead == NOW + HOUR
+    assert option is options[0] and start == NOW + HOUR + 36
+    # Its first part must begin by the deadline.
+    late = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + HOUR - 1)
+    assert late is None
+
+
+def test_a_flow_is_held_by_every_owner_of_its_route_over_its_own_window(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    staged = _staged()
+    decision = engine.place(staged, reserve=False)
+    assert decision.site == "CC-hub"
+    reservation = engine.reservation_for(staged, decision)
+    [(_, option), *_] = flow_plan_options(engine, [staged], top_n=8, keys=LedgerKeys(arrays))[0]
+    start = NOW + option.lead
+    window = Window(NOW, start + HOUR)
+    parts = planner.parts(staged, decision, reservation, arrays, start_s=NOW)
+    [staging] = flow_holds(reservation.id, option, start_s=start, arrays=arrays)
+
+    split = flow_parts.with_flows(parts, [staging], arrays, window=window)
+
+    assert [p.owner for p in split] == [p.owner for p in parts]
+    owners = {link.id: link.owner for link in arrays.map.links}
+    shares = {p.owner: p.flows for p in split}
+    assert set(shares) == {"east", "national", "west"}
+    rejoined: list[str] = []
+    for part in split:
+        assert part.claim.window == window
+        [share] = part.flows
+        assert share.window == Window(NOW, start) and share.mbps == 10_000
+        assert {owners[link] for link in share.link_ids} == {part.owner}
+        rejoined += share.link_ids
+    assert sorted(rejoined) == sorted(staging.link_ids)
+    west = next(p for p in split if p.owner == "west")
+    assert west.claim.site_id == "CC-hub" and west.claim.accelerator_count == 16
+
+
+def test_an_owner_only_a_flow_crosses_gets_a_part_of_that_flow_alone(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    staged = _staged()
+    decision = engine.place(staged, reserve=False)
+    reservation = engine.reservation_for(staged, decision)
+    [(_, option), *_] = flow_plan_options(engine, [staged], top_n=8, keys=LedgerKeys(arrays))[0]
+    window = Window(NOW, NOW + option.lead + HOUR)
+    parts = planner.parts(staged, decision, reservation, arrays, start_s=NOW)
+    flows = flow_holds(reservation.id, option, start_s=NOW + option.lead, arrays=arrays)
+    without_east = [p for p in parts if p.owner != "east"]
+
+    split = flow_parts.with_flows(without_east, flows, arrays, window=window)
+
+    east = split[-1]
+    assert east.owner == "east" and east.flows
+    claim = east.claim
+    assert claim.site_id is None and not claim.counts_quota and claim.mbps == 0
+    assert claim.link_ids == () and claim.cpu_m == 0 and claim.window == window

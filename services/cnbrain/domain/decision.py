@@ -1,5 +1,6 @@
 """A placement decision: the chosen site and path, what it costs, and why."""
 
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import Field
@@ -117,5 +118,10 @@ class Decision(DomainModel):
     reservation_id: str | None = None
     reason: str | None = Field(
         default=None, description="Why a rejected request could not be placed."
+    )
+    starts_at: datetime | None = Field(
+        default=None,
+        description="When its job starts: once the data it stages is on the site. None: as"
+        " soon as it is placed.",
     )
     explanation: Explanation | None = None

@@ -1,19 +1,25 @@
 """Wire forms of paths and reservation parts (cnbrain.v1 messages) and back."""
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_WINDOW_S
+from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_NAME_LENGTH, MAX_WINDOW_S
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import FLOW_KINDS, MAX_FLOW_MBPS, Claim, FlowHold
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
 from cnbrain.v1 import common_pb2, ledger_pb2
+
+MAX_PART_FLOWS = 64
+"""The flows one part of a Prepare may carry."""
+
+MAX_FLOW_LINKS = 256
+"""The links one flow of a part may cross."""
 
 
 class WireError(Invalid):
@@ -99,8 +105,8 @@ def request_of(text: str) -> PlacementRequest:
     return parse_request(raw)
 
 
-def part_message(claim: Claim) -> ledger_pb2.PartClaim:
-    """The wire form of one part, for a Prepare."""
+def part_message(claim: Claim, flows: Sequence[FlowHold] = ()) -> ledger_pb2.PartClaim:
+    """The wire form of one part, with its `flows`, for a Prepare."""
     return ledger_pb2.PartClaim(
         reservation_id=claim.reservation_id,
         request_id=claim.request_id,
@@ -118,6 +124,17 @@ def part_message(claim: Claim) -> ledger_pb2.PartClaim:
         count_quota=claim.counts_quota,
         start_s=claim.window.start,
         end_s=claim.window.end,
+        flows=[
+            ledger_pb2.PartFlow(
+                kind=flow.kind,
+                peer=flow.peer,
+                link_ids=list(flow.link_ids),
+                mbps=flow.mbps,
+                start_s=flow.window.start,
+                end_s=flow.window.end,
+            )
+            for flow in flows
+        ],
     )
 
 
@@ -125,17 +142,71 @@ def part_window(message: ledger_pb2.PartClaim) -> Window:
     """The window of one part of a Prepare; raises WireError when it has none (a sender
     that predates windows), a malformed one, or one out of bounds: before epoch second 0,
     past `MAX_EPOCH_S`, or longer than `MAX_WINDOW_S`."""
-    start, end = message.start_s, message.end_s
+    return _window(message.start_s, message.end_s, "a part")
+
+
+def _window(start: int, end: int, what: str, field: str | None = None) -> Window:
+    """The window [start, end) of `what` (named so in errors), checked as `part_window`
+    checks a part's."""
     if start >= end:
         raise WireError(
-            f"a part needs a window [start_s, end_s) with start_s < end_s, not [{start}, {end})"
+            f"{what} needs a window [start_s, end_s) with start_s < end_s, not [{start}, {end})",
+            field=field,
         )
     if start < 0 or end > MAX_EPOCH_S or end - start > MAX_WINDOW_S:
         raise WireError(
-            f"a part's window [{start}, {end}) must lie within [0, {MAX_EPOCH_S}] and last at"
-            f" most {MAX_WINDOW_S} s"
+            f"{what}'s window [{start}, {end}) must lie within [0, {MAX_EPOCH_S}] and last at"
+            f" most {MAX_WINDOW_S} s",
+            field=field,
         )
     return Window(start, end)
+
+
+def part_flows(message: ledger_pb2.PartClaim) -> tuple[FlowHold, ...]:
+    """The flows of one part of a Prepare, each of the part's reservation. Raises WireError
+    naming the field at fault (`flows`, or `flows[i]` and its own field): more than
+    `MAX_PART_FLOWS` flows; a kind not in `claim.FLOW_KINDS`; a peer longer than
+    `MAX_NAME_LENGTH`; no links, more than `MAX_FLOW_LINKS`, or one twice; mbps not within
+    1..`claim.MAX_FLOW_MBPS`; a window as `part_window` refuses a part's. Which
+    links this brain owns is not checked here."""
+    if len(message.flows) > MAX_PART_FLOWS:
+        raise WireError(
+            f"a part carries at most {MAX_PART_FLOWS} flows, not {len(message.flows)}",
+            field="flows",
+        )
+    flows = []
+    for i, flow in enumerate(message.flows):
+        where = f"flows[{i}]"
+        if flow.kind not in FLOW_KINDS:
+            kinds = ", ".join(sorted(FLOW_KINDS))
+            raise WireError(f"unknown kind {flow.kind!r} (not {kinds})", field=f"{where}.kind")
+        if len(flow.peer) > MAX_NAME_LENGTH:
+            raise WireError(
+                f"at most {MAX_NAME_LENGTH} characters, not {len(flow.peer)}",
+                field=f"{where}.peer",
+            )
+        links = tuple(flow.link_ids)
+        if not 0 < len(links) <= MAX_FLOW_LINKS or len(set(links)) != len(links):
+            raise WireError(
+                f"1 to {MAX_FLOW_LINKS} distinct links, not {len(links)}"
+                f" ({len(set(links))} distinct)",
+                field=f"{where}.link_ids",
+            )
+        if not 0 < flow.mbps <= MAX_FLOW_MBPS:
+            raise WireError(
+                f"must be within 1..{MAX_FLOW_MBPS}, not {flow.mbps}", field=f"{where}.mbps"
+            )
+        flows.append(
+            FlowHold(
+                reservation_id=message.reservation_id,
+                kind=flow.kind,
+                peer=flow.peer,
+                link_ids=links,
+                mbps=flow.mbps,
+                window=_window(flow.start_s, flow.end_s, "a flow", field=where),
+            )
+        )
+    return tuple(flows)
 
 
 def claim_of(message: ledger_pb2.PartClaim) -> Claim:

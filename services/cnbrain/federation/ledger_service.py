@@ -1,8 +1,9 @@
 """LedgerService: a brain's own part of cross-brain reservations, over its database.
 
 Each call is one database transaction for all the parts it carries (`local_ledger`). A part
-may only touch this brain's own sites and links (`Ownership`); anything else is refused (that
-part, with the reason), so no brain ever writes a ledger it does not own.
+may only touch this brain's own sites and links (`Ownership`), its flows included; anything
+else is refused (that part, with the reason), so no brain ever writes a ledger it does not
+own.
 """
 
 import json
@@ -14,7 +15,7 @@ import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from typing_extensions import override
 
-from cnbrain.federation.codec import WireError, claim_of, part_window
+from cnbrain.federation.codec import WireError, claim_of, part_flows, part_window
 from cnbrain.federation.local_ledger import (
     CapacityWatch,
     commit_parts,
@@ -22,6 +23,7 @@ from cnbrain.federation.local_ledger import (
     release_parts,
 )
 from cnbrain.federation.ownership import Ownership
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage.peer_ledger import Take
 from cnbrain.v1 import ledger_pb2, ledger_pb2_grpc
@@ -37,9 +39,10 @@ MAX_TTL_MS = 600_000
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     """`view()` gives the current map arrays and ownership (they change when the map is
     reloaded). Every call is one database transaction for all its parts (`prepare_parts`,
-    `commit_parts`, `release_parts`); a part that names something this brain does not own,
-    or lacks its ids or its window, is refused on its own. `take` takes the amounts of the
-    parts prepared (`peer_ledger.Take`; None: the ledger's own checks alone)."""
+    `commit_parts`, `release_parts`); a part that names something this brain does not own
+    (in its flows too), lacks its ids or its window, or carries a malformed flow, is refused
+    on its own. `take` takes the amounts and flows of the parts prepared
+    (`peer_ledger.Take`; None: the ledger's own checks alone)."""
 
     def __init__(
         self,
@@ -65,11 +68,21 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             )
         arrays, ownership = self._view()
         reasons: list[str | None] = [_refusal(part, arrays, ownership) for part in request.parts]
-        valid = [
-            claim_of(part)
-            for part, reason in zip(request.parts, reasons, strict=True)
-            if reason is None
-        ]
+        valid: list[Claim] = []
+        flows: list[FlowHold] = []
+        flows_of: dict[str, tuple[FlowHold, ...]] = {}
+        for i, part in enumerate(request.parts):
+            if reasons[i] is not None:
+                continue
+            held = part_flows(part)
+            first = flows_of.get(part.reservation_id)
+            if first is None:
+                flows_of[part.reservation_id] = held
+                flows += held
+            elif first != held:
+                reasons[i] = f"reservation {part.reservation_id!r} is given twice with other flows"
+                continue
+            valid.append(claim_of(part))
         outcomes = iter(
             await prepare_parts(
                 self._sessions,
@@ -78,6 +91,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 arrays=arrays,
                 watch=self._watch,
                 take=self._take,
+                flows=flows,
             )
         )
         reasons = [next(outcomes) if reason is None else reason for reason in reasons]
@@ -123,17 +137,23 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.ReleaseRequest, context: Context
     ) -> ledger_pb2.ReleaseResponse:
         released = await release_parts(
-            self._sessions, list(request.reservation_ids), watch=self._watch
+            self._sessions,
+            list(request.reservation_ids),
+            watch=self._watch,
+            keep_delivery=request.keep_delivery,
         )
         return ledger_pb2.ReleaseResponse(released=released)
 
 
 def _refusal(part: ledger_pb2.PartClaim, arrays: MapArrays, ownership: Ownership) -> str | None:
-    """Why `part` cannot be taken here whatever the ledger holds, or None."""
+    """Why `part` cannot be taken here whatever the ledger holds, or None: no ids; a
+    malformed window or flow (`part_window`, `part_flows`); a site or link, of the part or of
+    a flow, this brain does not own."""
     if not part.reservation_id or not part.request_id:
         return "reservation_id and request_id are required"
     try:
         part_window(part)
+        flows = part_flows(part)
     except WireError as malformed:
         return str(malformed)
     site_id = part.compute.site_id
@@ -145,6 +165,11 @@ def _refusal(part: ledger_pb2.PartClaim, arrays: MapArrays, ownership: Ownership
         j = arrays.link_index.get(link_id)
         if j is None or not ownership.owns_link(j):
             return f"link {link_id!r} is not owned by {ownership.owner}"
+    for i, flow in enumerate(flows):
+        for link_id in flow.link_ids:
+            j = arrays.link_index.get(link_id)
+            if j is None or not ownership.owns_link(j):
+                return f"flows[{i}]: link {link_id!r} is not owned by {ownership.owner}"
     return None
 
 

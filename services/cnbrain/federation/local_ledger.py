@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.ledger.claim import Claim, reservation_of
+from cnbrain.ledger.claim import Claim, FlowHold, reservation_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import peer_ledger
@@ -83,21 +83,27 @@ async def prepare_parts(
     arrays: MapArrays,
     watch: CapacityWatch,
     take: peer_ledger.Take | None = None,
+    flows: Sequence[FlowHold] = (),
 ) -> list[str | None]:
-    """Prepare every claim in one transaction (each on its own, see `peer_ledger.prepare_many`,
-    which takes their amounts with `take` when given); for each, None (prepared, now or
-    before) or why not. The cached snapshot takes what was taken. Should the transaction fail
-    in the database (say, a deadlock with a concurrent one), every claim is tried again in a
-    transaction of its own."""
+    """Prepare every claim, with the flows of `flows` that are its (by reservation id), in
+    one transaction (each on its own, see `peer_ledger.prepare_many`, which takes their
+    amounts and flows with `take` when given); for each, None (prepared, now or before) or
+    why not. The cached snapshot takes what was taken, or is forgotten when a part prepared
+    holds flows (it cannot follow their windows). Should the transaction fail in the
+    database (say, a deadlock with a concurrent one), every claim is tried again in a
+    transaction of its own. Raises LedgerStoreError for a flow of no claim of `claims`."""
     how = {} if take is None else {"take": take}
     if not claims:
         return []
     expires_at = utcnow() + timedelta(milliseconds=ttl_ms)
+    flows_of: dict[str, list[FlowHold]] = {}
+    for flow in flows:
+        flows_of.setdefault(flow.reservation_id, []).append(flow)
     async with local_change(watch) as change:
         try:
             async with sessions.begin() as session:
                 outcomes = await peer_ledger.prepare_many(
-                    session, claims=claims, expires_at=expires_at, **how
+                    session, claims=claims, expires_at=expires_at, flows=flows, **how
                 )
         except DBAPIError:
             if len(claims) == 1:
@@ -108,12 +114,18 @@ async def prepare_parts(
                 async with sessions.begin() as session:
                     outcomes.extend(
                         await peer_ledger.prepare_many(
-                            session, claims=[claim], expires_at=expires_at, **how
+                            session,
+                            claims=[claim],
+                            expires_at=expires_at,
+                            flows=flows_of.get(claim.reservation_id, ()),
+                            **how,
                         )
                     )
         for claim, outcome in zip(claims, outcomes, strict=True):
             if outcome is True:
                 change.took(reservation_of(claim, arrays=arrays))
+                if claim.reservation_id in flows_of:
+                    change.free()
     return [outcome if isinstance(outcome, str) else None for outcome in outcomes]
 
 
@@ -134,14 +146,19 @@ async def release_parts(
     reservation_ids: Sequence[str],
     *,
     watch: CapacityWatch,
+    keep_delivery: bool = False,
 ) -> list[bool]:
-    """Release every reservation id in one transaction; for each, whether this call did. The
-    cached snapshot is bracketed as for a prepare, and forgotten when anything was released."""
+    """Release every reservation id in one transaction, its flows included (but their
+    deliveries with `keep_delivery`, see `peer_ledger.release_many`); for each, whether this
+    call did. The cached snapshot is bracketed as for a prepare, and forgotten when anything
+    was released."""
     if not reservation_ids:
         return []
     async with local_change(watch) as change:
         async with sessions.begin() as session:
-            released = await peer_ledger.release_many(session, reservation_ids=reservation_ids)
+            released = await peer_ledger.release_many(
+                session, reservation_ids=reservation_ids, keep_delivery=keep_delivery
+            )
         if any(released):
             change.free()
     return released

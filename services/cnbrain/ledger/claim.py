@@ -7,8 +7,9 @@ second: its duration (`duration_seconds`), which is also its run-time limit on t
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from cnbrain.domain.bounds import MAX_BANDWIDTH_GBPS
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import MapArrays
@@ -42,6 +43,25 @@ class Claim:
     mbps: int
     window: Window
     counts_quota: bool = True
+
+    def without_compute(self) -> "Claim":
+        """This claim with no site and no compute: its links and quota only."""
+        return replace(
+            self,
+            site_id=None,
+            cpu_m=0,
+            mem_mib=0,
+            storage_gib=0,
+            accelerator_model=None,
+            accelerator_count=0,
+        )
+
+
+DELIVERY = "delivery"
+FLOW_KINDS = frozenset({"staging", "stream", DELIVERY, "serving"})
+"""The kinds of flow a reservation or part may hold (`cnbrain.domain.flows`)."""
+MAX_FLOW_MBPS = MAX_BANDWIDTH_GBPS * 1000
+"""The most a flow may hold on each of its links: a request's largest bandwidth."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.national.planner import AttemptError, Part, Plan, reason_of
 
 log = logging.getLogger("cnbrain.national")
@@ -47,17 +47,25 @@ class Participant(Protocol):
         """The region left out of the next attempt when this ledger fails a part; None for
         the national brain's own."""
 
-    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
-        """Prepare every claim, each expiring after `ttl_ms` unless committed; for each,
-        None (prepared) or why not. Raises PeerUnavailable when the owner does not answer."""
+    async def prepare(
+        self, claims: Sequence[Claim], *, ttl_ms: int, flows: Sequence[FlowHold] = ()
+    ) -> list[str | None]:
+        """Prepare every claim with its flows (those of `flows` of its reservation id, each
+        over its own window), each expiring after `ttl_ms` unless committed; for each, None
+        (prepared) or why not (a claim whose flows do not fit is refused). Raises
+        PeerUnavailable when the owner does not answer."""
 
     async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
         """Commit the prepared part of every commitment; for each, None (held) or why not.
         Raises PeerUnavailable when the owner does not answer."""
 
-    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
-        """Release every reservation's part, prepared or committed (none held: nothing).
-        Raises PeerUnavailable when the owner does not answer (nothing known released)."""
+    async def release(
+        self, reservation_ids: Sequence[str], reason: str, *, keep_delivery: bool = False
+    ) -> None:
+        """Release every reservation's part, prepared or committed (none held: nothing), its
+        flows included but, with `keep_delivery` (the job completed: its results still
+        move), its delivery flows, which stay held until their windows end. Raises
+        PeerUnavailable when the owner does not answer (nothing known released)."""
 
 
 class Backlog(Protocol):
@@ -126,7 +134,8 @@ class Coordinator:
         self._ttl_ms = ttl_ms
         self._backlog = backlog
         self._journal = journal
-        self._unreleased: set[tuple[str, str, str]] = set()
+        self._unreleased: set[tuple[str, str, str, bool]] = set()
+        """(owner, reservation id, reason, keep_delivery) of the releases owed."""
 
     async def recover(self) -> int:
         """Release every part of the placements the journal finds orphaned (a national brain
@@ -176,7 +185,9 @@ class Coordinator:
             "prepare",
             preparing,
             lambda participant, parts: participant.prepare(
-                [part.claim for _, part in parts], ttl_ms=ttl_ms
+                [part.claim for _, part in parts],
+                ttl_ms=ttl_ms,
+                flows=[flow for _, part in parts for flow in part.flows],
             ),
             "a part could not be prepared",
         )
@@ -216,17 +227,28 @@ class Coordinator:
             return False
         return True
 
-    async def release(self, owner: str, reservation_ids: Sequence[str], reason: str) -> bool:
-        """Release `reservation_ids` in `owner` (one call); whether it did. Parts that cannot
-        be released now are owed (in the backlog) and released by `retry_releases_forever`
-        once their owner answers (a prepared one also expires there by itself)."""
+    async def release(
+        self,
+        owner: str,
+        reservation_ids: Sequence[str],
+        reason: str,
+        *,
+        keep_delivery: bool = False,
+    ) -> bool:
+        """Release `reservation_ids` in `owner` (one call), with `keep_delivery` (the job
+        completed: each part's delivery flows stay held until their windows end,
+        `Participant.release`); whether it did. Parts that cannot be released now are owed
+        (in the backlog) and released by `retry_releases_forever` once their owner answers
+        (a prepared one also expires there by itself); the backlog does not keep
+        `keep_delivery`, so a release it gives back to be made again gives back the
+        deliveries too."""
         if not reservation_ids:
             return True
         participant = self._participant(owner)
         try:
             if participant is None:
                 raise LookupError(f"region {owner!r} is not registered")
-            await participant.release(reservation_ids, reason)
+            await participant.release(reservation_ids, reason, keep_delivery=keep_delivery)
         except (PeerUnavailable, LookupError) as error:
             log.warning(
                 "release of %s in %s failed (%s); will retry",
@@ -234,7 +256,7 @@ class Coordinator:
                 owner,
                 error,
             )
-            self._unreleased.update((owner, rid, reason) for rid in reservation_ids)
+            self._unreleased.update((owner, rid, reason, keep_delivery) for rid in reservation_ids)
             if self._backlog is not None:
                 try:
                     await self._backlog.owe(owner, reservation_ids, reason)
@@ -245,22 +267,26 @@ class Coordinator:
 
     async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
         """Release again, every `interval_s`, the parts an owner could not release when
-        asked (it was down or unreachable), until each is released: those this brain owes,
-        and those the backlog holds (of a run before, or of another replica), read again
-        every time. Until cancelled."""
+        asked (it was down or unreachable), until each is released: those this brain owes
+        (with their `keep_delivery`), and those the backlog holds (of a run before, or of
+        another replica; without), read again every time. Until cancelled."""
         while True:
             await asyncio.sleep(interval_s)
             if self._backlog is not None:
                 try:
-                    self._unreleased.update(await self._backlog.owed())
+                    owed = await self._backlog.owed()
+                    known = {entry[:3] for entry in self._unreleased}
+                    self._unreleased.update((*entry, False) for entry in owed if entry not in known)
                 except Exception:
                     log.warning("could not read the releases owed", exc_info=True)
-            waiting: dict[tuple[str, str], list[str]] = {}
-            for owner, reservation_id, reason in list(self._unreleased):
-                self._unreleased.discard((owner, reservation_id, reason))
-                waiting.setdefault((owner, reason), []).append(reservation_id)
-            for (owner, reason), reservation_ids in waiting.items():
-                if await self.release(owner, reservation_ids, reason) and self._backlog:
+            waiting: dict[tuple[str, str, bool], list[str]] = {}
+            for entry in list(self._unreleased):
+                self._unreleased.discard(entry)
+                owner, reservation_id, reason, keep = entry
+                waiting.setdefault((owner, reason, keep), []).append(reservation_id)
+            for (owner, reason, keep), reservation_ids in waiting.items():
+                released = await self.release(owner, reservation_ids, reason, keep_delivery=keep)
+                if released and self._backlog:
                     try:
                         await self._backlog.paid(owner, reservation_ids)
                     except Exception:

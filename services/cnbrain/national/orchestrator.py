@@ -14,6 +14,10 @@ A request whose part failed is tried again on its own, without the region that f
 `placement_attempts` in all), then rejected with every reason. Parts a crashed brain prepared
 expire there by themselves.
 
+A request with flows is planned over time by `national.waiting`, which then places it on the
+site of its plan with `place_flows`: one engine decision pinned to that site, and its parts
+with the flows' windows, reserved as above.
+
 A quote takes the same ask and decide steps (`_choose`, shared with every attempt) for one
 request alone, outside the batches, and stops before the reservation: it prepares, commits and
 stores nothing.
@@ -23,6 +27,7 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from cnbrain.domain.decision import Decision, DecisionStatus
@@ -30,13 +35,17 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import PathReader, WireError, request_json
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.group_commit import GroupCommit
-from cnbrain.national import planner
+from cnbrain.ledger.calendar import Window
+from cnbrain.ledger.claim import duration_seconds
+from cnbrain.national import flow_parts, planner
 from cnbrain.national.coordinator import Commitment, Coordinator
 from cnbrain.national.planner import Answers, AttemptError, Plan
 from cnbrain.national.regions import Region, RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.routing.composed import ComposedRouter
 from cnbrain.routing.paths import GraphPath
+from cnbrain.scheduling.flow_options import FlowOption
+from cnbrain.scheduling.flow_requests import flow_holds
 from cnbrain.v1 import regional_pb2
 
 BATCH_CAP = 64
@@ -121,16 +130,81 @@ class CrossRegionPlacer:
         finally:
             del self._inflight[request.id]
 
-    async def release(self, reservation_id: str, reason: str) -> bool:
-        """Release every part of a committed cross-region reservation; False when the
-        national brain holds no such reservation."""
+    async def release(
+        self, reservation_id: str, reason: str, *, keep_delivery: bool = False
+    ) -> bool:
+        """Release every part of a committed cross-region reservation (with `keep_delivery`,
+        but the delivery flows, which hold until their windows end); False when the national
+        brain holds no such reservation."""
         owners = await self._held.owners_of(reservation_id)
         if owners is None:
             return False
         await asyncio.gather(
-            *(self._coordinator.release(owner, [reservation_id], reason) for owner in owners)
+            *(
+                self._coordinator.release(
+                    owner, [reservation_id], reason, keep_delivery=keep_delivery
+                )
+                for owner in owners
+            )
         )
         return True
+
+    async def committed(self, request_id: str) -> Decision | None:
+        """The decision committed earlier for `request_id`, or None."""
+        earlier = await self._held.held_decisions([request_id])
+        found = earlier.get(request_id)
+        return None if found is None else Decision.model_validate(found)
+
+    async def place_flows(
+        self, request: PlacementRequest, flow: FlowOption, *, site_id: str, start_s: int
+    ) -> Decision:
+        """Place `request` (one with flows) on `site_id`, its job starting at epoch second
+        `start_s`, once its staging is done, and reserve in two phases: its compute and
+        continuous bandwidth (on the engine's path to the site, as for any request) from the
+        start of its staging to the end of its run, and every flow of `flow` over its own
+        window, each owner holding the links of a flow it owns (`flow_parts.with_flows`).
+        The committed decision (with `starts_at`), or the rejection with why a part was
+        refused."""
+        engine = self._live_map.engine
+        arrays = engine.arrays
+        backbone, _ = await self._live_map.snapshot()
+        pinned = backbone.only_on(arrays.map.site_index[site_id])
+        async with self._plan_lock:
+            [decision] = await asyncio.to_thread(
+                engine.place_batch, [request], reserve=False, snapshot=pinned
+            )
+        if decision.status is DecisionStatus.REJECTED:
+            return planner.rejected(request, decision.reason or f"{site_id} cannot take it")
+        reservation = engine.reservation_for(request, decision)
+        held_from = start_s - flow.lead
+        limited = await self._held.nationally_limited([request.tenant])
+        parts = flow_parts.with_flows(
+            planner.parts(
+                request,
+                decision,
+                reservation,
+                arrays,
+                start_s=held_from,
+                national_quota=request.tenant in limited,
+            ),
+            flow_holds(reservation.id, flow, start_s=start_s, arrays=arrays),
+            arrays,
+            window=Window(held_from, start_s + duration_seconds(request.duration_hours)),
+        )
+        decision = flow_parts.annotated(
+            decision,
+            reservation_id=reservation.id,
+            owners=[part.owner for part in parts],
+            starts_at=datetime.fromtimestamp(start_s, UTC),
+        )
+        plan = Plan(item=0, decision=decision, reservation=reservation, parts=parts)
+        failed = await self._coordinator.prepare([plan])
+        if not failed:
+            item = Pending(request=request, source_region="", text=request_json(request))
+            failed = await self._coordinator.commit([plan], _commitments([item], [plan]))
+        if failed:
+            return planner.rejected(request, str(failed[0]))
+        return decision
 
     async def _place(self, request: PlacementRequest, source_region: str) -> Decision:
         """The first attempt goes with whatever batch is next; every further one alone."""

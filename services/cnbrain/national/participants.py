@@ -17,7 +17,7 @@ from cnbrain.federation.local_ledger import (
     prepare_parts,
     release_parts,
 )
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.national.coordinator import Commitment, Participant
 from cnbrain.national.planner import owners
 from cnbrain.national.regions import Region, RegionDirectory, unavailable
@@ -43,9 +43,16 @@ class LocalParticipant:
         self._arrays = arrays
         self._watch = watch
 
-    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
+    async def prepare(
+        self, claims: Sequence[Claim], *, ttl_ms: int, flows: Sequence[FlowHold] = ()
+    ) -> list[str | None]:
         return await prepare_parts(
-            self._sessions, claims, ttl_ms=ttl_ms, arrays=self._arrays(), watch=self._watch
+            self._sessions,
+            claims,
+            ttl_ms=ttl_ms,
+            arrays=self._arrays(),
+            watch=self._watch,
+            flows=flows,
         )
 
     async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
@@ -53,8 +60,12 @@ class LocalParticipant:
             self._sessions, [(c.reservation_id, c.decision, c.request) for c in commitments]
         )
 
-    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
-        await release_parts(self._sessions, reservation_ids, watch=self._watch)
+    async def release(
+        self, reservation_ids: Sequence[str], reason: str, *, keep_delivery: bool = False
+    ) -> None:
+        await release_parts(
+            self._sessions, reservation_ids, watch=self._watch, keep_delivery=keep_delivery
+        )
 
     async def held_decisions(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The committed decision of every request of `request_ids` it holds one of."""
@@ -95,10 +106,21 @@ class RemoteParticipant:
         """The registration whose channel the calls take."""
         return self._region
 
-    async def prepare(self, claims: Sequence[Claim], *, ttl_ms: int) -> list[str | None]:
+    async def prepare(
+        self, claims: Sequence[Claim], *, ttl_ms: int, flows: Sequence[FlowHold] = ()
+    ) -> list[str | None]:
+        """`Participant.prepare`; each part carries the flows of its reservation id. Raises
+        ValueError for a flow of no claim of `claims`."""
+        flows_of: dict[str, list[FlowHold]] = {}
+        for flow in flows:
+            flows_of.setdefault(flow.reservation_id, []).append(flow)
+        strays = sorted(set(flows_of) - {c.reservation_id for c in claims})
+        if strays:
+            raise ValueError(f"flows of reservation {strays[0]!r}, not among the claims")
+        parts = [part_message(c, flows_of.get(c.reservation_id, ())) for c in claims]
         try:
             answer = await self._region.ledger.Prepare(
-                ledger_pb2.PrepareRequest(parts=[part_message(c) for c in claims], ttl_ms=ttl_ms),
+                ledger_pb2.PrepareRequest(parts=parts, ttl_ms=ttl_ms),
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:
@@ -128,10 +150,16 @@ class RemoteParticipant:
             raise RuntimeError(f"{len(answer.results)} results for {len(commitments)} parts")
         return [None if r.committed else r.reason or "refused" for r in answer.results]
 
-    async def release(self, reservation_ids: Sequence[str], reason: str) -> None:
+    async def release(
+        self, reservation_ids: Sequence[str], reason: str, *, keep_delivery: bool = False
+    ) -> None:
         try:
             await self._region.ledger.Release(
-                ledger_pb2.ReleaseRequest(reservation_ids=list(reservation_ids), reason=reason),
+                ledger_pb2.ReleaseRequest(
+                    reservation_ids=list(reservation_ids),
+                    reason=reason,
+                    keep_delivery=keep_delivery,
+                ),
                 timeout=self._deadline_s,
             )
         except grpc.aio.AioRpcError as error:

@@ -14,7 +14,7 @@ from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.ledger.claim import Claim, claim_from, window_of
+from cnbrain.ledger.claim import Claim, FlowHold, claim_from, window_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
@@ -61,10 +61,12 @@ class Answers:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One owner's part of a reservation."""
+    """One owner's part of a reservation: `claim`, and the `flows` it holds besides, each
+    over its own window, all of `claim`'s reservation and on links `owner` owns."""
 
     owner: str
     claim: Claim
+    flows: tuple[FlowHold, ...] = ()
 
 
 @dataclass(slots=True)
@@ -147,15 +149,7 @@ def parts(
     assert decision.path is not None and decision.site is not None
     window = window_of(start_s=start_s, duration_hours=request.duration_hours)
     whole = claim_from(reservation, arrays=arrays, tenant_id=request.tenant, window=window)
-    links_only = replace(
-        whole,
-        site_id=None,
-        cpu_m=0,
-        mem_mib=0,
-        storage_gib=0,
-        accelerator_model=None,
-        accelerator_count=0,
-    )
+    links_only = whole.without_compute()
     owners: dict[str, tuple[bool, bool, list[str]]] = {}
     for segment in decision.path.segments:
         destination, source, links = owners.get(segment.owner, (False, False, []))

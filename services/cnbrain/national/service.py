@@ -142,6 +142,12 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"wait_until_s must be within [0, {MAX_EPOCH_S}], not {wait_until}",
             )
+        if placement.moves_data and not wait_until:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "wait_until_s: a request with flows waits in its source region's queue and is"
+                " planned over time; it needs its latest start",
+            )
         if not wait_until:
             decision = await self._placer.place(placement, request.source_region)
             return national_pb2.PlaceCrossRegionResponse(decision_json=decision.model_dump_json())
@@ -330,7 +336,9 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
     async def ReleaseCrossRegion(
         self, request: national_pb2.ReleaseCrossRegionRequest, context: Context
     ) -> national_pb2.ReleaseCrossRegionResponse:
-        released = await self._placer.release(request.reservation_id, request.reason)
+        released = await self._placer.release(
+            request.reservation_id, request.reason, keep_delivery=request.keep_delivery
+        )
         return national_pb2.ReleaseCrossRegionResponse(released=released)
 
     @override

@@ -34,14 +34,15 @@ from cnbrain.v1 import regional_pb2
 class WaitPlan:
     """When a waiting request may start: the earliest start found within its max wait
     (epoch seconds) and its site, or None and None; and what was found, for the tenant.
-    `demand` is what the plan holds from its start for `duration_s` (by resource, by id:
-    `demand_by_id`), empty without a start."""
+    `demand` is what the plan holds from `lead_s` before its start (its flows' staging) for
+    `lead_s + duration_s` (by resource, by id: `demand_by_id`), empty without a start."""
 
     start_s: int | None
     site_id: str | None
     reason: str
     demand: tuple[tuple[tuple[str, ...], int], ...] = ()
     duration_s: int = 0
+    lead_s: int = 0
 
 
 class Booked(Protocol):
@@ -181,14 +182,21 @@ def earliest_start(
     deadline_s: int,
 ) -> tuple[int, PlanOption[ResourceKey]] | None:
     """The earliest start by `deadline_s` of any option whose resources `calendar` has all,
-    for `duration_s`, with its option (ties: the option first in `options`); None if none."""
+    for `duration_s`, with its option (ties: the option first in `options`); None if none.
+    An option with parts in windows of their own (`PlanOption.timed`: flows) starts where
+    they all fit, its first part beginning by `deadline_s`."""
     best: tuple[int, PlanOption[ResourceKey]] | None = None
     for option in options:
         if not all(key in calendar for key in option.demand):
             continue
-        start = calendar.earliest(
-            option.demand, duration_s, not_before=calendar.now, deadline=deadline_s
-        )
+        if option.timed is None:
+            start = calendar.earliest(
+                option.demand, duration_s, not_before=calendar.now, deadline=deadline_s
+            )
+        else:
+            start = option.timed.earliest(
+                calendar, not_before=calendar.now, deadline=deadline_s + option.timed.lead
+            )
         if start is not None and (best is None or start < best[0]):
             best = (start, option)
     return best

@@ -22,6 +22,16 @@ now only if its plan, made around theirs, starts now, so a request planned later
 the room of one planned before it (conservative backfill over the federation). The placer
 chooses the site then, among the request's candidates as for any request.
 
+A request with flows is always planned before it is placed (step 2 before step 1; step 3
+does not apply): its options are the flow options of its Top-N sites
+(`scheduling.flow_requests`: per site and transfer rate, its compute from the start of its
+staging and every flow on its own route and in its own window), planned on the joint
+calendar of every owner they cross, around the other plans. When its first flow starts now,
+the placer places it on the plan's site (`CrossRegionPlacer.place_flows`): every owner holds
+its share of each flow over the flow's window, and the decision says when the job starts
+(`Decision.starts_at`, once its staging is done). Otherwise its plan is kept, as above; no
+room is made for it by preemption.
+
 The source region stores the plan as the request's estimated start and asks again at its
 next rounds, until the request is placed or its max wait passes.
 """
@@ -47,6 +57,7 @@ from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.wait_planner import WaitPlan
 from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.flow_requests import flow_plan_options
 from cnbrain.scheduling.options import LedgerKeys, ledger_options
 from cnbrain.storage import ledger_store, wait_plans
 from cnbrain.storage.clock import moment_of
@@ -89,6 +100,8 @@ class PlaceOrPlan:
         wait until epoch second `wait_until_s` (None when placed). While other waiting
         requests have plans, `request` is placed now only if its own plan, made around
         theirs, starts now (module docstring)."""
+        if request.moves_data:
+            return await self._place_flows(request, source_region, wait_until_s=wait_until_s)
         now = int(self._clock())
         booked = await self._booked(request.id, now)
         if booked:
@@ -130,6 +143,45 @@ class PlaceOrPlan:
                 return decision, None
         return decision, WaitPlan(None, None, f"{plan.reason}; {room.reason}")
 
+    async def _place_flows(
+        self, request: PlacementRequest, source_region: str, *, wait_until_s: int
+    ) -> tuple[Decision, WaitPlan | None]:
+        """A request with flows, always planned before it is placed, around the other waiting
+        requests' plans (module docstring): placed on the site of its plan when its first
+        flow starts now, else its plan."""
+        earlier = await self._placer.committed(request.id)
+        if earlier is not None:
+            return earlier, None
+        engine = self._live_map.engine
+        pairs = (
+            await asyncio.to_thread(
+                flow_plan_options,
+                engine,
+                [request],
+                top_n=WAIT_OPTIONS,
+                keys=LedgerKeys(engine.arrays),
+            )
+        )[0]
+        now = int(self._clock())
+        booked = await self._booked(request.id, now)
+        options = [option for option, _ in pairs]
+        plan, chosen = await self._planned(
+            request, options, wait_until_s=wait_until_s, booked=booked
+        )
+        if plan.start_s is None or plan.site_id is None or chosen is None:
+            await self._forget(request.id)
+            return planner.rejected(request, plan.reason), plan
+        if plan.start_s - plan.lead_s > now:
+            await self._keep(request, source_region, plan)
+            return planner.rejected(request, plan.reason), plan
+        decision = await self._placer.place_flows(
+            request, pairs[chosen][1], site_id=plan.site_id, start_s=plan.start_s
+        )
+        if decision.status is DecisionStatus.PLACED:
+            await self._forget(request.id)
+            return decision, None
+        return decision, plan
+
     async def plan(
         self,
         request: PlacementRequest,
@@ -148,8 +200,24 @@ class PlaceOrPlan:
                 )
             )[0]
         )
+        plan, _ = await self._planned(request, options, wait_until_s=wait_until_s, booked=booked)
+        return options, plan
+
+    async def _planned(
+        self,
+        request: PlacementRequest,
+        options: list[PlanOption[ResourceKey]],
+        *,
+        wait_until_s: int,
+        booked: Sequence[wait_planner.Booked],
+    ) -> tuple[WaitPlan, int | None]:
+        """The earliest start of `request` on `options` by `wait_until_s`, on the joint
+        calendar of the backbone and the regions their resources belong to, where the plans
+        `booked` do not stand; and the index of its option in `options` (None: no start)."""
         if not options:
-            return [], WaitPlan(None, None, "no site of the federation can ever take it")
+            return WaitPlan(None, None, "no site of the federation can ever take it"), None
+        engine = self._live_map.engine
+        arrays = engine.arrays
         now = int(self._clock())
         owners = wait_planner.wanted(options, arrays)
         async with self._sessions() as session, session.begin():
@@ -161,7 +229,7 @@ class PlaceOrPlan:
             )
         except WireError as wrong:
             log.warning("a region's timelines for %s are not valid: %s", request.id, wrong)
-            return options, WaitPlan(None, None, f"a region's calendar was not valid: {wrong}")
+            return WaitPlan(None, None, f"a region's calendar was not valid: {wrong}"), None
         wait_planner.book(calendar, booked, arrays)
         duration_s = duration_seconds(request.duration_hours)
         found = wait_planner.earliest_start(
@@ -170,20 +238,22 @@ class PlaceOrPlan:
         unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""
         around = f", around {len(booked)} other waiting requests' plans" if booked else ""
         if found is None:
-            return options, WaitPlan(
-                None,
-                None,
-                f"no candidate site is free for it within its max wait{around}{unheard}",
-            )
+            no_start = f"no candidate site is free for it within its max wait{around}{unheard}"
+            return WaitPlan(None, None, no_start), None
         start, option = found
-        return options, WaitPlan(
+        lead, span = 0, duration_s
+        if option.timed is not None:
+            lead = option.timed.lead
+            span = max(part.offset + part.duration for part in option.timed.parts)
+        return WaitPlan(
             start,
             option.label,
             f"planned by the national brain on {option.label} from epoch second {start}"
             f"{around}{unheard}",
             demand=wait_planner.demand_by_id(option.demand, arrays),
-            duration_s=duration_s,
-        )
+            duration_s=span,
+            lead_s=lead,
+        ), next(i for i, one in enumerate(options) if one is option)
 
     async def _booked(self, request_id: str, now: int) -> list[wait_plans.StoredPlan]:
         """The live plans of the other waiting requests, earliest first: those whose
@@ -225,7 +295,7 @@ class PlaceOrPlan:
             request_id=request.id,
             source_region=source_region,
             demand=plan.demand,
-            start_s=plan.start_s,
+            start_s=plan.start_s - plan.lead_s,
             end_s=plan.start_s + plan.duration_s,
         )
         async with self._sessions.begin() as session:

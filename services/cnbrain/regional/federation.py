@@ -671,15 +671,18 @@ class NationalLink:
             raise _national_unavailable(error) from error
         return [_route_view(route) for route in answer.routes]
 
-    async def release(self, reservation_id: str, reason: str) -> bool:
-        """Release a cross-region reservation in every owner; True when the national brain
-        held it. Raises PeerUnavailable when the national brain cannot be reached or does not
-        answer in time (then nothing is known to have been released)."""
+    async def release(
+        self, reservation_id: str, reason: str, *, keep_delivery: bool = False
+    ) -> bool:
+        """Release a cross-region reservation in every owner (with `keep_delivery`, but its
+        delivery flows); True when the national brain held it. Raises PeerUnavailable when
+        the national brain cannot be reached or does not answer in time (then nothing is
+        known to have been released)."""
         try:
             answer = await self._national.call(
                 lambda stub: stub.ReleaseCrossRegion(
                     national_pb2.ReleaseCrossRegionRequest(
-                        reservation_id=reservation_id, reason=reason
+                        reservation_id=reservation_id, reason=reason, keep_delivery=keep_delivery
                     ),
                     timeout=self._deadline_s * 3,
                 )

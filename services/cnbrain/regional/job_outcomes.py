@@ -178,7 +178,8 @@ async def release_elsewhere(
 ) -> int:
     """Release, through `national` (the link to the national brain), the cross-region parts
     of this brain's requests that have ended (completed, failed or cancelled), or of
-    `request_ids`; returns how many. Nothing happens on a standalone brain (`national` None).
+    `request_ids` (a completed job's delivery flows hold until their windows end); returns
+    how many. Nothing happens on a standalone brain (`national` None).
     A national brain that cannot be reached leaves the rest for the next call (the dispatcher
     calls this every round)."""
     if national is None:
@@ -188,9 +189,9 @@ async def release_elsewhere(
             session, request_ids=request_ids
         )
     released = 0
-    for part_id in part_ids:
+    for part_id, completed in part_ids:
         try:
-            await national.release(part_id, "the request's job ended")
+            await national.release(part_id, "the request's job ended", keep_delivery=completed)
         except PeerUnavailable as error:
             log.warning(
                 "could not release cross-region part %s (%s); trying again later",

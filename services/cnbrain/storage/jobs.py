@@ -22,7 +22,7 @@ Every function works inside the caller's transaction and never commits. State ch
 conditional updates, so two instances cannot both make the same change.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Final
@@ -45,9 +45,8 @@ from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict, on_postgresql
 from cnbrain.storage.models import (
     JobRecord,
+    JobStart,
     PlacementRequestRecord,
-    ReservationFlow,
-    ReservationRecord,
     SiteRecord,
 )
 
@@ -246,18 +245,30 @@ async def stalled_requests(session: AsyncSession, *, limit: int = 100) -> list[S
     return stalled
 
 
+async def save_starts(session: AsyncSession, starts: Mapping[str, datetime]) -> None:
+    """Record, by request id, when each placed request's job may start (`queue_first_attempts`
+    waits until then); a request's earlier start is replaced."""
+    if not starts:
+        return
+    insert = insert_on_conflict(session, JobStart)
+    await session.execute(
+        insert.on_conflict_do_update(
+            index_elements=[JobStart.request_id], set_={"start_at": insert.excluded.start_at}
+        ),
+        [{"request_id": rid, "start_at": at} for rid, at in starts.items()],
+    )
+
+
 async def queue_first_attempts(session: AsyncSession, *, limit: int = 100) -> int:
-    """Queue attempt 1 of every placed request that has a job, no attempt yet and no staging
-    still under way (its job starts once its data is on the site), at most `limit`, oldest
-    first, on the request's site; returns how many were queued. Safe when several instances
-    do it at once (the primary key keeps one row per attempt)."""
+    """Queue attempt 1 of every placed request that has a job, no attempt yet and whose job
+    may start (`save_starts`: once its data is on the site), at most `limit`, oldest first, on
+    the request's site; returns how many were queued. Safe when several instances do it at
+    once (the primary key keeps one row per attempt)."""
     r, s = PlacementRequestRecord, SiteRecord
-    f, held = ReservationFlow, ReservationRecord
     now = utcnow()
     staging = (
-        select(f.id)
-        .join(held, held.id == f.reservation_id)
-        .where(held.request_id == r.id, f.kind == "staging", f.end_at > now)
+        select(JobStart.request_id)
+        .where(JobStart.request_id == r.id, JobStart.start_at > now)
         .exists()
     )
     rows = (

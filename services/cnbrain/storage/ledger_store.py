@@ -28,13 +28,15 @@ Contract:
 - `calendar_of` reads the calendar of the brain's sites and links: what held reservations
   and cross-brain parts take over their windows. Its free amount now is the snapshot's, but
   on a link that flows cross (below).
-- Flows (`FlowHold`): a reservation taken with `reserve_many` may hold bandwidth on links
-  over windows of its own (staging before its job starts, delivery after it ends). They are
-  not in the `used` columns: the calendar counts each over its window, the snapshot the most
-  they hold on each link at once (of those not ended), and a batch that takes bandwidth on
-  a link some flow holds (or that holds flows itself) must fit that link's calendar over
-  time as well, checked under the link rows' locks. Releasing a reservation deletes its
-  flows, but its delivery when asked to keep it (its job completed: its results still move).
+- Flows (`FlowHold`): a reservation taken with `reserve_many`, or a cross-brain part taken
+  with `take_many`, may hold bandwidth on links over windows of its own (staging before its
+  job starts, delivery after it ends). They are not in the `used` columns: the calendar
+  counts each over its window, the snapshot the most they hold on each link at once (of
+  those not ended), and a batch that takes bandwidth on a link some flow holds (or that
+  holds flows itself) must fit that link's calendar over time as well, checked under the
+  link rows' locks. Every flow stored holds, whoever's it is: releasing a reservation
+  (`release`) or a part (`drop_flows`, in the same transaction) deletes its flows, but its
+  delivery when asked to keep it (its job completed: its results still move).
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
@@ -44,14 +46,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Row, Select, delete, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, Row, Select, delete, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import HOLDING, ReservationState
 from cnbrain.ledger.audit import Usage
 from cnbrain.ledger.calendar import Calendar, Window
-from cnbrain.ledger.claim import Claim, FlowHold
+from cnbrain.ledger.claim import DELIVERY, FLOW_KINDS, MAX_FLOW_MBPS, Claim, FlowHold
 from cnbrain.ledger.keys import (
     SITE_COMPUTE,
     ResourceKey,
@@ -96,6 +98,8 @@ __all__ = [
     "calendar_of",
     "check_invariants",
     "claim_of_row",
+    "drop_flows",
+    "flows_of",
     "give_back_many",
     "held_claims",
     "held_flows",
@@ -349,21 +353,28 @@ async def _flows(
     *,
     now: int,
     request_id: str | None = None,
+    reservation_ids: Collection[str] | None = None,
     on_links: Collection[str] | None = None,
     under_way: bool = False,
 ) -> list[tuple[FlowHold, str]]:
-    """The flows whose window ends after `now` (of one request, or crossing one of
-    `on_links`, when named; with `under_way`, only those that started by `now`), each with
-    its reservation's request id, by start."""
-    f, r, fl = ReservationFlow, ReservationRecord, ReservationFlowLink
+    """The flows whose window ends after `now` (of one request, of `reservation_ids`, or
+    crossing one of `on_links`, when named; with `under_way`, only those that started by
+    `now`), each with the request id of its reservation or cross-brain part (its
+    reservation id when it has neither: a part being prepared in this transaction), by
+    start."""
+    f, r, p, fl = ReservationFlow, ReservationRecord, PeerReservation, ReservationFlowLink
+    request = func.coalesce(r.request_id, p.request_id, f.reservation_id)
     query = (
-        select(f, r.request_id)
-        .join(r, r.id == f.reservation_id)
+        select(f, request)
+        .outerjoin(r, r.id == f.reservation_id)
+        .outerjoin(p, p.id == f.reservation_id)
         .where(f.end_at > moment_of(now))
         .order_by(f.start_at, f.id)
     )
     if request_id is not None:
-        query = query.where(r.request_id == request_id)
+        query = query.where(request == request_id)
+    if reservation_ids is not None:
+        query = query.where(f.reservation_id.in_(sorted(reservation_ids)))
     if under_way:
         query = query.where(f.start_at <= moment_of(now))
     if on_links is not None:
@@ -500,23 +511,35 @@ async def reserve_many(
     ids = [claim.reservation_id for claim in held]
     if len(set(ids)) != len(ids):
         raise LedgerStoreError("a reservation id appears more than once")
-    strays = sorted({flow.reservation_id for flow in flows} - set(ids))
-    if strays:
-        raise LedgerStoreError(f"flows of reservation {strays[0]!r}, not among the claims")
+    _check_belong(held, flows)
     await _take(session, held, store=held, flows=flows, lock_tenants=lock_tenants)
 
 
 async def take_many(
-    session: AsyncSession, *, claims: Sequence[Claim], lock_tenants: Collection[str] = ()
+    session: AsyncSession,
+    *,
+    claims: Sequence[Claim],
+    flows: Sequence[FlowHold] = (),
+    lock_tenants: Collection[str] = (),
 ) -> None:
     """Take the amounts of every claim of `claims` inside the caller's transaction, as
     `reserve_many` does but without storing reservations: compute on its site (none when its
     site is None), bandwidth on its links, and the tenant's quota (when it counts it). All of
     them, or raise as `reserve_many` does and leave the caller to roll back; the quota rows
     of `lock_tenants` are locked as `reserve_many` locks them, and room holds count and end
-    as there. Nothing happens for an empty `claims`."""
+    as there. `flows`, each of one of `claims` (by reservation id), are checked and stored
+    as `reserve_many` holds them; the caller deletes them (`drop_flows`) when it gives the
+    claims back. Nothing happens for an empty `claims`."""
     if claims:
-        await _take(session, claims, store=(), lock_tenants=lock_tenants)
+        _check_belong(claims, flows)
+        await _take(session, claims, store=(), flows=flows, lock_tenants=lock_tenants)
+
+
+def _check_belong(claims: Sequence[Claim], flows: Sequence[FlowHold]) -> None:
+    """LedgerStoreError unless every flow of `flows` is of a claim of `claims`."""
+    strays = sorted({flow.reservation_id for flow in flows} - {c.reservation_id for c in claims})
+    if strays:
+        raise LedgerStoreError(f"flows of reservation {strays[0]!r}, not among the claims")
 
 
 def _reservation(claim: Claim) -> Claim:
@@ -600,13 +623,13 @@ async def _take(
     # Every row is locked and checked: take the sums and store the reservations.
     try:
         changed = await sql.take(sums, store, utcnow())
+        if flows:
+            await _insert_flows(session, flows)
     except IntegrityError as exc:
         raise LedgerStoreError(
-            f"reservations cannot be stored (an id in use, or an unknown request): "
+            f"reservations or flows cannot be stored (an id in use, or an unknown request): "
             f"{exc.orig or exc}"
         ) from None
-    if flows:
-        await _insert_flows(session, flows)
     for keys, count, what in (
         (sums.sites, changed[0], "sites"),
         (sums.pools, changed[1], "accelerator pools"),
@@ -786,14 +809,23 @@ async def release(
         raise LedgerStoreError(f"reservation {reservation_id!r} is not held ({record.state})")
     links = await reservation_links(session, reservation_id=reservation_id)
     await give_back_many(session, claims=[claim_of_row(record, link_ids=links)])
+    await drop_flows(session, reservation_ids=[reservation_id], keep_delivery=keep_delivery)
+    return record
+
+
+async def drop_flows(
+    session: AsyncSession, *, reservation_ids: Collection[str], keep_delivery: bool = False
+) -> None:
+    """Delete the flows of `reservation_ids` (reservations or cross-brain parts the caller
+    releases in its transaction), but their delivery with `keep_delivery`, which then
+    holds until its window ends; and every flow whose window has ended. Two statements."""
     f, fl = ReservationFlow, ReservationFlowLink
-    ended = f.reservation_id == reservation_id
+    ended: ColumnElement[bool] = f.reservation_id.in_(sorted(reservation_ids))
     if keep_delivery:
-        ended = ended & (f.kind != "delivery")
+        ended = ended & (f.kind != DELIVERY)
     gone = select(f.id).where(ended | (f.end_at <= utcnow()))
     await session.execute(delete(fl).where(fl.flow_id.in_(gone)))
     await session.execute(delete(f).where(f.id.in_(gone)))
-    return record
 
 
 async def reservation_links(session: AsyncSession, *, reservation_id: str) -> list[str]:
@@ -832,8 +864,23 @@ async def held_claims(session: AsyncSession, *, request_id: str) -> list[Claim]:
 
 
 async def held_flows(session: AsyncSession, *, request_id: str) -> list[FlowHold]:
-    """The flows of `request_id`'s reservations that have not ended, by start."""
+    """The flows of `request_id`'s reservations and cross-brain parts that have not ended,
+    by start."""
     return [flow for flow, _ in await _flows(session, now=epoch_s(utcnow()), request_id=request_id)]
+
+
+async def flows_of(
+    session: AsyncSession, *, reservation_ids: Collection[str], now: int
+) -> dict[str, list[FlowHold]]:
+    """The flows of each of `reservation_ids` (reservations or cross-brain parts) whose
+    window ends after epoch second `now`, by start; an id without any has no entry. Two
+    statements at most."""
+    if not reservation_ids:
+        return {}
+    found: dict[str, list[FlowHold]] = {}
+    for flow, _ in await _flows(session, now=now, reservation_ids=reservation_ids):
+        found.setdefault(flow.reservation_id, []).append(flow)
+    return found
 
 
 async def check_invariants(session: AsyncSession, *, require_fit: bool = True) -> None:
@@ -860,12 +907,15 @@ async def usages(session: AsyncSession) -> list[Usage]:
 
 
 def _validate_flow(flow: FlowHold) -> None:
-    """LedgerStoreError unless `flow` holds a positive bandwidth on distinct links."""
-    if flow.mbps <= 0 or not flow.link_ids or len(set(flow.link_ids)) != len(flow.link_ids):
-        raise LedgerStoreError(
-            f"flow of reservation {flow.reservation_id!r}: it needs a positive mbps on "
-            "distinct links"
-        )
+    """LedgerStoreError unless `flow` is of a known kind (`FLOW_KINDS`) and holds from 1 to
+    `MAX_FLOW_MBPS` on distinct links."""
+    where = f"flow of reservation {flow.reservation_id!r}"
+    if flow.kind not in FLOW_KINDS:
+        raise LedgerStoreError(f"{where}: unknown kind {flow.kind!r}")
+    if not 0 < flow.mbps <= MAX_FLOW_MBPS:
+        raise LedgerStoreError(f"{where}: mbps must be within 1..{MAX_FLOW_MBPS}")
+    if not flow.link_ids or len(set(flow.link_ids)) != len(flow.link_ids):
+        raise LedgerStoreError(f"{where}: it needs distinct links")
 
 
 def _validate(claim: Claim) -> None:

@@ -273,15 +273,17 @@ class ReservationLink(Base):
 class ReservationFlow(Base):
     """A flow of reservation `reservation_id`'s request (`kind`: staging, stream, delivery or
     serving; `peer` its far end): `mbps` on every link of its route
-    (`reservation_flow_links`) over [`start_at`, `end_at`). `id` is the reservation's id and
-    the flow's number. It holds until its window ends, not in the links' `used` columns: the
-    calendar counts it over its window. Releasing the reservation deletes its flows, but its
-    delivery when the job completed."""
+    (`reservation_flow_links`) over [`start_at`, `end_at`). `reservation_id` is a held
+    reservation's (`reservations`) or a cross-brain part's (`peer_reservations`), so it
+    refers to neither table. `id` is the reservation's id and the flow's number. It holds
+    until its window ends, not in the links' `used` columns: the calendar counts it over its
+    window. Releasing the reservation or part deletes its flows, but its delivery when the
+    job completed."""
 
     __tablename__ = "reservation_flows"
 
     id: Mapped[str] = mapped_column(String(80), primary_key=True)
-    reservation_id: Mapped[str] = mapped_column(ForeignKey("reservations.id"), index=True)
+    reservation_id: Mapped[str] = mapped_column(String(64), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     peer: Mapped[str] = mapped_column(String(128))
     mbps: Mapped[int] = mapped_column(BigInteger)
@@ -340,6 +342,17 @@ class PeerReservationLink(Base):
         ForeignKey("peer_reservations.id"), primary_key=True
     )
     link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True, index=True)
+
+
+class JobStart(Base):
+    """When the job of placed request `request_id` may be handed to its site's scheduler:
+    `start_at`, once the data it stages is on the site (`Decision.starts_at`). A placed
+    request without a row starts at once."""
+
+    __tablename__ = "job_starts"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("placement_requests.id"), primary_key=True)
+    start_at: Mapped[datetime]
 
 
 class JobRecord(Base):

@@ -10,11 +10,17 @@ Contract:
   for a local reservation, stay taken until it is released, which frees the rest of its
   window at once. A part on a site ends its request's room hold here (`room_holds`), in the
   transaction that prepares it, and cannot take the room held for other requests.
+- A part may hold flows (`FlowHold`) besides, each on this brain's links over its own window,
+  checked, stored and counted as a local reservation's flows are (`ledger_store`: the
+  calendar, the snapshot's peak, `held_flows`). Only the flows of a part that holds count:
+  releasing or expiring a part deletes its flows in the same transaction, but its delivery
+  when a release asks to keep it (the job completed: its results still move).
 - `commit` makes a prepared, unexpired part `held` and records the decision. `release` gives
   back what a prepared or held part took, exactly once. `expire` releases every prepared
   part whose time has passed.
 - Every call is idempotent by reservation id: a repeated prepare or commit that succeeded
-  succeeds again without taking anything twice; a repeated release answers False.
+  succeeds again without taking anything twice (flows included); a repeated release answers
+  False.
 - `prepare_many`, `commit_many` and `release_many` do the same for many parts in the caller's
   one transaction, each part on its own: a part that cannot be prepared (each runs in a
   savepoint) or committed leaves the others as they are. Each runs a fixed number of
@@ -29,8 +35,13 @@ from typing import Any
 from sqlalchemy import Select, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.domain.states import HOLDING, RELEASED_AFTER_PLACED, ReservationState
-from cnbrain.ledger.claim import Claim
+from cnbrain.domain.states import (
+    HOLDING,
+    RELEASED_AFTER_PLACED,
+    RequestState,
+    ReservationState,
+)
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.storage import ledger_store
 from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
@@ -42,29 +53,39 @@ from cnbrain.storage.models import (
 )
 
 
-async def prepare(session: AsyncSession, *, claim: Claim, expires_at: datetime) -> bool:
-    """Take `claim` as a prepared part that lapses at `expires_at`; True when this call took
-    it, False when a part prepared or held under the same id was left as it is. Raises
-    CapacityConflict or QuotaExceeded (something is short), or LedgerStoreError (the id was
-    released, or names other amounts or another window; a malformed claim).
+async def prepare(
+    session: AsyncSession,
+    *,
+    claim: Claim,
+    expires_at: datetime,
+    flows: Sequence[FlowHold] = (),
+) -> bool:
+    """Take `claim`, with its `flows`, as a prepared part that lapses at `expires_at`; True
+    when this call took it, False when a part prepared or held under the same id was left as
+    it is. Raises CapacityConflict or QuotaExceeded (something is short), or
+    LedgerStoreError (the id was released, or names other amounts, another window or other
+    flows; a malformed claim or flow; a flow of another reservation).
     """
     earlier = await session.get(PeerReservation, claim.reservation_id, populate_existing=True)
     if earlier is not None:
-        _check_same(earlier, claim)
+        now = epoch_s(utcnow())
+        held = await ledger_store.flows_of(session, reservation_ids=[earlier.id], now=now)
+        _check_same(earlier, claim, flows, held.get(earlier.id, ()), now)
         return False
-    await ledger_store.take_many(session, claims=[claim])
+    await ledger_store.take_many(session, claims=[claim], flows=flows)
     await _insert(session, [claim], expires_at)
     return True
 
 
-Take = Callable[[AsyncSession, Sequence[Claim]], Awaitable[None]]
-"""How a brain takes the amounts of parts in the caller's transaction: `take_many`'s checks
-(the default), or more of its own (a regional brain holds the parts that count against
-quota to its cohorts' quotas too), raising as `take_many` does when it refuses."""
+Take = Callable[[AsyncSession, Sequence[Claim], Sequence[FlowHold]], Awaitable[None]]
+"""How a brain takes the amounts of parts and holds their flows (each of one of the parts) in
+the caller's transaction: `take_many`'s checks (the default), or more of its own (a regional
+brain holds the parts that count against quota to its cohorts' quotas too), raising as
+`take_many` does when it refuses."""
 
 
-async def _take(session: AsyncSession, claims: Sequence[Claim]) -> None:
-    await ledger_store.take_many(session, claims=claims)
+async def _take(session: AsyncSession, claims: Sequence[Claim], flows: Sequence[FlowHold]) -> None:
+    await ledger_store.take_many(session, claims=claims, flows=flows)
 
 
 async def prepare_many(
@@ -73,17 +94,29 @@ async def prepare_many(
     claims: Sequence[Claim],
     expires_at: datetime,
     take: Take = _take,
+    flows: Sequence[FlowHold] = (),
 ) -> list[bool | str]:
-    """`prepare` of every claim, in order, each on its own within the caller's transaction;
-    for each: True (this call took it), False (prepared or held before under the same id, or
-    earlier in `claims` with the same amounts and window), or why it was refused (something
-    short, the id released or used with other amounts or another window). Other errors (the
-    database's) propagate and leave the caller to roll back everything.
+    """`prepare` of every claim, in order, each on its own within the caller's transaction,
+    with the flows of `flows` that are its (by reservation id); for each: True (this call
+    took it), False (prepared or held before under the same id, or earlier in `claims` with
+    the same amounts and window), or why it was refused (something short, its flows among
+    them; the id released or used with other amounts, another window or other flows). A
+    refused part's flows are not stored. Raises LedgerStoreError, before anything is done,
+    for a flow of no claim of `claims`. Other errors (the database's) propagate and leave
+    the caller to roll back everything.
 
-    The amounts of all fresh claims are first taken together (`take`; by default
+    The amounts and flows of all fresh claims are first taken together (`take`; by default
     `ledger_store.take_many`: the sums per row, a fixed number of statements) in one
-    savepoint; only when that is refused is it undone and each claim taken in a savepoint
-    of its own. The parts are then stored with one insert per table."""
+    savepoint; only when that is refused is it undone and each claim taken with its flows
+    in a savepoint of its own. The parts are then stored with one insert per table (the
+    flows by `take`); the flows of the parts prepared before are read with two statements,
+    when there are such parts."""
+    flows_of: dict[str, list[FlowHold]] = {}
+    for flow in flows:
+        flows_of.setdefault(flow.reservation_id, []).append(flow)
+    strays = sorted(set(flows_of) - {claim.reservation_id for claim in claims})
+    if strays:
+        raise LedgerStoreError(f"flows of reservation {strays[0]!r}, not among the claims")
     results: list[bool | str | None] = [None] * len(claims)
     ids = sorted({claim.reservation_id for claim in claims})
     earlier = {
@@ -94,11 +127,14 @@ async def prepare_many(
             .execution_options(populate_existing=True)
         )
     }
+    now = epoch_s(utcnow())
+    held = await ledger_store.flows_of(session, reservation_ids=sorted(earlier), now=now)
     fresh: dict[str, int] = {}
     for i, claim in enumerate(claims):
+        rid = claim.reservation_id
         try:
-            if claim.reservation_id in earlier:
-                _check_same(earlier[claim.reservation_id], claim)
+            if rid in earlier:
+                _check_same(earlier[rid], claim, flows_of.get(rid, ()), held.get(rid, ()), now)
                 results[i] = False
             elif claim.reservation_id in fresh:
                 if claims[fresh[claim.reservation_id]] != claim:
@@ -112,16 +148,20 @@ async def prepare_many(
         except LedgerStoreError as refused:
             results[i] = str(refused)
     order = sorted(fresh.values())
+
+    def flows_of_claims(positions: Sequence[int]) -> list[FlowHold]:
+        return [flow for i in positions for flow in flows_of.get(claims[i].reservation_id, ())]
+
     try:
         async with session.begin_nested():
-            await take(session, [claims[i] for i in order])
+            await take(session, [claims[i] for i in order], flows_of_claims(order))
         for i in order:
             results[i] = True
     except (CapacityConflict, QuotaExceeded, LedgerStoreError):
         for i in order:
             try:
                 async with session.begin_nested():
-                    await take(session, [claims[i]])
+                    await take(session, [claims[i]], flows_of_claims([i]))
                 results[i] = True
             except (CapacityConflict, QuotaExceeded, LedgerStoreError) as refused:
                 results[i] = str(refused)
@@ -216,12 +256,15 @@ def _not_committed(reservation_id: str, state: str | None) -> str | None:
     return f"reservation {reservation_id!r} was released before its commit"
 
 
-async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str]) -> list[bool]:
+async def release_many(
+    session: AsyncSession, *, reservation_ids: Sequence[str], keep_delivery: bool = False
+) -> list[bool]:
     """`release` of every reservation id, in order; for each, whether this call released it
     (an id repeated in `reservation_ids` is released by its first entry only). One UPDATE
     marks every prepared or held part released (the rows locked in id order) and returns its
-    amounts, one SELECT reads their links, and `ledger_store.give_back_many` gives the sums
-    back with one UPDATE per capacity table."""
+    amounts, one SELECT reads their links, `ledger_store.give_back_many` gives the sums
+    back with one UPDATE per capacity table, and `ledger_store.drop_flows` deletes their
+    flows (but the deliveries with `keep_delivery`) with two statements."""
     ids = sorted(set(reservation_ids))
     if not ids:
         return []
@@ -267,6 +310,10 @@ async def release_many(session: AsyncSession, *, reservation_ids: Sequence[str])
             for rid, row in sorted(released.items())
         ],
     )
+    if released:
+        await ledger_store.drop_flows(
+            session, reservation_ids=sorted(released), keep_delivery=keep_delivery
+        )
     seen: set[str] = set()
     answers = []
     for rid in reservation_ids:
@@ -300,14 +347,21 @@ async def commit(
     return (await commit_many(session, entries=entries, now=now))[0]
 
 
-async def release(session: AsyncSession, *, reservation_id: str) -> bool:
-    """Give back what the part took and mark it released; False when there was nothing
-    (unknown, or released already)."""
-    return (await release_many(session, reservation_ids=[reservation_id]))[0]
+async def release(
+    session: AsyncSession, *, reservation_id: str, keep_delivery: bool = False
+) -> bool:
+    """Give back what the part took, its flows included (but its delivery with
+    `keep_delivery`), and mark it released; False when there was nothing (unknown, or
+    released already)."""
+    released = await release_many(
+        session, reservation_ids=[reservation_id], keep_delivery=keep_delivery
+    )
+    return released[0]
 
 
 async def expire(session: AsyncSession, *, now: datetime | None = None) -> list[str]:
-    """Release every prepared part whose `expires_at` has passed; their ids."""
+    """Release every prepared part whose `expires_at` has passed, and delete its flows;
+    their ids."""
     now = now or utcnow()
     p = PeerReservation
     lapsed = list(
@@ -367,21 +421,31 @@ async def active_parts(session: AsyncSession) -> list[PeerReservation]:
 
 async def unreleased_parts_of_ended_requests(
     session: AsyncSession, *, request_ids: Sequence[str] | None = None
-) -> list[str]:
+) -> list[tuple[str, bool]]:
     """The ids of the parts not released yet of this brain's requests that have ended
-    (completed, failed or cancelled), or only of `request_ids`, oldest first."""
+    (completed, failed or cancelled), or only of `request_ids`, oldest first, each with
+    whether its request completed."""
     p, r = PeerReservation, PlacementRequestRecord
     query = (
-        select(p.id)
+        select(p.id, r.state == RequestState.COMPLETED)
         .join(r, r.id == p.request_id)
         .where(p.state != ReservationState.RELEASED, r.state.in_(sorted(RELEASED_AFTER_PLACED)))
     )
     if request_ids is not None:
         query = query.where(p.request_id.in_(list(request_ids)))
-    return list(await session.scalars(query.order_by(p.created_at, p.id)))
+    found = await session.execute(query.order_by(p.created_at, p.id))
+    return [(part_id, bool(completed)) for part_id, completed in found.all()]
 
 
-def _check_same(earlier: PeerReservation, claim: Claim) -> None:
+def _check_same(
+    earlier: PeerReservation,
+    claim: Claim,
+    flows: Sequence[FlowHold],
+    held: Sequence[FlowHold],
+    now: int,
+) -> None:
+    """LedgerStoreError unless `claim` with `flows` asks what the unreleased part `earlier`,
+    holding `held`, took: the flows that have not ended by epoch second `now` compared."""
     if earlier.state == ReservationState.RELEASED:
         raise LedgerStoreError(f"reservation {claim.reservation_id!r} was released already")
     same = (
@@ -400,3 +464,16 @@ def _check_same(earlier: PeerReservation, claim: Claim) -> None:
             f"reservation {claim.reservation_id!r} was prepared with other amounts"
             " or another window"
         )
+    if _unended(flows, now) != _unended(held, now):
+        raise LedgerStoreError(
+            f"reservation {claim.reservation_id!r} was prepared with other flows"
+        )
+
+
+def _unended(flows: Sequence[FlowHold], now: int) -> list[tuple[object, ...]]:
+    """The flows of `flows` whose window ends after `now`, in a form to compare."""
+    return sorted(
+        (f.kind, f.peer, f.link_ids, f.mbps, f.window.start, f.window.end)
+        for f in flows
+        if f.window.end > now
+    )

@@ -34,6 +34,7 @@ class PartClaim(_message.Message):
     COUNT_QUOTA_FIELD_NUMBER: _builtins.int
     START_S_FIELD_NUMBER: _builtins.int
     END_S_FIELD_NUMBER: _builtins.int
+    FLOWS_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     request_id: _builtins.str
     tenant_id: _builtins.str
@@ -54,6 +55,14 @@ class PartClaim(_message.Message):
     def link_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Links of this brain the reservation takes mbps on."""
 
+    @_builtins.property
+    def flows(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartFlow]:
+        """The flows of the reservation's request that cross this brain's links, each over its own
+        window; at most 64. Each holds its mbps on its links of this brain (the others' parts
+        hold the rest of its route) from its start_s to its end_s, not over the part's window.
+        A part whose flow names a link of another owner, or is malformed, is refused on its own.
+        """
+
     def __init__(
         self,
         *,
@@ -66,14 +75,63 @@ class PartClaim(_message.Message):
         count_quota: _builtins.bool = ...,
         start_s: _builtins.int = ...,
         end_s: _builtins.int = ...,
+        flows: _abc.Iterable[Global___PartFlow] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "end_s", b"end_s", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "start_s", b"start_s", "tenant_id", b"tenant_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "end_s", b"end_s", "flows", b"flows", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "start_s", b"start_s", "tenant_id", b"tenant_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PartClaim: _TypeAlias = PartClaim  # noqa: Y015
+
+@_typing.final
+class PartFlow(_message.Message):
+    """One flow of a part: bandwidth on links of this brain over a window of its own (staging
+    before the job starts, a stream over its run, delivery of its results after it ends,
+    serving traffic).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    LINK_IDS_FIELD_NUMBER: _builtins.int
+    MBPS_FIELD_NUMBER: _builtins.int
+    START_S_FIELD_NUMBER: _builtins.int
+    END_S_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """staging, stream, delivery or serving."""
+    peer: _builtins.str
+    """The flow's far end (a site, or a province CODE), at most 128 characters."""
+    mbps: _builtins.int
+    """What the flow holds on each of its links, 1 to 10^9."""
+    start_s: _builtins.int
+    """The window [start_s, end_s) it holds over, in seconds since the Unix epoch, with
+    start_s < end_s, as a part's window is bounded.
+    """
+    end_s: _builtins.int
+    @_builtins.property
+    def link_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Links of this brain the flow crosses, distinct; at least 1 and at most 256."""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        peer: _builtins.str = ...,
+        link_ids: _abc.Iterable[_builtins.str] | None = ...,
+        mbps: _builtins.int = ...,
+        start_s: _builtins.int = ...,
+        end_s: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_s", b"end_s", "kind", b"kind", "link_ids", b"link_ids", "mbps", b"mbps", "peer", b"peer", "start_s", b"start_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartFlow: _TypeAlias = PartFlow  # noqa: Y015
 
 @_typing.final
 class PrepareRequest(_message.Message):
@@ -251,7 +309,12 @@ class ReleaseRequest(_message.Message):
 
     RESERVATION_IDS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    KEEP_DELIVERY_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
+    keep_delivery: _builtins.bool
+    """True when the request's job completed: the delivery flows of each part stay held until
+    their windows end (its results still move); everything else is given back.
+    """
     @_builtins.property
     def reservation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -259,10 +322,11 @@ class ReleaseRequest(_message.Message):
         *,
         reservation_ids: _abc.Iterable[_builtins.str] | None = ...,
         reason: _builtins.str = ...,
+        keep_delivery: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "reservation_ids", b"reservation_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_delivery", b"keep_delivery", "reason", b"reason", "reservation_ids", b"reservation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -398,17 +398,23 @@ class ReleaseCrossRegionRequest(_message.Message):
 
     RESERVATION_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    KEEP_DELIVERY_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     reason: _builtins.str
+    keep_delivery: _builtins.bool
+    """The request's job completed: every owner keeps the reservation's delivery flows until
+    their windows end (its results still move) and releases the rest.
+    """
     def __init__(
         self,
         *,
         reservation_id: _builtins.str = ...,
         reason: _builtins.str = ...,
+        keep_delivery: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "reservation_id", b"reservation_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_delivery", b"keep_delivery", "reason", b"reason", "reservation_id", b"reservation_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

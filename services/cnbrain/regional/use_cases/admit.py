@@ -36,22 +36,22 @@ its reservation, never in between.
 A request with flows is planned on its flow options (`scheduling.flow_requests`: its
 compute held from the start of its staging, each flow over its own window) and, once
 admitted, holds its reservation with its flows (`ledger_store.reserve_many(..., flows=)`).
-In a federated brain it is planned on this region's own sites and links only, never asked of
-the national brain: it is rejected when none of its options is the region's own, or when its
-tenant has a national quota (which only the national brain counts).
+Its job starts once its staging is done (`Decision.starts_at`, kept by `jobs.save_starts`).
 
-Requests whose candidates lie outside the region (and requests asking for the national
-optimum, and those of tenants with a national quota), in a federated brain, are asked of the
-national brain while they wait, at most every `ask_every_s` (`escalate_waiting`): it places
-them at once, or answers with its plan of their wait (their earliest start on the
-backbone's calendar and the regions', or room made by preemption in a destination region),
-which is stored as their plan.
+Requests whose candidates lie outside the region (for a request with flows: a site, or a
+flow's route, that is not all the region's own), requests asking for the national optimum,
+and those of tenants with a national quota, in a federated brain, are asked of the national
+brain while they wait, at most every `ask_every_s` (`escalate_waiting`): it places them at
+once, or answers with its plan of their wait (their earliest start on the backbone's
+calendar and the regions', or room made by preemption in a destination region), which is
+stored as their plan. The national brain plans a request with flows over the calendars of
+every owner its flows cross (`national.waiting`).
 """
 
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -117,18 +117,6 @@ log = logging.getLogger("cnbrain.regional")
 SYSTEM = "system"
 """The actor of what the admission loop does."""
 
-FLOWS_ELSEWHERE = (
-    "its flows cross sites or links this region does not own (the backbone is the national "
-    "brain's): a request with flows is planned by one brain, within what it owns"
-)
-"""The reason of a request with flows that no option of this region's own can serve."""
-
-NATIONAL_QUOTA_FLOWS = (
-    "its tenant has a national quota, which only the national brain counts, and a request "
-    "with flows is planned by its region's brain"
-)
-"""The reason of a request with flows of a tenant with a national quota, in a federation."""
-
 
 @dataclass(frozen=True, slots=True)
 class RoundReport:
@@ -190,8 +178,6 @@ class AdmitQueued:
         self._options: dict[str, tuple[PlanOption[ResourceKey], ...]] = {}
         self._flows: dict[str, tuple[FlowOption, ...]] = {}
         """The flow options of the requests with flows, one per option of `_options`."""
-        self._flows_elsewhere: set[str] = set()
-        """Requests with flows all of whose options cross sites or links of other brains."""
         self._options_map: object = None
         self._ask_every_s = ask_every_s
         self._asked: dict[str, float] = {}
@@ -210,8 +196,7 @@ class AdmitQueued:
         for record, problem in unreadable:
             await fail_unreadable(self._sessions, record, problem)
         rejected = 0
-        local, elsewhere, refused = await self._split(queued)
-        rejected += await self._reject([(q.request, NATIONAL_QUOTA_FLOWS) for q in refused])
+        local, elsewhere = await self._split(queued)
         leave_held_rooms(read.calendar, read.holds, read.holdings, self._live_map.engine.arrays)
         before = read.calendar.copy()
         result = await self._plan(read, local)
@@ -219,12 +204,7 @@ class AdmitQueued:
         rejected += await self._reject(
             [(by_id[n.id].request, waited_out(by_id[n.id])) for n in result.expired]
             + [
-                (
-                    by_id[n.id].request,
-                    FLOWS_ELSEWHERE
-                    if n.id in self._flows_elsewhere
-                    else f"cannot start in this region whatever it waits: {n.reason}",
-                )
+                (by_id[n.id].request, f"cannot start in this region whatever it waits: {n.reason}")
                 for n in result.impossible
             ]
         )
@@ -333,17 +313,14 @@ class AdmitQueued:
             )
         )
 
-    async def _split(
-        self, queued: Sequence[Queued]
-    ) -> tuple[list[Queued], list[Queued], list[Queued]]:
+    async def _split(self, queued: Sequence[Queued]) -> tuple[list[Queued], list[Queued]]:
         """The queued requests this brain plans itself (their options built once per map, in
-        a worker thread), those only the national brain can place, and those with flows of
-        tenants with a national quota (which only the national brain counts, and which does
-        not plan flows)."""
+        a worker thread), and those only the national brain can place: with no option on
+        this region's own sites and links (for a request with flows, every flow's route
+        too), asking for the national optimum, or of a tenant with a national quota."""
         engine = self._live_map.engine
         if self._options_map is not engine.arrays:
             self._options, self._flows, self._options_map = {}, {}, engine.arrays
-            self._flows_elsewhere = set()
         new = [q.request for q in queued if q.request.id not in self._options]
         if new:
             keys = LedgerKeys(engine.arrays)
@@ -364,31 +341,25 @@ class AdmitQueued:
                 kept = [p for p in pairs if owned(p[0], ownership.sites, ownership.links)]
                 self._options[request.id] = tuple(option for option, _ in kept)
                 self._flows[request.id] = tuple(flow for _, flow in kept)
-                if pairs and not kept:
-                    self._flows_elsewhere.add(request.id)
         alive = {q.request.id for q in queued}
         for gone in [i for i in self._options if i not in alive]:
             del self._options[gone]
             self._flows.pop(gone, None)
-            self._flows_elsewhere.discard(gone)
         if self._national is None:
-            return list(queued), [], []
+            return list(queued), []
         async with self._sessions() as session:
             limited = await tenants.limited_tenants(
                 session, (q.request.tenant for q in queued), national=True
             )
-        refused = [q for q in queued if q.request.moves_data and q.request.tenant in limited]
         local = [
             q
             for q in queued
             if q.request.tenant not in limited
-            and (
-                q.request.moves_data  # planned within this region only
-                or (self._options[q.request.id] and not q.request.national_optimum)
-            )
+            and self._options[q.request.id]
+            and not q.request.national_optimum
         ]
-        ids = {q.request.id for q in local} | {q.request.id for q in refused}
-        return local, [q for q in queued if q.request.id not in ids], refused
+        ids = {q.request.id for q in local}
+        return local, [q for q in queued if q.request.id not in ids]
 
     async def _reject(self, rejections: Sequence[tuple[PlacementRequest, str]]) -> int:
         """Reject queued requests with their reasons, in one transaction; returns how many."""
@@ -488,6 +459,7 @@ class AdmitQueued:
         now_s = int(self._clock())
         claims = []
         flows: list[FlowHold] = []
+        outcomes: list[Outcome] = []
         for o, r, moving in decided:
             lead = 0 if moving is None else moving.lead
             run = duration_seconds(o.request.duration_hours)
@@ -497,10 +469,11 @@ class AdmitQueued:
             )
             if moving is not None:
                 flows += flow_holds(r.id, moving, start_s=now_s + lead, arrays=engine.arrays)
+            outcomes.append(starting(o, now_s + lead) if lead and o.decision else o)
         try:
             async with self._changes.begin() as (session, change):
                 await reserve_within_cohorts(session, claims=claims, flows=flows)
-                await write_outcomes(session, [o for o, _, _ in decided])
+                await write_outcomes(session, outcomes)
                 await jobs.queue_next_attempts(
                     session,
                     [o.request.id for o, _, _ in decided],
@@ -585,6 +558,14 @@ it was planned on (None: it moves no data)."""
 
 ADMITTED_REASON = "admitted from the admission queue"
 """The reason of a request the admission loop placed (it replaces the queue's)."""
+
+
+def starting(outcome: Outcome, start_s: int) -> Outcome:
+    """`outcome` with its decision's job starting at epoch second `start_s` (once its data is
+    staged on the site)."""
+    assert outcome.decision is not None
+    start = datetime.fromtimestamp(start_s, UTC)
+    return replace(outcome, decision=outcome.decision.model_copy(update={"starts_at": start}))
 
 
 def _admitted(outcome: Outcome) -> Outcome:

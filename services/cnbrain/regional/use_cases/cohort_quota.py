@@ -60,10 +60,15 @@ def _reserving(flows: Sequence[FlowHold] = ()) -> Take:
     return reserve
 
 
-async def _take_parts(
-    session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]
-) -> None:
-    await ledger_store.take_many(session, claims=claims, lock_tenants=lock)
+def _taking_parts(flows: Sequence[FlowHold]) -> Take:
+    """Takes cross-brain parts with `ledger_store.take_many`, with their `flows`."""
+
+    async def take_parts(
+        session: AsyncSession, claims: Sequence[Claim], lock: Collection[str]
+    ) -> None:
+        await ledger_store.take_many(session, claims=claims, flows=flows, lock_tenants=lock)
+
+    return take_parts
 
 
 class CohortQuotas:
@@ -85,12 +90,15 @@ class CohortQuotas:
         cohort."""
         await self._within(session, claims, _reserving(), claims)
 
-    async def take_parts(self, session: AsyncSession, claims: Sequence[Claim]) -> None:
-        """Take cross-brain parts `claims` with `ledger_store.take_many` and hold those that
-        count against their tenant's quota here to the cohorts' quotas, as
-        `reserve_within_cohorts` does (module docstring), skipping the tenants known to be in
-        no cohort: the `peer_ledger.Take` of this brain's LedgerService."""
-        await self._within(session, claims, _take_parts, [c for c in claims if c.counts_quota])
+    async def take_parts(
+        self, session: AsyncSession, claims: Sequence[Claim], flows: Sequence[FlowHold] = ()
+    ) -> None:
+        """Take cross-brain parts `claims`, with their `flows`, with `ledger_store.take_many`
+        and hold those that count against their tenant's quota here to the cohorts' quotas,
+        as `reserve_within_cohorts` does (module docstring), skipping the tenants known to be
+        in no cohort: the `peer_ledger.Take` of this brain's LedgerService."""
+        held = [c for c in claims if c.counts_quota]
+        await self._within(session, claims, _taking_parts(flows), held)
 
     async def _within(
         self, session: AsyncSession, claims: Sequence[Claim], take: Take, held: Sequence[Claim]

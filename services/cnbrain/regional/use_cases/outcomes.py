@@ -12,7 +12,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.schemas import RequestView
-from cnbrain.storage import audit, request_events, requests
+from cnbrain.storage import audit, jobs, request_events, requests
 
 QUEUED_REASON = "waits in the admission queue"
 """The reason of a request that joins the queue."""
@@ -99,7 +99,8 @@ class Outcome:
 
 async def write_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> datetime:
     """Move every request of `outcomes` to its state, store its decision, audit it and append
-    its event, with one statement each for all of them; returns the time written. Raises like
+    its event (and when its job may start, `Decision.starts_at`), with one statement each for
+    all of them; returns the time written. Raises like
     `requests.set_states` (the caller rolls back)."""
     at = await requests.set_states(
         session,
@@ -123,6 +124,16 @@ async def write_outcomes(session: AsyncSession, outcomes: Sequence[Outcome]) -> 
             if o.decision is not None
         },
         at=at,
+    )
+    await jobs.save_starts(
+        session,
+        {
+            o.request.id: o.decision.starts_at
+            for o in outcomes
+            if o.state == RequestState.PLACED
+            and o.decision is not None
+            and o.decision.starts_at is not None
+        },
     )
     await audit.record_many(
         session,

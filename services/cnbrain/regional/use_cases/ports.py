@@ -54,10 +54,13 @@ class NationalClient(Protocol):
         """What `escalate` would answer for `request` now, with nothing prepared or reserved
         in any owner."""
 
-    async def release(self, reservation_id: str, reason: str) -> bool:
-        """Release a cross-region reservation in every owner; True when the national brain
-        held it. Raises PeerUnavailable when it cannot be reached or does not answer in
-        time (then nothing is known to have been released)."""
+    async def release(
+        self, reservation_id: str, reason: str, *, keep_delivery: bool = False
+    ) -> bool:
+        """Release a cross-region reservation in every owner (with `keep_delivery`, but its
+        delivery flows, which hold until their windows end: its job completed); True when
+        the national brain held it. Raises PeerUnavailable when it cannot be reached or does
+        not answer in time (then nothing is known to have been released)."""
 
     async def site_routes(
         self, from_site: str, to_site: str, *, k: int, min_free_mbps: int
