@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     and returns the exit status."""
     from cnbrain.cli.certs import add_certs_command
     from cnbrain.cli.db import add_db_commands
+    from cnbrain.cli.fragmentation import add_fragmentation_command
     from cnbrain.cli.simulate import add_simulate_command
     from cnbrain.cli.trace import add_trace_commands
 
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_service_commands(sub)
     add_trace_commands(sub, MAP_HELP)
     add_simulate_command(sub, MAP_HELP)
+    add_fragmentation_command(sub)
     add_certs_command(sub)
     add_db_commands(sub)
     return parser

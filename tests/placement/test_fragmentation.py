@@ -1,0 +1,121 @@
+"""Packing tasks onto nodes device by device: what fits where, fragmentation as the FGD paper
+defines it (the array form equal to the plain one), placements that never oversubscribe a
+node and refuse only what no node fits, and FGD choosing differently from best fit."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cnbrain.placement.fragmentation import (
+    MILLI,
+    POLICIES,
+    Cluster,
+    NodeState,
+    Packer,
+    Shapes,
+    Task,
+    choices,
+    fits,
+    fragmentation,
+    workload_of,
+)
+
+HALF = Task(cpu_milli=1000, mem_mib=1024, gpus=1, gpu_milli=500)
+WHOLE = Task(cpu_milli=1000, mem_mib=1024, gpus=1, gpu_milli=MILLI)
+TWO = Task(cpu_milli=1000, mem_mib=1024, gpus=2, gpu_milli=MILLI)
+CPU_ONLY = Task(cpu_milli=4000, mem_mib=4096)
+
+
+def _node(*devices: int, cpu: int = 64_000, mem: int = 262_144, model: str = "T4") -> NodeState:
+    return (cpu, mem, model, tuple(sorted(devices)))
+
+
+def test_a_share_fits_on_a_partly_used_device_and_whole_devices_must_be_free() -> None:
+    node = _node(300, 600, MILLI)
+    assert fits(node, HALF) and fits(node, WHOLE) and not fits(node, TWO)
+    # One choice per distinct device with room: the 600 and the whole one.
+    assert sorted(after[3] for after in choices(node, HALF)) == [(100, 300, MILLI), (300, 500, 600)]
+    assert choices(node, WHOLE) == [(63_000, 261_120, "T4", (0, 300, 600))]
+    assert not fits(_node(MILLI, MILLI, cpu=500), WHOLE)  # too little CPU
+    only_v100 = Task(cpu_milli=1, mem_mib=1, gpus=1, gpu_milli=MILLI, models=frozenset({"V100"}))
+    assert not fits(_node(MILLI), only_v100) and fits(_node(MILLI, model="V100"), only_v100)
+    assert fits(_node(), CPU_ONLY) and not fits(_node(), WHOLE)
+
+
+def test_fragmentation_counts_what_each_shape_cannot_use() -> None:
+    node = _node(300, 600, MILLI)
+    # Whole devices: the two partly used ones; halves: the 300; none: all of it.
+    assert fragmentation(node, {WHOLE: 1.0}) == 900
+    assert fragmentation(node, {HALF: 1.0}) == 300
+    assert fragmentation(node, {CPU_ONLY: 1.0}) == 1900
+    assert fragmentation(node, {TWO: 1.0}) == 1900  # cannot run here at all
+    assert fragmentation(node, {WHOLE: 0.5, HALF: 0.5}) == 600
+    assert fragmentation(_node(0, 0), {WHOLE: 1.0}) == 0
+
+
+def test_fgd_keeps_a_device_whole_for_the_shapes_to_come_where_best_fit_fills_a_gap() -> None:
+    nodes = [_node(MILLI), _node(700)]
+    workload = {HALF: 1.0}
+    fgd = Packer(Cluster(nodes), "fgd", workload)
+    best = Packer(Cluster(nodes), "best-fit", workload)
+    # Best fit leaves 200 on the second node, which no half can use; FGD halves the first.
+    assert best.place(HALF) == 1 and fgd.place(HALF) == 0
+    assert best.fragmented() == 0.2 and fgd.fragmented() == 0.0
+
+
+_devices = st.lists(st.integers(0, MILLI), min_size=0, max_size=8)
+_tasks = st.builds(
+    Task,
+    cpu_milli=st.integers(0, 16_000),
+    mem_mib=st.integers(0, 65_536),
+    gpus=st.integers(0, 4),
+    gpu_milli=st.integers(1, MILLI),
+    models=st.sampled_from([None, frozenset({"T4"}), frozenset({"V100", "A10"})]),
+).filter(lambda t: t.gpus == 1 or t.gpu_milli == MILLI or t.gpus == 0)
+_states = st.builds(
+    lambda cpu, mem, model, devices: (cpu, mem, model, tuple(sorted(devices))),
+    st.integers(0, 64_000),
+    st.integers(0, 262_144),
+    st.sampled_from(["T4", "V100", "A10"]),
+    _devices,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_states, st.lists(_tasks, min_size=1, max_size=12))
+def test_the_array_form_of_fragmentation_equals_the_plain_one(
+    state: NodeState, tasks: list[Task]
+) -> None:
+    workload = workload_of(tasks)
+    assert abs(Shapes(workload).fragmentation(state) - fragmentation(state, workload)) < 1e-6
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_states, min_size=1, max_size=6),
+    st.lists(_tasks, min_size=1, max_size=40),
+    st.sampled_from(POLICIES),
+)
+def test_packing_never_oversubscribes_a_node_and_refuses_only_what_no_node_fits(
+    nodes: list[NodeState], tasks: list[Task], policy: str
+) -> None:
+    cluster = Cluster(nodes)
+    packer = Packer(cluster, policy, workload_of(tasks), seed=1)  # type: ignore[arg-type]
+    cpu = [state[0] for state in cluster.states]
+    mem = [state[1] for state in cluster.states]
+    for task in tasks:
+        before = list(cluster.states)
+        node = packer.place(task)
+        if node is None:
+            assert not any(fits(state, task) for state in before)
+            assert cluster.states == before
+            continue
+        assert fits(before[node], task)
+        cpu[node] -= task.cpu_milli
+        mem[node] -= task.mem_mib
+        assert cpu[node] == cluster.states[node][0] >= 0
+        assert mem[node] == cluster.states[node][1] >= 0
+        assert all(0 <= free <= MILLI for free in cluster.states[node][3])
+        assert sum(before[node][3]) - sum(cluster.states[node][3]) == task.demand
+        assert all(cluster.states[i] == before[i] for i in range(len(nodes)) if i != node)
+    assert cluster.capacity - cluster.allocated == sum(sum(s[3]) for s in cluster.states)
+    assert {i for b in cluster.buckets.values() for i in b} == set(range(len(nodes)))
