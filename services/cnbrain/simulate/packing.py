@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cnbrain.domain.errors import Invalid
 from cnbrain.placement.fragmentation import (
     MILLI,
     Cluster,
@@ -50,7 +51,7 @@ MAX_DEVICES = 64
 """The most devices a node may have, and a task ask for."""
 
 
-class PackingInputError(ValueError):
+class PackingInputError(Invalid):
     """A node or task list that cannot be read, naming the file, line and column."""
 
 
