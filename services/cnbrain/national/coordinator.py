@@ -72,14 +72,22 @@ class Backlog(Protocol):
     """Where the releases an owner could not make are kept, so that a restart of the
     national brain does not forget them (`national.release_backlog`)."""
 
-    async def owe(self, owner: str, reservation_ids: Sequence[str], reason: str) -> None:
-        """Record that `owner` still has to release `reservation_ids`, for `reason`."""
+    async def owe(
+        self,
+        owner: str,
+        reservation_ids: Sequence[str],
+        reason: str,
+        *,
+        keep_delivery: bool = False,
+    ) -> None:
+        """Record that `owner` still has to release `reservation_ids`, for `reason` (with
+        `keep_delivery`, but their delivery flows)."""
 
     async def paid(self, owner: str, reservation_ids: Sequence[str]) -> None:
         """Forget those releases: `owner` has made them."""
 
-    async def owed(self) -> list[tuple[str, str, str]]:
-        """Every release still owed, as (owner, reservation id, reason)."""
+    async def owed(self) -> list[tuple[str, str, str, bool]]:
+        """Every release still owed, as (owner, reservation id, reason, keep_delivery)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +247,7 @@ class Coordinator:
         completed: each part's delivery flows stay held until their windows end,
         `Participant.release`); whether it did. Parts that cannot be released now are owed
         (in the backlog) and released by `retry_releases_forever` once their owner answers
-        (a prepared one also expires there by itself); the backlog does not keep
-        `keep_delivery`, so a release it gives back to be made again gives back the
-        deliveries too."""
+        (a prepared one also expires there by itself), with their `keep_delivery`."""
         if not reservation_ids:
             return True
         participant = self._participant(owner)
@@ -259,7 +265,9 @@ class Coordinator:
             self._unreleased.update((owner, rid, reason, keep_delivery) for rid in reservation_ids)
             if self._backlog is not None:
                 try:
-                    await self._backlog.owe(owner, reservation_ids, reason)
+                    await self._backlog.owe(
+                        owner, reservation_ids, reason, keep_delivery=keep_delivery
+                    )
                 except Exception:
                     log.warning("could not keep the releases owed in the backlog", exc_info=True)
             return False
@@ -267,16 +275,14 @@ class Coordinator:
 
     async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
         """Release again, every `interval_s`, the parts an owner could not release when
-        asked (it was down or unreachable), until each is released: those this brain owes
-        (with their `keep_delivery`), and those the backlog holds (of a run before, or of
-        another replica; without), read again every time. Until cancelled."""
+        asked (it was down or unreachable), until each is released: those this brain owes,
+        and those the backlog holds (of a run before, or of another replica), read again
+        every time, each with its `keep_delivery`. Until cancelled."""
         while True:
             await asyncio.sleep(interval_s)
             if self._backlog is not None:
                 try:
-                    owed = await self._backlog.owed()
-                    known = {entry[:3] for entry in self._unreleased}
-                    self._unreleased.update((*entry, False) for entry in owed if entry not in known)
+                    self._unreleased.update(await self._backlog.owed())
                 except Exception:
                     log.warning("could not read the releases owed", exc_info=True)
             waiting: dict[tuple[str, str, bool], list[str]] = {}

@@ -15,17 +15,24 @@ class DatabaseBacklog:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
-    async def owe(self, owner: str, reservation_ids: Sequence[str], reason: str) -> None:
+    async def owe(
+        self,
+        owner: str,
+        reservation_ids: Sequence[str],
+        reason: str,
+        *,
+        keep_delivery: bool = False,
+    ) -> None:
         async with self._sessions.begin() as session:
             await release_backlog.add(
-                session, [Owed(owner, rid, reason) for rid in reservation_ids]
+                session, [Owed(owner, rid, reason, keep_delivery) for rid in reservation_ids]
             )
 
     async def paid(self, owner: str, reservation_ids: Sequence[str]) -> None:
         async with self._sessions.begin() as session:
             await release_backlog.remove(session, owner, reservation_ids)
 
-    async def owed(self) -> list[tuple[str, str, str]]:
+    async def owed(self) -> list[tuple[str, str, str, bool]]:
         async with self._sessions() as session:
             found = await release_backlog.all_owed(session)
-        return [(one.owner, one.reservation_id, one.reason) for one in found]
+        return [(one.owner, one.reservation_id, one.reason, one.keep_delivery) for one in found]

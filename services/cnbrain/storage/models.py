@@ -487,13 +487,15 @@ class LeaseRecord(Base):
 class ReleaseBacklogRecord(Base):
     """A release the national brain owes an owner: the part of reservation `reservation_id`
     that `owner` could not release when asked (it was down or did not answer), to be
-    released again with `reason` until it is."""
+    released again with `reason` until it is; with `keep_delivery`, its delivery flows stay
+    held (the job completed)."""
 
     __tablename__ = "release_backlog"
 
     owner: Mapped[str] = mapped_column(String(64), primary_key=True)
     reservation_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     reason: Mapped[str] = mapped_column(String(500))
+    keep_delivery: Mapped[bool] = mapped_column(default=False, server_default=false())
     since: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -20,11 +20,13 @@ MAX_REASON = 500
 
 @dataclass(frozen=True, slots=True)
 class Owed:
-    """The release of `owner`'s part of reservation `reservation_id`, for `reason`."""
+    """The release of `owner`'s part of reservation `reservation_id`, for `reason`; with
+    `keep_delivery`, but its delivery flows."""
 
     owner: str
     reservation_id: str
     reason: str
+    keep_delivery: bool = False
 
 
 async def add(session: AsyncSession, owed: Sequence[Owed]) -> None:
@@ -40,6 +42,7 @@ async def add(session: AsyncSession, owed: Sequence[Owed]) -> None:
                     "owner": one.owner,
                     "reservation_id": one.reservation_id,
                     "reason": one.reason[:MAX_REASON],
+                    "keep_delivery": one.keep_delivery,
                     "since": now,
                 }
                 for one in owed
@@ -65,6 +68,8 @@ async def all_owed(session: AsyncSession) -> list[Owed]:
     """Every release owed, oldest first."""
     r = ReleaseBacklogRecord
     rows = await session.execute(
-        select(r.owner, r.reservation_id, r.reason).order_by(r.since, r.owner, r.reservation_id)
+        select(r.owner, r.reservation_id, r.reason, r.keep_delivery).order_by(
+            r.since, r.owner, r.reservation_id
+        )
     )
     return [Owed(*row) for row in rows]
