@@ -3,7 +3,7 @@ owner and step for a batch, a failed part fails only its plan (all of whose part
 released), and releases an owner could not take are made again later."""
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
@@ -83,6 +83,21 @@ def ledgers() -> dict[str, Ledger]:
     return {"national": Ledger(None), "east": Ledger("east"), "west": Ledger("west")}
 
 
+async def retry_until(
+    coordinator: Coordinator, done: Callable[[], Awaitable[bool]], *, tries: int = 100
+) -> None:
+    """Let `coordinator` make its owed releases again every 10 ms until `done` (or `tries`
+    times 10 ms have passed)."""
+    retrying = asyncio.create_task(coordinator.retry_releases_forever(interval_s=0.01))
+    try:
+        for _ in range(tries):
+            await asyncio.sleep(0.01)
+            if await done():
+                break
+    finally:
+        retrying.cancel()
+
+
 def _coordinator(ledgers: dict[str, Ledger]) -> Coordinator:
     participants: dict[str, Participant] = dict(ledgers)
     return Coordinator(participants.get, ttl_ms=1_000)
@@ -149,14 +164,11 @@ async def test_a_release_an_owner_could_not_take_is_made_again_later(
     await coordinator.release("east", ["r0", "r1"], "cancelled")
     await coordinator.release("south", ["r2"], "cancelled")
     east.down = False
-    retrying = asyncio.create_task(coordinator.retry_releases_forever(interval_s=0.01))
-    try:
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(east.calls) >= 2:
-                break
-    finally:
-        retrying.cancel()
+
+    async def retried() -> bool:
+        return len(east.calls) >= 2
+
+    await retry_until(coordinator, retried)
     assert east.calls[0] == ("release", ["r0", "r1"])
     assert east.calls[1][0] == "release" and sorted(east.calls[1][1]) == ["r0", "r1"]
     await asyncio.sleep(0.05)
@@ -190,13 +202,10 @@ async def test_a_release_that_keeps_the_deliveries_says_so_again_when_made_later
     east.down = True
     await coordinator.release("east", ["r0"], "completed", keep_delivery=True)
     east.down = False
-    retrying = asyncio.create_task(coordinator.retry_releases_forever(interval_s=0.01))
-    try:
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if len(east.calls) >= 2:
-                break
-    finally:
-        retrying.cancel()
+
+    async def retried() -> bool:
+        return len(east.calls) >= 2
+
+    await retry_until(coordinator, retried)
     assert east.calls == [("release", ["r0"]), ("release", ["r0"])]
     assert east.kept == [True, True]

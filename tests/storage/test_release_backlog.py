@@ -2,14 +2,12 @@
 deliveries, owed to an owner that was down, is made with them kept by a national brain that
 started afresh on the same database."""
 
-import asyncio
-
 import pytest
 
 from cnbrain.national.coordinator import Coordinator, Participant
 from cnbrain.national.release_backlog import DatabaseBacklog
 from tests.databases import Sessions
-from tests.national.test_national_coordinator import Ledger
+from tests.national.test_national_coordinator import Ledger, retry_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -30,14 +28,11 @@ async def test_an_owed_release_keeps_the_deliveries_across_a_restart(sessions: S
     east.down = False
     east.kept.clear()
     restarted = Coordinator(participants.get, ttl_ms=1_000, backlog=backlog)
-    retrying = asyncio.create_task(restarted.retry_releases_forever(interval_s=0.01))
-    try:
-        for _ in range(200):
-            await asyncio.sleep(0.01)
-            if not await backlog.owed():
-                break
-    finally:
-        retrying.cancel()
+
+    async def paid() -> bool:
+        return not await backlog.owed()
+
+    await retry_until(restarted, paid, tries=200)
 
     retried = [tuple(ids) for step, ids in east.calls if step == "release"][2:]
     made = dict(zip(retried, east.kept, strict=True))

@@ -200,8 +200,8 @@ class CrossRegionPlacer:
         plan = Plan(item=0, decision=decision, reservation=reservation, parts=parts)
         failed = await self._coordinator.prepare([plan])
         if not failed:
-            item = Pending(request=request, source_region="", text=request_json(request))
-            failed = await self._coordinator.commit([plan], _commitments([item], [plan]))
+            commitment = _commitment(plan, request, request_json(request))
+            failed = await self._coordinator.commit([plan], {plan.item: commitment})
         if failed:
             return planner.rejected(request, str(failed[0]))
         return decision
@@ -514,15 +514,21 @@ class CrossRegionPlacer:
 def _commitments(items: Sequence[Pending], plans: Sequence[Plan]) -> dict[int, Commitment]:
     """What every owner stores with its committed part of each plan, by item."""
     return {
-        plan.item: Commitment(
-            reservation_id=plan.reservation.id,
-            decision=plan.decision.model_dump(mode="json"),
-            decision_json=plan.decision.model_dump_json(),
-            request=items[plan.item].request.model_dump(mode="json"),
-            request_json=items[plan.item].text,
-        )
+        plan.item: _commitment(plan, items[plan.item].request, items[plan.item].text)
         for plan in plans
     }
+
+
+def _commitment(plan: Plan, request: PlacementRequest, request_text: str) -> Commitment:
+    """What every owner stores with its committed part of `plan`, made for `request`
+    (`request_text`: its wire form)."""
+    return Commitment(
+        reservation_id=plan.reservation.id,
+        decision=plan.decision.model_dump(mode="json"),
+        decision_json=plan.decision.model_dump_json(),
+        request=request.model_dump(mode="json"),
+        request_json=request_text,
+    )
 
 
 def _reason(decision: Decision, item: Pending) -> str:
