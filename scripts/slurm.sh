@@ -12,13 +12,18 @@
 #     slurm_acct_db, user slurm (its password is generated once and kept in slurmdbd.conf);
 #     starts the local MariaDB with the machine's own command when it does not answer;
 #   - writes /etc/slurm/{slurm.conf,slurmdbd.conf,gres.conf}, each marked as written here (a
-#     file without that mark is never overwritten: the script stops and says so); one node,
-#     `localhost`, with this machine's CPUs, 80% of its memory and SLURM_SH_GPUS (default 4)
-#     GPUs `gpu:fake`, whose device files are stand-ins (/run/cnbrain-slurm/fake-gpu/gpuN,
-#     character devices with /dev/null's numbers: Slurm 22.05 wants a device per GPU);
+#     file without that mark is never overwritten: the script stops and says so);
+#     SLURM_SH_NODES (default 2, at most 8) nodes node1, node2, ..., each with this machine's
+#     CPUs, 80% of its memory shared among them and SLURM_SH_GPUS (default 4) GPUs `gpu:fake`,
+#     whose device files are stand-ins (/run/cnbrain-slurm/fake-gpu/nodeK/gpuN, character
+#     devices with /dev/null's numbers: Slurm 22.05 wants a device per GPU);
+#   - gives every node an address of its own, so that multi-node jobs really run across
+#     nodes: a bridge cnbrain-br at 10.77.0.1/24 for node1 and the controller, and for node K
+#     (K >= 2) a network namespace cnbrain-nodeK joined to it at 10.77.0.K;
 #   - starts munged, slurmdbd (then registers the cluster and the REST user's account),
-#     slurmctld, `slurmd -N localhost` and slurmrestd with JWT authentication on
-#     127.0.0.1:6820, run as the unprivileged system user cnbrain-slurm;
+#     slurmctld, one `slurmd -N nodeK` per node (node K >= 2 in its namespace) and slurmrestd
+#     with JWT authentication on 127.0.0.1:6820, run as the unprivileged system user
+#     cnbrain-slurm;
 #   - writes a JWT for cnbrain-slurm (lifespan SLURM_SH_TOKEN_LIFESPAN_S, default 7 days; renewed
 #     by every `start`) to /run/cnbrain-slurm/token (mode 0600, owner root), and waits until
 #     the REST ping answers with it.
@@ -31,6 +36,7 @@ set -uo pipefail
 
 WAIT_S="${SLURM_SH_WAIT_S:-60}"
 GPUS="${SLURM_SH_GPUS:-4}"
+NODES="${SLURM_SH_NODES:-2}"
 TOKEN_LIFESPAN_S="${SLURM_SH_TOKEN_LIFESPAN_S:-604800}"
 
 CLUSTER=cnbrain
@@ -54,6 +60,9 @@ JWT_KEY=/var/spool/slurmctld/jwt_hs256.key
 LOG_DIR=/var/log/slurm
 RUN_DIR=/run/slurm
 MARK="# Written by cnbrain scripts/slurm.sh; edit the script, not this file."
+BRIDGE=cnbrain-br
+SUBNET=10.77.0
+CTLD_ADDR="$SUBNET.1"
 
 APT_UPDATED=0
 
@@ -98,7 +107,8 @@ pid_file() {
     munged) echo /run/munge/munged.pid ;;
     slurmdbd) echo "$RUN_DIR/slurmdbd.pid" ;;
     slurmctld) echo "$RUN_DIR/slurmctld.pid" ;;
-    slurmd) echo "$RUN_DIR/slurmd.pid" ;;
+    slurmd) echo "$RUN_DIR/slurmd.pid" ;; # a single-node configuration's, stopped on start
+    slurmd-*) echo "$RUN_DIR/$1.pid" ;;
     slurmrestd) echo "$STATE_DIR/slurmrestd.pid" ;;
     esac
 }
@@ -110,7 +120,7 @@ daemon_pid() {
     [[ -r "$file" ]] || return 1
     pid="$(tr -dc 0-9 <"$file")"
     [[ -n "$pid" && -r "/proc/$pid/comm" ]] || return 1
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$1" ]] || return 1
+    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "${1%%-*}" ]] || return 1
     # A killed daemon not yet reaped by its parent is no daemon.
     [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 1
     echo "$pid"
@@ -192,11 +202,13 @@ ensure_dirs() {
     # Slurm 22.05 drops a GPU that has no File=, and wants a File= to be a device: the fake
     # GPUs are character devices with /dev/null's numbers, one per GPU (the node has no
     # device cgroups, so they only label the GPUs; CUDA_VISIBLE_DEVICES counts them).
-    local i
-    mkdir -p "$FAKE_GPU_DIR"
-    for ((i = 0; i < GPUS; i++)); do
-        [[ -c "$FAKE_GPU_DIR/gpu$i" ]] || mknod -m 0666 "$FAKE_GPU_DIR/gpu$i" c 1 3 ||
-            die "could not make the fake GPU device $FAKE_GPU_DIR/gpu$i"
+    local i node
+    for node in $(node_names); do
+        mkdir -p "$FAKE_GPU_DIR/$node" "/var/spool/slurmd/$node"
+        for ((i = 0; i < GPUS; i++)); do
+            [[ -c "$FAKE_GPU_DIR/$node/gpu$i" ]] || mknod -m 0666 "$FAKE_GPU_DIR/$node/gpu$i" c 1 3 ||
+                die "could not make the fake GPU device $FAKE_GPU_DIR/$node/gpu$i"
+        done
     done
     if [[ ! -s "$JWT_KEY" ]]; then
         dd if=/dev/urandom of="$JWT_KEY" bs=32 count=1 status=none
@@ -227,13 +239,47 @@ write_conf() {
 # The value of Key= in a file written here, or nothing.
 conf_value() { [[ -r "$2" ]] && sed -n "s/^$1=//p" "$2" | head -n 1; }
 
-node_line() {
-    local cpus mem_mib
+# The nodes' names, node1 to node$NODES.
+node_names() {
+    local k
+    for ((k = 1; k <= NODES; k++)); do echo "node$k"; done
+}
+
+# The address of node K (node1 shares the controller's).
+node_addr() { echo "$SUBNET.$1"; }
+
+node_lines() {
+    local cpus mem_mib k gres=""
     cpus="$(nproc)"
-    mem_mib="$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)"
-    local gres=""
+    mem_mib="$(awk -v n="$NODES" '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8 / n}' /proc/meminfo)"
     ((GPUS > 0)) && gres=" Gres=gpu:fake:$GPUS"
-    echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mib$gres State=UNKNOWN"
+    for ((k = 1; k <= NODES; k++)); do
+        echo "NodeName=node$k NodeAddr=$(node_addr "$k") CPUs=$cpus RealMemory=$mem_mib$gres State=UNKNOWN"
+    done
+}
+
+# The bridge (node1's and the controller's address) and, for every node K >= 2, a network
+# namespace cnbrain-nodeK joined to it by a veth pair: cnb-nodeK outside, eth0 inside.
+ensure_network() {
+    command -v ip >/dev/null || apt_install iproute2 || die "ip is missing and installing iproute2 failed"
+    if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+        ip link add "$BRIDGE" type bridge || die "could not add the bridge $BRIDGE"
+    fi
+    ip addr show dev "$BRIDGE" | grep -q "inet $CTLD_ADDR/" ||
+        ip addr add "$CTLD_ADDR/24" dev "$BRIDGE" || die "could not give $BRIDGE the address $CTLD_ADDR"
+    ip link set "$BRIDGE" up || die "could not bring up $BRIDGE"
+    local k ns veth
+    for ((k = 2; k <= NODES; k++)); do
+        ns="cnbrain-node$k" veth="cnb-node$k"
+        [[ -e "/run/netns/$ns" ]] || ip netns add "$ns" || die "could not add the network namespace $ns"
+        if ! ip link show "$veth" >/dev/null 2>&1; then
+            ip link add "$veth" type veth peer name eth0 netns "$ns" || die "could not add the veth pair $veth"
+        fi
+        ip link set "$veth" master "$BRIDGE" && ip link set "$veth" up || die "could not join $veth to $BRIDGE"
+        ip -n "$ns" addr show dev eth0 | grep -q "inet $(node_addr "$k")/" ||
+            ip -n "$ns" addr add "$(node_addr "$k")/24" dev eth0 || die "could not address eth0 in $ns"
+        ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || die "could not bring up $ns's links"
+    done
 }
 
 write_configs() {
@@ -242,10 +288,13 @@ write_configs() {
     [[ -n "$db_pass" ]] || db_pass="$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
     DB_PASS="$db_pass"
 
-    local gres_types="" gres_conf
+    local gres_types="" gres_conf="" node
     if ((GPUS > 0)); then
         gres_types="GresTypes=gpu"
-        gres_conf="NodeName=localhost Name=gpu Type=fake File=$FAKE_GPU_DIR/gpu[0-$((GPUS - 1))]"
+        for node in $(node_names); do
+            gres_conf+="NodeName=$node Name=gpu Type=fake File=$FAKE_GPU_DIR/$node/gpu[0-$((GPUS - 1))]"$'\n'
+        done
+        gres_conf="${gres_conf%$'\n'}"
     else
         gres_conf="# No generic resources."
     fi
@@ -254,6 +303,7 @@ write_configs() {
 $MARK
 ClusterName=$CLUSTER
 SlurmctldHost=localhost
+SlurmctldAddr=$CTLD_ADDR
 SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
@@ -261,11 +311,11 @@ CredType=cred/munge
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key=$JWT_KEY
 StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+SlurmdSpoolDir=/var/spool/slurmd/%n
 SlurmctldPidFile=$RUN_DIR/slurmctld.pid
-SlurmdPidFile=$RUN_DIR/slurmd.pid
+SlurmdPidFile=$RUN_DIR/slurmd-%n.pid
 SlurmctldLogFile=$LOG_DIR/slurmctld.log
-SlurmdLogFile=$LOG_DIR/slurmd.log
+SlurmdLogFile=$LOG_DIR/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux
@@ -286,7 +336,7 @@ MinJobAge=300
 KillWait=5
 MailProg=/bin/true
 $gres_types
-$(node_line)
+$(node_lines)
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 
@@ -388,33 +438,55 @@ $(log_tail "$LOG_DIR/slurmctld.log")"
 $(log_tail "$LOG_DIR/slurmctld.log")"
 }
 
-node_state() { sinfo -h -N -n localhost -o '%T' 2>/dev/null | head -n 1; }
+node_state() { sinfo -h -N -n "$1" -o '%T' 2>/dev/null | head -n 1; }
 
 node_ready() {
-    case "$(node_state)" in
+    case "$(node_state "$1")" in
     idle | mixed | allocated | completing) return 0 ;;
     *) return 1 ;;
     esac
 }
 
-start_slurmd() {
-    if running slurmd && (changed slurm.conf || changed gres.conf); then stop_daemon slurmd >/dev/null; fi
-    if ! running slurmd; then
-        slurmd -N localhost >/dev/null 2>&1 || die "slurmd: did not start; see $LOG_DIR/slurmd.log
-$(log_tail "$LOG_DIR/slurmd.log")"
-        mark_started slurmd
+# The slurmd of node K, in its network namespace when K >= 2.
+run_slurmd() {
+    local k="$1"
+    if ((k == 1)); then
+        slurmd -N node1
+    else
+        # nsenter joins the namespace only: `ip netns exec` would remount /sys, and slurmd
+        # needs the machine's cgroup mounts there.
+        nsenter --net="/run/netns/cnbrain-node$k" slurmd -N "node$k"
     fi
-    local start=$SECONDS state
-    until node_ready; do
-        state="$(node_state)"
-        # A node left down or drained by an earlier configuration comes back here.
-        if [[ "$state" == down* || "$state" == drain* ]]; then
-            scontrol update nodename=localhost state=resume >/dev/null 2>&1
+}
+
+start_slurmd() {
+    # A slurmd of the single-node configuration this script wrote before runs as `localhost`.
+    running slurmd && stop_daemon slurmd >/dev/null
+    local k node
+    for ((k = 1; k <= NODES; k++)); do
+        node="node$k"
+        if running "slurmd-$node" && (changed slurm.conf || changed gres.conf); then
+            stop_daemon "slurmd-$node" >/dev/null
         fi
-        ((SECONDS - start >= WAIT_S)) && die "slurmd: node localhost is '${state:-unknown}' after ${WAIT_S}s, not idle; \
-reason: $(sinfo -h -N -n localhost -o '%E' 2>/dev/null); see $LOG_DIR/slurmd.log
-$(log_tail "$LOG_DIR/slurmd.log")"
-        sleep 0.5
+        if ! running "slurmd-$node"; then
+            run_slurmd "$k" >/dev/null 2>&1 || die "slurmd: $node did not start; see $LOG_DIR/slurmd-$node.log
+$(log_tail "$LOG_DIR/slurmd-$node.log")"
+            mark_started "slurmd-$node"
+        fi
+    done
+    local start=$SECONDS state
+    for node in $(node_names); do
+        until node_ready "$node"; do
+            state="$(node_state "$node")"
+            # A node left down or drained by an earlier configuration comes back here.
+            if [[ "$state" == down* || "$state" == drain* ]]; then
+                scontrol update nodename="$node" state=resume >/dev/null 2>&1
+            fi
+            ((SECONDS - start >= WAIT_S)) && die "slurmd: node $node is '${state:-unknown}' after ${WAIT_S}s, not idle; \
+reason: $(sinfo -h -N -n "$node" -o '%E' 2>/dev/null); see $LOG_DIR/slurmd-$node.log
+$(log_tail "$LOG_DIR/slurmd-$node.log")"
+            sleep 0.5
+        done
     done
 }
 
@@ -483,14 +555,14 @@ $(log_tail "$LOG_DIR/slurmrestd.log")"
 
 print_status() {
     local bad=0 name pid
-    for name in munged slurmdbd slurmctld slurmd slurmrestd; do
+    for name in munged slurmdbd slurmctld $(node_names | sed 's/^/slurmd-/') slurmrestd; do
         if pid="$(daemon_pid "$name")"; then
             case "$name" in
             munged) say "munged: running (pid $pid)" ;;
             slurmdbd) say "slurmdbd: running (pid $pid), accounting in MariaDB $DB_HOST:$DB_PORT/$DB_NAME" ;;
             slurmctld) say "slurmctld: running (pid $pid), cluster $CLUSTER" ;;
-            slurmd) say "slurmd: running (pid $pid), node localhost $(node_state), \
-$(sinfo -h -N -n localhost -o 'cpus=%c memory=%mMiB gres=%G' 2>/dev/null)" ;;
+            slurmd-*) say "slurmd: running (pid $pid), node ${name#slurmd-} $(node_state "${name#slurmd-}"), \
+$(sinfo -h -N -n "${name#slurmd-}" -o 'addr=%o cpus=%c memory=%mMiB gres=%G' 2>/dev/null)" ;;
             slurmrestd) say "slurmrestd: running (pid $pid) as $REST_USER on $REST_HOST:$REST_PORT" ;;
             esac
         else
@@ -515,6 +587,7 @@ cmd_start() {
     ensure_mariadb
     ensure_user
     ensure_dirs
+    ensure_network
     write_configs
     ensure_database
     start_munged
@@ -530,7 +603,7 @@ cmd_start() {
 cmd_stop() {
     is_root || die "stop needs root"
     local name
-    for name in slurmrestd slurmd slurmctld slurmdbd munged; do
+    for name in slurmrestd $(node_names | sed 's/^/slurmd-/') slurmd slurmctld slurmdbd munged; do
         if [[ -e "$STARTED_DIR/$name" ]]; then
             stop_daemon "$name"
         elif running "$name"; then
@@ -541,6 +614,8 @@ cmd_stop() {
     done
     rm -f "$TOKEN_FILE"
 }
+
+[[ "$NODES" =~ ^[1-8]$ ]] || die "SLURM_SH_NODES must be a whole number from 1 to 8, not '$NODES'"
 
 case "${1:-}" in
 start) cmd_start ;;

@@ -1,15 +1,18 @@
 """End to end on the real local Slurm (scripts/slurm.sh): a tenant submits over REST, the brain
 places the request on a Slurm site, the job runs in Slurm, the request goes through running to
 completed, its usage record matches Slurm's accounting, and its reservation is released.
-Suspend and resume of a running job, cancel, a failed job retried with its attempts visible,
+A two-node gang that runs on both nodes and is metered for both. Suspend and resume of a
+running job, cancel, a failed job retried with its attempts visible,
 and an attempt followed by another brain instance after the first one stopped.
 
 Every Slurm job a test causes is cancelled at the end of the module.
 """
 
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,6 +152,53 @@ async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
     # site_registration's prices: 0.05 per core-hour, 0.01 per GiB-hour, 9 per A100-hour
     assert usage["compute_cost_cny"] == pytest.approx(hours * (0.05 + 0.25 * 0.01 + 9.0))
     assert usage["accelerator_model"] == "A100"
+
+
+async def test_a_two_node_gang_runs_on_two_slurm_nodes_and_is_metered_for_both(
+    brain: Brain, slurm: SlurmBackend
+) -> None:
+    tenant, user = await brain.tenant_user("e2e-gang")
+    # The job runs as the REST user: a file it may write, in a directory it may reach.
+    out = Path(tempfile.mkdtemp(prefix="cnbrain-gang-")) / "nodes.out"
+    out.parent.chmod(0o755)
+    out.touch()
+    out.chmod(0o666)
+    body = job_request(
+        SITE,
+        resources={**GPU_JOB, "nodes": 2},
+        duration_hours=0.05,
+        job={
+            "command": "set -e; "
+            f"srun sh -c 'echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES\"' >> {out}; sleep 3",
+            "max_attempts": 1,
+        },
+    )
+    made = await brain.submit(user, body)
+    assert made["state"] == "placed" and made["site"] == SITE
+    quota = (await brain.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert (quota["used_cpu_cores"], quota["used_accelerators"]) == (2, 2)
+    seen = await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60)
+    assert seen[-1] == "completed", (seen, (await brain.view(user, made["id"]))["reason"])
+
+    lines = sorted(out.read_text().splitlines())
+    assert lines == ["node1 0", "node2 0"], lines
+    [attempt] = await brain.attempts(user, made["id"])
+    accounting = await final_accounting(slurm, attempt["backend_job_id"])
+    assert (accounting.nodes, accounting.cpus, accounting.memory_mib, accounting.gpus) == (
+        2,
+        2,
+        512,
+        2,
+    )
+
+    async def record() -> dict[str, Any] | None:
+        page = (await brain.call(user, "GET", "/v1/usage")).json()["items"]
+        return next((u for u in page if u["request"] == made["id"]), None)
+
+    usage = await until(record, "the usage record")
+    assert (usage["cpus"], usage["memory_mib"], usage["gpus"]) == (2, 512, 2)
+    hours = accounting.elapsed_s / 3600
+    assert usage["compute_cost_cny"] == pytest.approx(hours * 2 * (0.05 + 0.25 * 0.01 + 9.0))
 
 
 async def test_suspend_resume_and_cancel_a_running_slurm_job(

@@ -193,6 +193,9 @@ async def test_rejection_says_which_constraints(api: Api) -> None:
         ({"resources": {"cpu": -1, "memory_gib": 1}}, "resources.cpu"),
         ({"objective": {"cost": "cheap"}}, "objective.cost"),
         ({"duration_hours": 0}, "duration_hours"),
+        ({"resources": {"cpu": 1, "memory_gib": 1, "nodes": 0}}, "resources.nodes"),
+        ({"resources": {"cpu": 1, "memory_gib": 1, "nodes": 1.5}}, "resources.nodes"),
+        ({"resources": {"cpu": 1000, "memory_gib": 1, "nodes": 100_000}}, "resources.nodes"),
         (
             {"resources": {"cpu": 1, "memory_gib": 1, "accelerator": {"model": "Z1", "count": 1}}},
             "resources.accelerator.model",

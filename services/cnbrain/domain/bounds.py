@@ -37,6 +37,9 @@ MAX_STORAGE_GIB: Final = 10**10
 MAX_ACCELERATORS: Final = 10**6
 """Accelerators of one model at one site, and of one request."""
 
+MAX_NODES: Final = 10**5
+"""Nodes of one request's gang, and of one node pool."""
+
 MAX_BANDWIDTH_GBPS: Final = 10**6
 """Bandwidth of one link, and the bandwidth a request reserves on each link of its path."""
 

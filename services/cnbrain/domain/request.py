@@ -4,7 +4,7 @@ import re
 import uuid
 from typing import Annotated, Final, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from cnbrain.domain import bounds
 from cnbrain.domain.bounds import Name, Text
@@ -15,22 +15,74 @@ from cnbrain.domain.model import DomainModel
 
 class AcceleratorDemand(DomainModel):
     model: Name = Field(min_length=1, description="Accelerator model from the catalog, e.g. A100.")
-    count: int = Field(strict=True, ge=1, le=bounds.MAX_ACCELERATORS)
+    count: int = Field(
+        strict=True, ge=1, le=bounds.MAX_ACCELERATORS, description="Accelerators on each node."
+    )
 
 
 class ResourceDemand(DomainModel):
+    """What a request holds on one site: `nodes` nodes (a gang: all of them or none, on one
+    interconnect fabric), each with `cpu` cores, `memory_gib` and `accelerator`; and
+    `storage_gib` of the site's storage for the whole job. The `total_*` amounts are what
+    the ledgers and quotas count; each is bounded like one site's capacity."""
+
     cpu: float = Field(
         ge=0,
         le=bounds.MAX_CPU_CORES,
-        description="CPU cores (fractions allowed).",
+        description="CPU cores on each node (fractions allowed).",
         strict=True,
         allow_inf_nan=False,
     )
-    memory_gib: float = Field(ge=0, le=bounds.MAX_MEMORY_GIB, strict=True, allow_inf_nan=False)
-    accelerator: AcceleratorDemand | None = None
-    storage_gib: float = Field(
-        default=0.0, ge=0, le=bounds.MAX_STORAGE_GIB, strict=True, allow_inf_nan=False
+    memory_gib: float = Field(
+        ge=0,
+        le=bounds.MAX_MEMORY_GIB,
+        strict=True,
+        allow_inf_nan=False,
+        description="Memory on each node (GiB).",
     )
+    accelerator: AcceleratorDemand | None = None
+    nodes: int = Field(
+        default=1,
+        strict=True,
+        ge=1,
+        le=bounds.MAX_NODES,
+        description="Nodes of the gang, each with the CPU, memory and accelerators above.",
+    )
+    storage_gib: float = Field(
+        default=0.0,
+        ge=0,
+        le=bounds.MAX_STORAGE_GIB,
+        strict=True,
+        allow_inf_nan=False,
+        description="Storage of the whole job (GiB).",
+    )
+
+    @field_validator("nodes")
+    @classmethod
+    def _totals_bounded(cls, nodes: int, info: ValidationInfo) -> int:
+        accelerator = info.data.get("accelerator")
+        for what, per_node, bound in (
+            ("CPU cores", info.data.get("cpu", 0.0), bounds.MAX_CPU_CORES),
+            ("GiB memory", info.data.get("memory_gib", 0.0), bounds.MAX_MEMORY_GIB),
+            ("accelerators", accelerator.count if accelerator else 0, bounds.MAX_ACCELERATORS),
+        ):
+            if nodes * per_node > bound:
+                raise ValueError(
+                    f"{nodes} nodes x {per_node:g} {what} is more than one site may hold ({bound:g})"
+                )
+        return nodes
+
+    @property
+    def total_cpu(self) -> float:
+        return self.nodes * self.cpu
+
+    @property
+    def total_memory_gib(self) -> float:
+        return self.nodes * self.memory_gib
+
+    @property
+    def total_accelerators(self) -> int:
+        return self.nodes * self.accelerator.count if self.accelerator else 0
 
 
 class Constraints(DomainModel):

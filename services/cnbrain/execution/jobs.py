@@ -41,8 +41,10 @@ class JobSpec(DomainModel):
 
     The job runs `command` with `/bin/sh` (or with the interpreter of its own `#!` line) in
     `working_directory`, as the scheduler account the backend authenticates as. It gets
-    `cpus` cores and `memory_mib` MiB on one node, `gpus` GPUs (of `gpu_type`, the accelerator
-    model as the site names it, when given), and is stopped by the scheduler after
+    `nodes` nodes at once (all or none), with one task on each: `cpus` cores, `memory_mib` MiB
+    and `gpus` GPUs (of `gpu_type`, the accelerator model as the site names it, when given) on
+    every node; the command runs on the first node (a multi-node job starts its work on every
+    node itself, with the scheduler's launcher). It is stopped by the scheduler after
     `time_limit_s` seconds (a scheduler that counts in minutes rounds up). `environment` is its
     whole environment besides what the backend adds (PATH when not given, CNBRAIN_REQUEST_ID).
     `output_path` receives its standard output and error; None leaves that to the backend.
@@ -53,6 +55,7 @@ class JobSpec(DomainModel):
     request_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
     name: str = Field(default="job", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     command: str = Field(min_length=1)
+    nodes: int = Field(default=1, strict=True, ge=1)
     cpus: int = Field(default=1, strict=True, ge=1)
     memory_mib: int = Field(default=512, strict=True, ge=1)
     gpus: int = Field(default=0, strict=True, ge=0)
@@ -104,7 +107,8 @@ class JobAccounting(DomainModel):
     """A job's record in its backend's own accounting.
 
     `elapsed_s` is the run time as that accounting counts it, `suspended_s` the part it counts
-    as suspended; `cpus`, `memory_mib` and `gpus` are what was allocated, `tres` every
+    as suspended; `nodes`, `cpus`, `memory_mib` and `gpus` are what was allocated (on all
+    nodes together), `tres` every
     allocated trackable resource by the scheduler's own names (Slurm: cpu, mem in MiB, node,
     billing, gres/gpu, ...), `cpu_time_s` the CPU time the job's processes used. `ended_at` and
     `exit_code` are None while the job runs, and `exit_code` also when the accounting cannot
@@ -120,6 +124,7 @@ class JobAccounting(DomainModel):
     ended_at: AwareDatetime | None
     elapsed_s: float = Field(ge=0)
     suspended_s: float = Field(default=0.0, ge=0)
+    nodes: int = Field(default=1, ge=0)
     cpus: int = Field(ge=0)
     memory_mib: int = Field(ge=0)
     gpus: int = Field(default=0, ge=0)

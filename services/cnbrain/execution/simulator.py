@@ -76,8 +76,9 @@ class SimulatedBackend(Closing):
     Keyword-only: `clock` (default the system's; a `ManualClock` in tests), `time_scale`
     simulated seconds per clock second, `queue_delay_s` simulated seconds each job stays
     pending, and the simulated cluster's limits: a job asking more than `max_cpus`,
-    `max_memory_mib` or `max_gpus`, or a GPU type not in `gpu_types` (when given), is rejected
-    with `BackendRejected`. Jobs never wait for each other: capacity is the brain's business.
+    `max_memory_mib` or `max_gpus` on all its nodes together, or a GPU type not in
+    `gpu_types` (when given), is rejected with `BackendRejected`. Jobs never wait for each
+    other: capacity is the brain's business.
     """
 
     def __init__(
@@ -191,9 +192,10 @@ class SimulatedBackend(Closing):
         if job.suspended_since is not None:
             suspended_s += job.last - job.suspended_since
         elapsed_s = ((job.ended or job.last) - job.started) if job.started is not None else 0.0
-        tres = {"cpu": spec.cpus, "mem": spec.memory_mib, "node": 1} if ran else {}
+        n = spec.nodes
+        tres = {"cpu": n * spec.cpus, "mem": n * spec.memory_mib, "node": n} if ran else {}
         if ran and spec.gpus:
-            tres["gres/gpu"] = spec.gpus
+            tres["gres/gpu"] = n * spec.gpus
         return JobAccounting(
             job_id=job.job_id,
             request_id=spec.request_id,
@@ -204,11 +206,12 @@ class SimulatedBackend(Closing):
             ended_at=utc_from_epoch(job.ended),
             elapsed_s=elapsed_s,
             suspended_s=suspended_s,
+            nodes=tres.get("node", 0),
             cpus=tres.get("cpu", 0),
             memory_mib=tres.get("mem", 0),
             gpus=tres.get("gres/gpu", 0),
             tres=tres,
-            cpu_time_s=job.progress_s * spec.cpus,
+            cpu_time_s=job.progress_s * n * spec.cpus,
             exit_code=job.exit_code if job.state.is_final else None,
             source="cnbrain simulator (simulated accounting: nothing ran)",
         )
@@ -225,9 +228,9 @@ class SimulatedBackend(Closing):
 
     def _check_fits(self, job: JobSpec) -> None:
         limits = (
-            ("CPUs", job.cpus, self._max_cpus),
-            ("MiB of memory", job.memory_mib, self._max_memory_mib),
-            ("GPUs", job.gpus, self._max_gpus),
+            ("CPUs", job.nodes * job.cpus, self._max_cpus),
+            ("MiB of memory", job.nodes * job.memory_mib, self._max_memory_mib),
+            ("GPUs", job.nodes * job.gpus, self._max_gpus),
         )
         for what, asked, limit in limits:
             if limit is not None and asked > limit:

@@ -122,18 +122,19 @@ def submit_body(
 ) -> Json:
     """The body of `POST /slurm/v0.0.38/job/submit` for `job`.
 
-    One node, one task with `cpus` CPUs, `memory_mib` per node, the time limit in minutes
-    (rounded up), and `gres=gpu[:type]:N` when GPUs are asked for; `gpu_types` maps the
-    site's accelerator model names to the GRES type names of its gres.conf (a model it does
-    not map is passed as it is).
+    `nodes` nodes with one task each of `cpus` CPUs, `memory_mib` per node, the time limit in
+    minutes (rounded up), and `gres=gpu[:type]:N` per node when GPUs are asked for;
+    `gpu_types` maps the site's accelerator model names to the GRES type names of its
+    gres.conf (a model it does not map is passed as it is).
     """
     script = job.command if job.command.startswith("#!") else f"#!/bin/sh\n{job.command}\n"
     environment = {"PATH": DEFAULT_PATH, **job.environment, "CNBRAIN_REQUEST_ID": job.request_id}
     properties: Json = {
         "name": slurm_job_name(job),
         "comment": request_comment(job.request_id),
-        "nodes": 1,
-        "tasks": 1,
+        "nodes": job.nodes,
+        "tasks": job.nodes,
+        "tasks_per_node": 1,
         "cpus_per_task": job.cpus,
         "memory_per_node": job.memory_mib,
         "time_limit": time_limit_minutes(job.time_limit_s),
@@ -257,6 +258,7 @@ def accounting_from_db(record: Json, *, controller: JobStatus | None = None) -> 
         started_at=status.started_at,
         ended_at=status.ended_at,
         elapsed_s=float(_int(times.get("elapsed")) or 0),
+        nodes=tres.get("node", 0),
         suspended_s=float(_int(times.get("suspended")) or 0),
         cpus=tres.get("cpu", 0),
         memory_mib=tres.get("mem", 0),

@@ -12,6 +12,7 @@ import grpc
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.netmap.arrays import demand_units
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.security import PeerSecurity
@@ -262,10 +263,9 @@ class RegionDirectory:
         kind of site with the CPU and memory, is left out; a region without a summary yet is
         kept, last. The rest are ordered by their lowest CPU price, then their gateway load.
         """
-        want = request.resources
-        model = want.accelerator.model if want.accelerator else None
-        count = want.accelerator.count if want.accelerator else 0
-        cpu_m, mem_mib = int(want.cpu * 1000), int(want.memory_gib * 1024)
+        want = demand_units(request.resources)
+        model, count = want.accelerator_model, want.accelerator_count
+        cpu_m, mem_mib = want.cpu_m, want.mem_mib
         fitting: list[tuple[tuple[float, float], Region]] = []
         unknown: list[Region] = []
         for region in self._regions.values():

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cnbrain.domain.enums import Interconnect, LinkLayer, SiteKind
+from cnbrain.domain.request import ResourceDemand
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 
 IntArray = npt.NDArray[np.int64]
@@ -30,6 +31,31 @@ def cores_to_millicores(cores: float) -> int:
 
 def gib_to_mib(gib: float) -> int:
     return math.ceil(round(gib * 1024, 6))
+
+
+@dataclass(frozen=True, slots=True)
+class DemandUnits:
+    """What a request's whole gang holds, in the ledger's units: `accelerator_count` of
+    `accelerator_model` (None and 0 without accelerators)."""
+
+    cpu_m: int
+    mem_mib: int
+    storage_gib: int
+    accelerator_model: str | None
+    accelerator_count: int
+
+
+def demand_units(demand: ResourceDemand) -> DemandUnits:
+    """`demand` in the ledger's units: each node's CPU and memory rounded up, times the nodes
+    (so that every node of the gang gets its whole amount), and the job's storage."""
+    accelerator = demand.accelerator
+    return DemandUnits(
+        cpu_m=demand.nodes * cores_to_millicores(demand.cpu),
+        mem_mib=demand.nodes * gib_to_mib(demand.memory_gib),
+        storage_gib=whole_gib(demand.storage_gib),
+        accelerator_model=accelerator.model if accelerator else None,
+        accelerator_count=demand.total_accelerators,
+    )
 
 
 def gbps_to_mbps(gbps: float) -> int:

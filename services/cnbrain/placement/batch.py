@@ -14,10 +14,8 @@ from cnbrain.netmap.arrays import (
     FloatArray,
     IntArray,
     MapArrays,
-    cores_to_millicores,
+    demand_units,
     gbps_to_mbps,
-    gib_to_mib,
-    whole_gib,
 )
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
@@ -66,15 +64,16 @@ class RequestBatch:
         allowed = _allowed_provinces(requests, arrays, province_idx)
         acc_column, acc_count = _accelerator_columns(requests, arrays)
         power = _power_w(requests)
+        units = [demand_units(r.resources) for r in requests]
         n = len(requests)
         return cls(
             requests=tuple(requests),
             access_nodes=tuple(
                 r.access_node or cmap.provinces[r.source_province].access_nodes[0] for r in requests
             ),
-            cpu_m=_ints([cores_to_millicores(r.resources.cpu) for r in requests], n),
-            mem_mib=_ints([gib_to_mib(r.resources.memory_gib) for r in requests], n),
-            storage_gib=_ints([whole_gib(r.resources.storage_gib) for r in requests], n),
+            cpu_m=_ints([u.cpu_m for u in units], n),
+            mem_mib=_ints([u.mem_mib for u in units], n),
+            storage_gib=_ints([u.storage_gib for u in units], n),
             acc_column=_ints(acc_column, n),
             acc_count=_ints(acc_count, n),
             need_mbps=_ints([gbps_to_mbps(r.constraints.min_bandwidth_gbps) for r in requests], n),
@@ -132,7 +131,7 @@ def _accelerator_columns(
             acc_count.append(0)
         else:
             acc_column.append(arrays.accelerator_column.get(acc.model, ABSENT_MODEL))
-            acc_count.append(acc.count)
+            acc_count.append(r.resources.total_accelerators)
     return acc_column, acc_count
 
 
@@ -140,11 +139,12 @@ def _power_w(requests: Sequence[PlacementRequest]) -> list[float]:
     """Per request, the power its CPU cores, memory and accelerators draw, in W."""
     power: list[float] = []
     for r in requests:
-        acc = r.resources.accelerator
+        want = r.resources
+        acc = want.accelerator
         power.append(
-            r.resources.cpu * CPU_CORE_POWER_W
-            + r.resources.memory_gib * MEMORY_GIB_POWER_W
-            + (acc.count * ACCELERATOR_POWER_W[acc.model] if acc else 0.0)
+            want.total_cpu * CPU_CORE_POWER_W
+            + want.total_memory_gib * MEMORY_GIB_POWER_W
+            + (want.total_accelerators * ACCELERATOR_POWER_W[acc.model] if acc else 0.0)
         )
     return power
 

@@ -14,9 +14,10 @@ count whole minutes, must not end a job that keeps to its duration."""
 def job_spec(request: PlacementRequest, *, attempt: int) -> JobSpec:
     """The job of `request`'s attempt `attempt` (the request must have a `job` part).
 
-    It gets the request's CPUs (rounded up to whole cores, at least one), memory (MiB, rounded
-    up), accelerators (the model as the request names it; the site's backend maps it to its
-    own GPU type), and `duration_hours` plus `GRACE_S` as its time limit. Without a command
+    It gets the request's nodes, and on each node its CPUs (rounded up to whole cores, at
+    least one), memory (MiB, rounded up) and accelerators (the model as the request names it;
+    the site's backend maps it to its own GPU type); and `duration_hours` plus `GRACE_S` as
+    its time limit. Without a command
     it holds its allocation for `duration_hours` (`sleep`); a simulator runs it for
     `duration_hours` either way (unless the command sleeps otherwise). The environment adds
     CNBRAIN_ATTEMPT.
@@ -31,6 +32,7 @@ def job_spec(request: PlacementRequest, *, attempt: int) -> JobSpec:
         request_id=request.id,
         name=job.name,
         command=job.command if job.command is not None else f"sleep {duration_s}",
+        nodes=request.resources.nodes,
         cpus=max(1, math.ceil(request.resources.cpu)),
         memory_mib=max(1, math.ceil(request.resources.memory_gib * 1024)),
         gpus=accelerator.count if accelerator is not None else 0,

@@ -19,7 +19,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar
 from cnbrain.ledger.keys import SITE_COMPUTE, ResourceKey, accelerator_key, link_key, site_key
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import MapArrays, demand_units
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.paths import Blocked
@@ -188,12 +188,13 @@ def compute_amounts(
 
 def request_demand(request: PlacementRequest) -> Resources:
     """What `request` holds of a site's compute, as a resource vector in the ledger's units."""
-    r = request.resources
+    units = demand_units(request.resources)
+    model = units.accelerator_model
     return Resources.of(
-        cpu_m=cores_to_millicores(r.cpu),
-        mem_mib=gib_to_mib(r.memory_gib),
-        storage_gib=whole_gib(r.storage_gib),
-        accelerators={r.accelerator.model: r.accelerator.count} if r.accelerator else None,
+        cpu_m=units.cpu_m,
+        mem_mib=units.mem_mib,
+        storage_gib=units.storage_gib,
+        accelerators={model: units.accelerator_count} if model else None,
     )
 
 

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import demand_units, gbps_to_mbps
 from cnbrain.regional.use_cases.admission_inputs import leave_held_rooms, running_work
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.scheduling.options import (
@@ -163,18 +163,18 @@ class MakeRoom:
 
     async def _hold(self, request: PlacementRequest, site_id: str, now: int) -> None:
         at = datetime.fromtimestamp(now, UTC)
-        r = request.resources
+        units = demand_units(request.resources)
         async with self._sessions.begin() as session:
             await room_holds.hold(
                 session,
                 room_holds.RoomHold(
                     request_id=request.id,
                     site_id=site_id,
-                    cpu_m=cores_to_millicores(r.cpu),
-                    mem_mib=gib_to_mib(r.memory_gib),
-                    storage_gib=whole_gib(r.storage_gib),
-                    accelerator_model=r.accelerator.model if r.accelerator else None,
-                    accelerator_count=r.accelerator.count if r.accelerator else 0,
+                    cpu_m=units.cpu_m,
+                    mem_mib=units.mem_mib,
+                    storage_gib=units.storage_gib,
+                    accelerator_model=units.accelerator_model,
+                    accelerator_count=units.accelerator_count,
                     until=at + timedelta(seconds=HOLD_S),
                 ),
                 now=at,
