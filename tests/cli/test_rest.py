@@ -184,9 +184,10 @@ def test_requests_why_shows_a_queued_requests_place_estimate_and_blockers(
     every_h100 = {
         "source_province": "GD",
         "resources": {
+            "nodes": 128,
             "cpu": 8,
             "memory_gib": 32,
-            "accelerator": {"model": "H100", "count": 1024},
+            "accelerator": {"model": "H100", "count": 8},
         },
         "duration_hours": 2,
     }

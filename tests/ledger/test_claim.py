@@ -6,6 +6,7 @@ import pytest
 
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import Claim, claim_from, duration_seconds, reservation_of, window_of
+from cnbrain.ledger.nodes import Gang
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -48,6 +49,16 @@ def test_a_reservation_becomes_a_claim_by_ids_and_back(arrays: MapArrays) -> Non
         counts_quota=True,
     )
     assert reservation_of(claim, arrays=arrays) == reservation
+    gang = dataclasses.replace(claim, nodes=2)
+    assert reservation_of(gang, arrays=arrays).compute.gang == Gang(
+        nodes=2, cpu_m=2000, mem_mib=4096, model=model, devices=1
+    )
+    assert (
+        claim_from(
+            reservation_of(gang, arrays=arrays), arrays=arrays, tenant_id="acme", window=HOUR
+        )
+        == gang
+    )
 
 
 def test_a_claim_without_a_site_takes_no_compute_in_the_engine(arrays: MapArrays) -> None:

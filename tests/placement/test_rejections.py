@@ -18,7 +18,7 @@ def a100(count: int) -> dict[str, object]:
     return {"cpu": 4, "memory_gib": 16, "accelerator": {"model": "A100", "count": count}}
 
 
-def test_the_status_set_is_closed_and_only_capacity_is_not_now() -> None:
+def test_the_status_set_is_closed_and_only_capacity_and_free_nodes_are_not_now() -> None:
     assert [c.value for c in Code] == [
         "success",
         "unschedulable",
@@ -26,6 +26,7 @@ def test_the_status_set_is_closed_and_only_capacity_is_not_now() -> None:
     ]
     codes = {name: factory().code for name, factory in FILTERS.items()}
     assert codes.pop("capacity") is Code.UNSCHEDULABLE
+    assert codes.pop("node_pools") is Code.UNSCHEDULABLE
     assert set(codes.values()) == {Code.UNRESOLVABLE}
 
 

@@ -3,7 +3,7 @@
 from cnbrain.bench.workload import random_requests
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps
+from cnbrain.netmap.arrays import demand_units, gbps_to_mbps
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.scheduling.options import CalendarKeys, free_bandwidth_now_on, request_options
@@ -44,7 +44,7 @@ def test_options_are_the_engines_ranked_sites_with_the_bandwidth_on_their_path()
         need = gbps_to_mbps(request.constraints.min_bandwidth_gbps)
         for option in opts:
             site = cmap.site_index[option.label]
-            cpu_m = cores_to_millicores(request.resources.cpu)
+            cpu_m = demand_units(request.resources).cpu_m
             assert option.demand[keys.site(site, keys.CPU_M)] == cpu_m
             assert set(option.demand) <= set(capacities)
             assert all(0 < amount <= capacities[key] for key, amount in option.demand.items())

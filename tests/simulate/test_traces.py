@@ -39,10 +39,15 @@ def chinanet() -> ComputeNetworkMap:
 
 @pytest.fixture(scope="module")
 def bare_china() -> ComputeNetworkMap:
-    """`china` with every accelerator removed."""
+    """`china` with every accelerator (and every accelerator node) removed."""
     document = china_document()
     sites = tuple(
-        site.model_copy(update={"capacity": site.capacity.model_copy(update={"accelerators": {}})})
+        site.model_copy(
+            update={
+                "capacity": site.capacity.model_copy(update={"accelerators": {}}),
+                "node_pools": tuple(p for p in site.node_pools if p.accelerator is None),
+            }
+        )
         for site in document.sites
     )
     return ComputeNetworkMap.from_document(document.model_copy(update={"sites": sites}))

@@ -397,9 +397,9 @@ async def test_release_many_gives_each_part_of_a_mixed_batch_back_exactly_once(
             released = await peer_ledger.release_many(session, reservation_ids=ids)
 
     assert released == [True, False, False, True, False, True, True, False]
-    # The parts' update, their links, one update each of sites, pools, links, quotas, then
-    # the deletes of their flows' links and flows.
-    assert statements.count == 8, statements.seen
+    # The parts' update, their links, one update each of sites, pools, links, quotas, the
+    # delete of their node takes, then the deletes of their flows' links and flows.
+    assert statements.count == 9, statements.seen
     after = await _snapshot(sessions, ledger)
     assert (after.free_cpu_m == before.free_cpu_m).all()
     assert (after.free_mem_mib == before.free_mem_mib).all()

@@ -153,6 +153,7 @@ async def test_update_site_changes_caps_and_keeps_use(
     bigger = site.model_copy(
         update={
             "capacity": capacity,
+            "node_pools": (),
             "prices": site.prices.model_copy(
                 update={"accelerator_hour": {"A100": 9.0, "H100": 20.0}}
             ),

@@ -7,7 +7,7 @@ latency-minded), batch (CPU only, cost-minded) and service (CPU, latency bound, 
 
 import numpy as np
 
-from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.request import PlacementRequest, ResourceDemand
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 
 CLASS_MIX = (("training", 0.25), ("inference", 0.3), ("batch", 0.3), ("service", 0.15))
@@ -38,11 +38,12 @@ def random_requests(cmap: ComputeNetworkMap, *, count: int, seed: int) -> list[P
         }
         model = models[int(rng.integers(len(models)))]
         if kind == "training" and model:
-            raw["resources"] = {
-                "cpu": float(rng.choice([32, 64, 128])),
-                "memory_gib": float(rng.choice([256, 512, 1024])),
-                "accelerator": {"model": model, "count": int(rng.choice([4, 8, 16]))},
-            }
+            raw["resources"] = ResourceDemand.of_totals(
+                cpu=float(rng.choice([32, 64, 128])),
+                memory_gib=float(rng.choice([256, 512, 1024])),
+                model=model,
+                count=int(rng.choice([4, 8, 16])),
+            ).model_dump()
             raw["duration_hours"] = float(rng.choice([4, 12, 24, 72]))
             raw["constraints"] = {"min_bandwidth_gbps": float(rng.choice([1, 5, 10]))}
         elif kind == "inference" and model:

@@ -40,6 +40,12 @@ MAX_ACCELERATORS: Final = 10**6
 MAX_NODES: Final = 10**5
 """Nodes of one request's gang, and of one node pool."""
 
+MAX_NODE_POOLS: Final = 64
+"""Node pools of one site."""
+
+MAX_DEVICES_PER_NODE: Final = 64
+"""Accelerators on one node of a node pool."""
+
 MAX_BANDWIDTH_GBPS: Final = 10**6
 """Bandwidth of one link, and the bandwidth a request reserves on each link of its path."""
 

@@ -68,9 +68,34 @@ class ResourceDemand(DomainModel):
         ):
             if nodes * per_node > bound:
                 raise ValueError(
-                    f"{nodes} nodes x {per_node:g} {what} is more than one site may hold ({bound:g})"
+                    f"{nodes} nodes x {per_node:g} {what} is more than one site may hold "
+                    f"({bound:g})"
                 )
         return nodes
+
+    @classmethod
+    def of_totals(
+        cls,
+        *,
+        cpu: float,
+        memory_gib: float,
+        model: str | None = None,
+        count: int = 0,
+        per_node: int = 8,
+    ) -> "ResourceDemand":
+        """A job's totals as a gang: nodes of `per_node` accelerators each, with its CPU and
+        memory shared evenly, when `count` is a larger multiple of `per_node`; else one
+        node with all of it."""
+        nodes = count // per_node if count > per_node and count % per_node == 0 else 1
+        accelerator = {"model": model, "count": count // nodes} if model and count else None
+        return cls.model_validate(
+            {
+                "nodes": nodes,
+                "cpu": cpu / nodes,
+                "memory_gib": memory_gib / nodes,
+                "accelerator": accelerator,
+            }
+        )
 
     @property
     def total_cpu(self) -> float:

@@ -5,7 +5,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_NAME_LENGTH, MAX_WINDOW_S
+from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_NAME_LENGTH, MAX_NODES, MAX_WINDOW_S
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
@@ -124,6 +124,7 @@ def part_message(claim: Claim, flows: Sequence[FlowHold] = ()) -> ledger_pb2.Par
         count_quota=claim.counts_quota,
         start_s=claim.window.start,
         end_s=claim.window.end,
+        nodes=claim.nodes,
         flows=[
             ledger_pb2.PartFlow(
                 kind=flow.kind,
@@ -226,4 +227,19 @@ def claim_of(message: ledger_pb2.PartClaim) -> Claim:
         mbps=message.mbps,
         window=part_window(message),
         counts_quota=message.count_quota,
+        nodes=part_nodes(message),
     )
+
+
+def part_nodes(message: ledger_pb2.PartClaim) -> int:
+    """The nodes of one part's compute (0 is 1); raises WireError naming `nodes` when out of
+    bounds or not dividing its amounts evenly."""
+    nodes = message.nodes or 1
+    compute = message.compute
+    amounts = (compute.cpu_m, compute.mem_mib, compute.accelerator_count)
+    if not 1 <= nodes <= MAX_NODES or any(amount % nodes for amount in amounts):
+        raise WireError(
+            f"nodes must be 1 to {MAX_NODES} and divide the compute evenly, not {message.nodes}",
+            field="nodes",
+        )
+    return nodes

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from cnbrain.domain.bounds import MAX_BANDWIDTH_GBPS
 from cnbrain.ledger.calendar import Window
+from cnbrain.ledger.nodes import Gang
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import MapArrays
 
@@ -28,7 +29,10 @@ class Claim:
 
     `window` is when it holds all of that: `[start, end)` in integer epoch seconds, end the
     start plus the request's duration. Releasing the reservation earlier gives the rest of
-    the window back."""
+    the window back.
+
+    `nodes` is how many nodes of one node pool the compute takes, each an equal share of it
+    (`gang`), on a site with node pools; the ledger chooses the nodes."""
 
     reservation_id: str
     request_id: str
@@ -43,6 +47,19 @@ class Claim:
     mbps: int
     window: Window
     counts_quota: bool = True
+    nodes: int = 1
+
+    @property
+    def gang(self) -> Gang:
+        """The compute as `nodes` equal nodes (`cnbrain.ledger.nodes`)."""
+        n = self.nodes
+        return Gang(
+            nodes=n,
+            cpu_m=self.cpu_m // n,
+            mem_mib=self.mem_mib // n,
+            model=self.accelerator_model if self.accelerator_count else None,
+            devices=self.accelerator_count // n,
+        )
 
     def without_compute(self) -> "Claim":
         """This claim with no site and no compute: its links and quota only."""
@@ -111,6 +128,7 @@ def claim_from(
         link_ids=tuple(arrays.map.links[i].id for i in reservation.links),
         mbps=reservation.mbps,
         window=window,
+        nodes=compute.gang.nodes if compute.gang else 1,
     )
 
 
@@ -130,6 +148,7 @@ def reservation_of(claim: Claim, *, arrays: MapArrays) -> Reservation:
             storage_gib=claim.storage_gib if here else 0,
             acc_column=column if here else -1,
             acc_count=claim.accelerator_count if here and column >= 0 else 0,
+            gang=claim.gang if here and claim.nodes > 1 else None,
         ),
         links=tuple(arrays.link_index[link_id] for link_id in claim.link_ids),
         mbps=claim.mbps,

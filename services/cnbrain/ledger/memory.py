@@ -7,8 +7,9 @@ from types import MappingProxyType
 import numpy as np
 
 from cnbrain.domain.errors import Conflict
+from cnbrain.ledger.nodes import Gang, NodeState, NodeTake, pick_on
 from cnbrain.ledger.reservation import Reservation
-from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.snapshot import Snapshot, site_pools
 from cnbrain.netmap.arrays import MapArrays
 
 
@@ -20,7 +21,9 @@ class InMemoryLedger:
     """Holds what is reserved on one map. Thread-safe.
 
     Contract: `reserve` takes all of a reservation or nothing; `release` gives back exactly what
-    `reserve` took; free capacity and residual bandwidth never go negative.
+    `reserve` took; free capacity and residual bandwidth never go negative. On a site with
+    node pools, a reservation also takes the nodes of its gang (`cnbrain.ledger.nodes`),
+    chosen here and given back on release; the snapshot summarises what is free on them.
     """
 
     def __init__(self, arrays: MapArrays) -> None:
@@ -32,6 +35,10 @@ class InMemoryLedger:
         self._used_acc = np.zeros_like(arrays.cap_acc)
         self._used_mbps = np.zeros_like(arrays.link_cap_mbps)
         self._reservations: dict[str, Reservation] = {}
+        self._nodes = {
+            site: [NodeState(pool) for pool in pools] for site, pools in site_pools(arrays).items()
+        }
+        self._node_takes: dict[str, list[NodeTake]] = {}
         self._version = 0
         self._snapshot: Snapshot | None = None
 
@@ -60,6 +67,10 @@ class InMemoryLedger:
                     used_storage_gib=self._used_storage_gib.copy(),
                     used_acc=self._used_acc.copy(),
                     used_mbps=self._used_mbps.copy(),
+                    nodes={
+                        site: tuple(state.summary() for state in states)
+                        for site, states in self._nodes.items()
+                    },
                 )
             return self._snapshot
 
@@ -69,7 +80,12 @@ class InMemoryLedger:
             if reservation.id in self._reservations:
                 raise LedgerError(f"reservation {reservation.id!r} exists already")
             self._check_fits(reservation)
+            takes = self._pick_nodes(reservation)
             self._apply(reservation, +1)
+            states = self._nodes.get(reservation.compute.site, [])
+            for take in takes:
+                states[take.pool].apply(take)
+            self._node_takes[reservation.id] = takes
             self._reservations[reservation.id] = reservation
             self._version += 1
 
@@ -80,6 +96,9 @@ class InMemoryLedger:
             if reservation is None:
                 raise LedgerError(f"reservation {reservation_id!r} is not held")
             self._apply(reservation, -1)
+            states = self._nodes.get(reservation.compute.site, [])
+            for take in self._node_takes.pop(reservation_id, []):
+                states[take.pool].apply(take, sign=-1)
             self._version += 1
             return reservation
 
@@ -136,6 +155,23 @@ class InMemoryLedger:
                 raise LedgerError(
                     f"link {a.map.links[link].id!r}: not enough bandwidth for {r.id!r}"
                 )
+
+    def _pick_nodes(self, r: Reservation) -> list[NodeTake]:
+        """The nodes `r` takes on its site's pools (none on a site without pools); raises
+        LedgerError when no pool has its gang's nodes free."""
+        c = r.compute
+        states = self._nodes.get(c.site)
+        if not states:
+            return []
+        model = self._arrays.map.accelerator_models[c.acc_column] if c.acc_count else None
+        gang = c.gang or Gang(
+            nodes=1, cpu_m=c.cpu_m, mem_mib=c.mem_mib, model=model, devices=c.acc_count
+        )
+        picked = pick_on(states, gang)
+        if picked is None:
+            site_id = self._arrays.map.sites[c.site].id
+            raise LedgerError(f"site {site_id!r}: no node pool has the nodes of {r.id!r} free")
+        return picked
 
     def _apply(self, r: Reservation, sign: int) -> None:
         c = r.compute

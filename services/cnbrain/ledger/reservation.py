@@ -2,10 +2,14 @@
 
 from dataclasses import dataclass
 
+from cnbrain.ledger.nodes import Gang
+
 
 @dataclass(frozen=True, slots=True)
 class ComputeClaim:
-    """Compute taken on one site. `acc_column` is -1 when no accelerator is claimed."""
+    """Compute taken on one site. `acc_column` is -1 when no accelerator is claimed. `gang`
+    says how the amounts split over the site's nodes (None: one node holds them all); the
+    amounts are the whole gang's."""
 
     site: int
     cpu_m: int
@@ -13,6 +17,7 @@ class ComputeClaim:
     storage_gib: int
     acc_column: int = -1
     acc_count: int = 0
+    gang: Gang | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,44 @@
 """A consistent, read-only view of free capacity taken at the start of a placement cycle."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
+from cnbrain.ledger.nodes import Pool, PoolSummary
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
+
+SiteNodes = Mapping[int, tuple[PoolSummary, ...]]
+"""Per site index, the summary of each of its node pools (`site_pools`), for sites with pools."""
+
+
+@lru_cache(maxsize=8)
+def site_pools(arrays: MapArrays) -> Mapping[int, tuple[Pool, ...]]:
+    """The node pools of each site of `arrays`' map that describes its nodes, in the
+    ledger's units, by site index."""
+    return MappingProxyType(
+        {
+            i: tuple(Pool.of(pool) for pool in site.node_pools)
+            for i, site in enumerate(arrays.map.sites)
+            if site.node_pools
+        }
+    )
+
+
+def all_free(arrays: MapArrays) -> SiteNodes:
+    """Every node pool of `arrays`' map with nothing taken."""
+    return MappingProxyType(
+        {i: tuple(map(PoolSummary.empty, pools)) for i, pools in site_pools(arrays).items()}
+    )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Snapshot:
-    """Free capacity per site and residual bandwidth per link at ledger `version`.
+    """Free capacity per site and residual bandwidth per link at ledger `version`, and
+    what is free on the node pools of the sites that have them (`nodes`).
 
     The arrays are read-only; a cycle that needs to track its own tentative use copies them.
     """
@@ -24,6 +51,7 @@ class Snapshot:
     free_acc: IntArray
     free_acc_by_model: IntArray
     residual_mbps: IntArray
+    nodes: SiteNodes
 
     @classmethod
     def of(
@@ -36,6 +64,7 @@ class Snapshot:
         used_storage_gib: IntArray,
         used_acc: IntArray,
         used_mbps: IntArray,
+        nodes: SiteNodes | None = None,
     ) -> "Snapshot":
         return cls.of_free(
             arrays,
@@ -45,6 +74,7 @@ class Snapshot:
             free_storage_gib=arrays.cap_storage_gib - used_storage_gib,
             free_acc=arrays.cap_acc - used_acc,
             residual_mbps=arrays.link_cap_mbps - used_mbps,
+            nodes=nodes,
         )
 
     @classmethod
@@ -63,7 +93,8 @@ class Snapshot:
 
     def adjusted(self, reservation: Reservation, *, taken: bool) -> "Snapshot":
         """A copy of this snapshot with `reservation` taken (or, with taken=False, given back);
-        free capacity is kept at or above zero."""
+        free capacity is kept at or above zero. Node pools are as they are: a `Reservation`
+        does not say which nodes it holds."""
         sign = -1 if taken else 1
         c = reservation.compute
         cpu, mem = self.free_cpu_m.copy(), self.free_mem_mib.copy()
@@ -87,12 +118,13 @@ class Snapshot:
             free_storage_gib=storage,
             free_acc=acc,
             residual_mbps=mbps,
+            nodes=self.nodes,
         )
 
     def less(self, computes: Sequence[ComputeClaim]) -> "Snapshot":
         """A copy of this snapshot with the compute of every claim of `computes` taken (free
-        capacity kept at or above zero), at the same version; this snapshot itself when
-        `computes` is empty."""
+        capacity kept at or above zero; node pools as they are), at the same version; this
+        snapshot itself when `computes` is empty."""
         if not computes:
             return self
         cpu, mem = self.free_cpu_m.copy(), self.free_mem_mib.copy()
@@ -111,6 +143,7 @@ class Snapshot:
             free_storage_gib=storage,
             free_acc=acc,
             residual_mbps=self.residual_mbps,
+            nodes=self.nodes,
         )
 
     def only_on(self, site: int) -> "Snapshot":
@@ -133,6 +166,7 @@ class Snapshot:
             residual_mbps=self.residual_mbps.copy()
             if links is None
             else np.where(links, self.residual_mbps, 0),
+            nodes=self.nodes,
         )
 
     @classmethod
@@ -146,8 +180,10 @@ class Snapshot:
         free_storage_gib: IntArray,
         free_acc: IntArray,
         residual_mbps: IntArray,
+        nodes: SiteNodes | None = None,
     ) -> "Snapshot":
-        """A snapshot of the given free capacity (clipped at zero)."""
+        """A snapshot of the given free capacity (clipped at zero); `nodes` None: every node
+        pool with nothing taken."""
 
         def frozen(values: IntArray) -> IntArray:
             values = np.maximum(values, 0)
@@ -166,4 +202,5 @@ class Snapshot:
             free_acc=acc,
             free_acc_by_model=by_model,
             residual_mbps=frozen(residual_mbps),
+            nodes=all_free(arrays) if nodes is None else nodes,
         )

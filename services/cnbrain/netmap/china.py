@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from cnbrain.domain.enums import CpuArch, Interconnect, LinkLayer, NodeRole, SiteKind
 from cnbrain.domain.network import NATIONAL_OWNER, Link, Node, Province, Region
-from cnbrain.domain.site import Capacity, Prices, Site
+from cnbrain.domain.site import Capacity, NodePool, Prices, Site
 from cnbrain.netmap.document import MapDocument
 from cnbrain.netmap.geo import fibre_latency_ms, great_circle_km
 
@@ -455,6 +455,12 @@ def _carbon(province: str, green_share: float) -> float:
 def _hub_site(hub: _HubRow) -> tuple[Site, float]:
     """The site of one hub cluster and the bandwidth of its two uplinks."""
     spec = HUB_SPECS[hub.slug]
+    capacity = Capacity(
+        cpu_cores=spec.cpu_cores,
+        memory_gib=spec.cpu_cores * HUB_GIB_PER_CORE,
+        accelerators=dict(spec.accelerators),
+        storage_gib=spec.storage_pib * _GIB_PER_PIB,
+    )
     site = Site(
         id=f"{hub.province}-hub-{hub.slug}",
         name=f"{hub.cluster_en} cluster ({hub.hub_en} hub)",
@@ -462,12 +468,8 @@ def _hub_site(hub: _HubRow) -> tuple[Site, float]:
         kind=SiteKind.HUB,
         lat=hub.lat,
         lon=hub.lon,
-        capacity=Capacity(
-            cpu_cores=spec.cpu_cores,
-            memory_gib=spec.cpu_cores * HUB_GIB_PER_CORE,
-            accelerators=dict(spec.accelerators),
-            storage_gib=spec.storage_pib * _GIB_PER_PIB,
-        ),
+        capacity=capacity,
+        node_pools=_node_pools(capacity),
         cpu_arch=spec.cpu_arch,
         interconnect=spec.interconnect,
         prices=_prices(spec.price_factor, spec.accelerators),
@@ -483,6 +485,55 @@ def _hub_site(hub: _HubRow) -> tuple[Site, float]:
         },
     )
     return site, HUB_UPLINK_GBPS
+
+
+ACCELERATORS_PER_NODE: Final = 8
+"""Accelerators of one assumed accelerator server (fewer when a model's count is not a
+multiple of it)."""
+MAX_CORES_PER_ACCELERATOR: Final = 16
+CPU_NODE_CORES: Final = 128
+
+
+def _node_pools(capacity: Capacity) -> tuple[NodePool, ...]:
+    """The assumed servers of a site: per accelerator model, servers of 8 (else 4, 2 or 1)
+    accelerators with up to 16 cores each (fewer, and even, where the site has fewer cores
+    per accelerator); the remaining cores as 128-core CPU servers. Memory follows the site's
+    GiB per core."""
+    devices = sum(capacity.accelerators.values())
+    gib_per_core = capacity.memory_gib / capacity.cpu_cores
+    per_accelerator = (
+        min(MAX_CORES_PER_ACCELERATOR, 2 * int(capacity.cpu_cores / devices / 2)) if devices else 0
+    )
+    pools: list[NodePool] = []
+    used = 0
+    for model, count in sorted(capacity.accelerators.items()):
+        size = next(n for n in ACCELERATOR_PER_NODE_SIZES if count % n == 0)
+        cores = size * per_accelerator
+        pools.append(
+            NodePool(
+                name=model.lower(),
+                count=count // size,
+                cpu_cores=cores,
+                memory_gib=cores * gib_per_core,
+                accelerator=model,
+                accelerators=size,
+            )
+        )
+        used += count // size * cores
+    cpu_nodes = int(capacity.cpu_cores - used) // CPU_NODE_CORES
+    if cpu_nodes:
+        pools.append(
+            NodePool(
+                name="cpu",
+                count=cpu_nodes,
+                cpu_cores=CPU_NODE_CORES,
+                memory_gib=CPU_NODE_CORES * gib_per_core,
+            )
+        )
+    return tuple(pools)
+
+
+ACCELERATOR_PER_NODE_SIZES: Final = (ACCELERATORS_PER_NODE, 4, 2, 1)
 
 
 def _units(count: float) -> int:
@@ -572,6 +623,12 @@ def _site(row: _ProvinceRow, region: str, capital: _Pop, plan: _SitePlan) -> Sit
     green = KIND_GREEN_SHARE[plan.kind]
     lat, lon = _near(capital, plan.km, plan.bearing)
     labels = {"tier": str(plan.kind)} | ({"owner": "social"} if plan.kind is SiteKind.IDLE else {})
+    capacity = Capacity(
+        cpu_cores=plan.cpu_cores,
+        memory_gib=plan.cpu_cores * plan.gib_per_core,
+        accelerators=dict(plan.accelerators),
+        storage_gib=round(plan.storage_pib * _GIB_PER_PIB),
+    )
     return Site(
         id=f"{row.code}-{plan.suffix}",
         name=f"{row.name} {_KIND_NAME[plan.kind]} {plan.suffix.rsplit('-', 1)[1]}",
@@ -579,12 +636,8 @@ def _site(row: _ProvinceRow, region: str, capital: _Pop, plan: _SitePlan) -> Sit
         kind=plan.kind,
         lat=lat,
         lon=lon,
-        capacity=Capacity(
-            cpu_cores=plan.cpu_cores,
-            memory_gib=plan.cpu_cores * plan.gib_per_core,
-            accelerators=dict(plan.accelerators),
-            storage_gib=round(plan.storage_pib * _GIB_PER_PIB),
-        ),
+        capacity=capacity,
+        node_pools=_node_pools(capacity),
         cpu_arch=CpuArch.X86_64,
         interconnect=plan.interconnect,
         prices=_prices(

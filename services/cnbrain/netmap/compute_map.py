@@ -117,6 +117,38 @@ def _check_site(site: Site, provinces: Mapping[str, Province]) -> None:
             raise MapError(f"site {site.id!r}: capacity.accelerators.{model} is negative ({count})")
         if count > 0 and model not in site.prices.accelerator_hour:
             raise MapError(f"site {site.id!r}: prices.accelerator_hour has no price for {model!r}")
+    _check_pools(site)
+
+
+def _check_pools(site: Site) -> None:
+    """MapError unless the site's node pools are of catalog models and, together, within its
+    capacity (cores, memory, and accelerators of each model)."""
+    pools = site.node_pools
+    if not pools:
+        return
+    capacity = site.capacity
+    held: dict[str, float] = {
+        "cpu_cores": sum(p.count * p.cpu_cores for p in pools),
+        "memory_gib": sum(p.count * p.memory_gib for p in pools),
+    }
+    for name, amount in held.items():
+        if amount > getattr(capacity, name) * (1 + 1e-9):
+            raise MapError(
+                f"site {site.id!r}: node_pools hold {amount:g} {name}, more than its capacity "
+                f"({getattr(capacity, name):g})"
+            )
+    devices: dict[str, int] = {}
+    for pool in pools:
+        if pool.accelerator is not None:
+            devices[pool.accelerator] = (
+                devices.get(pool.accelerator, 0) + pool.count * pool.accelerators
+            )
+    for model, count in sorted(devices.items()):
+        has = capacity.accelerators.get(model, 0)
+        if count > has:
+            raise MapError(
+                f"site {site.id!r}: node_pools hold {count} {model}, more than its capacity ({has})"
+            )
 
 
 def _check_province(

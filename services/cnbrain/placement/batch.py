@@ -9,6 +9,7 @@ import numpy.typing as npt
 
 from cnbrain.domain.accelerators import ACCELERATOR_POWER_W, CPU_CORE_POWER_W, MEMORY_GIB_POWER_W
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.nodes import Gang, gang_of
 from cnbrain.netmap.arrays import (
     ARCH_CODES,
     FloatArray,
@@ -28,9 +29,11 @@ ABSENT_MODEL = -2
 class RequestBatch:
     """B checked requests as columns. `acc_column` is -1 for no accelerator and ABSENT_MODEL
     for a model the map lacks; `arch` is -1 for any architecture; `max_latency_ms` is inf
-    when unbounded; `weights` is (B, 4) in OBJECTIVES order, already times the weight matrix."""
+    when unbounded; `weights` is (B, 4) in OBJECTIVES order, already times the weight matrix.
+    `gangs` are the requests' nodes and each node's amounts, for sites with node pools."""
 
     requests: tuple[PlacementRequest, ...]
+    gangs: tuple[Gang, ...]
     access_nodes: tuple[str, ...]
     cpu_m: IntArray
     mem_mib: IntArray
@@ -68,6 +71,7 @@ class RequestBatch:
         n = len(requests)
         return cls(
             requests=tuple(requests),
+            gangs=tuple(gang_of(r.resources) for r in requests),
             access_nodes=tuple(
                 r.access_node or cmap.provinces[r.source_province].access_nodes[0] for r in requests
             ),

@@ -8,7 +8,8 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
-from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.nodes import PoolSummary, fitting_pool
+from cnbrain.ledger.snapshot import Snapshot, site_pools
 from cnbrain.netmap.arrays import FloatArray, IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.cache import CycleCache
@@ -73,8 +74,9 @@ class Timed:
 class CycleState:
     """Everything one placement cycle shares.
 
-    Working arrays start as the snapshot's free capacity; `take` subtracts an option from
-    them, so strategies that choose one request after another see what earlier choices used.
+    Working arrays start as the snapshot's free capacity, and working node pools as its
+    summaries; `take` subtracts an option from them, so strategies that choose one request
+    after another see what earlier choices used.
     An option's objective is the weighted sum of the terms of `score_plugins` (the enabled
     ones), named in `term_names`. `cache` holds what plugins derive once per cycle.
     """
@@ -102,6 +104,9 @@ class CycleState:
         self.free_storage_gib = snapshot.free_storage_gib.copy()
         self.free_acc = snapshot.free_acc.copy()
         self.residual_mbps = snapshot.residual_mbps.copy()
+        self.pools = site_pools(self.arrays)
+        self.nodes: dict[int, tuple[PoolSummary, ...]] = dict(snapshot.nodes)
+        self._pool_fits: dict[tuple[int, int], int | None] = {}
         self.scores = PairScores.empty(len(batch))
         self.timings_ms: dict[str, float] = {}
         self.insights: dict[int, RowInsight] = {}
@@ -112,7 +117,8 @@ class CycleState:
         return Timed(self.timings_ms, step)
 
     def fits(self, rows: IntArray, sites: IntArray) -> npt.NDArray[np.bool_]:
-        """For aligned (row, site) pairs: does the site's working capacity take the request?"""
+        """For aligned (row, site) pairs: does the site's working capacity take the request,
+        and, on a site with node pools, does one of them have the request's nodes free?"""
         b = self.batch
         ok = (
             (self.free_cpu_m[sites] >= b.cpu_m[rows])
@@ -127,7 +133,25 @@ class CycleState:
                 free = self.free_acc[sites[wants], np.maximum(columns, 0)]
                 acc[wants] = (columns >= 0) & (free >= b.acc_count[rows[wants]])
             ok &= ~wants | acc
+        if self.nodes:
+            for i in np.flatnonzero(ok).tolist():
+                site = int(sites[i])
+                if site in self.nodes and self.node_pool(int(rows[i]), site) is None:
+                    ok[i] = False
         return np.asarray(ok, dtype=bool)
+
+    def node_pool(self, row: int, site: int) -> int | None:
+        """The first node pool of `site` whose working summary has request `row`'s nodes
+        free; None when none has (or the site has no pools)."""
+        key = (row, site)
+        if key not in self._pool_fits:
+            summaries = self.nodes.get(site)
+            self._pool_fits[key] = (
+                None
+                if summaries is None
+                else fitting_pool(self.pools[site], summaries, self.batch.gangs[row])
+            )
+        return self._pool_fits[key]
 
     def options(
         self, candidates: Mapping[int, IntArray], *, k: int | None = None
@@ -241,6 +265,13 @@ class CycleState:
         self.free_storage_gib[site] -= b.storage_gib[row]
         if b.acc_count[row] > 0:
             self.free_acc[site, b.acc_column[row]] -= b.acc_count[row]
+        if site in self.nodes:
+            pool = self.node_pool(row, site)
+            if pool is not None:
+                summaries = list(self.nodes[site])
+                summaries[pool] = summaries[pool].take(b.gangs[row], self.pools[site][pool])
+                self.nodes[site] = tuple(summaries)
+            self._pool_fits = {k: v for k, v in self._pool_fits.items() if k[1] != site}
         if option.route.links and b.need_mbps[row] > 0:
             self.residual_mbps[option.route.link_array] -= b.need_mbps[row]
             self._blocked.clear()

@@ -300,6 +300,7 @@ def _reservation(
             storage_gib=int(batch.storage_gib[row]),
             acc_column=int(batch.acc_column[row]) if batch.acc_count[row] else -1,
             acc_count=int(batch.acc_count[row]),
+            gang=batch.gangs[row],
         ),
         links=links if need > 0 else (),
         mbps=need,

@@ -13,6 +13,8 @@ from cnbrain.placement.filters.idle_in_province import IdleInProvinceFilter
 from cnbrain.placement.filters.interconnect import InterconnectFilter
 from cnbrain.placement.filters.labels import LabelsFilter
 from cnbrain.placement.filters.latency_bound import LatencyBoundFilter
+from cnbrain.placement.filters.node_pools import NodePoolsFilter
+from cnbrain.placement.filters.node_shape import NodeShapeFilter
 from cnbrain.placement.filters.regions import RegionsFilter
 from cnbrain.placement.framework import FilterPlugin, ScorePlugin, SelectionPolicy, Strategy
 from cnbrain.placement.scores.balance import BalanceScore
@@ -37,6 +39,8 @@ FILTERS: Mapping[str, Callable[[], FilterPlugin]] = MappingProxyType(
         "accelerator_model": AcceleratorModelFilter,
         "latency_bound": LatencyBoundFilter,
         "capacity": CapacityFilter,
+        "node_shape": NodeShapeFilter,
+        "node_pools": NodePoolsFilter,
     }
 )
 

@@ -263,6 +263,7 @@ def _without_site(snapshot: Snapshot, site_id: str) -> Snapshot:
         free_storage_gib=cleared(snapshot.free_storage_gib),
         free_acc=cleared(snapshot.free_acc),
         residual_mbps=snapshot.residual_mbps,
+        nodes=snapshot.nodes,
     )
 
 

@@ -5,11 +5,13 @@ from pydantic import Field
 from cnbrain.domain.enums import WorkloadClass
 from cnbrain.domain.flows import Flows
 from cnbrain.domain.model import DomainModel
-from cnbrain.domain.request import PlacementRequest
+from cnbrain.domain.request import PlacementRequest, ResourceDemand
 
 
 class TraceJob(DomainModel):
-    """One job of a trace. Times are seconds from the start of the trace."""
+    """One job of a trace. Times are seconds from the start of the trace. Its CPU, memory
+    and accelerators are the job's totals; its request asks for them as a gang of 8-accelerator
+    nodes when it has more than 8, a multiple of 8 (`ResourceDemand.of_totals`)."""
 
     id: str = Field(min_length=1)
     arrival_s: float = Field(ge=0)
@@ -32,12 +34,12 @@ class TraceJob(DomainModel):
 
     def to_request(self) -> PlacementRequest:
         """The placement request this job makes when it arrives."""
-        resources: dict[str, object] = {"cpu": self.cpu, "memory_gib": self.memory_gib}
-        if self.accelerator_model is not None and self.accelerator_count > 0:
-            resources["accelerator"] = {
-                "model": self.accelerator_model,
-                "count": self.accelerator_count,
-            }
+        resources = ResourceDemand.of_totals(
+            cpu=self.cpu,
+            memory_gib=self.memory_gib,
+            model=self.accelerator_model,
+            count=self.accelerator_count,
+        )
         constraints: dict[str, object] = {"min_bandwidth_gbps": self.min_bandwidth_gbps}
         if self.max_latency_ms is not None:
             constraints["max_latency_ms"] = self.max_latency_ms
@@ -46,7 +48,7 @@ class TraceJob(DomainModel):
                 "id": self.id,
                 "tenant": self.tenant,
                 "source_province": self.source_province,
-                "resources": resources,
+                "resources": resources.model_dump(),
                 "constraints": constraints,
                 "duration_hours": self.duration_s / 3600,
                 "workload_class": self.workload_class,

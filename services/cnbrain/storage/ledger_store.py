@@ -9,7 +9,8 @@ Contract:
   (limit - used), then adds the sums and inserts the reservations. A batch costs a fixed
   number of statements whatever its size (on PostgreSQL: six locking reads and one
   statement for the updates and inserts, all plain SQL with arrays, and, for claims on
-  sites, one read of the room holds and a delete when some end). A single claim is a
+  sites, one read of the room holds and a delete when some end, one read of the sites' node
+  pools and, on sites with pools, one read and one insert of node takes). A single claim is a
   batch of one. Concurrent transactions, in one process or several on one PostgreSQL
   database, never oversubscribe a site, an accelerator pool, a link or a quota.
 - Room holds (`room_holds`) are capacity taken from every request but the one each is held
@@ -37,19 +38,36 @@ Contract:
   link rows' locks. Every flow stored holds, whoever's it is: releasing a reservation
   (`release`) or a part (`drop_flows`, in the same transaction) deletes its flows, but its
   delivery when asked to keep it (its job completed: its results still move).
+- Nodes (`cnbrain.ledger.nodes`): on a site with node pools, a claim also takes the nodes
+  of its gang, chosen here under the site rows' locks on the first pool whose nodes hold it
+  (less what every holding reservation and part takes of them, whatever its window), and
+  stored as node takes (`node_takes`); a gang that no pool holds is a CapacityConflict.
+  `give_back_many` deletes them. The snapshot summarises what holding takes leave free.
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Row, Select, delete, func, insert, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Select,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.site import NodePool
 from cnbrain.domain.states import HOLDING, ReservationState
 from cnbrain.ledger.audit import Usage
 from cnbrain.ledger.calendar import Calendar, Window
@@ -62,7 +80,8 @@ from cnbrain.ledger.keys import (
     link_key,
     site_key,
 )
-from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, pick_on
+from cnbrain.ledger.snapshot import Snapshot, site_pools
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import room_holds
 from cnbrain.storage._sql import execute_counted, fetch_scalar
@@ -78,6 +97,7 @@ from cnbrain.storage.ledger_sql import (
 from cnbrain.storage.models import (
     LinkCapacity,
     LinkRecord,
+    NodeTakeRecord,
     PeerReservation,
     PeerReservationLink,
     Quota,
@@ -191,6 +211,8 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         j = link_index.get(link_id)
         if j is not None:
             mbps[j] = max(0, mbps[j] - peak)
+    pools = site_pools(arrays)
+    states = await _node_states(session, {arrays.map.sites[i].id: p for i, p in pools.items()})
 
     return Snapshot.of_free(
         arrays,
@@ -200,7 +222,87 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         free_storage_gib=storage,
         free_acc=acc,
         residual_mbps=mbps,
+        nodes={
+            site_index[site_id]: tuple(state.summary() for state in site_states)
+            for site_id, site_states in states.items()
+        },
     )
+
+
+def _holding_ids() -> Select[tuple[str]]:
+    """The ids of every held reservation and every prepared or held cross-brain part."""
+    r, p = ReservationRecord, PeerReservation
+    return select(
+        union_all(
+            select(r.id).where(r.state == ReservationState.HELD),
+            select(p.id).where(p.state.in_(_HOLDING)),
+        ).subquery()
+    )
+
+
+async def _node_states(
+    session: AsyncSession, pools: dict[str, tuple[Pool, ...]]
+) -> dict[str, list[NodeState]]:
+    """Per site of `pools`, the state of each of its pools' nodes with what every holding
+    reservation and part takes of them applied. A take that no longer fits its pool (the
+    site's pools were changed since) is left out."""
+    states = {site: [NodeState(pool) for pool in site_pools] for site, site_pools in pools.items()}
+    if not states:
+        return states
+    t = NodeTakeRecord
+    rows = await session.execute(
+        select(t.site_id, t.pool, t.node, t.devices, t.shared, t.milli, t.cpu_m, t.mem_mib).where(
+            t.site_id.in_(sorted(states)), t.holder_id.in_(_holding_ids())
+        )
+    )
+    for site_id, *amounts in rows:
+        take = NodeTake(*amounts)
+        site_states = states[site_id]
+        if 0 <= take.pool < len(site_states):
+            try:
+                site_states[take.pool].apply(take)
+            except NodeConflict:
+                continue
+    return states
+
+
+async def _pools_of(
+    session: AsyncSession, site_ids: Collection[str]
+) -> dict[str, tuple[Pool, ...]]:
+    """The node pools of those of `site_ids` that have any, from their registered documents."""
+    found: dict[str, tuple[Pool, ...]] = {}
+    for site_id, document in await session.execute(
+        select(SiteRecord.id, SiteRecord.document).where(SiteRecord.id.in_(sorted(site_ids)))
+    ):
+        raw = (document or {}).get("node_pools") or []
+        if raw:
+            found[site_id] = tuple(Pool.of(NodePool.model_validate(pool)) for pool in raw)
+    return found
+
+
+async def _node_rows(session: AsyncSession, claims: Sequence[Claim]) -> list[dict[str, Any]]:
+    """The node takes (rows of `node_takes`) of each of `claims` on a site with node pools,
+    chosen as the module docstring says; the caller holds the site rows' locks and stores
+    them. Raises CapacityConflict naming the site when no pool's nodes hold a claim's gang."""
+    pools = await _pools_of(session, {c.site_id for c in claims if c.site_id is not None})
+    pooled = [c for c in claims if c.site_id in pools]
+    if not pooled:
+        return []
+    states = await _node_states(session, pools)
+    rows: list[dict[str, Any]] = []
+    for claim in pooled:
+        site = claim.site_id or ""
+        picked = pick_on(states[site], claim.gang)
+        if picked is None:
+            raise CapacityConflict(
+                f"site {site!r} nodes",
+                f"no node pool has {claim.nodes} node(s) with its share of "
+                f"{claim.reservation_id!r} free",
+            )
+        for take in picked:
+            states[site][take.pool].apply(take)
+            rows.append({"holder_id": claim.reservation_id, "site_id": site, **asdict(take)})
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,14 +722,18 @@ async def _take(
             ):
                 if left is not None and need > left:
                     raise QuotaExceeded(f"tenant {tenant!r} {name}", f"wants {need}, {left} left")
+    nodes = await _node_rows(session, claims) if sums.sites else []
     # Every row is locked and checked: take the sums and store the reservations.
     try:
         changed = await sql.take(sums, store, utcnow())
+        if nodes:
+            await session.execute(insert(NodeTakeRecord), nodes)
         if flows:
             await _insert_flows(session, flows)
     except IntegrityError as exc:
         raise LedgerStoreError(
-            f"reservations or flows cannot be stored (an id in use, or an unknown request): "
+            f"reservations, flows or node takes cannot be stored (an id in use, or an unknown "
+            f"request): "
             f"{exc.orig or exc}"
         ) from None
     for keys, count, what in (
@@ -775,9 +881,15 @@ async def give_back_many(session: AsyncSession, *, claims: Sequence[Claim]) -> N
     the sums per row, with one UPDATE per table (site capacity, accelerator pools, links,
     quotas), each locking its rows in key order first (the global lock order of
     `take_many`). The caller has marked every claim's reservation released in the same
-    transaction, so each is given back once. Nothing happens for an empty `claims`."""
+    transaction, so each is given back once; what they took of nodes is deleted. Nothing
+    happens for an empty `claims`."""
     if claims:
         await give_back(session, _sums_of(claims))
+        await session.execute(
+            delete(NodeTakeRecord).where(
+                NodeTakeRecord.holder_id.in_(sorted({c.reservation_id for c in claims}))
+            )
+        )
 
 
 async def release(

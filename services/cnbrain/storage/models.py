@@ -291,6 +291,26 @@ class ReservationFlow(Base):
     end_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class NodeTakeRecord(Base):
+    """What reservation or cross-brain part `holder_id` takes of node `node` of pool `pool`
+    (indices into its site's `node_pools`) of site `site_id`: `devices` whole accelerators,
+    `milli` of its accelerator `shared` (-1: none), `cpu_m` and `mem_mib`. It counts while
+    its holder holds (a held reservation, a prepared or held part); releasing the holder
+    deletes it. `holder_id` refers to neither table, as in `reservation_flows`."""
+
+    __tablename__ = "node_takes"
+
+    holder_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    pool: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node: Mapped[int] = mapped_column(Integer, primary_key=True)
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"), index=True)
+    devices: Mapped[int] = mapped_column(Integer)
+    shared: Mapped[int] = mapped_column(Integer)
+    milli: Mapped[int] = mapped_column(Integer)
+    cpu_m: Mapped[int] = mapped_column(BigInteger)
+    mem_mib: Mapped[int] = mapped_column(BigInteger)
+
+
 class ReservationFlowLink(Base):
     """Link number `position` (from 0) of flow `flow_id`'s route."""
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cnbrain.v1 import common_pb2 as cnbrain_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x63nbrain/v1/ledger.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"\xea\x01\n\tPartClaim\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\x12$\n\x07\x63ompute\x18\x04 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x10\n\x08link_ids\x18\x05 \x03(\t\x12\x0c\n\x04mbps\x18\x06 \x01(\x03\x12\x13\n\x0b\x63ount_quota\x18\x07 \x01(\x08\x12\x0f\n\x07start_s\x18\x08 \x01(\x03\x12\r\n\x05\x65nd_s\x18\t \x01(\x03\x12#\n\x05\x66lows\x18\n \x03(\x0b\x32\x14.cnbrain.v1.PartFlow\"f\n\x08PartFlow\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04peer\x18\x02 \x01(\t\x12\x10\n\x08link_ids\x18\x03 \x03(\t\x12\x0c\n\x04mbps\x18\x04 \x01(\x03\x12\x0f\n\x07start_s\x18\x05 \x01(\x03\x12\r\n\x05\x65nd_s\x18\x06 \x01(\x03\"F\n\x0ePrepareRequest\x12$\n\x05parts\x18\x01 \x03(\x0b\x32\x15.cnbrain.v1.PartClaim\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x03\"I\n\rPrepareResult\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x10\n\x08prepared\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"=\n\x0fPrepareResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.PrepareResult\"R\n\x0b\x43ommitEntry\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x15\n\rdecision_json\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\"9\n\rCommitRequest\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.cnbrain.v1.CommitEntry\"I\n\x0c\x43ommitResult\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x11\n\tcommitted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\";\n\x0e\x43ommitResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.cnbrain.v1.CommitResult\"P\n\x0eReleaseRequest\x12\x17\n\x0freservation_ids\x18\x01 \x03(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x15\n\rkeep_delivery\x18\x03 \x01(\x08\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x03(\x08\x32\xd8\x01\n\rLedgerService\x12\x42\n\x07Prepare\x12\x1a.cnbrain.v1.PrepareRequest\x1a\x1b.cnbrain.v1.PrepareResponse\x12?\n\x06\x43ommit\x12\x19.cnbrain.v1.CommitRequest\x1a\x1a.cnbrain.v1.CommitResponse\x12\x42\n\x07Release\x12\x1a.cnbrain.v1.ReleaseRequest\x1a\x1b.cnbrain.v1.ReleaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x63nbrain/v1/ledger.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"\xf9\x01\n\tPartClaim\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\x12$\n\x07\x63ompute\x18\x04 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x10\n\x08link_ids\x18\x05 \x03(\t\x12\x0c\n\x04mbps\x18\x06 \x01(\x03\x12\x13\n\x0b\x63ount_quota\x18\x07 \x01(\x08\x12\x0f\n\x07start_s\x18\x08 \x01(\x03\x12\r\n\x05\x65nd_s\x18\t \x01(\x03\x12#\n\x05\x66lows\x18\n \x03(\x0b\x32\x14.cnbrain.v1.PartFlow\x12\r\n\x05nodes\x18\x0b \x01(\x05\"f\n\x08PartFlow\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04peer\x18\x02 \x01(\t\x12\x10\n\x08link_ids\x18\x03 \x03(\t\x12\x0c\n\x04mbps\x18\x04 \x01(\x03\x12\x0f\n\x07start_s\x18\x05 \x01(\x03\x12\r\n\x05\x65nd_s\x18\x06 \x01(\x03\"F\n\x0ePrepareRequest\x12$\n\x05parts\x18\x01 \x03(\x0b\x32\x15.cnbrain.v1.PartClaim\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x03\"I\n\rPrepareResult\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x10\n\x08prepared\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"=\n\x0fPrepareResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.PrepareResult\"R\n\x0b\x43ommitEntry\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x15\n\rdecision_json\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\"9\n\rCommitRequest\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.cnbrain.v1.CommitEntry\"I\n\x0c\x43ommitResult\x12\x16\n\x0ereservation_id\x18\x01 \x01(\t\x12\x11\n\tcommitted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\";\n\x0e\x43ommitResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.cnbrain.v1.CommitResult\"P\n\x0eReleaseRequest\x12\x17\n\x0freservation_ids\x18\x01 \x03(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x15\n\rkeep_delivery\x18\x03 \x01(\x08\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x03(\x08\x32\xd8\x01\n\rLedgerService\x12\x42\n\x07Prepare\x12\x1a.cnbrain.v1.PrepareRequest\x1a\x1b.cnbrain.v1.PrepareResponse\x12?\n\x06\x43ommit\x12\x19.cnbrain.v1.CommitRequest\x1a\x1a.cnbrain.v1.CommitResponse\x12\x42\n\x07Release\x12\x1a.cnbrain.v1.ReleaseRequest\x1a\x1b.cnbrain.v1.ReleaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,27 +33,27 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cnbrain.v1.ledger_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PARTCLAIM']._serialized_start=65
-  _globals['_PARTCLAIM']._serialized_end=299
-  _globals['_PARTFLOW']._serialized_start=301
-  _globals['_PARTFLOW']._serialized_end=403
-  _globals['_PREPAREREQUEST']._serialized_start=405
-  _globals['_PREPAREREQUEST']._serialized_end=475
-  _globals['_PREPARERESULT']._serialized_start=477
-  _globals['_PREPARERESULT']._serialized_end=550
-  _globals['_PREPARERESPONSE']._serialized_start=552
-  _globals['_PREPARERESPONSE']._serialized_end=613
-  _globals['_COMMITENTRY']._serialized_start=615
-  _globals['_COMMITENTRY']._serialized_end=697
-  _globals['_COMMITREQUEST']._serialized_start=699
-  _globals['_COMMITREQUEST']._serialized_end=756
-  _globals['_COMMITRESULT']._serialized_start=758
-  _globals['_COMMITRESULT']._serialized_end=831
-  _globals['_COMMITRESPONSE']._serialized_start=833
-  _globals['_COMMITRESPONSE']._serialized_end=892
-  _globals['_RELEASEREQUEST']._serialized_start=894
-  _globals['_RELEASEREQUEST']._serialized_end=974
-  _globals['_RELEASERESPONSE']._serialized_start=976
-  _globals['_RELEASERESPONSE']._serialized_end=1011
-  _globals['_LEDGERSERVICE']._serialized_start=1014
-  _globals['_LEDGERSERVICE']._serialized_end=1230
+  _globals['_PARTCLAIM']._serialized_end=314
+  _globals['_PARTFLOW']._serialized_start=316
+  _globals['_PARTFLOW']._serialized_end=418
+  _globals['_PREPAREREQUEST']._serialized_start=420
+  _globals['_PREPAREREQUEST']._serialized_end=490
+  _globals['_PREPARERESULT']._serialized_start=492
+  _globals['_PREPARERESULT']._serialized_end=565
+  _globals['_PREPARERESPONSE']._serialized_start=567
+  _globals['_PREPARERESPONSE']._serialized_end=628
+  _globals['_COMMITENTRY']._serialized_start=630
+  _globals['_COMMITENTRY']._serialized_end=712
+  _globals['_COMMITREQUEST']._serialized_start=714
+  _globals['_COMMITREQUEST']._serialized_end=771
+  _globals['_COMMITRESULT']._serialized_start=773
+  _globals['_COMMITRESULT']._serialized_end=846
+  _globals['_COMMITRESPONSE']._serialized_start=848
+  _globals['_COMMITRESPONSE']._serialized_end=907
+  _globals['_RELEASEREQUEST']._serialized_start=909
+  _globals['_RELEASEREQUEST']._serialized_end=989
+  _globals['_RELEASERESPONSE']._serialized_start=991
+  _globals['_RELEASERESPONSE']._serialized_end=1026
+  _globals['_LEDGERSERVICE']._serialized_start=1029
+  _globals['_LEDGERSERVICE']._serialized_end=1245
 # @@protoc_insertion_point(module_scope)

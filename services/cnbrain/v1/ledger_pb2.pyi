@@ -35,6 +35,7 @@ class PartClaim(_message.Message):
     START_S_FIELD_NUMBER: _builtins.int
     END_S_FIELD_NUMBER: _builtins.int
     FLOWS_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     request_id: _builtins.str
     tenant_id: _builtins.str
@@ -47,6 +48,12 @@ class PartClaim(_message.Message):
     start_s < end_s; a part without one is refused on its own.
     """
     end_s: _builtins.int
+    nodes: _builtins.int
+    """How many nodes of one node pool of the site the compute takes, each an equal share of
+    it (0 is 1: one node holds it all); at most 10^5, and it must divide the compute's CPU,
+    memory and accelerators evenly. This brain chooses the nodes. A part with a bad count
+    is refused on its own.
+    """
     @_builtins.property
     def compute(self) -> _common_pb2.Compute:
         """Compute on a site of this brain; unset when this brain's part is network only."""
@@ -76,10 +83,11 @@ class PartClaim(_message.Message):
         start_s: _builtins.int = ...,
         end_s: _builtins.int = ...,
         flows: _abc.Iterable[Global___PartFlow] | None = ...,
+        nodes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "end_s", b"end_s", "flows", b"flows", "link_ids", b"link_ids", "mbps", b"mbps", "request_id", b"request_id", "reservation_id", b"reservation_id", "start_s", b"start_s", "tenant_id", b"tenant_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute", b"compute", "count_quota", b"count_quota", "end_s", b"end_s", "flows", b"flows", "link_ids", b"link_ids", "mbps", b"mbps", "nodes", b"nodes", "request_id", b"request_id", "reservation_id", b"reservation_id", "start_s", b"start_s", "tenant_id", b"tenant_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -83,7 +83,11 @@ class SolverStrategy:
                 solver_status=assignment.status,
                 optimal=assignment.optimal,
             )
-        for option in assignment.chosen.values():
-            state.take(option)
-        lost = [row for row in rows if options[row] and row not in assignment.chosen]
-        return assignment.chosen, lost
+        won: dict[int, Option] = {}
+        for row, option in assignment.chosen.items():
+            # The model counts a site's totals; a gang also needs its nodes free there.
+            if state.fits(np.array([row]), np.array([option.site]))[0]:
+                state.take(option)
+                won[row] = option
+        lost = [row for row in rows if options[row] and row not in won]
+        return won, lost

@@ -1,0 +1,342 @@
+"""Node pools: what a brain knows of a site's nodes, and which nodes a gang takes.
+
+Two-level scheduling: the site's own scheduler places jobs on named nodes; a brain keeps, per
+node pool (`Pool`: `count` nodes of one shape), only what it needs to decide where a gang
+fits.
+
+- `NodeState` is what the brain's own reservations take of each node of one pool, node by
+  node: whole accelerators, CPU, memory, and the milli-accelerators taken of each shared
+  accelerator (one that fractions use). The ledger rebuilds it from the takes it stores
+  (`NodeTake`), so it is exact for the brain's reservations.
+- `PoolSummary` is the compact form the placement engine and other brains see: how many
+  nodes have each number of units free (whole accelerators; whole cores in a CPU pool), and
+  how many shared accelerators have each amount of free milli-accelerators.
+
+A `Gang` asks for `nodes` nodes, each with its CPU, memory and whole accelerators, all at once
+(on one pool: one shape, one fabric); or, with `milli`, a fraction of one accelerator, which
+goes to the shared accelerator with the least room that still holds it, else to a whole free
+accelerator of the node with the fewest free. A gang takes the nodes with the fewest units
+free that still hold it (best fit). `PoolSummary.fits` and `take` do on the summary what
+`NodeState.pick` does node by node: when CPU and memory do not bind, they agree, and a gang
+that fits the summary of a CPU pool always fits its nodes.
+"""
+
+import math
+from bisect import insort
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cnbrain.domain.errors import Conflict, Invalid
+from cnbrain.domain.request import ResourceDemand
+from cnbrain.domain.site import NodePool
+from cnbrain.netmap.arrays import cores_to_millicores, gib_to_mib
+
+MILLI = 1000
+"""Milli-accelerators in one accelerator."""
+
+
+class NodeConflict(Conflict):
+    """A node take would leave a node's free amounts outside [0, its shape]."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """`count` nodes of one shape, in the ledger's units: `cpu_m`, `mem_mib` and `devices`
+    accelerators of `model` (None and 0: a CPU pool) on each."""
+
+    name: str
+    count: int
+    cpu_m: int
+    mem_mib: int
+    model: str | None
+    devices: int
+
+    @classmethod
+    def of(cls, pool: NodePool) -> "Pool":
+        return cls(
+            name=pool.name,
+            count=pool.count,
+            cpu_m=math.floor(round(pool.cpu_cores * 1000, 6)),
+            mem_mib=math.floor(round(pool.memory_gib * 1024, 6)),
+            model=pool.accelerator,
+            devices=pool.accelerators,
+        )
+
+    @property
+    def units(self) -> int:
+        """Units of one node: its accelerators, or its whole cores in a CPU pool."""
+        return self.devices if self.model is not None else self.cpu_m // 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """`nodes` nodes, each with `cpu_m`, `mem_mib` and `devices` whole accelerators of
+    `model` (None: no accelerator); or, with `milli` (1 to 999), that many thousandths of one
+    accelerator of `model` on one node, with `cpu_m` and `mem_mib` there."""
+
+    nodes: int
+    cpu_m: int
+    mem_mib: int
+    model: str | None = None
+    devices: int = 0
+    milli: int = 0
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or min(self.cpu_m, self.mem_mib, self.devices, self.milli) < 0:
+            raise Invalid(f"a gang needs at least one node and no negative amount: {self}")
+        if self.milli and (self.milli >= MILLI or self.devices or self.nodes != 1):
+            raise Invalid(f"a fraction is below one accelerator, on one node: {self}")
+        if (self.devices or self.milli) and self.model is None:
+            raise Invalid(f"accelerators of no model: {self}")
+
+    def suits(self, pool: Pool) -> bool:
+        """Whether `pool`'s shape and size can ever hold the gang: the same accelerator
+        model (or both none), each node's amounts within one node's, enough nodes."""
+        return (
+            pool.model == self.model
+            and self.cpu_m <= pool.cpu_m
+            and self.mem_mib <= pool.mem_mib
+            and self.devices <= pool.devices
+            and (not self.milli or pool.devices >= 1)
+            and self.nodes <= pool.count
+        )
+
+    def units(self, pool: Pool) -> int:
+        """Units each node must have free in `pool`: whole accelerators, or whole cores
+        (rounded up) in a CPU pool."""
+        return self.devices if pool.model is not None else math.ceil(self.cpu_m / 1000)
+
+
+def gang_of(demand: ResourceDemand) -> Gang:
+    """The gang of a request's resources: its nodes and each node's amounts."""
+    accelerator = demand.accelerator
+    return Gang(
+        nodes=demand.nodes,
+        cpu_m=cores_to_millicores(demand.cpu),
+        mem_mib=gib_to_mib(demand.memory_gib),
+        model=accelerator.model if accelerator else None,
+        devices=accelerator.count if accelerator else 0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTake:
+    """What one reservation takes of node `node` of pool `pool` (their indices on the site):
+    `devices` whole accelerators, `milli` of the shared accelerator `shared` (-1: none),
+    `cpu_m` and `mem_mib`."""
+
+    pool: int
+    node: int
+    devices: int
+    shared: int
+    milli: int
+    cpu_m: int
+    mem_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSummary:
+    """`nodes_by_free[k]`: the pool's nodes with `k` units free (k from 0 to a node's units);
+    `shared_by_free`: `(free milli, accelerators)` of the shared accelerators with room left,
+    by free milli ascending."""
+
+    nodes_by_free: tuple[int, ...]
+    shared_by_free: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def empty(cls, pool: Pool) -> "PoolSummary":
+        """The summary of `pool` with nothing taken."""
+        return cls(tuple([0] * pool.units + [pool.count]))
+
+    def free_nodes(self, units: int) -> int:
+        """Nodes with at least `units` units free."""
+        return sum(self.nodes_by_free[units:]) if units < len(self.nodes_by_free) else 0
+
+    def fits(self, gang: Gang, pool: Pool) -> bool:
+        """Whether `gang` fits what this summary of `pool` shows free (module docstring)."""
+        if not gang.suits(pool):
+            return False
+        if gang.milli:
+            return any(free >= gang.milli for free, _ in self.shared_by_free) or (
+                self.free_nodes(1) >= 1
+            )
+        return self.free_nodes(gang.units(pool)) >= gang.nodes
+
+    def take(self, gang: Gang, pool: Pool) -> "PoolSummary":
+        """This summary less `gang`, taken as `NodeState.pick` takes it. Raises NodeConflict
+        when it does not fit."""
+        if not self.fits(gang, pool):
+            raise NodeConflict(f"{gang} does not fit pool {pool.name!r}")
+        nodes = list(self.nodes_by_free)
+        shared = list(self.shared_by_free)
+        if gang.milli:
+            fitting = [i for i, (free, _) in enumerate(shared) if free >= gang.milli]
+            if fitting:
+                free = shared[fitting[0]][0]
+                _drop_one(shared, fitting[0])
+                left = free - gang.milli
+            else:
+                k = next(k for k in range(1, len(nodes)) if nodes[k])
+                nodes[k] -= 1
+                nodes[k - 1] += 1
+                left = MILLI - gang.milli
+            if left:
+                _add_one(shared, left)
+            return PoolSummary(tuple(nodes), tuple(shared))
+        need, wanted = gang.units(pool), gang.nodes
+        for k in range(need, len(nodes)):
+            took = min(nodes[k], wanted)
+            nodes[k] -= took
+            nodes[k - need] += took
+            wanted -= took
+            if not wanted:
+                break
+        return PoolSummary(tuple(nodes), tuple(shared))
+
+
+def _drop_one(shared: list[tuple[int, int]], i: int) -> None:
+    free, count = shared[i]
+    if count == 1:
+        del shared[i]
+    else:
+        shared[i] = (free, count - 1)
+
+
+def _add_one(shared: list[tuple[int, int]], free: int) -> None:
+    for i, (have, count) in enumerate(shared):
+        if have == free:
+            shared[i] = (free, count + 1)
+            return
+    insort(shared, (free, 1))
+
+
+class NodeState:
+    """What is free on each node of one pool (module docstring): apply the takes of the
+    reservations that hold, then `pick` the nodes of a new gang and `summary` the rest."""
+
+    __slots__ = ("_cpu_m", "_devices", "_mem_mib", "_shared", "pool")
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self._devices = [pool.devices] * pool.count
+        self._cpu_m = [pool.cpu_m] * pool.count
+        self._mem_mib = [pool.mem_mib] * pool.count
+        self._shared: list[dict[int, int]] = [{} for _ in range(pool.count)]
+
+    def apply(self, take: NodeTake, *, sign: int = 1) -> None:
+        """Take (`sign` 1) or give back (-1) `take` on its node. Raises NodeConflict, and
+        changes nothing, when that leaves an amount outside [0, the node's shape] or names
+        no node or accelerator of the pool."""
+        pool, n = self.pool, take.node
+        if not 0 <= n < pool.count or take.shared >= pool.devices:
+            raise NodeConflict(f"pool {pool.name!r} has no node {n} or accelerator {take.shared}")
+        shared = dict(self._shared[n])
+        devices = self._devices[n] - sign * take.devices
+        if take.shared >= 0:
+            before = shared.get(take.shared)
+            if before is None:
+                devices -= sign  # a shared accelerator is no longer a whole free one
+                before = MILLI
+            after = before - sign * take.milli
+            if after == MILLI:
+                del shared[take.shared]
+                devices += 1
+            else:
+                shared[take.shared] = after
+            if not 0 <= after <= MILLI:
+                raise NodeConflict(f"pool {pool.name!r} node {n}: accelerator {take.shared}")
+        cpu = self._cpu_m[n] - sign * take.cpu_m
+        mem = self._mem_mib[n] - sign * take.mem_mib
+        if not (
+            0 <= devices <= pool.devices and 0 <= cpu <= pool.cpu_m and 0 <= mem <= pool.mem_mib
+        ):
+            raise NodeConflict(f"pool {pool.name!r} node {n}: not enough free for {take}")
+        self._devices[n], self._cpu_m[n], self._mem_mib[n] = devices, cpu, mem
+        self._shared[n] = shared
+
+    def pick(self, gang: Gang, *, pool_index: int) -> list[NodeTake] | None:
+        """The takes of `gang` on this pool's nodes (best fit, module docstring), or None
+        when it does not fit. Nothing is taken: `apply` the result."""
+        pool = self.pool
+        if not gang.suits(pool):
+            return None
+        if gang.milli:
+            return self._pick_fraction(gang, pool_index)
+        need = gang.units(pool)
+        fitting = [
+            n
+            for n in range(pool.count)
+            if self._units(n) >= need
+            and self._cpu_m[n] >= gang.cpu_m
+            and self._mem_mib[n] >= gang.mem_mib
+        ]
+        if len(fitting) < gang.nodes:
+            return None
+        fitting.sort(key=lambda n: (self._units(n), n))
+        return [
+            NodeTake(pool_index, n, gang.devices, -1, 0, gang.cpu_m, gang.mem_mib)
+            for n in sorted(fitting[: gang.nodes])
+        ]
+
+    def _pick_fraction(self, gang: Gang, pool_index: int) -> list[NodeTake] | None:
+        roomy = [
+            n
+            for n in range(self.pool.count)
+            if self._cpu_m[n] >= gang.cpu_m and self._mem_mib[n] >= gang.mem_mib
+        ]
+        shared = [
+            (free, n, device)
+            for n in roomy
+            for device, free in self._shared[n].items()
+            if free >= gang.milli
+        ]
+        if shared:
+            _, n, device = min(shared)
+        else:
+            whole = [(self._devices[n], n) for n in roomy if self._devices[n] >= 1]
+            if not whole:
+                return None
+            _, n = min(whole)
+            device = min(set(range(self.pool.devices)) - set(self._shared[n]))
+        return [NodeTake(pool_index, n, 0, device, gang.milli, gang.cpu_m, gang.mem_mib)]
+
+    def _units(self, n: int) -> int:
+        return self._devices[n] if self.pool.model is not None else self._cpu_m[n] // 1000
+
+    def summary(self) -> PoolSummary:
+        """The pool's `PoolSummary` now."""
+        nodes = [0] * (self.pool.units + 1)
+        shared: dict[int, int] = {}
+        for n in range(self.pool.count):
+            nodes[self._units(n)] += 1
+            for free in self._shared[n].values():
+                if free:
+                    shared[free] = shared.get(free, 0) + 1
+        return PoolSummary(tuple(nodes), tuple(sorted(shared.items())))
+
+
+def pick_on(states: Sequence[NodeState], gang: Gang) -> list[NodeTake] | None:
+    """The takes of `gang` on the first of `states` (a site's pools, in order) whose nodes
+    hold it; None when none does."""
+    for i, state in enumerate(states):
+        picked = state.pick(gang, pool_index=i)
+        if picked is not None:
+            return picked
+    return None
+
+
+def fitting_pool(pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang) -> int | None:
+    """The first of `pools` (with their `summaries`) that `gang` fits, or None."""
+    for i, (pool, summary) in enumerate(zip(pools, summaries, strict=True)):
+        if summary.fits(gang, pool):
+            return i
+    return None
+
+
+def summaries(pools: Sequence[Pool], takes: Sequence[NodeTake]) -> tuple[PoolSummary, ...]:
+    """The summary of each of `pools` with `takes` applied (indices into `pools`). Raises
+    NodeConflict as `NodeState.apply` does."""
+    states = [NodeState(pool) for pool in pools]
+    for take in takes:
+        states[take.pool].apply(take)
+    return tuple(state.summary() for state in states)

@@ -1,0 +1,171 @@
+"""Node pools: the compact summary against the node-by-node state it summarises, gangs all or
+nothing, fractions packed onto shared accelerators."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cnbrain.domain.errors import Invalid
+from cnbrain.ledger.nodes import (
+    MILLI,
+    Gang,
+    NodeConflict,
+    NodeState,
+    Pool,
+    PoolSummary,
+    summaries,
+)
+
+BIG = 10**9
+"""CPU and memory no gang of these tests runs short of."""
+
+
+def gpu_pool(count: int = 4, devices: int = 8) -> Pool:
+    return Pool("gpu", count, BIG, BIG, "A100", devices)
+
+
+def whole(nodes: int, devices: int) -> Gang:
+    return Gang(nodes=nodes, cpu_m=1000, mem_mib=1024, model="A100", devices=devices)
+
+
+def fraction(milli: int) -> Gang:
+    return Gang(nodes=1, cpu_m=500, mem_mib=512, model="A100", milli=milli)
+
+
+gangs = st.one_of(
+    st.builds(whole, st.integers(1, 5), st.integers(0, 8)),
+    st.builds(fraction, st.integers(1, MILLI - 1)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    count=st.integers(1, 6),
+    devices=st.integers(1, 8),
+    asked=st.lists(gangs, min_size=1, max_size=25),
+)
+def test_the_summary_fits_and_takes_what_the_nodes_do(
+    count: int, devices: int, asked: list[Gang]
+) -> None:
+    pool = gpu_pool(count, devices)
+    state = NodeState(pool)
+    summary = state.summary()
+    assert summary == PoolSummary.empty(pool)
+    held = []
+    for gang in asked:
+        picked = state.pick(gang, pool_index=0)
+        assert summary.fits(gang, pool) == (picked is not None), (gang, summary)
+        if picked is None:
+            assert state.summary() == summary
+            continue
+        assert len(picked) == gang.nodes and len({t.node for t in picked}) == gang.nodes
+        for take in picked:
+            state.apply(take)
+        summary = summary.take(gang, pool)
+        assert state.summary() == summary
+        held.append(picked)
+    for picked in reversed(held):
+        for take in picked:
+            state.apply(take, sign=-1)
+    assert state.summary() == PoolSummary.empty(pool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(1, 5),
+    asked=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 32_000), st.integers(1, 64 * 1024)),
+        min_size=1,
+        max_size=20,
+    ),
+)
+def test_a_gang_that_fits_a_cpu_pools_summary_fits_its_nodes(
+    count: int, asked: list[tuple[int, int, int]]
+) -> None:
+    pool = Pool("cpu", count, 32_000, BIG, None, 0)
+    state = NodeState(pool)
+    for nodes, cpu_m, mem_mib in asked:
+        gang = Gang(nodes=nodes, cpu_m=cpu_m, mem_mib=mem_mib)
+        picked = state.pick(gang, pool_index=0)
+        if state.summary().fits(gang, pool):
+            assert picked is not None
+        if picked is not None:
+            for take in picked:
+                state.apply(take)
+
+
+def test_a_gang_takes_all_its_nodes_or_none() -> None:
+    pool = gpu_pool(count=3, devices=8)
+    state = NodeState(pool)
+    for take in state.pick(whole(1, 6), pool_index=0) or []:
+        state.apply(take)
+    before = state.summary()
+    assert before.nodes_by_free == (0, 0, 1, 0, 0, 0, 0, 0, 2)
+    assert state.pick(whole(3, 4), pool_index=0) is None
+    assert not before.fits(whole(3, 4), pool)
+    assert state.summary() == before
+    picked = state.pick(whole(2, 4), pool_index=0)
+    assert picked is not None and sorted(t.node for t in picked) == [1, 2]
+
+
+def test_a_gang_takes_the_nodes_with_fewest_free_that_hold_it() -> None:
+    pool = gpu_pool(count=3, devices=8)
+    state = NodeState(pool)
+    for gang in (whole(1, 4), whole(1, 6)):
+        for take in state.pick(gang, pool_index=0) or []:
+            state.apply(take)
+    # Node 0 has 4 free, node 1 has 2, node 2 has 8: two nodes of 4 go to 0 and 2.
+    picked = state.pick(whole(2, 4), pool_index=0)
+    assert picked is not None and [t.node for t in picked] == [0, 2]
+
+
+def test_fractions_share_an_accelerator_before_opening_another() -> None:
+    pool = gpu_pool(count=1, devices=2)
+    state = NodeState(pool)
+    for milli in (300, 500, 200):
+        [take] = state.pick(fraction(milli), pool_index=0) or []
+        assert take.shared == 0
+        state.apply(take)
+    assert state.summary() == PoolSummary((0, 1, 0), ())  # device 0 full, device 1 whole
+    [take] = state.pick(fraction(600), pool_index=0) or []
+    assert take.shared == 1
+    state.apply(take)
+    assert state.summary() == PoolSummary((1, 0, 0), ((400, 1),))
+    assert state.pick(whole(1, 1), pool_index=0) is None
+    assert state.pick(fraction(500), pool_index=0) is None
+    assert state.summary().fits(fraction(400), pool)
+
+
+def test_a_gang_needs_a_pool_of_its_shape() -> None:
+    pool = gpu_pool(count=8, devices=8)
+    assert not whole(1, 16).suits(pool)  # no node has 16
+    assert not whole(9, 8).suits(pool)  # the pool has 8 nodes
+    assert not Gang(nodes=1, cpu_m=1000, mem_mib=1, model="H800", devices=1).suits(pool)
+    assert not Gang(nodes=1, cpu_m=1000, mem_mib=1).suits(pool)  # CPU work, GPU pool
+    assert not PoolSummary.empty(pool).fits(whole(1, 16), pool)
+
+
+def test_takes_beyond_a_node_are_refused_and_change_nothing() -> None:
+    pool = gpu_pool(count=2, devices=2)
+    state = NodeState(pool)
+    [take] = state.pick(whole(1, 2), pool_index=0) or []
+    state.apply(take)
+    with pytest.raises(NodeConflict):
+        state.apply(take)
+    with pytest.raises(NodeConflict):
+        state.apply(type(take)(0, 5, 1, -1, 0, 0, 0))
+    assert summaries([pool], [take]) == (state.summary(),)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"nodes": 0, "cpu_m": 1, "mem_mib": 1},
+        {"nodes": 2, "cpu_m": 1, "mem_mib": 1, "model": "A100", "milli": 500},
+        {"nodes": 1, "cpu_m": 1, "mem_mib": 1, "model": "A100", "milli": MILLI},
+        {"nodes": 1, "cpu_m": 1, "mem_mib": 1, "devices": 1},
+    ],
+)
+def test_malformed_gangs_are_invalid(bad: dict[str, object]) -> None:
+    with pytest.raises(Invalid):
+        Gang(**bad)  # type: ignore[arg-type]

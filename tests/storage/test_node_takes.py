@@ -1,0 +1,112 @@
+"""The database ledger on a site with node pools: a claim takes the nodes of its gang, all of
+them or none, even when the site's totals would hold it; the snapshot summarises what the
+holding takes leave free; a release gives its nodes back, and a prepared cross-brain part
+takes nodes as a reservation does."""
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+import pytest_asyncio
+
+from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.nodes import PoolSummary
+from cnbrain.netmap.arrays import MapArrays
+from cnbrain.storage import ledger_store, peer_ledger
+from cnbrain.storage.clock import utcnow
+from cnbrain.storage.errors import CapacityConflict
+from cnbrain.storage.requests import NewRequest, insert_requests
+from cnbrain.storage.tenants import create_tenant, create_user
+from tests.databases import Sessions
+from tests.ledger.windows import HOUR
+
+pytestmark = pytest.mark.asyncio
+
+TENANT = "acme"
+SITE = "BJ-dc-1"
+"""Its first pool: 4 nodes of 8 A100, 128 cores and 1024 GiB each."""
+
+
+@pytest_asyncio.fixture
+async def ledger(sessions: Sessions, seeded: MapArrays) -> MapArrays:
+    async with sessions.begin() as session:
+        await create_tenant(session, tenant_id=TENANT, name="Acme")
+        await create_user(
+            session, user_id="alice", name="Alice", role="tenant-user", tenant_id=TENANT
+        )
+        await insert_requests(
+            session,
+            [
+                NewRequest(request_id=f"req-{i}", tenant_id=TENANT, user_id="alice", body={})
+                for i in range(8)
+            ],
+        )
+    return seeded
+
+
+def gang(n: int, nodes: int, a100: int) -> Claim:
+    """`nodes` nodes of `a100` A100, 8 cores and 16 GiB each, on SITE for request n."""
+    return Claim(
+        reservation_id=f"rsv-{n}",
+        request_id=f"req-{n}",
+        tenant_id=TENANT,
+        site_id=SITE,
+        cpu_m=nodes * 8000,
+        mem_mib=nodes * 16384,
+        storage_gib=0,
+        accelerator_model="A100",
+        accelerator_count=nodes * a100,
+        link_ids=(),
+        mbps=0,
+        window=HOUR,
+        nodes=nodes,
+    )
+
+
+async def a100_nodes(sessions: Sessions, arrays: MapArrays) -> PoolSummary:
+    async with sessions() as session:
+        snapshot = await ledger_store.load_snapshot(session, arrays=arrays)
+    return snapshot.nodes[arrays.map.site_index[SITE]][0]
+
+
+async def test_gangs_take_nodes_all_or_none_and_give_them_back(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 8 + (4,)
+    for n in range(3):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[gang(n, 1, 4)])
+    # Best fit: node 0 takes two of them (0 free), node 1 one (4 free); 20 A100 stay free.
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1, 0, 0, 0, 1, 0, 0, 0, 2)
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(3, 2, 6)])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1, 0, 2, 0, 1, 0, 0, 0, 0)
+    with pytest.raises(CapacityConflict, match="nodes"):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[gang(4, 2, 3)])
+    async with sessions() as session:
+        assert await ledger_store.held_reservations(session, request_id="req-4") == []
+    async with sessions.begin() as session:
+        await ledger_store.release(session, reservation_id="rsv-3")
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(4, 2, 3)])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1, 1, 0, 0, 0, 1, 0, 0, 1)
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
+
+
+async def test_a_prepared_part_takes_nodes_until_it_is_released(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    part = dataclasses.replace(gang(5, 3, 8), counts_quota=False)
+    async with sessions.begin() as session:
+        await peer_ledger.prepare(session, claim=part, expires_at=utcnow() + timedelta(hours=1))
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (3,) + (0,) * 7 + (1,)
+    with pytest.raises(CapacityConflict, match="nodes"):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[gang(6, 2, 1)])
+    async with sessions.begin() as session:
+        assert await peer_ledger.release(session, reservation_id=part.reservation_id)
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(6, 2, 1)])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 7 + (2, 2)
