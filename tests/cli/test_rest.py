@@ -64,6 +64,10 @@ def test_tenant_key_submit_list_show_cancel_and_events(brain: str) -> None:
         "k1",
     )
     assert again["id"] == submitted["id"]
+    group = cnbrain(
+        brain, token, "submit-group", str(ROOT / "examples/requests/inference-replicas.json")
+    )
+    assert group["state"] == "placed" and len({m["site"] for m in group["requests"]}) == 3
     listing = cnbrain(brain, token, "requests", "list")
     assert submitted["id"] in listing and "placed" in listing
     shown = cnbrain(brain, token, "requests", "show", submitted["id"])

@@ -26,10 +26,12 @@ from cnbrain.execution import (
     JobSpec,
     JobState,
     JobStatus,
+    NodeReport,
     SlurmBackend,
     UnknownJob,
     backend_for,
 )
+from cnbrain.execution.slurm_payloads import gpu_counts
 from tests.execution.local_slurm import (
     CREDENTIAL,
     TOKEN_FILE,
@@ -204,6 +206,33 @@ async def test_gpus_are_allocated_from_the_nodes_gres(slurm: SlurmBackend, tmp_p
         assert record.tres["gres/gpu"] == 2
     finally:
         output.unlink(missing_ok=True)
+
+
+async def test_the_node_list_shows_every_node_with_its_gpus_and_what_jobs_hold(
+    slurm: SlurmBackend,
+) -> None:
+    job_id = await slurm.submit(job("sleep 30", gpus=3, gpu_type="H800"))
+    try:
+        await state_reached(slurm, job_id, JobState.RUNNING)
+
+        async def held() -> list[NodeReport] | None:
+            nodes = await slurm.nodes()
+            return nodes if sum(n.gpus_used.get("fake", 0) for n in nodes) == 3 else None
+
+        nodes = await until(held, "the node list showing the job's 3 GPUs")
+        assert [n.name for n in nodes] == ["node1", "node2"]
+        assert all(n.gpus == {"fake": 4} and n.cpus >= 1 for n in nodes)
+        assert sorted(sum(n.free_gpus.values()) for n in nodes) == [1, 4]
+    finally:
+        await slurm.cancel(job_id)
+
+
+def test_gpu_counts_read_every_form_slurm_prints() -> None:
+    assert gpu_counts("gpu:fake:4") == {"fake": 4}
+    assert gpu_counts("gpu:fake:0(IDX:N/A)") == {"fake": 0}
+    assert gpu_counts("gpu:a100:4(S:0-1),gpu:t4:2,mps:100") == {"a100": 4, "t4": 2}
+    assert gpu_counts("gpu:2") == {"": 2}
+    assert gpu_counts(None) == gpu_counts("") == gpu_counts("gpu:x:many") == {}
 
 
 # --- suspend, resume, cancel --------------------------------------------------------------------

@@ -201,6 +201,15 @@ async def test_a_two_node_gang_runs_on_two_slurm_nodes_and_is_metered_for_both(
     assert usage["compute_cost_cny"] == pytest.approx(hours * 2 * (0.05 + 0.25 * 0.01 + 9.0))
 
 
+async def test_a_slurm_sites_nodes_are_read_from_its_scheduler(brain: Brain) -> None:
+    view = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
+    assert view["reported_error"] is None and view["pools"] == []
+    assert [(n["name"], n["gpus"]) for n in view["reported"]] == [
+        ("node1", {"fake": 4}),
+        ("node2", {"fake": 4}),
+    ]
+
+
 async def test_suspend_resume_and_cancel_a_running_slurm_job(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
@@ -334,6 +343,8 @@ async def test_slurm_unreachable_fails_with_the_reason_and_leaves_nothing_reserv
     assert quota["used_active_requests"] == 0
     [attempt] = await brain.attempts(user, made["id"])
     assert attempt["state"] == "not_submitted"
+    down = (await brain.as_admin("GET", "/v1/sites/AA-slurm-down/nodes")).json()
+    assert down["reported"] is None and "127.0.0.1:9" in down["reported_error"]
 
 
 async def test_another_instance_takes_over_a_job_whose_follower_stopped(

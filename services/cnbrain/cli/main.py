@@ -291,7 +291,8 @@ def _add_user_commands(sub: Subcommands) -> None:
 
 
 def _add_request_commands(sub: Subcommands) -> None:
-    """`cnbrain submit`, `cnbrain requests list|show|cancel|events|why` and `cnbrain queue`."""
+    """`cnbrain submit`, `cnbrain submit-group`, `cnbrain requests list|show|cancel|events|why`
+    and `cnbrain queue`."""
     from cnbrain.cli import rest
 
     submit = sub.add_parser("submit", help="submit a request to a running brain")
@@ -299,6 +300,13 @@ def _add_request_commands(sub: Subcommands) -> None:
     submit.add_argument("--idempotency-key")
     rest.add_connection_options(submit)
     submit.set_defaults(run=rest.submit)
+
+    group = sub.add_parser(
+        "submit-group", help="submit related requests, placed together or spread, all or none"
+    )
+    group.add_argument("file", type=Path, help="group JSON ('-' for stdin)")
+    rest.add_connection_options(group)
+    group.set_defaults(run=rest.submit_group)
 
     reqs = sub.add_parser(
         "requests", help="list, show or cancel requests, or show their events"

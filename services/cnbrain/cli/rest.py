@@ -153,12 +153,20 @@ def user_disable(args: argparse.Namespace) -> int:
     return _print(_call(args, "POST", f"/v1/users/{quote(args.user_id, safe='')}/disable"))
 
 
-def submit(args: argparse.Namespace) -> int:
-    body = json.loads(
+def _body(args: argparse.Namespace) -> Any:
+    """The JSON of `args.file` ('-': standard input)."""
+    return json.loads(
         sys.stdin.read() if str(args.file) == "-" else args.file.read_text(encoding="utf-8")
     )
+
+
+def submit(args: argparse.Namespace) -> int:
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
-    return _print(_call(args, "POST", "/v1/requests", json=body, headers=headers))
+    return _print(_call(args, "POST", "/v1/requests", json=_body(args), headers=headers))
+
+
+def submit_group(args: argparse.Namespace) -> int:
+    return _print(_call(args, "POST", "/v1/request-groups", json=_body(args)))
 
 
 def requests_list(args: argparse.Namespace) -> int:

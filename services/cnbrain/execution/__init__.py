@@ -18,7 +18,7 @@ from cnbrain.execution.credentials import (
     token_from_file,
 )
 from cnbrain.execution.errors import BackendError, BackendRejected, BackendUnavailable, UnknownJob
-from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus
+from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus, NodeReport
 from cnbrain.execution.simulator import SimulatedBackend
 from cnbrain.execution.slurm import SlurmBackend
 
@@ -36,6 +36,7 @@ __all__ = [
     "JobState",
     "JobStatus",
     "ManualClock",
+    "NodeReport",
     "SimulatedBackend",
     "SlurmBackend",
     "SystemClock",

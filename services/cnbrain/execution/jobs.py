@@ -135,6 +135,26 @@ class JobAccounting(DomainModel):
     source: str
 
 
+class NodeReport(DomainModel):
+    """One node as its cluster scheduler reports it: `state` in the scheduler's words, its
+    CPUs and memory (MiB) with what jobs hold of them, and its GPUs by the scheduler's GPU
+    type name ("" when untyped) with how many jobs hold."""
+
+    name: str
+    state: str
+    cpus: int = Field(ge=0)
+    cpus_allocated: int = Field(ge=0)
+    memory_mib: int = Field(ge=0)
+    memory_allocated_mib: int = Field(ge=0)
+    gpus: dict[str, int] = Field(default_factory=dict)
+    gpus_used: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def free_gpus(self) -> dict[str, int]:
+        """GPUs no job holds, by type."""
+        return {t: max(0, n - self.gpus_used.get(t, 0)) for t, n in self.gpus.items()}
+
+
 def utc_from_epoch(seconds: float | None) -> datetime | None:
     """A POSIX time as an aware UTC datetime; None for None and for 0 (schedulers' "unset")."""
     if not seconds:

@@ -38,13 +38,14 @@ import httpx
 from cnbrain.closing import Closing
 from cnbrain.execution.credentials import TokenSource
 from cnbrain.execution.errors import BackendRejected, BackendUnavailable, UnknownJob
-from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus
+from cnbrain.execution.jobs import JobAccounting, JobSpec, JobState, JobStatus, NodeReport
 from cnbrain.execution.slurm_payloads import (
     Json,
     accounting_from_db,
     describe_errors,
     error_number,
     errors_of,
+    nodes_from,
     request_comment,
     status_from_db,
     status_from_job,
@@ -123,6 +124,15 @@ class SlurmBackend(Closing):
         errors = errors_of(body)
         if errors:
             raise BackendUnavailable(f"{self.url}: ping failed: {describe_errors(errors)}")
+
+    async def nodes(self) -> list[NodeReport]:
+        """The cluster's nodes as the controller reports them now (`nodes_from`). Raises
+        `BackendUnavailable` when it cannot tell."""
+        body = await self._call("GET", f"/slurm/{API}/nodes")
+        errors = errors_of(body)
+        if errors:
+            raise BackendUnavailable(f"{self.url}: no node list: {describe_errors(errors)}")
+        return nodes_from(body)
 
     async def submit(self, job: JobSpec) -> str:
         body = await self._call(

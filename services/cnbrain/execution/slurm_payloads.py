@@ -20,6 +20,7 @@ from cnbrain.execution.jobs import (
     JobSpec,
     JobState,
     JobStatus,
+    NodeReport,
     utc_from_epoch,
 )
 
@@ -269,6 +270,43 @@ def accounting_from_db(record: Json, *, controller: JobStatus | None = None) -> 
         signal=signal,
         source="Slurm accounting (slurmdbd, via slurmrestd dbv0.0.38)",
     )
+
+
+def nodes_from(body: Json) -> list[NodeReport]:
+    """The nodes of the controller's `GET /slurm/v0.0.38/nodes` (entries without a name
+    dropped), with their GPUs from `gres` and `gres_used`."""
+    nodes = []
+    for record in body.get("nodes") or []:
+        if not isinstance(record, dict) or not record.get("name"):
+            continue
+        nodes.append(
+            NodeReport(
+                name=str(record["name"]),
+                state=str(record.get("state") or "unknown"),
+                cpus=max(0, _int(record.get("cpus")) or 0),
+                cpus_allocated=max(0, _int(record.get("alloc_cpus")) or 0),
+                memory_mib=max(0, _int(record.get("real_memory")) or 0),
+                memory_allocated_mib=max(0, _int(record.get("alloc_memory")) or 0),
+                gpus=gpu_counts(record.get("gres")),
+                gpus_used=gpu_counts(record.get("gres_used")),
+            )
+        )
+    return nodes
+
+
+def gpu_counts(gres: Any) -> dict[str, int]:
+    """GPUs by type in a GRES list as Slurm prints it ("gpu:a100:4,gpu:t4:2(S:0)",
+    "gpu:fake:0(IDX:N/A)", "gpu:2"); other resources are left out."""
+    counts: dict[str, int] = {}
+    for entry in str(gres or "").split(","):
+        fields = entry.split("(", 1)[0].split(":")
+        if fields[0] != "gpu" or len(fields) < 2:
+            continue
+        kind, count = (fields[1], fields[2]) if len(fields) >= 3 else ("", fields[1])
+        number = _int(count)
+        if number is not None and number >= 0:
+            counts[kind] = counts.get(kind, 0) + number
+    return counts
 
 
 def errors_of(body: Json) -> list[Json]:

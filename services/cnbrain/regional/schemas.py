@@ -1,7 +1,8 @@
 """The REST API's own documents (the request and decision documents are the engine's)."""
 
+import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -11,6 +12,7 @@ from cnbrain.domain.decision import Candidate, Decision
 from cnbrain.domain.events import RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import AttemptState, RequestState
+from cnbrain.execution import NodeReport
 from cnbrain.regional.security import Role
 
 EXAMPLE_REQUEST: dict[str, Any] = {
@@ -152,6 +154,41 @@ class RequestView(BaseModel):
     )
 
 
+MAX_GROUP_MEMBERS = 64
+"""Requests of one group."""
+
+
+def _new_group_id() -> str:
+    return f"grp-{uuid.uuid4().hex[:12]}"
+
+
+class RequestGroupBody(Strict):
+    """Related requests placed all or none (docs/placement.md): `together` on one site (or,
+    with scope `province`, in one province), or `spread`, each on a site of its own."""
+
+    id: Name = Field(default_factory=_new_group_id, min_length=1, description="The group's name.")
+    placement: Literal["together", "spread"]
+    scope: Literal["site", "province"] = Field(
+        default="site", description="Where `together` keeps the members: one site or province."
+    )
+    requests: list[dict[str, Any]] = Field(
+        min_length=2,
+        max_length=MAX_GROUP_MEMBERS,
+        description="The members, each a placement request that starts now.",
+    )
+
+
+class RequestGroupView(BaseModel):
+    """A group as decided: every member placed, or every member rejected with the reason."""
+
+    id: str
+    placement: str
+    scope: str
+    state: Literal["placed", "rejected"]
+    reason: str | None
+    requests: list[RequestView]
+
+
 class RequestPage(BaseModel):
     items: list[RequestView]
     next_cursor: str | None = Field(
@@ -272,6 +309,33 @@ class SiteUsageReport(Strict):
     accelerators: dict[Name, Annotated[int, Field(ge=0, le=bounds.MAX_ACCELERATORS)]] = Field(
         default_factory=dict
     )
+
+
+class PoolView(BaseModel):
+    """One node pool of a site: its nodes' shape and count, and what the brain's own
+    reservations leave free on it: `nodes_by_free[k]` nodes with k accelerators free (whole
+    cores, in a CPU pool), and `shared_by_free`, [free milli-accelerators, accelerators] of
+    the accelerators that fractions share."""
+
+    name: str
+    count: int
+    cpu_cores: float
+    memory_gib: float
+    accelerator: str | None
+    accelerators: int
+    nodes_by_free: list[int]
+    shared_by_free: list[tuple[int, int]]
+
+
+class SiteNodesView(BaseModel):
+    """A site's nodes: its pools as the brain keeps them, and the nodes as the site's own
+    scheduler reports them now (`reported`; null when it reports none: a simulator, or
+    `reported_error` says why it could not be read)."""
+
+    site: str
+    pools: list[PoolView]
+    reported: list[NodeReport] | None
+    reported_error: str | None = None
 
 
 class LinkUsageReport(Strict):

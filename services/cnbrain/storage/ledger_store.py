@@ -80,7 +80,7 @@ from cnbrain.ledger.keys import (
     link_key,
     site_key,
 )
-from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, pick_on
+from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, PoolSummary, pick_on
 from cnbrain.ledger.snapshot import Snapshot, site_pools
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import room_holds
@@ -125,6 +125,7 @@ __all__ = [
     "held_flows",
     "held_reservations",
     "load_snapshot",
+    "node_summaries",
     "release",
     "reservation_links",
     "reserve_many",
@@ -264,6 +265,15 @@ async def _node_states(
             except NodeConflict:
                 continue
     return states
+
+
+async def node_summaries(
+    session: AsyncSession, *, pools: dict[str, tuple[Pool, ...]]
+) -> dict[str, tuple[PoolSummary, ...]]:
+    """Per site of `pools`, what every holding reservation and part leaves free on each of
+    its pools (as the snapshot summarises it)."""
+    states = await _node_states(session, pools)
+    return {site: tuple(state.summary() for state in s) for site, s in states.items()}
 
 
 async def _pools_of(

@@ -9,7 +9,7 @@ from cnbrain.domain.site import Site
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.deps import MapAdminDep, StaffDep
 from cnbrain.regional.problems import responses
-from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
+from cnbrain.regional.schemas import LinkUsageReport, SiteNodesView, SiteUsageReport
 
 router = APIRouter(prefix="/v1", tags=["operator"])
 
@@ -57,6 +57,17 @@ async def update_site(site_id: str, site: Site, maps: MapAdminDep, principal: St
 @router.delete("/sites/{site_id}", status_code=204, responses=ERRORS, summary="Retire a site")
 async def retire_site(site_id: str, maps: MapAdminDep, principal: StaffDep) -> None:
     await maps.retire_site(principal, site_id)
+
+
+@router.get(
+    "/sites/{site_id}/nodes",
+    response_model=SiteNodesView,
+    responses=ERRORS,
+    summary="A site's node pools, what the brain's reservations leave free on them, and the "
+    "nodes as the site's scheduler reports them",
+)
+async def site_nodes(site_id: str, maps: MapAdminDep, _: StaffDep) -> SiteNodesView:
+    return await maps.site_nodes(site_id)
 
 
 @router.post(

@@ -19,6 +19,8 @@ from cnbrain.regional.schemas import (
     QueuePage,
     Quote,
     RequestEventList,
+    RequestGroupBody,
+    RequestGroupView,
     RequestPage,
     RequestView,
 )
@@ -206,6 +208,22 @@ async def cancel(
         if forwarder is None or not forwarder.may_read(request_id):
             raise
     return await forwarder.cancel(principal, request_id)
+
+
+@router.post(
+    "/request-groups",
+    response_model=RequestGroupView,
+    status_code=201,
+    responses=ERRORS,
+    summary="Submit related requests, placed together or spread, all of them or none",
+    description="Every member is stored, placed or rejected with the others, in this region: "
+    "`together` on one site (or one province), `spread` each on a site of its own. A member "
+    'starts "now" and moves no data.',
+)
+async def submit_group(
+    body: RequestGroupBody, principal: PrincipalDep, cases: UseCasesDep
+) -> RequestGroupView:
+    return await cases.submit_group(principal, body)
 
 
 @router.post(

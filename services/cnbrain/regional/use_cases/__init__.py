@@ -17,6 +17,7 @@ from cnbrain.regional.use_cases.cancel import CancelRequest
 from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
 from cnbrain.regional.use_cases.events import ListEvents
+from cnbrain.regional.use_cases.groups import SubmitGroup
 from cnbrain.regional.use_cases.intake import Intake
 from cnbrain.regional.use_cases.make_room import MakeRoom
 from cnbrain.regional.use_cases.placing import Placer
@@ -32,6 +33,7 @@ from cnbrain.regional.use_cases.submit import SubmitRequest
 @dataclass(frozen=True, slots=True, eq=False)
 class RequestUseCases:
     submit: SubmitRequest
+    submit_group: SubmitGroup
     quote: QuoteRequest
     cancel: CancelRequest
     read: ReadRequests
@@ -86,6 +88,16 @@ class RequestUseCases:
                 intake=intake,
                 placer=placer,
                 read=read,
+            ),
+            submit_group=SubmitGroup(
+                settings=settings,
+                caches=caches,
+                sessions=sessions,
+                intake=intake,
+                decider=decider,
+                placer=placer,
+                forget=live_map.capacity_changed,
+                federated=national is not None,
             ),
             quote=QuoteRequest(
                 intake=intake,

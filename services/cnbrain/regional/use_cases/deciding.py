@@ -12,6 +12,7 @@ from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.engine import PlacementEngine
+from cnbrain.placement.groups import Placement, Scope, place_group
 
 
 class Decider:
@@ -54,14 +55,51 @@ class Decider:
 
         def decide() -> tuple[list[Decision], list[Reservation | None]]:
             decisions = engine.place_batch(batch, reserve=False, snapshot=snapshot)
-            reservations = [
-                engine.reservation_for(request, decision)
-                if decision.status is DecisionStatus.PLACED
-                else None
-                for request, decision in zip(batch, decisions, strict=True)
-            ]
-            return decisions, reservations
+            return decisions, _reservations(engine, batch, decisions)
 
         async with self._lock:
             decisions, reservations = await anyio.to_thread.run_sync(decide)
         return engine.arrays, decisions, reservations, fresh
+
+    async def decide_group(
+        self,
+        members: Sequence[PlacementRequest],
+        *,
+        placement: Placement,
+        scope: Scope,
+        group_id: str,
+    ) -> tuple[MapArrays, list[Decision], list[Reservation | None], bool]:
+        """`decide`, for a group placed all or none (`cnbrain.placement.groups`)."""
+        snapshot, fresh = await self._snapshot()
+        engine = self._engine()
+        if snapshot.arrays is not engine.arrays:
+            self._forget()
+            snapshot, fresh = await self._snapshot()
+            engine = self._engine()
+
+        def decide() -> tuple[list[Decision], list[Reservation | None]]:
+            decisions = place_group(
+                engine,
+                members,
+                placement=placement,
+                scope=scope,
+                snapshot=snapshot,
+                group_id=group_id,
+            )
+            return decisions, _reservations(engine, members, decisions)
+
+        async with self._lock:
+            decisions, reservations = await anyio.to_thread.run_sync(decide)
+        return engine.arrays, decisions, reservations, fresh
+
+
+def _reservations(
+    engine: PlacementEngine, batch: Sequence[PlacementRequest], decisions: Sequence[Decision]
+) -> list[Reservation | None]:
+    """The reservation each placed decision of `batch` needs; None for a rejection."""
+    return [
+        engine.reservation_for(request, decision)
+        if decision.status is DecisionStatus.PLACED
+        else None
+        for request, decision in zip(batch, decisions, strict=True)
+    ]

@@ -14,19 +14,27 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
-from cnbrain.domain.errors import Forbidden, Invalid
+from cnbrain.domain.errors import Forbidden, Invalid, NotFound
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
-from cnbrain.execution import CredentialRefusedError, CredentialStore
+from cnbrain.execution import (
+    BackendError,
+    CredentialRefusedError,
+    CredentialStore,
+    NodeReport,
+    SlurmBackend,
+    backend_for,
+)
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.nodes import Pool, PoolSummary
 from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.replicas import Replicas
-from cnbrain.regional.schemas import LinkUsageReport, SiteUsageReport
+from cnbrain.regional.schemas import LinkUsageReport, PoolView, SiteNodesView, SiteUsageReport
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.ports import NationalPolicy
-from cnbrain.storage import audit, registry
+from cnbrain.storage import audit, ledger_store, registry
 from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
 
 
@@ -58,6 +66,47 @@ class MapAdministration:
 
     def links(self) -> list[Link]:
         return list(self._live_map.map.links)
+
+    async def site_nodes(self, site_id: str) -> SiteNodesView:
+        """The site's node pools with what the brain's own reservations leave free on them,
+        and its nodes as its scheduler reports them now (Slurm's node list; none from a
+        simulator). Raises NotFound for a site not on the map."""
+        cmap = self._live_map.map
+        if site_id not in cmap.site_index:
+            raise NotFound(f"site {site_id!r} is not on the map")
+        site = cmap.site(site_id)
+        pools = tuple(Pool.of(pool) for pool in site.node_pools)
+        free: tuple[PoolSummary, ...] = ()
+        if pools:
+            async with self._sessions() as session:
+                free = (await ledger_store.node_summaries(session, pools={site_id: pools}))[site_id]
+        reported, error = await self._reported_nodes(site.execution)
+        return SiteNodesView(
+            site=site_id,
+            pools=[
+                PoolView(
+                    **pool.model_dump(),
+                    nodes_by_free=list(summary.nodes_by_free),
+                    shared_by_free=list(summary.shared_by_free),
+                )
+                for pool, summary in zip(site.node_pools, free, strict=True)
+            ],
+            reported=reported,
+            reported_error=error,
+        )
+
+    async def _reported_nodes(self, ref: BackendRef) -> tuple[list[NodeReport] | None, str | None]:
+        """The nodes the site's scheduler reports, or None and why it could not tell (None,
+        None: a simulator reports none)."""
+        backend = backend_for(ref, credentials=self._credentials)
+        try:
+            if not isinstance(backend, SlurmBackend):
+                return None, None
+            return await backend.nodes(), None
+        except BackendError as exc:
+            return None, str(exc)
+        finally:
+            await backend.aclose()
 
     async def register_site(self, principal: Principal, site: Site, links: list[Link]) -> None:
         self._check_execution(principal, site, current=SIMULATOR, field="site.execution")

@@ -23,6 +23,7 @@ from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.cohort_quota import CohortQuotas
 from cnbrain.regional.use_cases.deciding import Decider
+from cnbrain.regional.use_cases.new_requests import Submission, insert_submissions
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient
 from cnbrain.storage import ledger_store, requests, tenants
@@ -294,16 +295,30 @@ class Placer:
         decision = await self._national.escalate(request)
         return await self.escalation_records.submit(EscalatedAnswer(request, decision, actor))
 
+    async def commit_new(
+        self,
+        session: AsyncSession,
+        arrays: MapArrays,
+        new: Sequence[Submission],
+        decided: Sequence[tuple[Outcome, Reservation | None]],
+    ) -> datetime:
+        """Store `new` requests and take and write their `decided` outcomes in one unit of
+        work: all of it, or (raising as `_commit` does) none."""
+        return await self._commit(session, arrays, decided, new=new)
+
     async def _commit(
         self,
         session: AsyncSession,
         arrays: MapArrays,
         decided: Sequence[tuple[Outcome, Reservation | None]],
+        *,
+        new: Sequence[Submission] = (),
     ) -> datetime:
-        """One unit of work on `session`'s connection: take every reservation of `decided`
-        (indices into `arrays`), each over its request's duration from now, held to its
-        tenant's cohort quota (`cohort_quota.CohortQuotas`), and write every
-        outcome. Returns the time written. Raises (after rolling back) CapacityConflict or
+        """One unit of work on `session`'s connection: store the `new` requests as pending
+        (their outcomes are among `decided`), take every reservation of `decided` (indices
+        into `arrays`), each over its request's duration from now, held to its tenant's
+        cohort quota (`cohort_quota.CohortQuotas`), and write every outcome. Returns the time
+        written. Raises (after rolling back) CapacityConflict or
         QuotaExceeded (CohortQuotaExceeded for a cohort's) when the sums do not fit, or any
         database error."""
         now_s = int(time.time())
@@ -318,6 +333,8 @@ class Placer:
             if r is not None
         ]
         async with self._changes.begin(session) as (_, change):
+            if new:
+                await insert_submissions(session, new)
             await self._cohorts.reserve(session, claims=claims)
             at = await write_outcomes(session, [o for o, _ in decided])
             for _, reservation in decided:

@@ -29,35 +29,24 @@ one-request way, which reads the request back.
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.cache.base import PENDING, Caches
 from cnbrain.domain.errors import Exhausted, Invalid
-from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.group_commit import Again, GroupCommit
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.intake import Intake
+from cnbrain.regional.use_cases.new_requests import Submission, insert_submissions
 from cnbrain.regional.use_cases.placing import Placer, Stored, SubmissionOutcome
 from cnbrain.regional.use_cases.read import ReadRequests
-from cnbrain.storage import audit, request_events, requests
+from cnbrain.storage import requests
 
 log = logging.getLogger("cnbrain.regional")
-
-
-@dataclass(frozen=True, slots=True)
-class Submission:
-    """A checked request on its way into the group commit; `body` is its JSON as stored."""
-
-    request: PlacementRequest
-    user_id: str
-    idempotency_key: str | None
-    body: requests.JsonText
 
 
 Item = Submission | Stored
@@ -177,7 +166,7 @@ class SubmitRequest:
             return [], {}
         try:
             async with session.begin():
-                new, earlier = await _insert(session, submissions)
+                new, earlier = await insert_submissions(session, submissions)
         except requests.RequestStoreError:
             # One of them cannot be stored (say, its user was removed meanwhile): each alone.
             return [], {s.request.id: await self._submit_alone(s) for s in submissions}
@@ -203,7 +192,7 @@ class SubmitRequest:
         request = submission.request
         try:
             async with self._sessions.begin() as session:
-                _, [earlier] = await _insert(session, [submission])
+                _, [earlier] = await insert_submissions(session, [submission])
         except Exception as exc:
             return exc
         if earlier is not None:
@@ -223,50 +212,6 @@ class SubmitRequest:
             except Exception:  # the database's unique key keeps the promise without the cache
                 log.warning("could not remember idempotency key of %s", request.id, exc_info=True)
         return SubmissionOutcome(request_id=request.id, created=True)
-
-
-async def _insert(
-    session: AsyncSession, submissions: Sequence[Submission]
-) -> tuple[list[requests.NewRequest], list[str | None]]:
-    """Store `submissions` as pending, with the audit entries and `submitted` events of those
-    stored, in the caller's transaction (one statement each). Returns the requests as stored
-    and, aligned with them, None or the earlier request that holds the idempotency key (that
-    one is not stored).
-    Raises RequestStoreError when any of them cannot be stored: the caller rolls back."""
-    new = [
-        requests.NewRequest(
-            request_id=s.request.id,
-            tenant_id=s.request.tenant,
-            user_id=s.user_id,
-            body=s.body,
-            idempotency_key=s.idempotency_key,
-        )
-        for s in submissions
-    ]
-    earlier = await requests.insert_requests(session, new)
-    stored = [n for n, e in zip(new, earlier, strict=True) if e is None]
-    await audit.record_many(
-        session,
-        [
-            audit.Entry(
-                actor=n.user_id,
-                tenant_id=n.tenant_id,
-                action="request.submitted",
-                object_type="request",
-                object_id=n.request_id,
-                at=n.created_at,
-            )
-            for n in stored
-        ],
-    )
-    await request_events.append_many(
-        session,
-        [
-            RequestEvent.of(n.request_id, RequestEventKind.SUBMITTED, n.created_at, by=n.user_id)
-            for n in stored
-        ],
-    )
-    return new, earlier
 
 
 def too_many(limit_per_minute: int, retry_after_s: float) -> Exhausted:
