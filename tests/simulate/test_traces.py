@@ -406,6 +406,37 @@ def test_alibaba_missing_column_and_tenants(tmp_path: Path, china: ComputeNetwor
         convert_alibaba_pods(PODS, cmap=china, seed=0, tenants=0)
 
 
+def test_a_pod_list_without_times_arrives_in_file_order_and_stays_a_day(
+    tmp_path: Path, china: ComputeNetworkMap
+) -> None:
+    path = tmp_path / "multigpu.csv"  # the five columns of the multigpu50 list
+    path.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+        "m0,12000,16384,8,1000\n"
+        "m1,6000,12288,1,460\n"
+        "m2,4000,8192,0,0\n"
+    )
+    jobs, report = convert_alibaba_pods(path, cmap=china, seed=0)
+    assert (report.jobs, report.skipped, report.shared_gpu_pods) == (3, {}, 1)
+    assert report.drawn_models == 2  # no gpu_spec: each GPU pod's type is drawn
+    assert [(j.id, j.arrival_s, j.duration_s) for j in jobs] == [
+        ("m0", 0.0, 86400.0),
+        ("m1", 60.0, 86400.0),
+        ("m2", 120.0, 86400.0),
+    ]
+    # No qos: best effort, so GPU pods are training and the CPU pod batch.
+    assert [j.workload_class for j in jobs] == [
+        WorkloadClass.TRAINING,
+        WorkloadClass.TRAINING,
+        WorkloadClass.BATCH,
+    ]
+    assert jobs[0].accelerator_count == 8 and jobs[0].to_request().resources.nodes == 1
+    partly = tmp_path / "partly.csv"
+    partly.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time\np,1,1,0,0,0\n")
+    with pytest.raises(TraceError, match="deletion_time: required column"):
+        convert_alibaba_pods(partly, cmap=china, seed=0)
+
+
 # --- synthetic generator -------------------------------------------------------------------
 
 

@@ -10,10 +10,11 @@ from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import FLOW_KINDS, MAX_FLOW_MBPS, Claim, FlowHold
+from cnbrain.ledger.nodes import MILLI, Pool, PoolSummary
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
-from cnbrain.v1 import common_pb2, ledger_pb2
+from cnbrain.v1 import common_pb2, ledger_pb2, regional_pb2
 
 MAX_PART_FLOWS = 64
 """The flows one part of a Prepare may carry."""
@@ -103,6 +104,43 @@ def request_of(text: str) -> PlacementRequest:
     except json.JSONDecodeError as exc:
         raise WireError(f"the request is not JSON: {exc}") from None
     return parse_request(raw)
+
+
+def pools_message(summaries: Sequence[PoolSummary]) -> list[regional_pb2.PoolFree]:
+    """The wire form of a site's pool summaries."""
+    return [
+        regional_pb2.PoolFree(
+            nodes_by_free=list(s.nodes_by_free),
+            shared_free_milli=[free for free, _ in s.shared_by_free],
+            shared_count=[count for _, count in s.shared_by_free],
+        )
+        for s in summaries
+    ]
+
+
+def pool_summaries(
+    messages: Sequence[regional_pb2.PoolFree], pools: Sequence[Pool]
+) -> tuple[PoolSummary, ...] | None:
+    """The summaries a region sent for a site whose map pools are `pools`; None when they do
+    not match them (another count of pools, another number of units or nodes, a fraction out
+    of bounds), so that the caller takes the pools as all free."""
+    if len(messages) != len(pools):
+        return None
+    summaries = []
+    for message, pool in zip(messages, pools, strict=True):
+        nodes = tuple(message.nodes_by_free)
+        shared = tuple(zip(message.shared_free_milli, message.shared_count, strict=False))
+        if (
+            len(nodes) != pool.units + 1
+            or min(nodes, default=0) < 0
+            or sum(nodes) != pool.count
+            or len(message.shared_free_milli) != len(message.shared_count)
+            or any(not 0 < free < MILLI or count < 1 for free, count in shared)
+            or sum(count for _, count in shared) > pool.count * pool.devices
+        ):
+            return None
+        summaries.append(PoolSummary(nodes, tuple(sorted(shared))))
+    return tuple(summaries)
 
 
 def part_message(claim: Claim, flows: Sequence[FlowHold] = ()) -> ledger_pb2.PartClaim:

@@ -32,11 +32,13 @@ from typing import Any, Protocol
 
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.request import PlacementRequest
-from cnbrain.federation.codec import PathReader, WireError, request_json
+from cnbrain.federation.codec import PathReader, WireError, pool_summaries, request_json
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import duration_seconds
+from cnbrain.ledger.nodes import PoolSummary
+from cnbrain.ledger.snapshot import site_pools
 from cnbrain.national import flow_parts, planner
 from cnbrain.national.coordinator import Commitment, Coordinator
 from cnbrain.national.planner import Answers, AttemptError, Plan
@@ -460,6 +462,8 @@ class CrossRegionPlacer:
         arrays = self._live_map.engine.arrays
         destinations: dict[int, list[GraphPath]] = {}
         free: dict[int, planner.FreeCompute] = {}
+        nodes: dict[int, tuple[PoolSummary, ...]] = {}
+        pools = site_pools(arrays)
         residual: dict[int, int] = {}
         try:
             for candidate in entry.candidates:
@@ -476,10 +480,14 @@ class CrossRegionPlacer:
                 if paths:
                     destinations[site] = paths
                     free[site] = candidate.free
+                    summaries = pool_summaries(candidate.pools, pools.get(site, ()))
+                    if summaries:
+                        nodes[site] = summaries
         except WireError as wrong:
             return str(wrong)
         answers.destinations.update(destinations)
         answers.free.update(free)
+        answers.nodes.update(nodes)
         answers.residual.update(residual)
         if not entry.candidates:
             return entry.reason or "no candidate"

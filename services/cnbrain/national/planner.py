@@ -5,7 +5,7 @@ No I/O: the placer (`national.orchestrator`) asks the regions and runs the engin
 coordinator (`national.coordinator`) reserves the parts."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -15,8 +15,9 @@ from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.claim import Claim, FlowHold, claim_from, window_of
+from cnbrain.ledger.nodes import PoolSummary
 from cnbrain.ledger.reservation import Reservation
-from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.snapshot import Snapshot, all_free
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.routing.paths import GraphPath
 
@@ -57,6 +58,8 @@ class Answers:
     free: dict[int, FreeCompute]
     residual: dict[int, int]
     regions: list[str]
+    nodes: dict[int, tuple[PoolSummary, ...]] = field(default_factory=dict)
+    """The node pools of candidate sites that have them, as their regions summarised them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +99,9 @@ def composed(backbone: Snapshot, answers: Sequence[Answers]) -> Snapshot:
     cpu, mem, storage = (np.zeros(n, dtype=np.int64) for _ in range(3))
     acc = np.zeros_like(arrays.cap_acc)
     residual = np.where(arrays.link_backbone, backbone.residual_mbps, 0)
+    nodes = dict(all_free(arrays))
     for answer in answers:
+        nodes.update(answer.nodes)
         for site, free in answer.free.items():
             cpu[site], mem[site], storage[site] = free.cpu_m, free.mem_mib, free.storage_gib
             column = arrays.accelerator_column.get(free.accelerator_model)
@@ -113,6 +118,7 @@ def composed(backbone: Snapshot, answers: Sequence[Answers]) -> Snapshot:
         free_storage_gib=storage,
         free_acc=acc,
         residual_mbps=residual,
+        nodes=nodes,
     )
 
 

@@ -29,7 +29,13 @@ from cnbrain.domain.errors import CnbrainError, Conflict, Invalid, NotFound
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.tenancy import MAX_VERSION, TenancyChange, change_json, change_of
 from cnbrain.federation.class_wire import class_message, set_of
-from cnbrain.federation.codec import WireError, path_message, request_json, request_of
+from cnbrain.federation.codec import (
+    WireError,
+    path_message,
+    pools_message,
+    request_json,
+    request_of,
+)
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.forward_wire import FORWARD_DEADLINE_S, check_answer
 from cnbrain.federation.live_map import LiveMap
@@ -217,7 +223,11 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             free, messages = found
             candidates.append(
                 regional_pb2.SiteCandidate(
-                    site_id=cmap.sites[site].id, free=free, paths=messages, score=score
+                    site_id=cmap.sites[site].id,
+                    free=free,
+                    paths=messages,
+                    score=score,
+                    pools=pools_message(snapshot.nodes.get(site, ())),
                 )
             )
             if len(candidates) == wanted:

@@ -14,8 +14,10 @@ memory_mib, num_gpu, gpu_milli, gpu_spec, qos, creation_time, deletion_time, sch
   (skipped pods included). **duration_s** = deletion_time - scheduled_time; pods still running
   at the end of the trace carry the trace's end as deletion_time, so their duration is cut there.
 - **cpu** = cpu_milli / 1000 cores; **memory_gib** = memory_mib / 1024.
-- **accelerator_count** = num_gpu. A pod with num_gpu == 1 and gpu_milli < 1000 shares one GPU
-  with others in the real cluster; it gets one whole GPU here (counted in `shared_gpu_pods`).
+- **accelerator_count** = num_gpu, on one node (a pod runs on one node; its request asks for
+  `nodes` 1, `TraceJob.to_request`). A pod with num_gpu == 1 and gpu_milli < 1000 shares one
+  GPU with others in the real cluster; it gets one whole GPU here (counted in
+  `shared_gpu_pods`): fractions of a GPU are not yet requests of their own.
 - **accelerator_model** (GPU pods only): the first type listed in gpu_spec ('|'-separated) when
   it is not empty, else a type drawn with the weights of `TRACE_GPU_COUNTS` (the GPUs of each
   type among the trace's GPU nodes). The type maps to a catalog model by `TRACE_MODEL_MAP`
@@ -30,6 +32,13 @@ memory_mib, num_gpu, gpu_milli, gpu_spec, qos, creation_time, deletion_time, sch
   min_bandwidth_gbps 5; batch: none.
 - **source_province**: drawn with the weights of the map's province `demand_weight` (uniform
   when they are all zero). **tenant**: `tenant-<k>`, k drawn uniformly from 1..`tenants`.
+
+**Lists without times** (the multigpu50 variant has only name, cpu_milli, memory_mib, num_gpu
+and gpu_milli): gpu_spec and qos are taken as empty (a drawn GPU type; best effort), and the
+pods arrive in file order, one every `UNTIMED_SPACING_S` (60 s), each running
+`UNTIMED_DURATION_S` (24 h): the list fills the map as its pods fill a cluster in the FGD
+experiments, where they arrive one after another and stay. A list with some time columns but
+not all is refused (TraceError naming the first missing one).
 
 Draws come from three generators seeded from `seed` (province, tenant, GPU type), so the result
 is the same for the same file, map and seed.
@@ -77,18 +86,12 @@ INTERACTIVE_MAX_LATENCY_MS: Final = 40.0
 INTERACTIVE_MIN_BANDWIDTH_GBPS: Final = 0.5
 TRAINING_MIN_BANDWIDTH_GBPS: Final = 5.0
 
-POD_COLUMNS: Final = (
-    "name",
-    "cpu_milli",
-    "memory_mib",
-    "num_gpu",
-    "gpu_milli",
-    "gpu_spec",
-    "qos",
-    "creation_time",
-    "deletion_time",
-    "scheduled_time",
-)
+POD_COLUMNS: Final = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+"""The columns every pod list has."""
+TIME_COLUMNS: Final = ("creation_time", "deletion_time", "scheduled_time")
+"""The columns of a list with times: all of them, or none (module docstring)."""
+UNTIMED_SPACING_S: Final = 60.0
+UNTIMED_DURATION_S: Final = 24 * 3600.0
 
 NEVER_SCHEDULED: Final = "never_scheduled"
 NO_DELETION_TIME: Final = "no_deletion_time"
@@ -256,10 +259,16 @@ def _read_pods(path: Path) -> list[_Pod]:
     try:
         with path.open(encoding="utf-8-sig", newline="") as stream:
             reader = csv.DictReader(stream)
-            missing = [c for c in POD_COLUMNS if c not in (reader.fieldnames or ())]
+            columns = reader.fieldnames or ()
+            times = [c for c in TIME_COLUMNS if c in columns]
+            needed = POD_COLUMNS + (TIME_COLUMNS if times else ())
+            missing = [c for c in needed if c not in columns]
             if missing:
                 raise TraceError(path, 1, missing[0], "required column of a pod list is missing")
-            pods = [_pod(path, reader.line_num, row) for row in reader]
+            pods = [
+                _pod(path, reader.line_num, row, index=None if times else index)
+                for index, row in enumerate(reader)
+            ]
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(path, None, None, f"cannot read the pod list ({exc})") from None
     first_line: dict[str, int] = {}
@@ -275,7 +284,10 @@ def _read_pods(path: Path) -> list[_Pod]:
     return pods
 
 
-def _pod(path: Path, line: int, row: Mapping[str, str | None]) -> _Pod:
+def _pod(path: Path, line: int, row: Mapping[str, str | None], *, index: int | None) -> _Pod:
+    """The pod of `row`; with `index`, the `index`-th pod of a list without times, which
+    gets the times the module docstring gives it."""
+
     def number(column: str, *, optional: bool = False) -> float | None:
         text = (row.get(column) or "").strip()
         if not text:
@@ -290,6 +302,13 @@ def _pod(path: Path, line: int, row: Mapping[str, str | None]) -> _Pod:
             raise TraceError(path, line, column, f"{text!r} must be finite and non-negative")
         return value
 
+    if index is None:
+        creation = number("creation_time") or 0.0
+        deletion = number("deletion_time", optional=True)
+        scheduled = number("scheduled_time", optional=True)
+    else:
+        creation = scheduled = index * UNTIMED_SPACING_S
+        deletion = creation + UNTIMED_DURATION_S
     num_gpu = number("num_gpu")
     assert num_gpu is not None
     if num_gpu != int(num_gpu):
@@ -306,7 +325,7 @@ def _pod(path: Path, line: int, row: Mapping[str, str | None]) -> _Pod:
         gpu_milli=number("gpu_milli", optional=True) or 0.0,
         gpu_spec=(row.get("gpu_spec") or "").strip(),
         qos=(row.get("qos") or "").strip(),
-        creation=number("creation_time") or 0.0,
-        deletion=number("deletion_time", optional=True),
-        scheduled=number("scheduled_time", optional=True),
+        creation=creation,
+        deletion=deletion,
+        scheduled=scheduled,
     )

@@ -57,6 +57,7 @@ class SiteCandidate(_message.Message):
     FREE_FIELD_NUMBER: _builtins.int
     PATHS_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    POOLS_FIELD_NUMBER: _builtins.int
     site_id: _builtins.str
     score: _builtins.float
     """The region's own score of the site for this request (lower is better)."""
@@ -68,6 +69,13 @@ class SiteCandidate(_message.Message):
     def paths(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Path]:
         """Destination segments from the site's province gateway, best first."""
 
+    @_builtins.property
+    def pools(self) -> _containers.RepeatedCompositeFieldContainer[Global___PoolFree]:
+        """What the region's ledger leaves free on each of the site's node pools, in the order of
+        the site's node_pools on the map; empty when the site has none. An answer whose pools do
+        not match the map's is read as all free.
+        """
+
     def __init__(
         self,
         *,
@@ -75,14 +83,53 @@ class SiteCandidate(_message.Message):
         free: _common_pb2.Compute | None = ...,
         paths: _abc.Iterable[_common_pb2.Path] | None = ...,
         score: _builtins.float = ...,
+        pools: _abc.Iterable[Global___PoolFree] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["free", b"free"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["free", b"free", "paths", b"paths", "score", b"score", "site_id", b"site_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["free", b"free", "paths", b"paths", "pools", b"pools", "score", b"score", "site_id", b"site_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SiteCandidate: _TypeAlias = SiteCandidate  # noqa: Y015
+
+@_typing.final
+class PoolFree(_message.Message):
+    """One node pool's free nodes and shared accelerators (cnbrain.ledger.nodes.PoolSummary)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_BY_FREE_FIELD_NUMBER: _builtins.int
+    SHARED_FREE_MILLI_FIELD_NUMBER: _builtins.int
+    SHARED_COUNT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def nodes_by_free(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """nodes_by_free[k]: the pool's nodes with k units free (accelerators, or whole cores in a
+        CPU pool), k from 0 to a node's units.
+        """
+
+    @_builtins.property
+    def shared_free_milli(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Shared accelerators with room left: shared_free_milli[i] milli-accelerators free on
+        shared_count[i] of them, free ascending.
+        """
+
+    @_builtins.property
+    def shared_count(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        nodes_by_free: _abc.Iterable[_builtins.int] | None = ...,
+        shared_free_milli: _abc.Iterable[_builtins.int] | None = ...,
+        shared_count: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes_by_free", b"nodes_by_free", "shared_count", b"shared_count", "shared_free_milli", b"shared_free_milli"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PoolFree: _TypeAlias = PoolFree  # noqa: Y015
 
 @_typing.final
 class Candidates(_message.Message):
