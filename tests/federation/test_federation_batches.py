@@ -44,13 +44,16 @@ def _admin(federation: LocalFederation, region: str) -> httpx.Client:
 
 
 def _job(tenant: str, model: str, count: int) -> dict[str, Any]:
+    """`count` accelerators: one node, or nodes of 8 when more than 8."""
+    nodes = count // 8 if count > 8 else 1
     return {
         "tenant": tenant,
         "source_province": SOURCE,
         "resources": {
+            "nodes": nodes,
             "cpu": 4.0,
             "memory_gib": 16.0,
-            "accelerator": {"model": model, "count": count},
+            "accelerator": {"model": model, "count": count // nodes},
         },
         "constraints": {"min_bandwidth_gbps": 0.1},
         "duration_hours": 1.0,
