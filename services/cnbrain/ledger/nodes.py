@@ -25,6 +25,7 @@ import math
 from bisect import insort
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cnbrain.domain.errors import Conflict, Invalid
 from cnbrain.domain.request import ResourceDemand
@@ -145,8 +146,9 @@ class PoolSummary:
 
     @classmethod
     def empty(cls, pool: Pool) -> "PoolSummary":
-        """The summary of `pool` with nothing taken."""
-        return cls(tuple([0] * pool.units + [pool.count]))
+        """The summary of `pool` with nothing taken (one object per pool shape: `is` tells
+        an untouched pool)."""
+        return _empty(pool)
 
     def free_nodes(self, units: int) -> int:
         """Nodes with at least `units` units free."""
@@ -194,6 +196,11 @@ class PoolSummary:
         return PoolSummary(tuple(nodes), tuple(shared))
 
 
+@lru_cache(maxsize=4096)
+def _empty(pool: Pool) -> PoolSummary:
+    return PoolSummary(tuple([0] * pool.units + [pool.count]))
+
+
 def _drop_one(shared: list[tuple[int, int]], i: int) -> None:
     free, count = shared[i]
     if count == 1:
@@ -212,16 +219,28 @@ def _add_one(shared: list[tuple[int, int]], free: int) -> None:
 
 class NodeState:
     """What is free on each node of one pool (module docstring): apply the takes of the
-    reservations that hold, then `pick` the nodes of a new gang and `summary` the rest."""
+    reservations that hold, then `pick` the nodes of a new gang and `summary` the rest. Only
+    the nodes something takes are kept (the others are whole), and the counts the summary
+    shows are kept as takes are applied, so neither walks the pool's nodes."""
 
-    __slots__ = ("_cpu_m", "_devices", "_mem_mib", "_shared", "pool")
+    __slots__ = ("_by_units", "_full", "_shared", "_shared_free", "_used", "pool")
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self._devices = [pool.devices] * pool.count
-        self._cpu_m = [pool.cpu_m] * pool.count
-        self._mem_mib = [pool.mem_mib] * pool.count
-        self._shared: list[dict[int, int]] = [{} for _ in range(pool.count)]
+        self._full = (pool.devices, pool.cpu_m, pool.mem_mib)
+        self._used: dict[int, tuple[int, int, int]] = {}
+        """Per node something takes: its free whole accelerators, CPU and memory."""
+        self._shared: dict[int, dict[int, int]] = {}
+        """Per node with shared accelerators: free milli-accelerators by accelerator."""
+        self._by_units = [0] * pool.units + [pool.count]
+        self._shared_free: dict[int, int] = {}
+        """Shared accelerators with room left, by their free milli-accelerators."""
+
+    def _free(self, n: int) -> tuple[int, int, int]:
+        return self._used.get(n, self._full)
+
+    def _units_of(self, free: tuple[int, int, int]) -> int:
+        return free[0] if self.pool.model is not None else free[1] // 1000
 
     def apply(self, take: NodeTake, *, sign: int = 1) -> None:
         """Take (`sign` 1) or give back (-1) `take` on its node. Raises NodeConflict, and
@@ -230,29 +249,45 @@ class NodeState:
         pool, n = self.pool, take.node
         if not 0 <= n < pool.count or take.shared >= pool.devices:
             raise NodeConflict(f"pool {pool.name!r} has no node {n} or accelerator {take.shared}")
-        shared = dict(self._shared[n])
-        devices = self._devices[n] - sign * take.devices
+        free = self._free(n)
+        devices = free[0] - sign * take.devices
+        before = after = None
         if take.shared >= 0:
-            before = shared.get(take.shared)
+            before = self._shared.get(n, {}).get(take.shared)
             if before is None:
                 devices -= sign  # a shared accelerator is no longer a whole free one
-                before = MILLI
-            after = before - sign * take.milli
+            after = (MILLI if before is None else before) - sign * take.milli
             if after == MILLI:
-                del shared[take.shared]
-                devices += 1
-            else:
-                shared[take.shared] = after
+                devices += 1  # whole again
             if not 0 <= after <= MILLI:
                 raise NodeConflict(f"pool {pool.name!r} node {n}: accelerator {take.shared}")
-        cpu = self._cpu_m[n] - sign * take.cpu_m
-        mem = self._mem_mib[n] - sign * take.mem_mib
-        if not (
-            0 <= devices <= pool.devices and 0 <= cpu <= pool.cpu_m and 0 <= mem <= pool.mem_mib
-        ):
+        now = (devices, free[1] - sign * take.cpu_m, free[2] - sign * take.mem_mib)
+        if not all(0 <= amount <= whole for amount, whole in zip(now, self._full, strict=True)):
             raise NodeConflict(f"pool {pool.name!r} node {n}: not enough free for {take}")
-        self._devices[n], self._cpu_m[n], self._mem_mib[n] = devices, cpu, mem
-        self._shared[n] = shared
+        self._by_units[self._units_of(free)] -= 1
+        self._by_units[self._units_of(now)] += 1
+        if now == self._full:
+            self._used.pop(n, None)
+        else:
+            self._used[n] = now
+        if after is not None:
+            self._count_shared(before, -1)
+            on_node = self._shared.setdefault(n, {})
+            if after == MILLI:
+                del on_node[take.shared]
+                if not on_node:
+                    del self._shared[n]
+            else:
+                on_node[take.shared] = after
+                self._count_shared(after, 1)
+
+    def _count_shared(self, free: int | None, change: int) -> None:
+        if free:
+            left = self._shared_free.get(free, 0) + change
+            if left:
+                self._shared_free[free] = left
+            else:
+                del self._shared_free[free]
 
     def pick(self, gang: Gang, *, pool_index: int) -> list[NodeTake] | None:
         """The takes of `gang` on this pool's nodes (best fit, module docstring), or None
@@ -263,56 +298,64 @@ class NodeState:
         if gang.milli:
             return self._pick_fraction(gang, pool_index)
         need = gang.units(pool)
-        fitting = [
-            n
-            for n in range(pool.count)
-            if self._units(n) >= need
-            and self._cpu_m[n] >= gang.cpu_m
-            and self._mem_mib[n] >= gang.mem_mib
-        ]
-        if len(fitting) < gang.nodes:
+        if sum(self._by_units[need:]) < gang.nodes:
             return None
-        fitting.sort(key=lambda n: (self._units(n), n))
+
+        def holds(free: tuple[int, int, int]) -> bool:
+            return (
+                self._units_of(free) >= need and free[1] >= gang.cpu_m and free[2] >= gang.mem_mib
+            )
+
+        # Fewest units free first (best fit), then the lowest node; whole nodes come last,
+        # in node order, after the nodes in use with as many units free.
+        full = self._units_of(self._full)
+        used = sorted((self._units_of(free), n) for n, free in self._used.items() if holds(free))
+        chosen = [n for units, n in used if units < full][: gang.nodes]
+        if len(chosen) < gang.nodes and holds(self._full):
+            for n in range(pool.count):
+                if n not in self._used or (n not in chosen and holds(self._used[n])):
+                    chosen.append(n)
+                    if len(chosen) == gang.nodes:
+                        break
+        elif len(chosen) < gang.nodes:
+            chosen += [n for units, n in used if units == full][: gang.nodes - len(chosen)]
+        if len(chosen) < gang.nodes:
+            return None
         return [
             NodeTake(pool_index, n, gang.devices, -1, 0, gang.cpu_m, gang.mem_mib)
-            for n in sorted(fitting[: gang.nodes])
+            for n in sorted(chosen)
         ]
 
     def _pick_fraction(self, gang: Gang, pool_index: int) -> list[NodeTake] | None:
-        roomy = [
-            n
-            for n in range(self.pool.count)
-            if self._cpu_m[n] >= gang.cpu_m and self._mem_mib[n] >= gang.mem_mib
-        ]
+        def roomy(free: tuple[int, int, int]) -> bool:
+            return free[1] >= gang.cpu_m and free[2] >= gang.mem_mib
+
         shared = [
-            (free, n, device)
-            for n in roomy
-            for device, free in self._shared[n].items()
-            if free >= gang.milli
+            (left, n, device)
+            for n, on_node in self._shared.items()
+            for device, left in on_node.items()
+            if left >= gang.milli and roomy(self._free(n))
         ]
         if shared:
             _, n, device = min(shared)
         else:
-            whole = [(self._devices[n], n) for n in roomy if self._devices[n] >= 1]
+            whole = [(f[0], n) for n, f in self._used.items() if f[0] >= 1 and roomy(f)]
+            if self._full[0] >= 1 and roomy(self._full):
+                untouched = next((n for n in range(self.pool.count) if n not in self._used), None)
+                if untouched is not None:
+                    whole.append((self._full[0], untouched))
             if not whole:
                 return None
             _, n = min(whole)
-            device = min(set(range(self.pool.devices)) - set(self._shared[n]))
+            device = min(set(range(self.pool.devices)) - set(self._shared.get(n, {})))
         return [NodeTake(pool_index, n, 0, device, gang.milli, gang.cpu_m, gang.mem_mib)]
 
-    def _units(self, n: int) -> int:
-        return self._devices[n] if self.pool.model is not None else self._cpu_m[n] // 1000
-
     def summary(self) -> PoolSummary:
-        """The pool's `PoolSummary` now."""
-        nodes = [0] * (self.pool.units + 1)
-        shared: dict[int, int] = {}
-        for n in range(self.pool.count):
-            nodes[self._units(n)] += 1
-            for free in self._shared[n].values():
-                if free:
-                    shared[free] = shared.get(free, 0) + 1
-        return PoolSummary(tuple(nodes), tuple(sorted(shared.items())))
+        """The pool's `PoolSummary` now (`PoolSummary.empty`'s object when nothing is
+        taken)."""
+        if not self._used and not self._shared:
+            return PoolSummary.empty(self.pool)
+        return PoolSummary(tuple(self._by_units), tuple(sorted(self._shared_free.items())))
 
 
 def pick_on(states: Sequence[NodeState], gang: Gang) -> list[NodeTake] | None:

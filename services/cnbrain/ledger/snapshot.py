@@ -6,8 +6,9 @@ from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 
-from cnbrain.ledger.nodes import Pool, PoolSummary
+from cnbrain.ledger.nodes import Gang, Pool, PoolSummary, fitting_pool
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
@@ -28,6 +29,19 @@ def site_pools(arrays: MapArrays) -> Mapping[int, tuple[Pool, ...]]:
     )
 
 
+@lru_cache(maxsize=8)
+@lru_cache(maxsize=4096)
+def suited_sites(arrays: MapArrays, gang: Gang) -> npt.NDArray[np.bool_]:
+    """Per site of `arrays`' map: whether it has no node pools, or one whose shape and size
+    can hold `gang` (read-only)."""
+    out = np.ones(arrays.n_sites, dtype=bool)
+    for site, pools in site_pools(arrays).items():
+        out[site] = any(gang.suits(pool) for pool in pools)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=8)
 def all_free(arrays: MapArrays) -> SiteNodes:
     """Every node pool of `arrays`' map with nothing taken."""
     return MappingProxyType(
@@ -93,8 +107,10 @@ class Snapshot:
 
     def adjusted(self, reservation: Reservation, *, taken: bool) -> "Snapshot":
         """A copy of this snapshot with `reservation` taken (or, with taken=False, given back);
-        free capacity is kept at or above zero. Node pools are as they are: a `Reservation`
-        does not say which nodes it holds."""
+        free capacity is kept at or above zero. On a site with node pools, a reservation
+        taken takes its gang from the first pool that fits it, as the ledgers choose; one
+        given back leaves the pools as they are (a `Reservation` does not say which nodes
+        it held), so they show less free than there is until the next read."""
         sign = -1 if taken else 1
         c = reservation.compute
         cpu, mem = self.free_cpu_m.copy(), self.free_mem_mib.copy()
@@ -118,8 +134,32 @@ class Snapshot:
             free_storage_gib=storage,
             free_acc=acc,
             residual_mbps=mbps,
-            nodes=self.nodes,
+            nodes=self._nodes_less(c) if taken else self.nodes,
         )
+
+    def _nodes_less(self, compute: ComputeClaim) -> SiteNodes:
+        """`nodes` with `compute`'s gang taken from the first pool of its site that fits it
+        (as they are when none does, or the site has no pools)."""
+        pools = site_pools(self.arrays).get(compute.site)
+        if not pools:
+            return self.nodes
+        model = (
+            self.arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
+        )
+        gang = compute.gang or Gang(
+            nodes=1,
+            cpu_m=compute.cpu_m,
+            mem_mib=compute.mem_mib,
+            model=model,
+            devices=compute.acc_count,
+        )
+        summaries = self.nodes.get(compute.site) or tuple(map(PoolSummary.empty, pools))
+        pool = fitting_pool(pools, summaries, gang)
+        if pool is None:
+            return self.nodes
+        taken = list(summaries)
+        taken[pool] = summaries[pool].take(gang, pools[pool])
+        return MappingProxyType({**self.nodes, compute.site: tuple(taken)})
 
     def less(self, computes: Sequence[ComputeClaim]) -> "Snapshot":
         """A copy of this snapshot with the compute of every claim of `computes` taken (free

@@ -30,10 +30,13 @@ class RequestBatch:
     """B checked requests as columns. `acc_column` is -1 for no accelerator and ABSENT_MODEL
     for a model the map lacks; `arch` is -1 for any architecture; `max_latency_ms` is inf
     when unbounded; `weights` is (B, 4) in OBJECTIVES order, already times the weight matrix.
-    `gangs` are the requests' nodes and each node's amounts, for sites with node pools."""
+    `gangs` are the requests' nodes and each node's amounts, for sites with node pools;
+    `gang_kinds` the distinct ones, and `gang_kind` each request's index among them."""
 
     requests: tuple[PlacementRequest, ...]
     gangs: tuple[Gang, ...]
+    gang_kinds: tuple[Gang, ...]
+    gang_kind: IntArray
     access_nodes: tuple[str, ...]
     cpu_m: IntArray
     mem_mib: IntArray
@@ -68,10 +71,14 @@ class RequestBatch:
         acc_column, acc_count = _accelerator_columns(requests, arrays)
         power = _power_w(requests)
         units = [demand_units(r.resources) for r in requests]
+        gangs = tuple(gang_of(r.resources) for r in requests)
+        kinds = {g: i for i, g in enumerate(dict.fromkeys(gangs))}
         n = len(requests)
         return cls(
             requests=tuple(requests),
-            gangs=tuple(gang_of(r.resources) for r in requests),
+            gangs=gangs,
+            gang_kinds=tuple(kinds),
+            gang_kind=_ints([kinds[g] for g in gangs], n),
             access_nodes=tuple(
                 r.access_node or cmap.provinces[r.source_province].access_nodes[0] for r in requests
             ),

@@ -9,11 +9,11 @@ import numpy as np
 import numpy.typing as npt
 
 from cnbrain.ledger.nodes import PoolSummary, fitting_pool
-from cnbrain.ledger.snapshot import Snapshot, site_pools
+from cnbrain.ledger.snapshot import Snapshot, site_pools, suited_sites
 from cnbrain.netmap.arrays import FloatArray, IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.cache import CycleCache
-from cnbrain.placement.framework import FloatMatrix, ScorePlugin
+from cnbrain.placement.framework import BoolMatrix, FloatMatrix, ScorePlugin
 from cnbrain.placement.objective import References
 from cnbrain.placement.scoring import PairScores
 from cnbrain.placement.terms import OptionFacts, weighted_terms
@@ -106,7 +106,14 @@ class CycleState:
         self.residual_mbps = snapshot.residual_mbps.copy()
         self.pools = site_pools(self.arrays)
         self.nodes: dict[int, tuple[PoolSummary, ...]] = dict(snapshot.nodes)
-        self._pool_fits: dict[tuple[int, int], int | None] = {}
+        self._node_fit = np.stack(
+            [suited_sites(self.arrays, gang) for gang in batch.gang_kinds]
+        ).copy()
+        """(gang kinds x sites): does a node pool of the site have the kind's nodes free?"""
+        for site, summaries in self.nodes.items():
+            pools = self.pools[site]
+            if any(s is not PoolSummary.empty(p) for s, p in zip(summaries, pools, strict=True)):
+                self._refresh_nodes(site)
         self.scores = PairScores.empty(len(batch))
         self.timings_ms: dict[str, float] = {}
         self.insights: dict[int, RowInsight] = {}
@@ -134,24 +141,20 @@ class CycleState:
                 acc[wants] = (columns >= 0) & (free >= b.acc_count[rows[wants]])
             ok &= ~wants | acc
         if self.nodes:
-            for i in np.flatnonzero(ok).tolist():
-                site = int(sites[i])
-                if site in self.nodes and self.node_pool(int(rows[i]), site) is None:
-                    ok[i] = False
+            ok &= self._node_fit[b.gang_kind[rows], sites]
         return np.asarray(ok, dtype=bool)
 
-    def node_pool(self, row: int, site: int) -> int | None:
-        """The first node pool of `site` whose working summary has request `row`'s nodes
-        free; None when none has (or the site has no pools)."""
-        key = (row, site)
-        if key not in self._pool_fits:
-            summaries = self.nodes.get(site)
-            self._pool_fits[key] = (
-                None
-                if summaries is None
-                else fitting_pool(self.pools[site], summaries, self.batch.gangs[row])
-            )
-        return self._pool_fits[key]
+    def node_fit(self) -> BoolMatrix:
+        """(requests x sites): does a node pool of the site (with its working summary) have
+        the request's nodes free? True on a site without pools."""
+        fit: BoolMatrix = self._node_fit[self.batch.gang_kind]
+        return fit
+
+    def _refresh_nodes(self, site: int) -> None:
+        """Recompute `_node_fit` of `site` from its working summaries."""
+        pools, summaries = self.pools[site], self.nodes[site]
+        for k, gang in enumerate(self.batch.gang_kinds):
+            self._node_fit[k, site] = fitting_pool(pools, summaries, gang) is not None
 
     def options(
         self, candidates: Mapping[int, IntArray], *, k: int | None = None
@@ -266,12 +269,12 @@ class CycleState:
         if b.acc_count[row] > 0:
             self.free_acc[site, b.acc_column[row]] -= b.acc_count[row]
         if site in self.nodes:
-            pool = self.node_pool(row, site)
+            pools, summaries = self.pools[site], list(self.nodes[site])
+            pool = fitting_pool(pools, summaries, b.gangs[row])
             if pool is not None:
-                summaries = list(self.nodes[site])
-                summaries[pool] = summaries[pool].take(b.gangs[row], self.pools[site][pool])
+                summaries[pool] = summaries[pool].take(b.gangs[row], pools[pool])
                 self.nodes[site] = tuple(summaries)
-            self._pool_fits = {k: v for k, v in self._pool_fits.items() if k[1] != site}
+                self._refresh_nodes(site)
         if option.route.links and b.need_mbps[row] > 0:
             self.residual_mbps[option.route.link_array] -= b.need_mbps[row]
             self._blocked.clear()

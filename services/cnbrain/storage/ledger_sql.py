@@ -8,6 +8,7 @@ a batch's sums to the rows it locked and checked (`take`). What is free is writt
 `free` (cap - used - external) and `left` (limit - used); the caller compares.
 """
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -99,6 +100,11 @@ class LedgerSql(Protocol):
 
     async def share_lock(self, kind: str, ids: Sequence[str]) -> dict[str, str]:
         """Share-lock the site or link rows (`kind`) in id order; id -> status."""
+        ...
+
+    async def share_lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """`share_lock` of site rows; id -> (status, the `node_pools` of its document as
+        JSON values, None when it has none)."""
         ...
 
     async def lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]: ...
@@ -212,6 +218,16 @@ class _PortableSql:
             .with_for_update(read=True)
         )
         return dict(rows.all())
+
+    async def share_lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        c = _SITES.c
+        rows = await self._session.execute(
+            select(c.id, c.status, c.document["node_pools"])
+            .where(c.id.in_(ids))
+            .order_by(c.id)
+            .with_for_update(read=True)
+        )
+        return {site: (status, pools) for site, status, pools in rows}
 
     async def lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         c = _SITE_CAPACITY.c
@@ -343,6 +359,17 @@ class _PostgresSql:
             list(ids),
         )
         return dict(rows.all())
+
+    async def share_lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        rows = await self._sql(
+            "SELECT id, status, document->'node_pools' FROM sites WHERE id = ANY($1::text[])"
+            " ORDER BY id FOR SHARE",
+            list(ids),
+        )
+        return {
+            site: (status, json.loads(pools) if isinstance(pools, str) else pools)
+            for site, status, pools in rows
+        }
 
     async def lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         rows = await self._sql(_LOCK_SITES, list(ids))

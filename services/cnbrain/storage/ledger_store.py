@@ -9,8 +9,8 @@ Contract:
   (limit - used), then adds the sums and inserts the reservations. A batch costs a fixed
   number of statements whatever its size (on PostgreSQL: six locking reads and one
   statement for the updates and inserts, all plain SQL with arrays, and, for claims on
-  sites, one read of the room holds and a delete when some end, one read of the sites' node
-  pools and, on sites with pools, one read and one insert of node takes). A single claim is a
+  sites, one read of the room holds and a delete when some end and, on sites with node
+  pools, one read and one insert of node takes). A single claim is a
   batch of one. Concurrent transactions, in one process or several on one PostgreSQL
   database, never oversubscribe a site, an accelerator pool, a link or a quota.
 - Room holds (`room_holds`) are capacity taken from every request but the one each is held
@@ -40,19 +40,24 @@ Contract:
   delivery when asked to keep it (its job completed: its results still move).
 - Nodes (`cnbrain.ledger.nodes`): on a site with node pools, a claim also takes the nodes
   of its gang, chosen here under the site rows' locks on the first pool whose nodes hold it
-  (less what every holding reservation and part takes of them, whatever its window), and
-  stored as node takes (`node_takes`); a gang that no pool holds is a CapacityConflict.
-  `give_back_many` deletes them. The snapshot summarises what holding takes leave free.
+  (less what every stored node take holds, whatever its window), and stored as node takes
+  (`node_takes`); a gang that no pool holds is a CapacityConflict. A node take lives as long
+  as its holder holds: stored with it, deleted with its release (`give_back_many`) in the
+  same transaction (`check_invariants` checks that no other is left). The snapshot
+  summarises what the takes leave free.
 - The statements of each dialect are in `ledger_sql`, chosen by the session's dialect.
 - Nothing here commits: the caller owns the transaction.
 """
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Row,
     Select,
@@ -61,7 +66,6 @@ from sqlalchemy import (
     insert,
     literal,
     select,
-    union_all,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -81,7 +85,7 @@ from cnbrain.ledger.keys import (
     site_key,
 )
 from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, PoolSummary, pick_on
-from cnbrain.ledger.snapshot import Snapshot, site_pools
+from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import room_holds
 from cnbrain.storage._sql import execute_counted, fetch_scalar
@@ -213,7 +217,12 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         if j is not None:
             mbps[j] = max(0, mbps[j] - peak)
     pools = site_pools(arrays)
-    states = await _node_states(session, {arrays.map.sites[i].id: p for i, p in pools.items()})
+    states = await _node_states(
+        session, {arrays.map.sites[i].id: p for i, p in pools.items()}, every_site=True
+    )
+    nodes = dict(all_free(arrays))
+    for site_id, site_states in states.items():
+        nodes[site_index[site_id]] = tuple(state.summary() for state in site_states)
 
     return Snapshot.of_free(
         arrays,
@@ -223,42 +232,45 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         free_storage_gib=storage,
         free_acc=acc,
         residual_mbps=mbps,
-        nodes={
-            site_index[site_id]: tuple(state.summary() for state in site_states)
-            for site_id, site_states in states.items()
-        },
-    )
-
-
-def _holding_ids() -> Select[tuple[str]]:
-    """The ids of every held reservation and every prepared or held cross-brain part."""
-    r, p = ReservationRecord, PeerReservation
-    return select(
-        union_all(
-            select(r.id).where(r.state == ReservationState.HELD),
-            select(p.id).where(p.state.in_(_HOLDING)),
-        ).subquery()
+        nodes=nodes,
     )
 
 
 async def _node_states(
-    session: AsyncSession, pools: dict[str, tuple[Pool, ...]]
+    session: AsyncSession, pools: dict[str, tuple[Pool, ...]], *, every_site: bool = False
 ) -> dict[str, list[NodeState]]:
-    """Per site of `pools`, the state of each of its pools' nodes with what every holding
-    reservation and part takes of them applied. A take that no longer fits its pool (the
-    site's pools were changed since) is left out."""
-    states = {site: [NodeState(pool) for pool in site_pools] for site, site_pools in pools.items()}
-    if not states:
-        return states
+    """Per site of `pools` that some node take holds nodes of, the state of each of its
+    pools' nodes with every take applied (`every_site`: `pools` names every site with pools,
+    so no site filter is needed). The takes are summed per node (and shared accelerator) by
+    the database, so the rows read are the nodes in use, not the takes. A sum that no longer
+    fits its pool (the site's pools were changed since) is left out."""
+    if not pools:
+        return {}
     t = NodeTakeRecord
-    rows = await session.execute(
-        select(t.site_id, t.pool, t.node, t.devices, t.shared, t.milli, t.cpu_m, t.mem_mib).where(
-            t.site_id.in_(sorted(states)), t.holder_id.in_(_holding_ids())
-        )
-    )
-    for site_id, *amounts in rows:
+
+    def total(column: Any) -> Any:
+        return func.sum(column).cast(BigInteger)
+
+    keys = (t.site_id, t.pool, t.node)
+    query = select(
+        *keys,
+        total(t.devices),
+        t.shared,
+        total(t.milli),
+        total(t.cpu_m),
+        total(t.mem_mib),
+    ).group_by(*keys, t.shared)
+    if not every_site:
+        query = query.where(t.site_id.in_(sorted(pools)))
+    states: dict[str, list[NodeState]] = {}
+    for site_id, *amounts in await session.execute(query):
+        site_pools_ = pools.get(site_id)
+        if site_pools_ is None:
+            continue
+        site_states = states.get(site_id)
+        if site_states is None:
+            site_states = states[site_id] = [NodeState(pool) for pool in site_pools_]
         take = NodeTake(*amounts)
-        site_states = states[site_id]
         if 0 <= take.pool < len(site_states):
             try:
                 site_states[take.pool].apply(take)
@@ -273,28 +285,27 @@ async def node_summaries(
     """Per site of `pools`, what every holding reservation and part leaves free on each of
     its pools (as the snapshot summarises it)."""
     states = await _node_states(session, pools)
-    return {site: tuple(state.summary() for state in s) for site, s in states.items()}
+    return {
+        site: tuple(state.summary() for state in states[site])
+        if site in states
+        else tuple(map(PoolSummary.empty, site_pools_))
+        for site, site_pools_ in pools.items()
+    }
 
 
-async def _pools_of(
-    session: AsyncSession, site_ids: Collection[str]
-) -> dict[str, tuple[Pool, ...]]:
-    """The node pools of those of `site_ids` that have any, from their registered documents."""
-    found: dict[str, tuple[Pool, ...]] = {}
-    for site_id, document in await session.execute(
-        select(SiteRecord.id, SiteRecord.document).where(SiteRecord.id.in_(sorted(site_ids)))
-    ):
-        raw = (document or {}).get("node_pools") or []
-        if raw:
-            found[site_id] = tuple(Pool.of(NodePool.model_validate(pool)) for pool in raw)
-    return found
+@lru_cache(maxsize=4096)
+def _parsed_pools(raw: str) -> tuple[Pool, ...]:
+    """The pools of a site document's `node_pools` (its JSON)."""
+    return tuple(Pool.of(NodePool.model_validate(pool)) for pool in json.loads(raw))
 
 
-async def _node_rows(session: AsyncSession, claims: Sequence[Claim]) -> list[dict[str, Any]]:
-    """The node takes (rows of `node_takes`) of each of `claims` on a site with node pools,
-    chosen as the module docstring says; the caller holds the site rows' locks and stores
-    them. Raises CapacityConflict naming the site when no pool's nodes hold a claim's gang."""
-    pools = await _pools_of(session, {c.site_id for c in claims if c.site_id is not None})
+async def _node_rows(
+    session: AsyncSession, claims: Sequence[Claim], pools: dict[str, tuple[Pool, ...]]
+) -> list[dict[str, Any]]:
+    """The node takes (rows of `node_takes`) of each of `claims` on a site of `pools` (the
+    node pools of the claims' sites that have any), chosen as the module docstring says; the
+    caller holds the site rows' locks and stores them. Raises CapacityConflict naming the
+    site when no pool's nodes hold a claim's gang."""
     pooled = [c for c in claims if c.site_id in pools]
     if not pooled:
         return []
@@ -302,6 +313,8 @@ async def _node_rows(session: AsyncSession, claims: Sequence[Claim]) -> list[dic
     rows: list[dict[str, Any]] = []
     for claim in pooled:
         site = claim.site_id or ""
+        if site not in states:
+            states[site] = [NodeState(pool) for pool in pools[site]]
         picked = pick_on(states[site], claim.gang)
         if picked is None:
             raise CapacityConflict(
@@ -684,12 +697,20 @@ async def _take(
         {link for claim in claims for link in claim.link_ids}
         | {link for flow in flows for link in flow.link_ids}
     )
-    for kind, ids in (("site", sorted(sums.sites)), ("link", links)):
-        if ids:
-            status = await sql.share_lock(kind, ids)
-            for item in ids:
-                if status.get(item) != ACTIVE:
-                    raise CapacityConflict(f"{kind} {item!r}", "not registered, or retired")
+    pools: dict[str, tuple[Pool, ...]] = {}
+    if sums.sites:
+        sites = await sql.share_lock_sites(sorted(sums.sites))
+        for site in sorted(sums.sites):
+            status, raw = sites.get(site, (None, None))
+            if status != ACTIVE:
+                raise CapacityConflict(f"site {site!r}", "not registered, or retired")
+            if raw:
+                pools[site] = _parsed_pools(json.dumps(raw, sort_keys=True))
+    if links:
+        link_status = await sql.share_lock("link", links)
+        for link in links:
+            if link_status.get(link) != ACTIVE:
+                raise CapacityConflict(f"link {link!r}", "not registered, or retired")
     held = _Held()
     if sums.sites:
         free_sites = await sql.lock_sites(sorted(sums.sites))
@@ -732,7 +753,7 @@ async def _take(
             ):
                 if left is not None and need > left:
                     raise QuotaExceeded(f"tenant {tenant!r} {name}", f"wants {need}, {left} left")
-    nodes = await _node_rows(session, claims) if sums.sites else []
+    nodes = await _node_rows(session, claims, pools) if pools else []
     # Every row is locked and checked: take the sums and store the reservations.
     try:
         changed = await sql.take(sums, store, utcnow())
@@ -1010,9 +1031,21 @@ async def check_invariants(session: AsyncSession, *, require_fit: bool = True) -
     equals the sum over held reservations and over the prepared or held parts of cross-brain
     reservations (`peer_reservations`), and is not negative; with `require_fit`, also
     used + external <= cap and quota use <= limit (true unless caps were lowered or external
-    use reported after the reservations were taken)."""
+    use reported after the reservations were taken); and unless every node take's holder
+    holds."""
     for usage in await usages(session):
         _expect(usage, require_fit)
+    t, r, p = NodeTakeRecord, ReservationRecord, PeerReservation
+    stray = await session.scalar(
+        select(t.holder_id)
+        .where(
+            t.holder_id.not_in(select(r.id).where(r.state == ReservationState.HELD)),
+            t.holder_id.not_in(select(p.id).where(p.state.in_(_HOLDING))),
+        )
+        .limit(1)
+    )
+    if stray is not None:
+        raise AssertionError(f"node takes of {stray!r}, which holds nothing")
 
 
 async def usages(session: AsyncSession) -> list[Usage]:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from cnbrain.ledger.nodes import Gang, fitting_pool
+from cnbrain.ledger.nodes import Gang
 from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.filters.gangs import described
@@ -15,16 +15,7 @@ class NodePoolsFilter:
     reason = "no node pool of the site has the request's nodes free"
 
     def filter(self, state: CycleState) -> BoolMatrix:
-        gangs = state.batch.gangs
-        out = np.ones((len(gangs), state.arrays.n_sites), dtype=bool)
-        for site, summaries in state.snapshot.nodes.items():
-            pools = state.pools[site]
-            verdict: dict[Gang, bool] = {}
-            for row, gang in enumerate(gangs):
-                if gang not in verdict:
-                    verdict[gang] = fitting_pool(pools, summaries, gang) is not None
-                out[row, site] = verdict[gang]
-        return out
+        return state.node_fit()
 
     def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The gang and the most such nodes free at a rejected site ("wants 8 nodes with 8

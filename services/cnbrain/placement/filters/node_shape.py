@@ -3,6 +3,7 @@
 import numpy as np
 
 from cnbrain.ledger.nodes import Gang, Pool
+from cnbrain.ledger.snapshot import suited_sites
 from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.filters.gangs import described
@@ -15,15 +16,9 @@ class NodeShapeFilter:
     reason = "no node pool of the site has nodes of the request's shape, or enough of them"
 
     def filter(self, state: CycleState) -> BoolMatrix:
-        gangs = state.batch.gangs
-        out = np.ones((len(gangs), state.arrays.n_sites), dtype=bool)
-        for site, pools in state.pools.items():
-            verdict: dict[Gang, bool] = {}
-            for row, gang in enumerate(gangs):
-                if gang not in verdict:
-                    verdict[gang] = any(gang.suits(pool) for pool in pools)
-                out[row, site] = verdict[gang]
-        return out
+        b = state.batch
+        kinds = np.stack([suited_sites(state.arrays, gang) for gang in b.gang_kinds])
+        return kinds[b.gang_kind]
 
     def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The gang and the largest nodes of its model there ("wants 1 node with 64 H800;
