@@ -31,7 +31,6 @@ from cnbrain.execution import (
     UnknownJob,
     backend_for,
 )
-from cnbrain.execution.slurm_payloads import gpu_counts
 from tests.execution.local_slurm import (
     CREDENTIAL,
     TOKEN_FILE,
@@ -225,14 +224,6 @@ async def test_the_node_list_shows_every_node_with_its_gpus_and_what_jobs_hold(
         assert sorted(sum(n.free_gpus.values()) for n in nodes) == [1, 4]
     finally:
         await slurm.cancel(job_id)
-
-
-def test_gpu_counts_read_every_form_slurm_prints() -> None:
-    assert gpu_counts("gpu:fake:4") == {"fake": 4}
-    assert gpu_counts("gpu:fake:0(IDX:N/A)") == {"fake": 0}
-    assert gpu_counts("gpu:a100:4(S:0-1),gpu:t4:2,mps:100") == {"a100": 4, "t4": 2}
-    assert gpu_counts("gpu:2") == {"": 2}
-    assert gpu_counts(None) == gpu_counts("") == gpu_counts("gpu:x:many") == {}
 
 
 # --- suspend, resume, cancel --------------------------------------------------------------------
