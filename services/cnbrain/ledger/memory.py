@@ -9,7 +9,7 @@ import numpy as np
 from cnbrain.domain.errors import Conflict
 from cnbrain.ledger.nodes import Gang, NodeState, NodeTake, pick_on
 from cnbrain.ledger.reservation import Reservation
-from cnbrain.ledger.snapshot import Snapshot, site_pools
+from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools
 from cnbrain.netmap.arrays import MapArrays
 
 
@@ -38,6 +38,8 @@ class InMemoryLedger:
         self._nodes = {
             site: [NodeState(pool) for pool in pools] for site, pools in site_pools(arrays).items()
         }
+        self._summaries = dict(all_free(arrays))
+        """Per site with pools, its pools' summaries, kept as reservations come and go."""
         self._node_takes: dict[str, list[NodeTake]] = {}
         self._version = 0
         self._snapshot: Snapshot | None = None
@@ -67,10 +69,7 @@ class InMemoryLedger:
                     used_storage_gib=self._used_storage_gib.copy(),
                     used_acc=self._used_acc.copy(),
                     used_mbps=self._used_mbps.copy(),
-                    nodes={
-                        site: tuple(state.summary() for state in states)
-                        for site, states in self._nodes.items()
-                    },
+                    nodes=MappingProxyType(dict(self._summaries)),
                 )
             return self._snapshot
 
@@ -82,10 +81,8 @@ class InMemoryLedger:
             self._check_fits(reservation)
             takes = self._pick_nodes(reservation)
             self._apply(reservation, +1)
-            states = self._nodes.get(reservation.compute.site, [])
-            for take in takes:
-                states[take.pool].apply(take)
             self._node_takes[reservation.id] = takes
+            self._apply_nodes(reservation.compute.site, takes, 1)
             self._reservations[reservation.id] = reservation
             self._version += 1
 
@@ -96,9 +93,9 @@ class InMemoryLedger:
             if reservation is None:
                 raise LedgerError(f"reservation {reservation_id!r} is not held")
             self._apply(reservation, -1)
-            states = self._nodes.get(reservation.compute.site, [])
-            for take in self._node_takes.pop(reservation_id, []):
-                states[take.pool].apply(take, sign=-1)
+            self._apply_nodes(
+                reservation.compute.site, self._node_takes.pop(reservation_id, []), -1
+            )
             self._version += 1
             return reservation
 
@@ -155,6 +152,19 @@ class InMemoryLedger:
                 raise LedgerError(
                     f"link {a.map.links[link].id!r}: not enough bandwidth for {r.id!r}"
                 )
+
+    def _apply_nodes(self, site: int, takes: list[NodeTake], sign: int) -> None:
+        """Apply `takes` on `site`'s pools (`sign` -1: give them back) and update its
+        summaries."""
+        if not takes:
+            return
+        states = self._nodes[site]
+        for take in takes:
+            states[take.pool].apply(take, sign=sign)
+        summaries = tuple(state.summary() for state in states)
+        untouched = all_free(self._arrays)[site]
+        same = all(a is b for a, b in zip(summaries, untouched, strict=True))
+        self._summaries[site] = untouched if same else summaries
 
     def _pick_nodes(self, r: Reservation) -> list[NodeTake]:
         """The nodes `r` takes on its site's pools (none on a site without pools); raises

@@ -13,7 +13,8 @@ from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
 SiteNodes = Mapping[int, tuple[PoolSummary, ...]]
-"""Per site index, the summary of each of its node pools (`site_pools`), for sites with pools."""
+"""Per site index, the summary of each of its node pools (`site_pools`), for sites with pools;
+a site with nothing taken on its pools holds `all_free`'s own tuple (so `is` tells it)."""
 
 
 @lru_cache(maxsize=8)

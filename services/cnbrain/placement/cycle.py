@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cnbrain.ledger.nodes import PoolSummary, fitting_pool
-from cnbrain.ledger.snapshot import Snapshot, site_pools, suited_sites
+from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, suited_sites
 from cnbrain.netmap.arrays import FloatArray, IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.cache import CycleCache
@@ -109,11 +109,13 @@ class CycleState:
         self._node_fit = np.stack(
             [suited_sites(self.arrays, gang) for gang in batch.gang_kinds]
         ).copy()
-        """(gang kinds x sites): does a node pool of the site have the kind's nodes free?"""
+        """(gang kinds x sites): does a node pool of the site have the kind's nodes free?
+        Valid where `_node_known` is True; the rest is worked out when asked."""
+        self._node_known = np.ones_like(self._node_fit)
+        untouched = all_free(self.arrays)
         for site, summaries in self.nodes.items():
-            pools = self.pools[site]
-            if any(s is not PoolSummary.empty(p) for s, p in zip(summaries, pools, strict=True)):
-                self._refresh_nodes(site)
+            if summaries is not untouched.get(site):
+                self._node_known[:, site] = False
         self.scores = PairScores.empty(len(batch))
         self.timings_ms: dict[str, float] = {}
         self.insights: dict[int, RowInsight] = {}
@@ -141,20 +143,29 @@ class CycleState:
                 acc[wants] = (columns >= 0) & (free >= b.acc_count[rows[wants]])
             ok &= ~wants | acc
         if self.nodes:
-            ok &= self._node_fit[b.gang_kind[rows], sites]
+            kinds = b.gang_kind[rows]
+            self._know(kinds, sites)
+            ok &= self._node_fit[kinds, sites]
         return np.asarray(ok, dtype=bool)
 
     def node_fit(self) -> BoolMatrix:
         """(requests x sites): does a node pool of the site (with its working summary) have
         the request's nodes free? True on a site without pools."""
+        n_kinds, n_sites = self._node_fit.shape
+        self._know(np.repeat(np.arange(n_kinds), n_sites), np.tile(np.arange(n_sites), n_kinds))
         fit: BoolMatrix = self._node_fit[self.batch.gang_kind]
         return fit
 
-    def _refresh_nodes(self, site: int) -> None:
-        """Recompute `_node_fit` of `site` from its working summaries."""
-        pools, summaries = self.pools[site], self.nodes[site]
-        for k, gang in enumerate(self.batch.gang_kinds):
-            self._node_fit[k, site] = fitting_pool(pools, summaries, gang) is not None
+    def _know(self, kinds: IntArray, sites: IntArray) -> None:
+        """Work out `_node_fit` of the aligned (kind, site) pairs not known yet."""
+        unknown = ~self._node_known[kinds, sites]
+        if not unknown.any():
+            return
+        gangs = self.batch.gang_kinds
+        for k, site in set(zip(kinds[unknown].tolist(), sites[unknown].tolist(), strict=True)):
+            pools, summaries = self.pools[site], self.nodes[site]
+            self._node_fit[k, site] = fitting_pool(pools, summaries, gangs[k]) is not None
+            self._node_known[k, site] = True
 
     def options(
         self, candidates: Mapping[int, IntArray], *, k: int | None = None
@@ -274,7 +285,7 @@ class CycleState:
             if pool is not None:
                 summaries[pool] = summaries[pool].take(b.gangs[row], pools[pool])
                 self.nodes[site] = tuple(summaries)
-                self._refresh_nodes(site)
+                self._node_known[:, site] = False
         if option.route.links and b.need_mbps[row] > 0:
             self.residual_mbps[option.route.link_array] -= b.need_mbps[row]
             self._blocked.clear()

@@ -222,7 +222,10 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     )
     nodes = dict(all_free(arrays))
     for site_id, site_states in states.items():
-        nodes[site_index[site_id]] = tuple(state.summary() for state in site_states)
+        summaries = tuple(state.summary() for state in site_states)
+        untouched = nodes[site_index[site_id]]
+        if any(a is not b for a, b in zip(summaries, untouched, strict=True)):
+            nodes[site_index[site_id]] = summaries
 
     return Snapshot.of_free(
         arrays,
