@@ -44,22 +44,11 @@ class Decider:
         decisions, the reservation each placed one needs (None for a rejection), and whether
         the snapshot was read from the database just now. With `adjust`, they are taken on
         `adjust(snapshot)` instead (a snapshot of the same map arrays)."""
-        snapshot, fresh = await self._snapshot()
-        engine = self._engine()
-        if snapshot.arrays is not engine.arrays:
-            self._forget()
-            snapshot, fresh = await self._snapshot()
-            engine = self._engine()
-        if adjust is not None:
-            snapshot = adjust(snapshot)
-
-        def decide() -> tuple[list[Decision], list[Reservation | None]]:
-            decisions = engine.place_batch(batch, reserve=False, snapshot=snapshot)
-            return decisions, _reservations(engine, batch, decisions)
-
-        async with self._lock:
-            decisions, reservations = await anyio.to_thread.run_sync(decide)
-        return engine.arrays, decisions, reservations, fresh
+        return await self._decided(
+            batch,
+            lambda engine, snapshot: engine.place_batch(batch, reserve=False, snapshot=snapshot),
+            adjust=adjust,
+        )
 
     async def decide_group(
         self,
@@ -70,23 +59,38 @@ class Decider:
         group_id: str,
     ) -> tuple[MapArrays, list[Decision], list[Reservation | None], bool]:
         """`decide`, for a group placed all or none (`cnbrain.placement.groups`)."""
-        snapshot, fresh = await self._snapshot()
-        engine = self._engine()
-        if snapshot.arrays is not engine.arrays:
-            self._forget()
-            snapshot, fresh = await self._snapshot()
-            engine = self._engine()
-
-        def decide() -> tuple[list[Decision], list[Reservation | None]]:
-            decisions = place_group(
+        return await self._decided(
+            members,
+            lambda engine, snapshot: place_group(
                 engine,
                 members,
                 placement=placement,
                 scope=scope,
                 snapshot=snapshot,
                 group_id=group_id,
-            )
-            return decisions, _reservations(engine, members, decisions)
+            ),
+        )
+
+    async def _decided(
+        self,
+        batch: Sequence[PlacementRequest],
+        choose: Callable[[PlacementEngine, Snapshot], list[Decision]],
+        *,
+        adjust: Callable[[Snapshot], Snapshot] | None = None,
+    ) -> tuple[MapArrays, list[Decision], list[Reservation | None], bool]:
+        """`decide` with `choose` taking the decisions of `batch` on the snapshot."""
+        snapshot, fresh = await self._snapshot()
+        engine = self._engine()
+        if snapshot.arrays is not engine.arrays:
+            self._forget()
+            snapshot, fresh = await self._snapshot()
+            engine = self._engine()
+        if adjust is not None:
+            snapshot = adjust(snapshot)
+
+        def decide() -> tuple[list[Decision], list[Reservation | None]]:
+            decisions = choose(engine, snapshot)
+            return decisions, _reservations(engine, batch, decisions)
 
         async with self._lock:
             decisions, reservations = await anyio.to_thread.run_sync(decide)
