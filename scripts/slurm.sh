@@ -265,7 +265,8 @@ ensure_network() {
     if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
         ip link add "$BRIDGE" type bridge || die "could not add the bridge $BRIDGE"
     fi
-    ip addr show dev "$BRIDGE" | grep -q "inet $CTLD_ADDR/" ||
+    # (No `| grep -q` under pipefail: grep's early exit can fail the pipeline.)
+    [[ "$(ip addr show dev "$BRIDGE")" == *"inet $CTLD_ADDR/"* ]] ||
         ip addr add "$CTLD_ADDR/24" dev "$BRIDGE" || die "could not give $BRIDGE the address $CTLD_ADDR"
     ip link set "$BRIDGE" up || die "could not bring up $BRIDGE"
     local k ns veth
@@ -276,7 +277,7 @@ ensure_network() {
             ip link add "$veth" type veth peer name eth0 netns "$ns" || die "could not add the veth pair $veth"
         fi
         ip link set "$veth" master "$BRIDGE" && ip link set "$veth" up || die "could not join $veth to $BRIDGE"
-        ip -n "$ns" addr show dev eth0 | grep -q "inet $(node_addr "$k")/" ||
+        [[ "$(ip -n "$ns" addr show dev eth0)" == *"inet $(node_addr "$k")/"* ]] ||
             ip -n "$ns" addr add "$(node_addr "$k")/24" dev eth0 || die "could not address eth0 in $ns"
         ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || die "could not bring up $ns's links"
     done

@@ -150,7 +150,8 @@ class CycleState:
 
     def node_fit(self) -> BoolMatrix:
         """(requests x sites): does a node pool of the site (with its working summary) have
-        the request's nodes free? True on a site without pools."""
+        the request's nodes free? True on a site without pools; False on one none of whose
+        pools could ever hold them."""
         n_kinds, n_sites = self._node_fit.shape
         self._know(np.repeat(np.arange(n_kinds), n_sites), np.tile(np.arange(n_sites), n_kinds))
         fit: BoolMatrix = self._node_fit[self.batch.gang_kind]

@@ -285,8 +285,9 @@ async def _node_states(
 async def node_summaries(
     session: AsyncSession, *, pools: dict[str, tuple[Pool, ...]]
 ) -> dict[str, tuple[PoolSummary, ...]]:
-    """Per site of `pools`, what every holding reservation and part leaves free on each of
-    its pools (as the snapshot summarises it)."""
+    """Per site of `pools`, what the stored node takes (those of the held reservations and
+    the prepared or held parts) leave free on each of its pools, as the snapshot
+    summarises it."""
     states = await _node_states(session, pools)
     return {
         site: tuple(state.summary() for state in states[site])
