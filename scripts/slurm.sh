@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on this machine, for the execution backend's tests and for trying the
+# A multi-node Slurm cluster on this machine, for the execution backend's tests and for trying the
 # Slurm adapter by hand; used by `make test` (and CI).
 #
 #   bash scripts/slurm.sh start    # idempotent: installs, configures and starts what is missing

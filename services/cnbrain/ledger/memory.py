@@ -7,8 +7,8 @@ from types import MappingProxyType
 import numpy as np
 
 from cnbrain.domain.errors import Conflict
-from cnbrain.ledger.nodes import Gang, NodeState, NodeTake, pick_on
-from cnbrain.ledger.reservation import Reservation
+from cnbrain.ledger.nodes import NodeState, NodeTake, pick_on
+from cnbrain.ledger.reservation import Reservation, gang_held
 from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools
 from cnbrain.netmap.arrays import MapArrays
 
@@ -173,11 +173,7 @@ class InMemoryLedger:
         states = self._nodes.get(c.site)
         if not states:
             return []
-        model = self._arrays.map.accelerator_models[c.acc_column] if c.acc_count else None
-        gang = c.gang or Gang(
-            nodes=1, cpu_m=c.cpu_m, mem_mib=c.mem_mib, model=model, devices=c.acc_count
-        )
-        picked = pick_on(states, gang)
+        picked = pick_on(states, gang_held(c, self._arrays.map.accelerator_models))
         if picked is None:
             site_id = self._arrays.map.sites[c.site].id
             raise LedgerError(f"site {site_id!r}: no node pool has the nodes of {r.id!r} free")

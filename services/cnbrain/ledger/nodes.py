@@ -374,12 +374,3 @@ def fitting_pool(pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: 
         if summary.fits(gang, pool):
             return i
     return None
-
-
-def summaries(pools: Sequence[Pool], takes: Sequence[NodeTake]) -> tuple[PoolSummary, ...]:
-    """The summary of each of `pools` with `takes` applied (indices into `pools`). Raises
-    NodeConflict as `NodeState.apply` does."""
-    states = [NodeState(pool) for pool in pools]
-    for take in takes:
-        states[take.pool].apply(take)
-    return tuple(state.summary() for state in states)

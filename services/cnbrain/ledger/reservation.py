@@ -1,5 +1,6 @@
 """What a reservation holds, in the ledger's integer units and the map's indices."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cnbrain.ledger.nodes import Gang
@@ -29,3 +30,17 @@ class Reservation:
     compute: ComputeClaim
     links: tuple[int, ...]
     mbps: int
+
+
+def gang_held(compute: ComputeClaim, accelerator_models: Sequence[str]) -> Gang:
+    """The gang `compute` holds: its own, else one node with all of it (`accelerator_models`
+    names the map's accelerator columns)."""
+    if compute.gang is not None:
+        return compute.gang
+    return Gang(
+        nodes=1,
+        cpu_m=compute.cpu_m,
+        mem_mib=compute.mem_mib,
+        model=accelerator_models[compute.acc_column] if compute.acc_count else None,
+        devices=compute.acc_count,
+    )

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cnbrain.ledger.nodes import Gang, Pool, PoolSummary, fitting_pool
-from cnbrain.ledger.reservation import ComputeClaim, Reservation
+from cnbrain.ledger.reservation import ComputeClaim, Reservation, gang_held
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
 SiteNodes = Mapping[int, tuple[PoolSummary, ...]]
@@ -144,16 +144,7 @@ class Snapshot:
         pools = site_pools(self.arrays).get(compute.site)
         if not pools:
             return self.nodes
-        model = (
-            self.arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
-        )
-        gang = compute.gang or Gang(
-            nodes=1,
-            cpu_m=compute.cpu_m,
-            mem_mib=compute.mem_mib,
-            model=model,
-            devices=compute.acc_count,
-        )
+        gang = gang_held(compute, self.arrays.map.accelerator_models)
         summaries = self.nodes.get(compute.site) or tuple(map(PoolSummary.empty, pools))
         pool = fitting_pool(pools, summaries, gang)
         if pool is None:

@@ -98,13 +98,13 @@ class LedgerSql(Protocol):
 
     async def free_capacity(self) -> FreeCapacity: ...
 
-    async def share_lock(self, kind: str, ids: Sequence[str]) -> dict[str, str]:
-        """Share-lock the site or link rows (`kind`) in id order; id -> status."""
+    async def share_lock_links(self, ids: Sequence[str]) -> dict[str, str]:
+        """Share-lock the link rows in id order; id -> status."""
         ...
 
     async def share_lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
-        """`share_lock` of site rows; id -> (status, the `node_pools` of its document as
-        JSON values, None when it has none)."""
+        """Share-lock the site rows in id order; id -> (status, the `node_pools` of its
+        document as JSON values, None when it has none)."""
         ...
 
     async def lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]: ...
@@ -209,13 +209,10 @@ class _PortableSql:
             [tuple(r) for r in links.all()],
         )
 
-    async def share_lock(self, kind: str, ids: Sequence[str]) -> dict[str, str]:
-        table = _SITES if kind == "site" else _LINKS
+    async def share_lock_links(self, ids: Sequence[str]) -> dict[str, str]:
+        c = _LINKS.c
         rows = await self._session.execute(
-            select(table.c.id, table.c.status)
-            .where(table.c.id.in_(ids))
-            .order_by(table.c.id)
-            .with_for_update(read=True)
+            select(c.id, c.status).where(c.id.in_(ids)).order_by(c.id).with_for_update(read=True)
         )
         return dict(rows.all())
 
@@ -352,10 +349,9 @@ class _PostgresSql:
             [(r[1], r[3], r[4]) for r in rows if r[0] == 2],
         )
 
-    async def share_lock(self, kind: str, ids: Sequence[str]) -> dict[str, str]:
-        table = "sites" if kind == "site" else "links"
+    async def share_lock_links(self, ids: Sequence[str]) -> dict[str, str]:
         rows = await self._sql(
-            f"SELECT id, status FROM {table} WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE",
+            "SELECT id, status FROM links WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE",
             list(ids),
         )
         return dict(rows.all())

@@ -711,7 +711,7 @@ async def _take(
             if raw:
                 pools[site] = _parsed_pools(json.dumps(raw, sort_keys=True))
     if links:
-        link_status = await sql.share_lock("link", links)
+        link_status = await sql.share_lock_links(links)
         for link in links:
             if link_status.get(link) != ACTIVE:
                 raise CapacityConflict(f"link {link!r}", "not registered, or retired")
