@@ -16,7 +16,9 @@
 #     SLURM_SH_NODES (default 2, at most 8) nodes node1, node2, ..., each with this machine's
 #     CPUs, 80% of its memory shared among them and SLURM_SH_GPUS (default 4) GPUs `gpu:fake`,
 #     whose device files are stand-ins (/run/cnbrain-slurm/fake-gpu/nodeK/gpuN, character
-#     devices with /dev/null's numbers: Slurm 22.05 wants a device per GPU);
+#     devices with /dev/null's numbers: Slurm 22.05 wants a device per GPU), each GPU also
+#     cut into SLURM_SH_SHARDS (default 100) shards (`shard`), which a job asking a fraction
+#     of a GPU takes;
 #   - gives every node an address of its own, so that multi-node jobs really run across
 #     nodes: a bridge cnbrain-br at 10.77.0.1/24 for node1 and the controller, and for node K
 #     (K >= 2) a network namespace cnbrain-nodeK joined to it at 10.77.0.K;
@@ -36,6 +38,7 @@ set -uo pipefail
 
 WAIT_S="${SLURM_SH_WAIT_S:-60}"
 GPUS="${SLURM_SH_GPUS:-4}"
+SHARDS="${SLURM_SH_SHARDS:-100}"
 NODES="${SLURM_SH_NODES:-2}"
 TOKEN_LIFESPAN_S="${SLURM_SH_TOKEN_LIFESPAN_S:-604800}"
 
@@ -252,7 +255,7 @@ node_lines() {
     local cpus mem_mib k gres=""
     cpus="$(nproc)"
     mem_mib="$(awk -v n="$NODES" '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8 / n}' /proc/meminfo)"
-    ((GPUS > 0)) && gres=" Gres=gpu:fake:$GPUS"
+    ((GPUS > 0)) && gres=" Gres=gpu:fake:$GPUS,shard:$((GPUS * SHARDS))"
     for ((k = 1; k <= NODES; k++)); do
         echo "NodeName=node$k NodeAddr=$(node_addr "$k") CPUs=$cpus RealMemory=$mem_mib$gres State=UNKNOWN"
     done
@@ -291,9 +294,10 @@ write_configs() {
 
     local gres_types="" gres_conf="" node
     if ((GPUS > 0)); then
-        gres_types="GresTypes=gpu"
+        gres_types="GresTypes=gpu,shard"
         for node in $(node_names); do
             gres_conf+="NodeName=$node Name=gpu Type=fake File=$FAKE_GPU_DIR/$node/gpu[0-$((GPUS - 1))]"$'\n'
+            gres_conf+="NodeName=$node Name=shard Count=$((GPUS * SHARDS)) File=$FAKE_GPU_DIR/$node/gpu[0-$((GPUS - 1))]"$'\n'
         done
         gres_conf="${gres_conf%$'\n'}"
     else
@@ -323,7 +327,7 @@ JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=5
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
-AccountingStorageTRES=gres/gpu
+AccountingStorageTRES=gres/gpu,gres/shard
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2

@@ -70,9 +70,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(
-        op.f("ix_reservation_flow_links_link_id"), table_name="reservation_flow_links"
-    )
+    op.drop_index(op.f("ix_reservation_flow_links_link_id"), table_name="reservation_flow_links")
     op.drop_table("reservation_flow_links")
     op.drop_index(op.f("ix_reservation_flows_end_at"), table_name="reservation_flows")
     op.drop_index(op.f("ix_reservation_flows_reservation_id"), table_name="reservation_flows")

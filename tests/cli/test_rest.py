@@ -210,7 +210,9 @@ def test_requests_why_shows_a_queued_requests_place_estimate_and_blockers(
     assert lines[0].startswith(f"{queued['id']} is queued: position 0, estimated start ")
     site = holder["site"]
     assert any(
-        line.strip().startswith(f"{site}: wants 1024 accelerator H100, 0 free; 1024 held")
+        line.strip().startswith(
+            f"{site}: wants 1024000 milli-accelerators H100, 0 free; 1024000 held"
+        )
         for line in lines
     ), told
     listed = cnbrain(brain, token, "queue").splitlines()

@@ -33,6 +33,7 @@ SLURM = {
     "user": local_slurm.USER,
     "credential": local_slurm.CREDENTIAL,
     "gpu_types": {"A100": "fake"},
+    "gpu_shards": local_slurm.SHARDS_PER_GPU,
 }
 """A site's execution on the local Slurm."""
 

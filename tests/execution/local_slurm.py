@@ -15,6 +15,8 @@ TOKEN_FILE = Path("/run/cnbrain-slurm/token")
 CREDENTIAL = "local-slurm"
 CREDENTIALS: dict[str, dict[str, str]] = {CREDENTIAL: {"url": URL, "token_file": str(TOKEN_FILE)}}
 """A brain's credential store holding the local Slurm's token, as settings give it."""
+SHARDS_PER_GPU = 100
+"""The shards of each of its GPUs (the script's SLURM_SH_SHARDS default)."""
 
 
 def credential_store() -> CredentialStore:

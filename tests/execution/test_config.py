@@ -300,6 +300,26 @@ def test_submit_body_maps_resources_tags_and_environment() -> None:
     assert time_limit_minutes(1) == 1 and time_limit_minutes(120) == 2
 
 
+def test_a_fraction_of_a_gpu_asks_its_share_of_the_sites_shards() -> None:
+    job = JobSpec(
+        request_id="req-8",
+        command="serve",
+        gpus=1,
+        gpu_milli=250,
+        gpu_type="T4",
+        time_limit_s=60,
+    )
+    assert submit_body(job, gpu_shards=8)["job"]["gres"] == "shard:2"
+    assert submit_body(job, gpu_shards=100)["job"]["gres"] == "shard:25"
+    # A site that does not shard its GPUs runs a fraction on a whole GPU.
+    assert submit_body(job, gpu_types={"T4": "t4"})["job"]["gres"] == "gpu:t4:1"
+    for wrong in ({"gpus": 2}, {"nodes": 2}, {"gpu_milli": 1000}, {"gpu_milli": 0}):
+        with pytest.raises(ValidationError):
+            JobSpec.model_validate({**job.model_dump(), **wrong})
+    with pytest.raises(ValidationError, match="gpu_shards"):
+        BackendRef.model_validate({"kind": "simulator", "gpu_shards": 8})
+
+
 def test_slurm_words_map_onto_the_closed_states() -> None:
     assert state_of("PENDING") is JobState.PENDING
     assert state_of("COMPLETING") is JobState.RUNNING

@@ -114,7 +114,7 @@ async def test_a_request_with_flows_waits_for_its_site_with_its_estimated_start(
     estimate = datetime.fromisoformat(queue["estimated_start"])
     since = (estimate - datetime.fromisoformat(holder["created_at"])).total_seconds()
     assert 3600 + 4 - 2 <= since <= 3600 + 4 + 2, queue
-    assert [b["resource"] for b in queue["blockers"]] == ["accelerator A100"], queue
+    assert [b["resource"] for b in queue["blockers"]] == ["milli-accelerators A100"], queue
     assert await _flows(brain, made["id"]) == []
     for request_id in (holder["id"], made["id"]):
         answer = await brain.call(user, "POST", f"/v1/requests/{request_id}/cancel")

@@ -1,7 +1,8 @@
 """End to end on the real local Slurm (scripts/slurm.sh): a tenant submits over REST, the brain
 places the request on a Slurm site, the job runs in Slurm, the request goes through running to
 completed, its usage record matches Slurm's accounting, and its reservation is released.
-A two-node gang that runs on both nodes and is metered for both. Suspend and resume of a
+A two-node gang that runs on both nodes and is metered for both; a quarter of a GPU that runs
+on its share of the GPU's shards and is metered at its share. Suspend and resume of a
 running job, cancel, a failed job retried with its attempts visible,
 and an attempt followed by another brain instance after the first one stopped.
 
@@ -199,6 +200,43 @@ async def test_a_two_node_gang_runs_on_two_slurm_nodes_and_is_metered_for_both(
     assert (usage["cpus"], usage["memory_mib"], usage["gpus"]) == (2, 512, 2)
     hours = accounting.elapsed_s / 3600
     assert usage["compute_cost_cny"] == pytest.approx(hours * 2 * (0.05 + 0.25 * 0.01 + 9.0))
+
+
+async def test_a_fraction_of_a_gpu_runs_on_its_shards_and_is_metered_at_its_share(
+    brain: Brain, slurm: SlurmBackend
+) -> None:
+    tenant, user = await brain.tenant_user("e2e-share")
+    out = Path(tempfile.mkdtemp(prefix="cnbrain-share-")) / "shards.out"
+    out.parent.chmod(0o755)
+    out.touch()
+    out.chmod(0o666)
+    body = job_request(
+        SITE,
+        resources={**GPU_JOB, "accelerator": {"model": "A100", "milli": 250}},
+        duration_hours=0.05,
+        job={"command": f'echo "$SLURM_SHARDS_ON_NODE" > {out}; sleep 3', "max_attempts": 1},
+    )
+    made = await brain.submit(user, body)
+    assert made["state"] == "placed" and made["site"] == SITE
+    quota = (await brain.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert quota["used_accelerators"] == 0.25
+    seen = await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60)
+    assert seen[-1] == "completed", (seen, (await brain.view(user, made["id"]))["reason"])
+    assert out.read_text().strip() == "25"  # a quarter of the GPU's 100 shards
+
+    [attempt] = await brain.attempts(user, made["id"])
+    accounting = await final_accounting(slurm, attempt["backend_job_id"])
+    assert accounting.tres.get("gres/shard") == 25 and accounting.gpus == 0
+
+    async def record() -> dict[str, Any] | None:
+        page = (await brain.call(user, "GET", "/v1/usage")).json()["items"]
+        return next((u for u in page if u["request"] == made["id"]), None)
+
+    usage = await until(record, "the usage record")
+    hours = accounting.elapsed_s / 3600
+    assert usage["accelerator_model"] == "A100"
+    assert usage["accelerator_hours"] == pytest.approx(0.25 * hours)
+    assert usage["compute_cost_cny"] == pytest.approx(hours * (0.05 + 0.25 * 0.01 + 0.25 * 9.0))
 
 
 async def test_a_slurm_sites_nodes_are_read_from_its_scheduler(brain: Brain) -> None:

@@ -141,7 +141,7 @@ async def test_two_requests_of_one_batch_competing_for_the_last_accelerators_one
     assert _batch_of(winner) == "placed in a batch of 2 cross-region requests"
     assert loser["reason"]
     north_db = federation.databases["north"]
-    assert (await site_used(north_db, "HE-hub-zhangjiakou"))["H100"] == 8
+    assert (await site_used(north_db, "HE-hub-zhangjiakou"))["H100"] == 8000
     await _settled(federation, [first, winner])
 
     for view in (first, winner):
@@ -212,7 +212,7 @@ async def test_a_region_that_owns_the_source_and_the_destination_holds_one_part_
     assert own["links"] == sorted(
         h["link"] for s in segments if s["owner"] == "east" for h in s["hops"]
     )
-    assert (await site_used(databases["east"], "SH-hub-qingpu"))["L40S"] == 200
+    assert (await site_used(databases["east"], "SH-hub-qingpu"))["L40S"] == 200_000
     backbone = await part(databases["national"], reservation)
     assert backbone is not None
     window = (own["start_at"], own["end_at"])

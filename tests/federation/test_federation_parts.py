@@ -28,7 +28,7 @@ def _claim() -> Claim:
         mem_mib=8192,
         storage_gib=10,
         accelerator_model="A100",
-        accelerator_count=2,
+        accelerator_milli=2000,
         link_ids=("a--b", "b--c"),
         mbps=200,
         window=Window(1_800_000_000, 1_800_007_200),

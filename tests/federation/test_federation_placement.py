@@ -56,11 +56,11 @@ async def test_gpu_request_from_the_east_is_placed_in_a_western_hub_by_three_bra
         assert used == dict.fromkeys(own["links"], mbps)
     west, east, national = parts["west"], parts["east"], parts["national"]
     assert west is not None and east is not None and national is not None
-    assert west["site_id"] == decision["site"] and west["accelerator_count"] == 64
+    assert west["site_id"] == decision["site"] and west["accelerator_milli"] == 64_000
     assert west["counts_quota"] is False and east["counts_quota"] is True
     assert east["site_id"] is None and national["site_id"] is None
     assert national["cpu_m"] == 0 and east["cpu_m"] == west["cpu_m"] == 64_000
-    assert (await site_used(databases["west"], decision["site"]))["H800"] == 64
+    assert (await site_used(databases["west"], decision["site"]))["H800"] == 64_000
     assert west["decision"] is not None and national["decision"] is not None
     for url in databases.values():
         await check_invariants(url)
@@ -225,7 +225,7 @@ async def test_flows_that_cross_the_backbone_are_held_by_every_owner_of_their_ro
     assert datetime.fromisoformat(decision["starts_at"]) == end
     west = await part(databases["west"], reservation)
     assert west is not None and west["site_id"] == decision["site"]
-    assert west["accelerator_count"] == 8 and west["state"] == "held"
+    assert west["accelerator_milli"] == 8000 and west["state"] == "held"
     assert west["end_at"] == end + timedelta(hours=1)
     for url in databases.values():
         await check_invariants(url)

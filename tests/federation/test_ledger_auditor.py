@@ -76,7 +76,7 @@ async def _inject_part(url: str, part_id: str, *, site: bool) -> datetime:
                 )
             await connection.execute(
                 "INSERT INTO peer_reservations (id, request_id, tenant_id, site_id, cpu_m,"
-                " mem_mib, storage_gib, accelerator_count, mbps, start_at, end_at,"
+                " mem_mib, storage_gib, accelerator_milli, mbps, start_at, end_at,"
                 " counts_quota, state, request, created_at)"
                 " VALUES ($1, $2, 'acme', $3, $4, $5, 0, 0, $6, $7, $8, false, 'held',"
                 " $9::json, $7)",

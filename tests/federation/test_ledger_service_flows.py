@@ -93,7 +93,7 @@ def _part(name: str, now: int) -> Claim:
         mem_mib=0,
         storage_gib=0,
         accelerator_model=None,
-        accelerator_count=0,
+        accelerator_milli=0,
         link_ids=(),
         mbps=0,
         window=Window(now, now + HOUR),

@@ -1,6 +1,8 @@
 """Node pools on the wire: a part's node count, and a candidate site's pool summaries, read
 back as sent, and refused (a part) or read as all free (a summary) when they do not fit."""
 
+import dataclasses
+
 import pytest
 
 from cnbrain.federation.codec import (
@@ -27,7 +29,7 @@ def gang(nodes: int) -> Claim:
         mem_mib=nodes * 16384,
         storage_gib=0,
         accelerator_model="A100",
-        accelerator_count=nodes * 8,
+        accelerator_milli=nodes * 8000,
         link_ids=(),
         mbps=0,
         window=Window(1_000, 4_600),
@@ -43,6 +45,12 @@ def test_a_parts_nodes_travel_with_it_and_a_bad_count_is_refused() -> None:
     for nodes in (3, 100_001, -1):
         bad = part_message(gang(4))
         bad.nodes = nodes
+        with pytest.raises(WireError, match="nodes"):
+            claim_of(bad)
+    fraction = dataclasses.replace(gang(1), accelerator_milli=250)
+    assert claim_of(part_message(fraction)) == fraction
+    for nodes, milli in ((1, 1500), (2, 500), (2, 3000)):
+        bad = part_message(dataclasses.replace(gang(nodes), accelerator_milli=milli))
         with pytest.raises(WireError, match="nodes"):
             claim_of(bad)
 

@@ -23,7 +23,7 @@ def _reservation(arrays: MapArrays) -> Reservation:
     return Reservation(
         id="rsv-1",
         request_id="req-1",
-        compute=ComputeClaim(1, 4000, 8192, 10, column, 2),
+        compute=ComputeClaim(1, 4000, 8192, 10, column, 2000),
         links=(0, 3),
         mbps=200,
     )
@@ -42,7 +42,7 @@ def test_a_reservation_becomes_a_claim_by_ids_and_back(arrays: MapArrays) -> Non
         mem_mib=8192,
         storage_gib=10,
         accelerator_model=model,
-        accelerator_count=2,
+        accelerator_milli=2000,
         link_ids=(arrays.map.links[0].id, arrays.map.links[3].id),
         mbps=200,
         window=HOUR,

@@ -33,7 +33,7 @@ def _hold(arrays: MapArrays, request_id: str, *, cpu_m: int, a100: int, until_s:
         mem_mib=1024,
         storage_gib=0,
         acc_column=arrays.accelerator_column["A100"],
-        acc_count=a100,
+        acc_milli=a100,
     )
     return HeldRoom(request_id, compute, until_s)
 
@@ -46,7 +46,7 @@ def test_a_request_sees_the_holds_of_others_taken_and_its_own_left_to_it(
     held = HeldSnapshot(
         empty,
         (
-            _hold(arrays, "x", cpu_m=60_000, a100=4, until_s=NOW + 30),
+            _hold(arrays, "x", cpu_m=60_000, a100=4000, until_s=NOW + 30),
             _hold(arrays, "y", cpu_m=8_000, a100=0, until_s=NOW + 10),
         ),
     )
@@ -55,7 +55,7 @@ def test_a_request_sees_the_holds_of_others_taken_and_its_own_left_to_it(
     assert (int(anyone.free_cpu_m[aa]), int(anyone.free_acc[aa, a100])) == (0, 0)  # never < 0
     assert int(anyone.free_acc_by_model[a100, aa]) == 0
     x = held.seen_by("x", now_s=NOW)
-    assert (int(x.free_cpu_m[aa]), int(x.free_acc[aa, a100])) == (56_000, 4)
+    assert (int(x.free_cpu_m[aa]), int(x.free_acc[aa, a100])) == (56_000, 4000)
     y = held.seen_by("y", now_s=NOW)
     assert (int(y.free_cpu_m[aa]), int(y.free_acc[aa, a100])) == (4_000, 0)
     others = np.arange(arrays.n_sites) != aa
@@ -65,7 +65,7 @@ def test_a_request_sees_the_holds_of_others_taken_and_its_own_left_to_it(
 
 def test_a_hold_that_lapsed_counts_for_nothing(arrays: MapArrays) -> None:
     empty = Snapshot.empty(arrays)
-    held = HeldSnapshot(empty, (_hold(arrays, "x", cpu_m=60_000, a100=4, until_s=NOW),))
+    held = HeldSnapshot(empty, (_hold(arrays, "x", cpu_m=60_000, a100=4000, until_s=NOW),))
 
     assert held.seen_by(None, now_s=NOW) is empty
     assert held.seen_by(None, now_s=NOW - 1) is not empty

@@ -26,7 +26,7 @@ def _claim(arrays: MapArrays) -> Claim:
         mem_mib=8192,
         storage_gib=0,
         accelerator_model="A100",
-        accelerator_count=2,
+        accelerator_milli=2000,
         link_ids=(arrays.map.links[0].id, arrays.map.links[3].id),
         mbps=200,
         window=HOUR,
@@ -39,7 +39,7 @@ def test_a_claim_demands_its_compute_on_its_site_and_its_mbps_on_each_link(
     assert demand_of(_claim(arrays), arrays=arrays) == {
         site_key(1, "cpu_m"): 4000,
         site_key(1, "mem_mib"): 8192,
-        accelerator_key(1, "A100"): 2,
+        accelerator_key(1, "A100"): 2000,
         link_key(0): 200,
         link_key(3): 200,
     }
@@ -55,7 +55,7 @@ def test_a_claim_without_a_site_or_bandwidth_demands_only_the_rest(arrays: MapAr
     assert demand_of(dataclasses.replace(claim, mbps=0), arrays=arrays) == {
         site_key(1, "cpu_m"): 4000,
         site_key(1, "mem_mib"): 8192,
-        accelerator_key(1, "A100"): 2,
+        accelerator_key(1, "A100"): 2000,
     }
     with pytest.raises(KeyError):
         demand_of(dataclasses.replace(claim, link_ids=("nowhere",)), arrays=arrays)

@@ -42,14 +42,14 @@ def res(
     mem_mib: int = 0,
     storage_gib: int = 0,
     acc_column: int = -1,
-    acc_count: int = 0,
+    acc_milli: int = 0,
     links: tuple[int, ...] = (),
     mbps: int = 0,
 ) -> Reservation:
     return Reservation(
         id=rid,
         request_id=f"req-{rid}",
-        compute=ComputeClaim(site, cpu_m, mem_mib, storage_gib, acc_column, acc_count),
+        compute=ComputeClaim(site, cpu_m, mem_mib, storage_gib, acc_column, acc_milli),
         links=links,
         mbps=mbps,
     )
@@ -68,7 +68,7 @@ def test_capacities_as_expected(arrays: MapArrays) -> None:
     aa = site_of(arrays, "AA-dc")
     assert arrays.cap_cpu_m[aa] == 64_000
     assert arrays.cap_mem_mib[aa] == 512 * 1024
-    assert arrays.cap_acc[aa, arrays.accelerator_column["A100"]] == 4
+    assert arrays.cap_acc[aa, arrays.accelerator_column["A100"]] == 4000
     for link in site_links(arrays, "AA-dc"):
         assert arrays.link_cap_mbps[link] == 100_000
 
@@ -95,7 +95,7 @@ def test_reserve_then_release_restores_exactly(ledger: InMemoryLedger, arrays: M
         mem_mib=4_097,
         storage_gib=77,
         acc_column=col,
-        acc_count=3,
+        acc_milli=3000,
         links=links,
         mbps=1_234,
     )
@@ -105,8 +105,8 @@ def test_reserve_then_release_restores_exactly(ledger: InMemoryLedger, arrays: M
     assert during.free_cpu_m[aa] == 64_000 - 12_345
     assert during.free_mem_mib[aa] == 512 * 1024 - 4_097
     assert during.free_storage_gib[aa] == 10_000 - 77
-    assert during.free_acc[aa, col] == 1
-    assert during.free_acc_by_model[col, aa] == 1
+    assert during.free_acc[aa, col] == 1000
+    assert during.free_acc_by_model[col, aa] == 1000
     expected_mbps = before["residual_mbps"].copy()
     expected_mbps[list(links)] -= 1_234
     np.testing.assert_array_equal(during.residual_mbps, expected_mbps)
@@ -131,7 +131,7 @@ def test_reserve_exactly_to_capacity(ledger: InMemoryLedger, arrays: MapArrays) 
         mem_mib=512 * 1024,
         storage_gib=10_000,
         acc_column=col,
-        acc_count=4,
+        acc_milli=4000,
         links=(link,),
         mbps=100_000,
     )
@@ -159,7 +159,7 @@ def over_capacity(arrays: MapArrays, what: str) -> Reservation:
         "mem_mib": 1_024,
         "storage_gib": 10,
         "acc_column": col,
-        "acc_count": 1,
+        "acc_milli": 1000,
         "links": links,
         "mbps": 1_000,
     }
@@ -167,7 +167,7 @@ def over_capacity(arrays: MapArrays, what: str) -> Reservation:
         "cpu": {"cpu_m": 64_001},
         "memory": {"mem_mib": 512 * 1024 + 1},
         "storage": {"storage_gib": 10_001},
-        "accelerators": {"acc_count": 5},
+        "accelerators": {"acc_milli": 4001},
         "bandwidth": {"mbps": 100_001},
     }[what]
     return res(f"over-{what}", aa, **kw)  # type: ignore[arg-type]
@@ -230,9 +230,9 @@ def test_accumulated_use_limits_later_reservations(
         {"cpu_m": -1},
         {"mem_mib": -1},
         {"storage_gib": -1},
-        {"acc_column": 0, "acc_count": -1},
-        {"acc_column": -1, "acc_count": 1},
-        {"acc_column": 99, "acc_count": 1},
+        {"acc_column": 0, "acc_milli": -1},
+        {"acc_column": -1, "acc_milli": 1},
+        {"acc_column": 99, "acc_milli": 1},
         {"mbps": -1, "links": (0,)},
         {"links": (0, 0), "mbps": 1},
     ],
@@ -337,7 +337,7 @@ class Reserve:
     mem_mib: int
     storage_gib: int
     acc_column: int
-    acc_count: int
+    acc_milli: int
     links: tuple[int, ...]
     mbps: int
 
@@ -365,7 +365,7 @@ reserve_ops = st.builds(
     mem_mib=small_or_large(100_000, 3_000_000),
     storage_gib=small_or_large(2_000, 12_000),
     acc_column=st.integers(-1, N_MODELS - 1),
-    acc_count=st.one_of(st.just(0), small_or_large(3, 20)),
+    acc_milli=st.one_of(st.just(0), small_or_large(3000, 20_000)),
     links=st.lists(st.integers(0, N_LINKS - 1), max_size=4, unique=True).map(tuple),
     mbps=small_or_large(20_000, 150_000),
 )
@@ -398,8 +398,8 @@ def test_random_sequences_keep_invariants(arrays: MapArrays, ops: list[Reserve |
         used["cpu"][op.site] += sign * op.cpu_m
         used["mem"][op.site] += sign * op.mem_mib
         used["sto"][op.site] += sign * op.storage_gib
-        if op.acc_count:
-            used["acc"][op.site, op.acc_column] += sign * op.acc_count
+        if op.acc_milli:
+            used["acc"][op.site, op.acc_column] += sign * op.acc_milli
         for link in op.links:
             used["mbps"][link] += sign * op.mbps
 
@@ -411,9 +411,9 @@ def test_random_sequences_keep_invariants(arrays: MapArrays, ops: list[Reserve |
             return False
         if used["sto"][s] + op.storage_gib > arrays.cap_storage_gib[s]:
             return False
-        if op.acc_count and (
+        if op.acc_milli and (
             op.acc_column < 0
-            or used["acc"][s, op.acc_column] + op.acc_count > arrays.cap_acc[s, op.acc_column]
+            or used["acc"][s, op.acc_column] + op.acc_milli > arrays.cap_acc[s, op.acc_column]
         ):
             return False
         return all(used["mbps"][link] + op.mbps <= arrays.link_cap_mbps[link] for link in op.links)
@@ -429,7 +429,7 @@ def test_random_sequences_keep_invariants(arrays: MapArrays, ops: list[Reserve |
                 mem_mib=op.mem_mib,
                 storage_gib=op.storage_gib,
                 acc_column=op.acc_column,
-                acc_count=op.acc_count,
+                acc_milli=op.acc_milli,
                 links=op.links,
                 mbps=op.mbps,
             )

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.nodes import (
-    MILLI,
     Gang,
     NodeConflict,
     NodeState,

@@ -25,7 +25,7 @@ class Free:
     mem_mib: int
     storage_gib: int
     accelerator_model: str
-    accelerator_count: int
+    accelerator_milli: int
 
 
 def _cross_region(tiny_map: ComputeNetworkMap) -> tuple[PlacementEngine, Decision]:
@@ -52,10 +52,10 @@ def test_a_decision_has_one_part_per_owner_with_what_each_owner_holds(
     assert {c.reservation_id for c in (source, backbone, destination)} == {reservation.id}
     assert destination.site_id == decision.site and not destination.counts_quota
     assert (destination.cpu_m, destination.mem_mib) == (8_000, 64 * 1024)
-    assert (destination.accelerator_model, destination.accelerator_count) == ("Ascend910B", 4)
+    assert (destination.accelerator_model, destination.accelerator_milli) == ("Ascend910B", 4000)
     assert source.site_id is None and source.counts_quota and source.cpu_m == 8_000
     assert backbone.site_id is None and not backbone.counts_quota
-    assert (backbone.cpu_m, backbone.accelerator_model, backbone.accelerator_count) == (0, None, 0)
+    assert (backbone.cpu_m, backbone.accelerator_model, backbone.accelerator_milli) == (0, None, 0)
     for part in parts:
         assert part.claim.link_ids == links[part.owner]
         assert part.claim.mbps == 10_000
@@ -94,7 +94,7 @@ def test_a_national_quota_is_counted_in_the_national_part(tiny_map: ComputeNetwo
     source, backbone, destination = (p.claim for p in parts)
     assert source.counts_quota and not destination.counts_quota
     assert backbone.counts_quota and backbone.site_id is None
-    assert (backbone.cpu_m, backbone.accelerator_count, backbone.mbps) == (8_000, 4, 10_000)
+    assert (backbone.cpu_m, backbone.accelerator_milli, backbone.mbps) == (8_000, 4000, 10_000)
     assert decision.path is not None
     national = [h.link for s in decision.path.segments if s.owner == "national" for h in s.hops]
     assert backbone.link_ids == tuple(national) and national
@@ -108,7 +108,7 @@ def test_a_national_quota_is_counted_in_the_national_part(tiny_map: ComputeNetwo
     assert [p.owner for p in parts] == ["east", "national"]
     alone = parts[1].claim
     assert alone.counts_quota and alone.site_id is None and alone.link_ids == ()
-    assert (alone.cpu_m, alone.accelerator_count) == (8_000, 4)
+    assert (alone.cpu_m, alone.accelerator_milli) == (8_000, 4000)
 
 
 def test_the_composed_view_has_what_the_regions_reported_and_the_national_backbone(
@@ -124,7 +124,7 @@ def test_the_composed_view_has_what_the_regions_reported_and_the_national_backbo
         access_node="AA-acc",
         source=[],
         destinations={},
-        free={site: Free(4_000, 8_192, 100, "Ascend910B", 2)},
+        free={site: Free(4_000, 8_192, 100, "Ascend910B", 2000)},
         residual={province_link: 1_234, backbone_link: 1},
         regions=["west"],
     )
@@ -134,7 +134,7 @@ def test_the_composed_view_has_what_the_regions_reported_and_the_national_backbo
         8_192,
         100,
     )
-    assert view.free_acc[site, arrays.accelerator_column["Ascend910B"]] == 2
+    assert view.free_acc[site, arrays.accelerator_column["Ascend910B"]] == 2000
     others = np.arange(arrays.n_sites) != site
     assert not view.free_cpu_m[others].any() and not view.free_acc[others].any()
     assert view.residual_mbps[province_link] == 1_234

@@ -141,11 +141,14 @@ def test_a_timeline_names_its_resource_by_id_and_comes_back_to_the_same_steps(
     arrays = engine.arrays
     west = _calendar_of(arrays, "west")
     key = accelerator_key(arrays.map.site_index["CC-hub"], "Ascend910B")
-    west.take({key: 10}, Window(NOW + 60, NOW + 120))
+    west.take({key: 10_000}, Window(NOW + 60, NOW + 120))
     message = timeline_message(key, west.profile(key), arrays=arrays)
     assert (message.site_id, message.resource, message.link_id) == ("CC-hub", "acc:Ascend910B", "")
     assert key_of(message, arrays=arrays) == key
-    assert steps_of(message, now=NOW) == (16, [(NOW, 16), (NOW + 60, 6), (NOW + 120, 16)])
+    assert steps_of(message, now=NOW) == (
+        16_000,
+        [(NOW, 16_000), (NOW + 60, 6_000), (NOW + 120, 16_000)],
+    )
 
 
 @pytest.mark.parametrize(
@@ -154,9 +157,9 @@ def test_a_timeline_names_its_resource_by_id_and_comes_back_to_the_same_steps(
         ({"site_id": "nowhere"}, "unknown site"),
         ({"resource": "acc:TPU"}, "unknown resource"),
         ({"at_s": [NOW, NOW + 60, NOW + 60]}, "do not increase"),
-        ({"free": [17, 16, 16]}, "outside"),
+        ({"free": [16_001, 16_000, 16_000]}, "outside"),
         ({"at_s": [NOW + 1, NOW + 60, NOW + 120]}, "start at"),
-        ({"free": [16]}, "do not match"),
+        ({"free": [16_000]}, "do not match"),
         ({"capacity": -1}, "out of bounds"),
     ],
 )
@@ -166,7 +169,7 @@ def test_a_malformed_timeline_is_refused(
     arrays = engine.arrays
     west = _calendar_of(arrays, "west")
     key = accelerator_key(arrays.map.site_index["CC-hub"], "Ascend910B")
-    west.take({key: 10}, Window(NOW + 60, NOW + 120))
+    west.take({key: 10_000}, Window(NOW + 60, NOW + 120))
     message = timeline_message(key, west.profile(key), arrays=arrays)
     for field, value in change.items():
         if isinstance(value, list):
@@ -205,7 +208,7 @@ def test_a_request_is_planned_where_no_other_waiting_requests_plan_stands(
     first = _Booked(
         wait_planner.demand_by_id(found[1].demand, arrays), found[0], found[0] + 2 * HOUR
     )
-    assert (("site", "CC-hub", "acc", "Ascend910B"), 16) in first.demand
+    assert (("site", "CC-hub", "acc", "Ascend910B"), 16_000) in first.demand
 
     wait_planner.book(joint, [first], arrays)
     second = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
@@ -301,7 +304,7 @@ def test_a_flow_is_held_by_every_owner_of_its_route_over_its_own_window(
         rejoined += share.link_ids
     assert sorted(rejoined) == sorted(staging.link_ids)
     west = next(p for p in split if p.owner == "west")
-    assert west.claim.site_id == "CC-hub" and west.claim.accelerator_count == 16
+    assert west.claim.site_id == "CC-hub" and west.claim.accelerator_milli == 16_000
 
 
 def test_an_owner_only_a_flow_crosses_gets_a_part_of_that_flow_alone(

@@ -257,7 +257,7 @@ def test_decide_on_a_given_snapshot_then_reserve_elsewhere(tiny_map: ComputeNetw
     assert decision.status is DecisionStatus.PLACED and decision.path is not None
     reservation = engine.reservation_for(req, decision)
     assert tiny_map.sites[reservation.compute.site].id == decision.site
-    assert reservation.compute.cpu_m == 8000 and reservation.compute.acc_count == 2
+    assert reservation.compute.cpu_m == 8000 and reservation.compute.acc_milli == 2000
     assert reservation.mbps == 10_000
     hops = [h.link for s in decision.path.segments for h in s.hops]
     assert [tiny_map.links[i].id for i in reservation.links] == hops

@@ -98,3 +98,35 @@ def test_a_shape_no_pool_has_is_never_placed_there(pooled: ComputeNetworkMap) ->
     assert cpu.status is DecisionStatus.PLACED and cpu.site == "BB-hub"
     too_wide = engine.place(on_hub(1, 0, cpu=200))
     assert "nodes of 128 cores at most" in why(too_wide)
+
+
+def a_share(milli: int) -> Any:
+    """A request for `milli` thousandths of one A100, with 1 core and 8 GiB, on BB-hub."""
+    return request(
+        resources={"cpu": 1, "memory_gib": 8, "accelerator": {"model": "A100", "milli": milli}},
+        constraints={"regions_allowed": ["BB"], "labels": {}, "interconnect": "ib"},
+    )
+
+
+def test_fractions_pack_onto_one_accelerator_and_count_their_share(
+    pooled: ComputeNetworkMap,
+) -> None:
+    engine = PlacementEngine(pooled)
+    hub, a100 = pooled.site_index["BB-hub"], engine.arrays.accelerator_column["A100"]
+    shares = engine.place_batch([a_share(milli) for milli in (500, 300, 200, 600)])
+    assert [d.site for d in shares] == ["BB-hub"] * 4
+    # 500 + 300 + 200 fill one A100; 600 opens another, which keeps 400 for others.
+    held = engine.ledger.snapshot().nodes[hub][0]
+    assert held.nodes_by_free == (0,) * 6 + (1, 0, 1) and held.shared_by_free == ((400, 1),)
+    assert int(engine.ledger.snapshot().free_acc[hub, a100]) == 16_000 - 1600
+    # A share is priced as its part of an accelerator-hour.
+    assert shares[0].outcome is not None and shares[1].outcome is not None
+    price = pooled.sites[hub].prices.accelerator_hour["A100"] * a_share(1).duration_hours
+    assert shares[0].outcome.cost_cny - shares[1].outcome.cost_cny == pytest.approx(0.2 * price)
+    # The shares took two A100 of the first node: 6 whole ones are left there, 8 on the other.
+    assert engine.place(on_hub(1, 8)).site == "BB-hub"
+    assert engine.place(on_hub(1, 7)).status is DecisionStatus.REJECTED
+    assert engine.place(on_hub(1, 6)).site == "BB-hub"
+    assert engine.place(a_share(400)).site == "BB-hub"
+    assert engine.place(a_share(1)).status is DecisionStatus.REJECTED
+    assert int(engine.ledger.snapshot().free_acc[hub, a100]) == 0

@@ -24,6 +24,23 @@ def good() -> dict[str, Any]:
     ("change", "field"),
     [
         (lambda r: r["resources"]["accelerator"].update(count=-1), "resources.accelerator.count"),
+        (lambda r: r["resources"]["accelerator"].update(milli=0), "resources.accelerator.milli"),
+        (lambda r: r["resources"]["accelerator"].update(milli=1000), "resources.accelerator.milli"),
+        (
+            lambda r: r["resources"]["accelerator"].update(milli=250, count=2),
+            "resources.accelerator.milli",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(milli=250.5),
+            "resources.accelerator.milli",
+        ),
+        (
+            lambda r: (
+                r["resources"]["accelerator"].update(milli=250),
+                r["resources"].update(nodes=2),
+            ),
+            "resources.nodes",
+        ),
         (lambda r: r["resources"].update(cpu=-2), "resources.cpu"),
         (lambda r: r["objective"].update(cost="cheap"), "objective.cost"),
         (lambda r: r["objective"].update(latency="1"), "objective.latency"),

@@ -111,13 +111,13 @@ async def test_a_queued_request_waits_with_its_estimate_and_is_admitted_when_cap
     [blocker] = queue["blockers"]
     assert {k: blocker[k] for k in ("site", "resource", "wants", "free", "held_by")} == {
         "site": "CC-hub",
-        "resource": "accelerator Ascend910B",
-        "wants": 16,
+        "resource": "milli-accelerators Ascend910B",
+        "wants": 16_000,
         "free": 0,
         "held_by": 1,
     }
     assert blocker["text"].startswith(
-        "CC-hub: wants 16 accelerator Ascend910B, 0 free; 16 held until "
+        "CC-hub: wants 16000 milli-accelerators Ascend910B, 0 free; 16000 held until "
     ), blocker
     assert blocker["text"].endswith(" by 1 job")
     await _cancel(api, user, holder["id"])
@@ -481,7 +481,7 @@ async def test_a_request_that_starts_now_cannot_take_the_room_held_for_another_r
     assert int(snapshot.free_acc[site, ascend["Ascend910B"]]) == 0
     held, _ = await live_map.held_snapshot()
     own = held.seen_by(foreign.id, now_s=time.time())
-    assert int(own.free_acc[site, ascend["Ascend910B"]]) == 16
+    assert int(own.free_acc[site, ascend["Ascend910B"]]) == 16_000
     other = foreign.model_copy(update={"id": "other-region-later"})
     answer = await RegionalServicer(live_map, region_id="east").GetCandidates(
         regional_pb2.GetCandidatesRequest(
@@ -492,17 +492,17 @@ async def test_a_request_that_starts_now_cannot_take_the_room_held_for_another_r
         cast(Any, None),
     )
     mine, theirs = answer.answers
-    assert [(c.site_id, c.free.accelerator_count) for c in mine.candidates] == [("CC-hub", 16)]
+    assert [(c.site_id, c.free.accelerator_milli) for c in mine.candidates] == [("CC-hub", 16_000)]
     assert not theirs.candidates and theirs.reason
 
     timelines = ReadTimelines(sessions=api.brain.sessions, live_map=live_map)
     async with api.brain.sessions() as session:
         [hold] = await room_holds.active(session, now=datetime.now(UTC))
-    for asking, free_now in ((foreign.id, 16), (other.id, 0), ("", 0)):
+    for asking, free_now in ((foreign.id, 16_000), (other.id, 0), ("", 0)):
         _, profiles = await timelines(["CC-hub"], [], request_id=asking)
         steps = dict(profiles)[accelerator_key(site, "Ascend910B")].steps()
         assert steps[0][1] == free_now, (asking, steps)
-        assert steps[-1][1] == 16
+        assert steps[-1][1] == 16_000
         if free_now == 0:
             assert steps[1][0] == math.ceil(hold.until.timestamp()), steps
 

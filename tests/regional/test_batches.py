@@ -146,7 +146,7 @@ def gpu_claim(request_id: str, tenant: str, site: str) -> Claim:
         mem_mib=1024,
         storage_gib=0,
         accelerator_model="A100",
-        accelerator_count=1,
+        accelerator_milli=1000,
         link_ids=(),
         mbps=0,
         window=HOUR,

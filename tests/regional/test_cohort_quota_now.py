@@ -125,7 +125,8 @@ async def test_a_request_over_its_borrowing_limit_is_rejected_naming_the_quota(a
     assert over["state"] == "rejected", over
     assert over["reason"] == (
         f"the quota of cohort {cohort!r} would be exceeded: accelerator:Ascend910B: tenant "
-        f"{over['tenant']!r} would hold 12, 8 beyond its nominal 4, but may borrow at most 4"
+        f"{over['tenant']!r} would hold 12000, 8000 beyond its nominal 4000, but may borrow "
+        "at most 4000"
     )
     # The pool had the room (8 of 16 free): only the quota refused it.
     await _cancel_all(api, borrower, views)
@@ -224,7 +225,7 @@ async def test_a_unit_of_work_waits_for_another_members_to_check_the_cohorts_quo
             mem_mib=1024,
             storage_gib=0,
             accelerator_model=None,
-            accelerator_count=0,
+            accelerator_milli=0,
             link_ids=(),
             mbps=0,
             window=HOUR,
@@ -276,8 +277,8 @@ async def test_the_usage_checked_is_the_rounds(api: Api) -> None:
         first = await ledger_store.held_reservations(session, request_id=views[0]["id"])
         left_out = await held_usage(session, [tenant], excluding=first)
     assert checked == {tenant: rounds[tenant]}
-    assert rounds[tenant]["accelerator:Ascend910B"] == 5
-    assert left_out[tenant]["accelerator:Ascend910B"] == 3
+    assert rounds[tenant]["accelerator:Ascend910B"] == 5000
+    assert left_out[tenant]["accelerator:Ascend910B"] == 3000
     await _cancel_all(api, user, views)
     await api.invariants()
 
@@ -348,7 +349,7 @@ async def test_a_tenants_cross_region_parts_use_its_cohort_quota_here(api: Api) 
             mem_mib=0,
             storage_gib=0,
             accelerator_model=None,
-            accelerator_count=0,
+            accelerator_milli=0,
             link_ids=(),
             mbps=0,
             window=HOUR,

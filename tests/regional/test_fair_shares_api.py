@@ -223,9 +223,10 @@ async def test_an_admission_round_reads_what_was_put(api: Api) -> None:
     members = terms.cohorts[cohort]
     assert sorted(members.members) == sorted([lender, borrower])
     assert members.quota(borrower) == TenantQuota(
-        nominal=Resources.of(cpu_m=8000), borrowing_limit=Resources.of(accelerators={"H800": 8})
+        nominal=Resources.of(cpu_m=8000),
+        borrowing_limit=Resources.of(accelerators={"H800": 8000}),
     )
-    demand = Resources.of(accelerators={"H800": 8})
+    demand = Resources.of(accelerators={"H800": 8000})
     assert members.can_admit(borrower, demand, {}).verdict == "borrowing"
 
 

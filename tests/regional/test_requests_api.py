@@ -296,3 +296,26 @@ async def test_openapi_types_the_request_body_and_declares_problems(api: Api) ->
                 assert "401" in responses, (path, method)
             if "requestBody" in operation:
                 assert {"400", "413", "422"} <= set(responses), (path, method)
+
+
+async def test_a_fraction_of_an_accelerator_is_placed_and_counts_its_share(api: Api) -> None:
+    tenant, _, user = await api.tenant()
+    inference: dict[str, Any] = {
+        "source_province": "GD",
+        "resources": {"cpu": 2, "memory_gib": 8, "accelerator": {"model": "T4", "milli": 250}},
+        "duration_hours": 2,
+        "workload_class": "inference",
+    }
+    made = await api.call(user, "POST", "/v1/requests", json=inference)
+    assert made.status_code == 201, made.text
+    assert made.json()["state"] == "placed"
+    quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert quota["used_accelerators"] == 0.25
+    for accelerator, field in (
+        ({"model": "T4", "milli": 250, "count": 2}, "resources.accelerator.milli"),
+        ({"model": "T4", "milli": 1000}, "resources.accelerator.milli"),
+    ):
+        body = {**inference, "resources": {**inference["resources"], "accelerator": accelerator}}
+        refused = await api.call(user, "POST", "/v1/requests", json=body)
+        assert refused.status_code == 422 and field in refused.text, refused.text
+    await api.invariants()

@@ -43,7 +43,7 @@ def _job(flows: Flows = NO_FLOWS, **kw: object) -> FlowJob:
     keys = CalendarKeys.ACCELERATORS
     base: dict[str, object] = {
         "id": "j",
-        "compute": ((CalendarKeys.CPU_M, 4000), (keys, 2)),
+        "compute": ((CalendarKeys.CPU_M, 4000), (keys, 2000)),
         "duration": HOUR,
         "access_node": "AA-acc",
         "flows": flows,
@@ -187,11 +187,11 @@ def test_faster_staging_buys_an_earlier_start_unless_its_links_are_full(
 def test_scarcity_prefers_the_less_loaded_site_and_candidates_follow_the_load(
     routes: FlowRoutes[CalendarKeys],
 ) -> None:
-    job = _job(compute=((CalendarKeys.ACCELERATORS, 4),))
+    job = _job(compute=((CalendarKeys.ACCELERATORS, 4000),))
     calendar = _calendar(routes)
     keys = routes.keys
     bb_dc, bb_hub = _site(routes, "BB-dc"), _site(routes, "BB-hub")
-    calendar.take({keys.site(bb_dc, keys.ACCELERATORS): 4}, Window(0, 2 * HOUR))
+    calendar.take({keys.site(bb_dc, keys.ACCELERATORS): 4000}, Window(0, 2 * HOUR))
     options = [o for site in (bb_dc, bb_hub) for o in flow_options(job, site, routes)]
     timed = flow_choice.feasible(options, calendar, not_before=0, deadline=HOUR)
     objective = {bb_dc: 1.0, bb_hub: 1.0}
@@ -220,7 +220,7 @@ def test_scarcity_prefers_the_less_loaded_site_and_candidates_follow_the_load(
     )
     assert [site for site, _ in top] == [bb_hub, _site(routes, "CC-hub")]
     # With BB-dc full for two hours and no option on CC-hub, only BB-hub is left.
-    calendar.take({keys.site(bb_dc, keys.ACCELERATORS): 4}, Window(0, 2 * HOUR))
+    calendar.take({keys.site(bb_dc, keys.ACCELERATORS): 4000}, Window(0, 2 * HOUR))
     top = flow_choice.candidates(
         calendar,
         [(bb_dc, 1.0), (bb_hub, 5.0), (_site(routes, "CC-hub"), 0.0)],

@@ -63,13 +63,13 @@ def test_the_vector_of_a_claim_counts_its_compute() -> None:
         mem_mib=8192,
         storage_gib=100,
         accelerator_model="A100",
-        accelerator_count=2,
+        accelerator_milli=2000,
         link_ids=("l",),
         mbps=1000,
         window=HOUR,
     )
     assert Resources.of_claim(claim) == Resources(
-        {"cpu_m": 4000, "mem_mib": 8192, "storage_gib": 100, accelerator_dimension("A100"): 2}
+        {"cpu_m": 4000, "mem_mib": 8192, "storage_gib": 100, accelerator_dimension("A100"): 2000}
     )
 
 

@@ -114,7 +114,7 @@ def test_the_victims_release_their_reservations_at_once(tiny_map: ComputeNetwork
     assert len(run.engine.ledger.reservations) == 2 and list(run.queue) == [2]
     run.retry_round(70.0)
     assert run.engine.ledger.reservations == {}
-    assert int(run.engine.ledger.snapshot().free_acc[site, column]) == 16
+    assert int(run.engine.ledger.snapshot().free_acc[site, column]) == 16_000
     assert sorted(run.queue) == [0, 1, 2]
     assert run.queue[0] == "preempted at 70 s for 2"
     assert run.preempted == [1, 1, 0] and run.accepted == 0

@@ -245,7 +245,7 @@ def test_metrics_of_a_run(tiny_map: ComputeNetworkMap) -> None:
     # While b and c wait, a holds CC-hub's 32 A100. Stranded: BB-dc's 8 A100 (no hub: a job
     # from AA may not use it) and CC-hub's 16 Ascend910B (nobody asks for them) = 24. AA-dc's
     # 4 and BB-hub's 16 A100 are sites they may use (just too small), so not stranded.
-    assert max(s.stranded_accelerators for s in result.samples) == 24
+    assert max(s.stranded_accelerators for s in result.samples) == 24.0
     assert summary.site_utilisation_max == 1.0
     assert summary.cost_cny == pytest.approx(sum(j.cost_cny for j in result.jobs))
     assert len(summary.timeseries["time_s"]) == 11

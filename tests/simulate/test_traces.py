@@ -186,6 +186,12 @@ _GOOD = {
         ({**_GOOD, "workload_class": "gaming"}, "workload_class", "training"),
         ({**_GOOD, "accelerator_count": 2}, "accelerator_model", "required when"),
         ({**_GOOD, "accelerator_model": "Z80", "accelerator_count": 1}, "accelerator_model", "Z80"),
+        (
+            {**_GOOD, "accelerator_model": "T4", "accelerator_count": 2, "accelerator_milli": 300},
+            "accelerator_milli",
+            "accelerator_count 1",
+        ),
+        ({**_GOOD, "accelerator_count": 1, "accelerator_milli": 1000}, "accelerator_milli", "less"),
         ({**_GOOD, "id": "first"}, "id", "line 1"),
         ({**_GOOD, "duration_s": math.inf}, "duration_s", "finite"),  # written as Infinity
         ('{"id": "x", "arrival_s": 0', None, "not valid JSON"),
@@ -278,6 +284,7 @@ def test_alibaba_sample_on_china(china: ComputeNetworkMap) -> None:
         WorkloadClass.BATCH: 8,
     }
     assert Counter(job.accelerator_count for job in jobs) == {1: 349, 8: 4, 0: 23}
+    assert sum(job.accelerator_milli is not None for job in jobs) == report.shared_gpu_pods
     assert {job.accelerator_model for job in jobs} <= {"A100", "T4", "V100", "L40S", None}
     assert jobs == sorted(jobs, key=lambda job: (job.arrival_s, job.id))
     assert len({job.tenant for job in jobs}) == 8
@@ -357,6 +364,11 @@ def test_alibaba_rules_on_handmade_pods(
     assert (spec.accelerator_model, spec.accelerator_count) == ("V100", 2)
     assert spec.workload_class is WorkloadClass.TRAINING
     assert (by_id["p-a10"].accelerator_model, by_id["p-a10"].accelerator_count) == ("L40S", 1)
+    # A shared GPU: its request asks half of one L40S; a whole one asks no fraction.
+    assert by_id["p-a10"].accelerator_milli == 500 and by_id["p-a10"].accelerators == 0.5
+    accelerator = by_id["p-a10"].to_request().resources.accelerator
+    assert accelerator is not None and (accelerator.count, accelerator.milli) == (1, 500)
+    assert by_id["p-p100"].accelerator_milli is None and by_id["p-spec"].accelerators == 2.0
     assert by_id["p-a10"].workload_class is WorkloadClass.INFERENCE
     assert by_id["p-p100"].accelerator_model == "V100"
     assert by_id["p-cpu"].workload_class is WorkloadClass.SERVICE

@@ -89,7 +89,7 @@ def _claim(arrays: MapArrays, request_id: str, site: int = 0, **changes: object)
         mem_mib=4096,
         storage_gib=5,
         accelerator_model="T4",
-        accelerator_count=1,
+        accelerator_milli=1000,
         link_ids=(link,),
         mbps=100,
         window=HOUR,
@@ -217,7 +217,7 @@ async def test_reserve_many_takes_the_sums_and_each_releases_its_own(
         _claim(ledger, "r0", reservation_id="a0"),
         _claim(ledger, "r1", reservation_id="a1"),  # the same site, pool and link as r0
         _claim(
-            ledger, "r2", site=1, accelerator_model=None, accelerator_count=0, reservation_id="a2"
+            ledger, "r2", site=1, accelerator_model=None, accelerator_milli=0, reservation_id="a2"
         ),
         _claim(ledger, "r3", site=1, mbps=0, reservation_id="a3"),
         _claim(ledger, "r4", site=2, link_ids=(), mbps=0, reservation_id="a4"),
@@ -230,14 +230,14 @@ async def test_reserve_many_takes_the_sums_and_each_releases_its_own(
     t4 = ledger.accelerator_column["T4"]
     assert list(before.free_cpu_m[:3] - after.free_cpu_m[:3]) == [4000, 4000, 2000]
     assert list(before.free_mem_mib[:3] - after.free_mem_mib[:3]) == [8192, 8192, 4096]
-    assert list(before.free_acc[:3, t4] - after.free_acc[:3, t4]) == [2, 1, 1]
+    assert list(before.free_acc[:3, t4] - after.free_acc[:3, t4]) == [2000, 1000, 1000]
     assert int((before.residual_mbps - after.residual_mbps).sum()) == 300
     async with sessions() as session:
         quota = await get_quota(session, tenant_id=TENANT)
         held = await ledger_store.held_reservations(session, tenant_id=TENANT)
         links = await ledger_store.reservation_links(session, reservation_id="a3")
     assert quota is not None and (quota.used_cpu_m, quota.active_requests) == (10_000, 5)
-    assert quota.used_accelerators == 4 and quota.used_mbps == 300
+    assert quota.used_acc_milli == 4000 and quota.used_mbps == 300
     assert sorted(held) == ["a0", "a1", "a2", "a3", "a4"]
     assert links == list(claims[3].link_ids)
     for claim in claims:
@@ -285,7 +285,9 @@ async def test_a_batch_over_the_quota_takes_nothing(sessions: Sessions, ledger: 
     ]
     before = await _snapshot(sessions, ledger)
     async with sessions() as session:
-        with pytest.raises(QuotaExceeded, match="tenant 'acme' accelerators: wants 4, 3 left"):
+        with pytest.raises(
+            QuotaExceeded, match="tenant 'acme' accelerators: wants 4000, 3000 left"
+        ):
             await ledger_store.reserve_many(session, claims=claims)
         await session.rollback()
     assert np.array_equal((await _snapshot(sessions, ledger)).free_acc, before.free_acc)
@@ -293,7 +295,7 @@ async def test_a_batch_over_the_quota_takes_nothing(sessions: Sessions, ledger: 
         await ledger_store.reserve_many(session, claims=claims[:3])
     async with sessions() as session:
         quota = await get_quota(session, tenant_id=TENANT)
-    assert quota is not None and (quota.used_accelerators, quota.active_requests) == (3, 3)
+    assert quota is not None and (quota.used_acc_milli, quota.active_requests) == (3000, 3)
     await _check(sessions)
 
 
@@ -363,7 +365,7 @@ async def test_reserve_many_refuses_bad_batches(sessions: Sessions, ledger: MapA
         (
             [_claim(ledger, "r1", accelerator_model="H100", reservation_id="a1")],
             CapacityConflict,
-            "H100: wants 1, 0 free",
+            "H100: wants 1000, 0 free",
         ),
         ([_claim(ledger, "r1", mbps=10**9, reservation_id="a1")], CapacityConflict, "bandwidth"),
         (
@@ -405,7 +407,7 @@ async def test_concurrent_batches_and_single_claims_never_oversubscribe(
         for _ in range(size):
             site = rng.choice(sites)
             batch.append(
-                _claim(ledger, f"r{n}", site=site, accelerator_model=None, accelerator_count=0)
+                _claim(ledger, f"r{n}", site=site, accelerator_model=None, accelerator_milli=0)
             )
             n += 1
         work.append(batch)

@@ -175,7 +175,7 @@ async def test_a_stored_row_that_no_longer_validates_is_left_out_and_logged(
             {
                 "cohort": "c",
                 "borrowing_limit": Resources.of(
-                    accelerators={"A100": bounds.MAX_QUOTA_ACCELERATORS + 1}
+                    accelerators={"A100": bounds.MAX_QUOTA_ACCELERATORS * 1000 + 1}
                 ),
             },
             "borrowing_limit.accelerator:A100",

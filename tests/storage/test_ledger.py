@@ -62,7 +62,7 @@ def _claim(arrays: MapArrays, request_id: str, **changes: object) -> Claim:
         mem_mib=8192,
         storage_gib=10,
         accelerator_model="A100",
-        accelerator_count=2,
+        accelerator_milli=2000,
         link_ids=links,
         mbps=200,
         window=HOUR,
@@ -97,8 +97,8 @@ async def test_reserve_takes_exactly_the_claim_and_release_gives_it_back(
     assert during.free_cpu_m[0] == before.free_cpu_m[0] - 4000
     assert during.free_mem_mib[0] == before.free_mem_mib[0] - 8192
     assert during.free_storage_gib[0] == before.free_storage_gib[0] - 10
-    assert during.free_acc[0, a100] == before.free_acc[0, a100] - 2
-    assert during.free_acc_by_model[a100, 0] == before.free_acc_by_model[a100, 0] - 2
+    assert during.free_acc[0, a100] == before.free_acc[0, a100] - 2000
+    assert during.free_acc_by_model[a100, 0] == before.free_acc_by_model[a100, 0] - 2000
     assert (during.residual_mbps[links] == before.residual_mbps[links] - 200).all()
     assert np.array_equal(
         np.delete(during.residual_mbps, links), np.delete(before.residual_mbps, links)
@@ -107,7 +107,7 @@ async def test_reserve_takes_exactly_the_claim_and_release_gives_it_back(
         quota = await get_quota(session, tenant_id=TENANT)
         assert await ledger_store.held_reservations(session, request_id=request_id) == ["rsv-1"]
     assert quota is not None
-    assert (quota.used_cpu_m, quota.used_accelerators, quota.used_mbps) == (4000, 2, 200)
+    assert (quota.used_cpu_m, quota.used_acc_milli, quota.used_mbps) == (4000, 2000, 200)
     assert quota.active_requests == 1
     async with sessions.begin() as session:
         record = await ledger_store.release(session, reservation_id="rsv-1")
@@ -143,7 +143,7 @@ async def test_release_twice_or_unknown_is_refused(sessions: Sessions, ledger: M
     [
         ({"cpu_m": 10**12}, "site 'BJ-dc-1' cpu"),
         ({"mem_mib": 10**12}, "site 'BJ-dc-1' memory"),
-        ({"accelerator_count": 33}, "site 'BJ-dc-1' A100"),
+        ({"accelerator_milli": 33000}, "site 'BJ-dc-1' A100"),
         ({"accelerator_model": "H100"}, "site 'BJ-dc-1' H100"),
         ({"mbps": 10**9}, "bandwidth"),
     ],
@@ -267,11 +267,11 @@ async def test_engine_reservations_convert_to_claims(sessions: Sessions, ledger:
     reservation = engine.reservation_for(request, decision)
     claim = claim_from(reservation, arrays=engine_arrays, tenant_id=TENANT, window=HOUR)
     assert claim.site_id == decision.site
-    assert (claim.cpu_m, claim.mem_mib, claim.accelerator_model, claim.accelerator_count) == (
+    assert (claim.cpu_m, claim.mem_mib, claim.accelerator_model, claim.accelerator_milli) == (
         8000,
         32 * 1024,
         "A100",
-        4,
+        4000,
     )
     assert claim.mbps == 500 and claim.link_ids
     assert decision.path is not None
@@ -314,7 +314,7 @@ async def test_concurrent_transactions_never_oversubscribe(
 
     async def attempt(request_id: str) -> bool:
         claim = _claim(
-            ledger, request_id, cpu_m=claim_cpu, accelerator_count=0, accelerator_model=None
+            ledger, request_id, cpu_m=claim_cpu, accelerator_milli=0, accelerator_model=None
         )
         try:
             async with sessions.begin() as session:

@@ -48,7 +48,7 @@ def _claim(arrays: MapArrays, reservation_id: str, request_id: str) -> Claim:
         mem_mib=1024,
         storage_gib=0,
         accelerator_model=None,
-        accelerator_count=0,
+        accelerator_milli=0,
         link_ids=(),
         mbps=0,
         window=HOUR,

@@ -50,7 +50,7 @@ def _claim(arrays: MapArrays, name: str, site: int, window: Window, **changes: o
         mem_mib=4096,
         storage_gib=5,
         accelerator_model="T4",
-        accelerator_count=1,
+        accelerator_milli=1000,
         link_ids=links,
         mbps=100,
         window=window,
@@ -119,7 +119,7 @@ async def test_free_now_in_the_calendar_is_the_snapshot(
         sessions,
         [
             _claim(ledger, "a", 0, Window(NOW - HOUR, NOW + HOUR)),
-            _claim(ledger, "b", 0, Window(NOW - 60, NOW + 3 * HOUR), accelerator_count=3),
+            _claim(ledger, "b", 0, Window(NOW - 60, NOW + 3 * HOUR), accelerator_milli=3000),
             _claim(ledger, "c", 1, Window(NOW, NOW + 1), mbps=250),
             _claim(
                 ledger,
@@ -127,7 +127,7 @@ async def test_free_now_in_the_calendar_is_the_snapshot(
                 2,
                 Window(NOW - 10, NOW + 10),
                 accelerator_model=None,
-                accelerator_count=0,
+                accelerator_milli=0,
             ),
         ],
     )
@@ -169,7 +169,7 @@ async def test_a_window_holds_until_its_end_and_a_release_gives_the_rest_back(
     during = await _calendar(sessions, ledger, NOW)
 
     assert during.profile(cpu).steps() == ((NOW, full[cpu] - 2000), (NOW + HOUR, full[cpu]))
-    assert during.profile(t4).steps() == ((NOW, full[t4] - 1), (NOW + HOUR, full[t4]))
+    assert during.profile(t4).steps() == ((NOW, full[t4] - 1000), (NOW + HOUR, full[t4]))
     assert during.profile(part_cpu).steps() == (
         (NOW, full[part_cpu]),
         (NOW + 60, full[part_cpu] - 2000),

@@ -58,7 +58,7 @@ def _claim(arrays: MapArrays, name: str, window: Window, **changes: object) -> C
         mem_mib=0,
         storage_gib=0,
         accelerator_model=None,
-        accelerator_count=0,
+        accelerator_milli=0,
         link_ids=(),
         mbps=0,
         window=window,

@@ -173,6 +173,27 @@ _PARTS_0005 = sa.table(
     sa.column("created_at", _TIME),
 )
 
+_RESERVATIONS_0023 = sa.table(
+    "reservations",
+    *(sa.column(name, sa.String) for name in ("id", "request_id", "tenant_id", "site_id", "state")),
+    *(sa.column(name, sa.BigInteger) for name in ("cpu_m", "mem_mib", "storage_gib", "mbps")),
+    sa.column("accelerator_count", sa.BigInteger),
+    *(sa.column(name, _TIME) for name in ("created_at", "start_at", "end_at")),
+)
+_FAIR_SHARES = sa.table(
+    "fair_shares",
+    sa.column("tenant_id", sa.String),
+    sa.column("weight", sa.Float),
+    sa.column("nominal", sa.JSON),
+    sa.column("borrowing_limit", sa.JSON),
+    sa.column("updated_at", sa.DateTime(timezone=True)),
+)
+_WAIT_PLANS = sa.table(
+    "wait_plans",
+    *(sa.column(name, sa.String) for name in ("request_id", "source_region")),
+    sa.column("demand", sa.JSON),
+    *(sa.column(name, sa.DateTime(timezone=True)) for name in ("start_at", "end_at", "planned_at")),
+)
 _TENANTS = sa.table(
     "tenants",
     sa.column("id", sa.String),
@@ -303,5 +324,111 @@ async def test_downgrading_below_fair_shares_drops_them_and_keeps_the_tenants(
         async with session_factory(engine)() as session:
             assert await fair_shares.get_share(session, "acme") is None
             assert await fair_shares.admission_terms(session) == fair_shares.AdmissionTerms()
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrading_counts_stored_accelerators_in_thousandths_and_back(
+    fresh_url: str, china: MapDocument
+) -> None:
+    url = fresh_url
+    await upgrade_schema(url, revision="0023")
+    site = china.sites[0].id
+    at = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
+    engine = create_engine(url)
+
+    async def rows(sql: str) -> list[tuple[Any, ...]]:
+        async with engine.connect() as connection:
+            return [tuple(row) for row in await connection.execute(text(sql))]
+
+    def documents(found: list[tuple[Any, ...]]) -> list[Any]:
+        return [json.loads(v) if isinstance(v, str) else v for row in found for v in row]
+
+    try:
+        async with session_factory(engine).begin() as session:
+            await registry.seed_map(session, document=china)
+            await session.execute(
+                text("UPDATE site_accelerators SET cap = 8, used = 3, external = 1")
+            )
+            await session.execute(sa.insert(_TENANTS).values(id="acme", name="Acme", created_at=at))
+            await session.execute(
+                text(
+                    "INSERT INTO quotas (tenant_id, limit_accelerators, used_cpu_m, used_mem_mib,"
+                    " used_accelerators, used_mbps, active_requests)"
+                    " VALUES ('acme', 4, 0, 0, 3, 0, 1)"
+                )
+            )
+            await tenants.create_user(
+                session, user_id="alice", name="Alice", role="tenant-user", tenant_id="acme"
+            )
+            await insert_requests(session, [NewRequest("req-1", "acme", "alice", body={})])
+            await session.execute(
+                sa.insert(_RESERVATIONS_0023),
+                [
+                    {
+                        "id": "rsv-1",
+                        "request_id": "req-1",
+                        "tenant_id": "acme",
+                        "site_id": site,
+                        "state": "held",
+                        "created_at": at,
+                        "cpu_m": 1000,
+                        "mem_mib": 0,
+                        "storage_gib": 0,
+                        "mbps": 0,
+                        "accelerator_count": 3,
+                        "start_at": at,
+                        "end_at": at,
+                    }
+                ],
+            )
+            await session.execute(
+                sa.insert(_FAIR_SHARES),
+                [
+                    {
+                        "tenant_id": "acme",
+                        "weight": 1.0,
+                        "nominal": {"cpu_m": 8000, "accelerator:A100": 2},
+                        "borrowing_limit": {},
+                        "updated_at": at,
+                    }
+                ],
+            )
+            await session.execute(
+                sa.insert(_WAIT_PLANS),
+                [
+                    {
+                        "request_id": "req-far",
+                        "source_region": "east",
+                        "demand": [
+                            [["site", site, "acc", "A100"], 2],
+                            [["site", site, "cpu_m"], 5],
+                        ],
+                        "start_at": at,
+                        "end_at": at,
+                        "planned_at": at,
+                    }
+                ],
+            )
+        await upgrade_schema(url)
+        assert set(await rows("SELECT cap, used, external FROM site_accelerators")) == {
+            (8000, 3000, 1000)
+        }
+        assert await rows(
+            "SELECT limit_acc_milli, used_acc_milli, national_acc_milli FROM quotas"
+        ) == [(4000, 3000, None)]
+        assert await rows("SELECT accelerator_milli FROM reservations") == [(3000,)]
+        assert documents(await rows("SELECT nominal FROM fair_shares")) == [
+            {"cpu_m": 8000, "accelerator:A100": 2000}
+        ]
+        assert documents(await rows("SELECT demand FROM wait_plans")) == [
+            [[["site", site, "acc", "A100"], 2000], [["site", site, "cpu_m"], 5]]
+        ]
+        async with engine.begin() as connection:
+            await connection.execute(text("UPDATE reservations SET accelerator_milli = 2500"))
+        await downgrade_schema(url, revision="0023")
+        assert await rows("SELECT accelerator_count FROM reservations") == [(3,)]
+        assert await rows("SELECT limit_accelerators, used_accelerators FROM quotas") == [(4, 3)]
+        assert set(await rows("SELECT cap, used, external FROM site_accelerators")) == {(8, 3, 1)}
     finally:
         await engine.dispose()

@@ -55,7 +55,7 @@ def gang(n: int, nodes: int, a100: int) -> Claim:
         mem_mib=nodes * 16384,
         storage_gib=0,
         accelerator_model="A100",
-        accelerator_count=nodes * a100,
+        accelerator_milli=nodes * a100 * 1000,
         link_ids=(),
         mbps=0,
         window=HOUR,
@@ -110,3 +110,40 @@ async def test_a_prepared_part_takes_nodes_until_it_is_released(
     async with sessions.begin() as session:
         await ledger_store.reserve_many(session, claims=[gang(6, 2, 1)])
     assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 7 + (2, 2)
+
+
+def fraction(n: int, milli: int) -> Claim:
+    """`milli` thousandths of one A100, with 1 core and 2 GiB, on SITE for request n."""
+    return dataclasses.replace(gang(n, 1, 0), cpu_m=1000, mem_mib=2048, accelerator_milli=milli)
+
+
+async def test_fractions_share_one_accelerator_and_count_their_thousandths(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    a100 = ledger.accelerator_column["A100"]
+    site = ledger.map.site_index[SITE]
+
+    async def free_a100() -> int:
+        async with sessions() as session:
+            snapshot = await ledger_store.load_snapshot(session, arrays=ledger)
+        return int(snapshot.free_acc[site, a100])
+
+    whole = await free_a100()
+    for n, milli in enumerate((500, 250, 250)):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    # One A100 of one node holds all three; the totals count 1000 thousandths.
+    nodes = await a100_nodes(sessions, ledger)
+    assert nodes.nodes_by_free == (0,) * 7 + (1, 3) and nodes.shared_by_free == ()
+    assert await free_a100() == whole - 1000
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[fraction(3, 300)])
+    nodes = await a100_nodes(sessions, ledger)
+    assert nodes.nodes_by_free == (0,) * 6 + (1, 0, 3) and nodes.shared_by_free == ((700, 1),)
+    async with sessions.begin() as session:
+        await ledger_store.release(session, reservation_id="rsv-1")
+    nodes = await a100_nodes(sessions, ledger)
+    assert nodes.shared_by_free == ((250, 1), (700, 1))
+    assert await free_a100() == whole - 1050
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)

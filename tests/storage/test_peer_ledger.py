@@ -45,7 +45,7 @@ def _part(arrays: MapArrays, reservation_id: str, **changes: object) -> Claim:
         "mem_mib": 8192,
         "storage_gib": 10,
         "accelerator_model": "A100",
-        "accelerator_count": 2,
+        "accelerator_milli": 2000,
         "link_ids": links,
         "mbps": 200,
         "window": HOUR,
@@ -77,7 +77,7 @@ async def test_prepare_takes_the_part_once_and_release_gives_it_back_once(
     link = ledger.map.links.index(next(lk for lk in ledger.map.links if lk.id == part.link_ids[0]))
     assert taken.free_cpu_m[0] == before.free_cpu_m[0] - 4000
     assert taken.free_acc[0, ledger.accelerator_column["A100"]] == (
-        before.free_acc[0, ledger.accelerator_column["A100"]] - 2
+        before.free_acc[0, ledger.accelerator_column["A100"]] - 2000
     )
     assert taken.residual_mbps[link] == before.residual_mbps[link] - 200
     async with sessions() as session:
@@ -113,7 +113,7 @@ async def test_prepare_refuses_what_does_not_fit_and_takes_nothing(
     too_many = int(before.free_acc[0, ledger.accelerator_column["A100"]]) + 1
 
     with pytest.raises(CapacityConflict, match="A100"):
-        await _prepare(sessions, _part(ledger, "rsv-3", accelerator_count=too_many))
+        await _prepare(sessions, _part(ledger, "rsv-3", accelerator_milli=too_many))
 
     after = await _snapshot(sessions, ledger)
     assert (after.free_cpu_m == before.free_cpu_m).all()
@@ -201,7 +201,7 @@ async def test_prepare_many_takes_each_part_on_its_own_in_one_transaction(
         assert await peer_ledger.release(session, reservation_id="rsv-old") is True
     parts = [
         _part(ledger, "rsv-a"),
-        _part(ledger, "rsv-b", accelerator_count=10_000),
+        _part(ledger, "rsv-b", accelerator_milli=10_000_000),
         _part(ledger, "rsv-c", cpu_m=2000),
         _part(ledger, "rsv-a"),
         _part(ledger, "rsv-a", cpu_m=1),
@@ -218,7 +218,7 @@ async def test_prepare_many_takes_each_part_on_its_own_in_one_transaction(
     taken = await _snapshot(sessions, ledger)
     assert taken.free_cpu_m[0] == before.free_cpu_m[0] - 4000 - 2000
     column = ledger.accelerator_column["A100"]
-    assert taken.free_acc[0, column] == before.free_acc[0, column] - 2 - 2
+    assert taken.free_acc[0, column] == before.free_acc[0, column] - 2000 - 2000
     async with sessions() as session:
         await ledger_store.check_invariants(session)
         states = {p.id: p.state for p in await peer_ledger.active_parts(session)}
@@ -310,7 +310,7 @@ def _other_site_part(arrays: MapArrays, reservation_id: str) -> Claim:
         site_id=site.id,
         cpu_m=2000,
         accelerator_model=None,
-        accelerator_count=0,
+        accelerator_milli=0,
         link_ids=links,
         mbps=100,
     )
@@ -376,7 +376,7 @@ async def test_release_many_gives_each_part_of_a_mixed_batch_back_exactly_once(
     before = await _snapshot(sessions, ledger)
     parts = [
         _part(ledger, "rsv-1"),
-        _part(ledger, "rsv-2", cpu_m=1000, accelerator_count=1),
+        _part(ledger, "rsv-2", cpu_m=1000, accelerator_milli=1000),
         _other_site_part(ledger, "rsv-s"),
         _part(ledger, "rsv-q", site_id=None, counts_quota=True),
         _part(ledger, "rsv-old", cpu_m=500),
@@ -411,7 +411,7 @@ async def test_release_many_gives_each_part_of_a_mixed_batch_back_exactly_once(
         assert await peer_ledger.active_parts(session) == []
         quota = await session.get(Quota, TENANT, populate_existing=True)
     assert quota is not None
-    assert (quota.used_cpu_m, quota.used_mem_mib, quota.used_accelerators) == (0, 0, 0)
+    assert (quota.used_cpu_m, quota.used_mem_mib, quota.used_acc_milli) == (0, 0, 0)
     assert (quota.used_mbps, quota.active_requests) == (0, 0)
 
     async with sessions.begin() as session:

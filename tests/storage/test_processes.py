@@ -79,7 +79,7 @@ async def _prepare(url: str, document: MapDocument) -> list[list[Claim]]:
                         mem_mib=64,
                         storage_gib=0,
                         accelerator_model=None,
-                        accelerator_count=0,
+                        accelerator_milli=0,
                         link_ids=links if i % 3 else links[::-1],
                         mbps=10,
                         window=HOUR,

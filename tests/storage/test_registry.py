@@ -88,7 +88,7 @@ async def test_capacity_rows_hold_the_caps_in_integer_units(
     assert caps is not None and bandwidth is not None
     assert caps.cpu_m_cap == cores_to_millicores(site.capacity.cpu_cores)
     assert caps.mem_mib_cap == gib_to_mib(site.capacity.memory_gib)
-    assert pools == {m: n for m, n in site.capacity.accelerators.items() if n > 0}
+    assert pools == {m: n * 1000 for m, n in site.capacity.accelerators.items() if n > 0}
     assert bandwidth.mbps_cap == gbps_to_mbps(link.bandwidth_gbps)
 
 
@@ -145,7 +145,7 @@ async def test_update_site_changes_caps_and_keeps_use(
             cpu_m=5000,
             mem_mib=1024,
             storage_gib=7,
-            accelerators={"T4": 3},
+            accelerators={"T4": 3000},
         )
     capacity = site.capacity.model_copy(
         update={"cpu_cores": 100.0, "accelerators": {"A100": 40, "H100": 8}}
@@ -172,7 +172,7 @@ async def test_update_site_changes_caps_and_keeps_use(
         loaded = await registry.load_document(session)
     assert caps is not None
     assert (caps.cpu_m_cap, caps.cpu_m_external, caps.storage_gib_external) == (100_000, 5000, 7)
-    assert pools == {"A100": (40, 0), "T4": (0, 3), "H100": (8, 0)}
+    assert pools == {"A100": (40_000, 0), "T4": (0, 3000), "H100": (8000, 0)}
     assert loaded.sites[0] == bigger
     assert loaded.sites[1:] == seeded.map.document.sites[1:]
 
@@ -220,7 +220,7 @@ async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
             mem_mib=1024,
             storage_gib=0,
             accelerator_model=None,
-            accelerator_count=0,
+            accelerator_milli=0,
             link_ids=(link.id,),
             mbps=100,
             window=HOUR,
@@ -292,7 +292,7 @@ async def test_usage_reports_reach_the_snapshot(sessions: Sessions, seeded: MapA
             cpu_m=2000,
             mem_mib=4096,
             storage_gib=10,
-            accelerators={"A100": 30},
+            accelerators={"A100": 30_000},
         )
         await registry.report_link_usage(session, link_id=link.id, mbps=700)
     async with sessions() as session:
@@ -304,13 +304,13 @@ async def test_usage_reports_reach_the_snapshot(sessions: Sessions, seeded: MapA
                 cpu_m=0,
                 mem_mib=0,
                 storage_gib=0,
-                accelerators={"H100": 1},
+                accelerators={"H100": 1000},
             )
         with pytest.raises(RegistryError, match="negative"):
             await registry.report_link_usage(session, link_id=link.id, mbps=-1)
     a100 = seeded.accelerator_column["A100"]
     assert after.free_cpu_m[0] == before.free_cpu_m[0] - 2000
     assert after.free_mem_mib[0] == before.free_mem_mib[0] - 4096
-    assert after.free_acc[0, a100] == before.free_acc[0, a100] - 30
+    assert after.free_acc[0, a100] == before.free_acc[0, a100] - 30_000
     assert after.residual_mbps[0] == before.residual_mbps[0] - 700
     assert (after.free_cpu_m[1:] == before.free_cpu_m[1:]).all()

@@ -59,7 +59,7 @@ def _hold(site_id: str, *, until: datetime) -> room_holds.RoomHold:
         mem_mib=1024,
         storage_gib=0,
         accelerator_model="A100",
-        accelerator_count=1,
+        accelerator_milli=1000,
         until=until,
     )
 
@@ -74,7 +74,7 @@ def _claim(site_id: str, request_id: str, cpu_m: int, **changes: object) -> Clai
         mem_mib=1024,
         storage_gib=0,
         accelerator_model=None,
-        accelerator_count=0,
+        accelerator_milli=0,
         link_ids=(),
         mbps=0,
         window=HOUR,
@@ -115,10 +115,10 @@ async def test_other_work_cannot_take_the_held_room_while_the_hold_lasts(
     async with sessions() as session:
         snapshot = await ledger_store.load_snapshot(session, arrays=seeded)
     every_a100 = int(snapshot.free_acc[0, seeded.accelerator_column["A100"]])
-    with pytest.raises(CapacityConflict, match=r"A100: wants .* \(1 held"):
+    with pytest.raises(CapacityConflict, match=r"A100: wants .* \(1000 held"):
         await _reserve(
             sessions,
-            _claim(site, "local-1", 1000, accelerator_model="A100", accelerator_count=every_a100),
+            _claim(site, "local-1", 1000, accelerator_model="A100", accelerator_milli=every_a100),
         )
     await _reserve(sessions, _claim(site, "local-0", 2000))  # what the hold leaves
     assert await _holds(sessions) == [HELD]
@@ -131,7 +131,7 @@ async def test_the_held_requests_part_takes_the_room_and_ends_the_hold(
     await _reserve(sessions, _claim(site, "local-0", 2000))
     # All 6 cores left are held: the held request's part takes them, with its A100.
     part = _claim(
-        site, HELD, 6000, counts_quota=False, accelerator_model="A100", accelerator_count=1
+        site, HELD, 6000, counts_quota=False, accelerator_model="A100", accelerator_milli=1000
     )
     assert await _prepare(sessions, part) is True
     assert await _holds(sessions) == []

@@ -126,7 +126,7 @@ async def test_a_follower_takes_every_change_once_and_authenticates_alone(
         found = await tenants.authenticate(session, token=token)
         quota = await tenants.get_quota(session, tenant_id="acme")
     assert found is not None and found[0].id == "alice"
-    assert quota is not None and quota.limit_accelerators == 8
+    assert quota is not None and quota.limit_acc_milli == 8000
 
     await _record(sessions, ApiKeyRevoked(key_id=key_id, user_id="alice"))
     async with sessions() as session:
@@ -161,7 +161,7 @@ async def test_quotas_hold_at_the_level_and_in_the_regions_they_name(
         changes = await tenancy_log.changes_since(session, version=0, limit=100)
         assert await tenants.limited_tenants(session, ["acme", "x"], national=False) == {"acme"}
     assert national is not None
-    assert (national.limit_cpu_m, national.limit_accelerators) == (10_000, 4), (
+    assert (national.limit_cpu_m, national.limit_acc_milli) == (10_000, 4000), (
         "the national brain's own limits are the national ones"
     )
 
@@ -174,8 +174,8 @@ async def test_quotas_hold_at_the_level_and_in_the_regions_they_name(
             quota = await tenants.get_quota(session, tenant_id="acme")
             assert await tenants.limited_tenants(session, ["acme"], national=True) == {"acme"}
         assert quota is not None
-        assert (quota.national_cpu_m, quota.national_accelerators) == (10_000, 4)
-        limits[region] = (quota.limit_cpu_m, quota.limit_accelerators)
+        assert (quota.national_cpu_m, quota.national_acc_milli) == (10_000, 4000)
+        limits[region] = (quota.limit_cpu_m, quota.limit_acc_milli)
         async with follower.begin() as session:  # the next region starts from an empty row
             await tenants.set_quota(session, tenant_id="acme")
     assert limits == {"east": (8000, None), "west": (2000, None)}

@@ -27,6 +27,9 @@ ACCELERATOR_POWER_W: Final = MappingProxyType(
 
 ACCELERATOR_MODELS: Final[tuple[str, ...]] = tuple(ACCELERATOR_POWER_W)
 
+MILLI: Final = 1000
+"""Thousandths of an accelerator in one: the unit of a fraction of one, and the ledger's."""
+
 CPU_CORE_POWER_W: Final = 8.0
 """Average power drawn per busy CPU core, including its share of the socket."""
 

@@ -26,7 +26,9 @@ class BackendRef(BaseModel):
     kind "slurm": `url` of slurmrestd, `user` (the Slurm user jobs run as), and `credential`,
     the name of the store's credential for that URL (a JWT for that user); optional
     `partition`, `account`,
-    `gpu_types` (accelerator model name -> the site's GRES type name) and `timeout_s`.
+    `gpu_types` (accelerator model name -> the site's GRES type name), `gpu_shards` (the
+    shards of each GPU in the site's gres.conf: a job asking a fraction of a GPU gets its
+    share of them; none: the site runs a fraction on a whole GPU) and `timeout_s`.
     kind "simulator": only `time_scale` and `queue_delay_s` apply; the Slurm fields must be
     absent. Unknown fields are refused, so neither a secret nor where one is (a path, an
     environment variable) can be given.
@@ -41,13 +43,14 @@ class BackendRef(BaseModel):
     partition: str | None = Field(default=None, pattern=_NAME)
     account: str | None = Field(default=None, pattern=_NAME)
     gpu_types: dict[str, str] = Field(default_factory=dict)
+    gpu_shards: int | None = Field(default=None, strict=True, ge=1, le=1000)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     time_scale: float = Field(default=1.0, gt=0)
     queue_delay_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> Self:
-        slurm_only = ("url", "user", "credential", "partition", "account")
+        slurm_only = ("url", "user", "credential", "partition", "account", "gpu_shards")
         if self.kind == "slurm":
             needed = ("url", "user", "credential")
             missing = [name for name in needed if getattr(self, name) is None]

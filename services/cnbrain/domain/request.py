@@ -7,6 +7,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from cnbrain.domain import bounds
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.bounds import Name, Text
 from cnbrain.domain.enums import CpuArch, Interconnect, Objective, WorkloadClass
 from cnbrain.domain.flows import Flows
@@ -14,10 +15,37 @@ from cnbrain.domain.model import DomainModel
 
 
 class AcceleratorDemand(DomainModel):
+    """`count` whole accelerators of `model` on each node; or, with `milli`, that many
+    thousandths of one accelerator, which the job shares with others (count 1, one node)."""
+
     model: Name = Field(min_length=1, description="Accelerator model from the catalog, e.g. A100.")
     count: int = Field(
-        strict=True, ge=1, le=bounds.MAX_ACCELERATORS, description="Accelerators on each node."
+        default=1,
+        strict=True,
+        ge=1,
+        le=bounds.MAX_ACCELERATORS,
+        description="Accelerators on each node.",
     )
+    milli: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        lt=MILLI,
+        description="A fraction of one accelerator, in thousandths (1 to 999), on a device "
+        "other jobs may share; with count 1 on one node. None: whole accelerators.",
+    )
+
+    @field_validator("milli")
+    @classmethod
+    def _one_device(cls, milli: int | None, info: ValidationInfo) -> int | None:
+        if milli is not None and info.data.get("count", 1) != 1:
+            raise ValueError("a fraction is of one accelerator: count must be 1")
+        return milli
+
+    @property
+    def per_node_milli(self) -> int:
+        """What each node holds, in thousandths of an accelerator."""
+        return self.milli if self.milli is not None else self.count * MILLI
 
 
 class ResourceDemand(DomainModel):
@@ -61,6 +89,8 @@ class ResourceDemand(DomainModel):
     @classmethod
     def _totals_bounded(cls, nodes: int, info: ValidationInfo) -> int:
         accelerator = info.data.get("accelerator")
+        if accelerator is not None and accelerator.milli is not None and nodes != 1:
+            raise ValueError("a fraction of one accelerator runs on one node")
         for what, per_node, bound in (
             ("CPU cores", info.data.get("cpu", 0.0), bounds.MAX_CPU_CORES),
             ("GiB memory", info.data.get("memory_gib", 0.0), bounds.MAX_MEMORY_GIB),
@@ -81,13 +111,18 @@ class ResourceDemand(DomainModel):
         memory_gib: float,
         model: str | None = None,
         count: int = 0,
+        milli: int | None = None,
         per_node: int = 8,
     ) -> "ResourceDemand":
         """A job's totals as a gang: nodes of `per_node` accelerators each, with its CPU and
         memory shared evenly, when `count` is a larger multiple of `per_node`; else one
-        node with all of it."""
+        node with all of it. `milli` asks that fraction of one accelerator instead."""
         nodes = count // per_node if count > per_node and count % per_node == 0 else 1
-        accelerator = {"model": model, "count": count // nodes} if model and count else None
+        accelerator: dict[str, object] | None = (
+            {"model": model, "count": count // nodes} if model and count else None
+        )
+        if accelerator is not None and milli is not None:
+            accelerator["milli"] = milli
         return cls.model_validate(
             {
                 "nodes": nodes,
@@ -106,8 +141,14 @@ class ResourceDemand(DomainModel):
         return self.nodes * self.memory_gib
 
     @property
-    def total_accelerators(self) -> int:
-        return self.nodes * self.accelerator.count if self.accelerator else 0
+    def total_accelerator_milli(self) -> int:
+        """All the gang's accelerators, in thousandths of one."""
+        return self.nodes * self.accelerator.per_node_milli if self.accelerator else 0
+
+    @property
+    def total_accelerators(self) -> float:
+        """All the gang's accelerators (a fraction of one for a fraction)."""
+        return self.total_accelerator_milli / MILLI
 
 
 class Constraints(DomainModel):

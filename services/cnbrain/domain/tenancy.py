@@ -107,7 +107,7 @@ what the whole federation holds for it, summed over the regions."""
 
 
 class QuotaSet(_Change):
-    """A tenant's limits in the engine's units (None: unlimited).
+    """A tenant's limits in the engine's units, but accelerators whole (None: unlimited).
 
     At level "region", what a region holds the tenant to on its own ledger: `region` None
     sets them for every region, a region's id for that region alone (a later set for every

@@ -40,4 +40,5 @@ def backend_for(
         partition=ref.partition,
         account=ref.account,
         gpu_types=ref.gpu_types,
+        gpu_shards=ref.gpu_shards,
     )

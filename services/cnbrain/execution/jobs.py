@@ -7,6 +7,7 @@ from typing import Self
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.model import DomainModel
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -43,10 +44,12 @@ class JobSpec(DomainModel):
     `working_directory`, as the scheduler account the backend authenticates as. It gets
     `nodes` nodes at once (all or none), with one task on each: `cpus` cores, `memory_mib` MiB
     and `gpus` GPUs (of `gpu_type`, the accelerator model as the site names it, when given) on
-    every node; the command runs on the first node (a multi-node job starts its work on every
-    node itself, with the scheduler's launcher). It is stopped by the scheduler after
-    `time_limit_s` seconds (a scheduler that counts in minutes rounds up). `environment` is its
-    whole environment besides what the backend adds (PATH when not given, CNBRAIN_REQUEST_ID).
+    every node, or with `gpu_milli` (1 to 999, `gpus` 1, one node) that many thousandths of
+    one GPU, which other jobs may share; the command runs on the first node (a multi-node
+    job starts its work on every node itself, with the scheduler's launcher). It is stopped
+    by the scheduler after `time_limit_s` seconds (a scheduler that counts in minutes rounds
+    up). `environment` is its whole environment besides what the backend adds (PATH when not
+    given, CNBRAIN_REQUEST_ID).
     `output_path` receives its standard output and error; None leaves that to the backend.
     `expected_runtime_s` is the submitter's estimate: schedulers ignore it, the simulator runs
     the job this long unless its command says otherwise (see `cnbrain.execution.simulator`).
@@ -59,6 +62,7 @@ class JobSpec(DomainModel):
     cpus: int = Field(default=1, strict=True, ge=1)
     memory_mib: int = Field(default=512, strict=True, ge=1)
     gpus: int = Field(default=0, strict=True, ge=0)
+    gpu_milli: int | None = Field(default=None, strict=True, ge=1, lt=MILLI)
     gpu_type: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     time_limit_s: int = Field(strict=True, ge=1)
     environment: dict[str, str] = Field(default_factory=dict)
@@ -78,6 +82,8 @@ class JobSpec(DomainModel):
     def _gpu_type_needs_gpus(self) -> Self:
         if self.gpu_type is not None and self.gpus == 0:
             raise ValueError("gpu_type is given but gpus is 0")
+        if self.gpu_milli is not None and (self.gpus != 1 or self.nodes != 1):
+            raise ValueError("a fraction of a GPU is of one GPU on one node")
         return self
 
 

@@ -84,7 +84,9 @@ class SlurmBackend(Closing):
     Keyword-only configuration: `url` of slurmrestd, `user` the Slurm user jobs run as,
     `token` a source of its JWT, `timeout_s` the limit of each HTTP call, `partition` and
     `account` for submitted jobs (the cluster's defaults when None), `gpu_types` the map of
-    accelerator model names to the site's GRES type names. `transport` replaces httpx's
+    accelerator model names to the site's GRES type names, `gpu_shards` the shards of each
+    GPU in its gres.conf (None: a fraction of a GPU gets a whole one). `transport` replaces
+    httpx's
     network transport (for a proxy or a Unix socket).
     Use as an async context manager, or call `aclose()` when done.
     """
@@ -99,6 +101,7 @@ class SlurmBackend(Closing):
         partition: str | None = None,
         account: str | None = None,
         gpu_types: Mapping[str, str] | None = None,
+        gpu_shards: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if timeout_s <= 0:
@@ -109,6 +112,7 @@ class SlurmBackend(Closing):
         self._partition = partition
         self._account = account
         self._gpu_types = dict(gpu_types or {})
+        self._gpu_shards = gpu_shards
         self._client = httpx.AsyncClient(
             base_url=self.url, timeout=httpx.Timeout(timeout_s), transport=transport
         )
@@ -139,7 +143,11 @@ class SlurmBackend(Closing):
             "POST",
             f"{_JOB}/submit",
             json=submit_body(
-                job, partition=self._partition, account=self._account, gpu_types=self._gpu_types
+                job,
+                partition=self._partition,
+                account=self._account,
+                gpu_types=self._gpu_types,
+                gpu_shards=self._gpu_shards,
             ),
         )
         job_id = body.get("job_id")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.execution.jobs import (
     JobAccounting,
     JobSpec,
@@ -120,13 +121,16 @@ def submit_body(
     partition: str | None = None,
     account: str | None = None,
     gpu_types: Mapping[str, str] | None = None,
+    gpu_shards: int | None = None,
 ) -> Json:
     """The body of `POST /slurm/v0.0.38/job/submit` for `job`.
 
     `nodes` nodes with one task each of `cpus` CPUs, `memory_mib` per node, the time limit in
     minutes (rounded up), and `gres=gpu[:type]:N` per node when GPUs are asked for;
     `gpu_types` maps the site's accelerator model names to the GRES type names of its
-    gres.conf (a model it does not map is passed as it is).
+    gres.conf (a model it does not map is passed as it is). A fraction of one GPU
+    (`gpu_milli`) asks `gres=shard:K`, its share of the `gpu_shards` shards of a GPU rounded
+    up, when the site shards its GPUs; otherwise a whole GPU.
     """
     script = job.command if job.command.startswith("#!") else f"#!/bin/sh\n{job.command}\n"
     environment = {"PATH": DEFAULT_PATH, **job.environment, "CNBRAIN_REQUEST_ID": job.request_id}
@@ -145,7 +149,9 @@ def submit_body(
     if job.output_path is not None:
         properties["standard_output"] = job.output_path
         properties["standard_error"] = job.output_path
-    if job.gpus:
+    if job.gpu_milli is not None and gpu_shards is not None:
+        properties["gres"] = f"shard:{math.ceil(job.gpu_milli * gpu_shards / MILLI)}"
+    elif job.gpus:
         if job.gpu_type is None:
             properties["gres"] = f"gpu:{job.gpus}"
         else:

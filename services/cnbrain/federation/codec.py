@@ -5,12 +5,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_NAME_LENGTH, MAX_NODES, MAX_WINDOW_S
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import FLOW_KINDS, MAX_FLOW_MBPS, Claim, FlowHold
-from cnbrain.ledger.nodes import MILLI, Pool, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolSummary
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
@@ -155,7 +156,7 @@ def part_message(claim: Claim, flows: Sequence[FlowHold] = ()) -> ledger_pb2.Par
             mem_mib=claim.mem_mib,
             storage_gib=claim.storage_gib,
             accelerator_model=claim.accelerator_model or "",
-            accelerator_count=claim.accelerator_count,
+            accelerator_milli=claim.accelerator_milli,
         ),
         link_ids=list(claim.link_ids),
         mbps=claim.mbps,
@@ -260,7 +261,7 @@ def claim_of(message: ledger_pb2.PartClaim) -> Claim:
         mem_mib=compute.mem_mib,
         storage_gib=compute.storage_gib,
         accelerator_model=compute.accelerator_model or None,
-        accelerator_count=compute.accelerator_count,
+        accelerator_milli=compute.accelerator_milli,
         link_ids=tuple(message.link_ids),
         mbps=message.mbps,
         window=part_window(message),
@@ -271,11 +272,14 @@ def claim_of(message: ledger_pb2.PartClaim) -> Claim:
 
 def part_nodes(message: ledger_pb2.PartClaim) -> int:
     """The nodes of one part's compute (0 is 1); raises WireError naming `nodes` when out of
-    bounds or not dividing its amounts evenly."""
+    bounds or not dividing its amounts evenly (its accelerators into whole ones per node, or
+    one fraction of one on one node)."""
     nodes = message.nodes or 1
     compute = message.compute
-    amounts = (compute.cpu_m, compute.mem_mib, compute.accelerator_count)
-    if not 1 <= nodes <= MAX_NODES or any(amount % nodes for amount in amounts):
+    amounts = (compute.cpu_m, compute.mem_mib)
+    acc_milli = compute.accelerator_milli
+    whole = acc_milli % (MILLI * nodes) == 0 or (nodes == 1 and acc_milli < MILLI)
+    if not 1 <= nodes <= MAX_NODES or any(amount % nodes for amount in amounts) or not whole:
         raise WireError(
             f"nodes must be 1 to {MAX_NODES} and divide the compute evenly, not {message.nodes}",
             field="nodes",

@@ -19,7 +19,8 @@ from cnbrain.netmap.arrays import MapArrays
 @dataclass(frozen=True, slots=True)
 class Claim:
     """What reservation `reservation_id` takes, in integer units: compute on `site_id`
-    (`accelerator_count` of `accelerator_model`, None when no accelerator) and `mbps` on every
+    (`accelerator_milli` thousandths of accelerators of `accelerator_model`, None when no
+    accelerator) and `mbps` on every
     link of `link_ids`; with `counts_quota`, it counts against `tenant_id`'s quota as one
     active request.
 
@@ -42,7 +43,7 @@ class Claim:
     mem_mib: int
     storage_gib: int
     accelerator_model: str | None
-    accelerator_count: int
+    accelerator_milli: int
     link_ids: tuple[str, ...]
     mbps: int
     window: Window
@@ -52,13 +53,12 @@ class Claim:
     @property
     def gang(self) -> Gang:
         """The compute as `nodes` equal nodes (`cnbrain.ledger.nodes`)."""
-        n = self.nodes
-        return Gang(
-            nodes=n,
-            cpu_m=self.cpu_m // n,
-            mem_mib=self.mem_mib // n,
-            model=self.accelerator_model if self.accelerator_count else None,
-            devices=self.accelerator_count // n,
+        return Gang.of_amounts(
+            nodes=self.nodes,
+            cpu_m=self.cpu_m,
+            mem_mib=self.mem_mib,
+            model=self.accelerator_model,
+            acc_milli=self.accelerator_milli,
         )
 
     def without_compute(self) -> "Claim":
@@ -70,7 +70,7 @@ class Claim:
             mem_mib=0,
             storage_gib=0,
             accelerator_model=None,
-            accelerator_count=0,
+            accelerator_milli=0,
         )
 
 
@@ -114,7 +114,7 @@ def claim_from(
     """The claim of an engine `Reservation` (indices into `arrays`) for `tenant_id`, held
     over `window`."""
     compute = reservation.compute
-    model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_count else None
+    model = arrays.map.accelerator_models[compute.acc_column] if compute.acc_milli else None
     return Claim(
         reservation_id=reservation.id,
         request_id=reservation.request_id,
@@ -124,7 +124,7 @@ def claim_from(
         mem_mib=compute.mem_mib,
         storage_gib=compute.storage_gib,
         accelerator_model=model,
-        accelerator_count=compute.acc_count if model else 0,
+        accelerator_milli=compute.acc_milli if model else 0,
         link_ids=tuple(arrays.map.links[i].id for i in reservation.links),
         mbps=reservation.mbps,
         window=window,
@@ -147,7 +147,7 @@ def reservation_of(claim: Claim, *, arrays: MapArrays) -> Reservation:
             mem_mib=claim.mem_mib if here else 0,
             storage_gib=claim.storage_gib if here else 0,
             acc_column=column if here else -1,
-            acc_count=claim.accelerator_count if here and column >= 0 else 0,
+            acc_milli=claim.accelerator_milli if here and column >= 0 else 0,
             gang=claim.gang if here and claim.nodes > 1 else None,
         ),
         links=tuple(arrays.link_index[link_id] for link_id in claim.link_ids),

@@ -3,7 +3,8 @@
 A site's resources are keyed by its index in the map's arrays: `("site", i, "cpu_m")`,
 `("site", i, "mem_mib")`, `("site", i, "storage_gib")` and `("site", i, "acc", model)` for
 each accelerator model it has a pool of; a link's bandwidth by its index: `("link", j)`.
-Amounts are the ledger's integer units (millicores, MiB, GiB, accelerators, Mbps).
+Amounts are the ledger's integer units (millicores, MiB, GiB, thousandths of accelerators,
+Mbps).
 """
 
 from typing import Final
@@ -45,8 +46,8 @@ def demand_of(claim: Claim, *, arrays: MapArrays) -> dict[ResourceKey, int]:
         for resource, amount in zip(SITE_COMPUTE, amounts, strict=True):
             if amount:
                 demand[site_key(site, resource)] = amount
-        if claim.accelerator_count and claim.accelerator_model:
-            demand[accelerator_key(site, claim.accelerator_model)] = claim.accelerator_count
+        if claim.accelerator_milli and claim.accelerator_model:
+            demand[accelerator_key(site, claim.accelerator_model)] = claim.accelerator_milli
     if claim.mbps:
         for link_id in claim.link_ids:
             demand[link_key(arrays.link_index[link_id])] = claim.mbps

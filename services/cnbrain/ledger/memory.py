@@ -137,10 +137,10 @@ class InMemoryLedger:
         ):
             if want < 0 or used[c.site] + want > cap[c.site]:
                 raise LedgerError(f"site {site_id!r}: not enough {name} for {r.id!r}")
-        if c.acc_count:
-            if c.acc_count < 0 or not 0 <= c.acc_column < a.cap_acc.shape[1]:
+        if c.acc_milli:
+            if c.acc_milli < 0 or not 0 <= c.acc_column < a.cap_acc.shape[1]:
                 raise LedgerError(f"reservation {r.id!r}: bad accelerator claim")
-            if self._used_acc[c.site, c.acc_column] + c.acc_count > a.cap_acc[c.site, c.acc_column]:
+            if self._used_acc[c.site, c.acc_column] + c.acc_milli > a.cap_acc[c.site, c.acc_column]:
                 raise LedgerError(f"site {site_id!r}: not enough accelerators for {r.id!r}")
         if r.mbps < 0 or len(set(r.links)) != len(r.links):
             raise LedgerError(f"reservation {r.id!r}: bad bandwidth claim")
@@ -184,7 +184,7 @@ class InMemoryLedger:
         self._used_cpu_m[c.site] += sign * c.cpu_m
         self._used_mem_mib[c.site] += sign * c.mem_mib
         self._used_storage_gib[c.site] += sign * c.storage_gib
-        if c.acc_count:
-            self._used_acc[c.site, c.acc_column] += sign * c.acc_count
+        if c.acc_milli:
+            self._used_acc[c.site, c.acc_column] += sign * c.acc_milli
         if r.links and r.mbps:
             self._used_mbps[list(r.links)] += sign * r.mbps

@@ -27,13 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.errors import Conflict, Invalid
 from cnbrain.domain.request import ResourceDemand
 from cnbrain.domain.site import NodePool
-from cnbrain.netmap.arrays import cores_to_millicores, gib_to_mib
-
-MILLI = 1000
-"""Milli-accelerators in one accelerator."""
+from cnbrain.netmap.arrays import demand_units
 
 
 class NodeConflict(Conflict):
@@ -90,6 +88,28 @@ class Gang:
         if (self.devices or self.milli) and self.model is None:
             raise Invalid(f"accelerators of no model: {self}")
 
+    @classmethod
+    def of_amounts(
+        cls, *, nodes: int, cpu_m: int, mem_mib: int, model: str | None, acc_milli: int
+    ) -> "Gang":
+        """The gang of a whole gang's amounts in the ledger's units, split evenly over
+        `nodes`: `acc_milli` below one accelerator is a fraction of one. Raises Invalid
+        when the accelerators do not split into whole ones per node, or a fraction is
+        asked of more than one node."""
+        if 0 < acc_milli < MILLI:
+            return cls(nodes=nodes, cpu_m=cpu_m, mem_mib=mem_mib, model=model, milli=acc_milli)
+        if acc_milli % (MILLI * nodes):
+            raise Invalid(
+                f"{acc_milli} thousandths of accelerators do not split evenly over {nodes} nodes"
+            )
+        return cls(
+            nodes=nodes,
+            cpu_m=cpu_m // nodes,
+            mem_mib=mem_mib // nodes,
+            model=model if acc_milli else None,
+            devices=acc_milli // MILLI // nodes,
+        )
+
     def suits(self, pool: Pool) -> bool:
         """Whether `pool`'s shape and size can ever hold the gang: the same accelerator
         model (or both none), each node's amounts within one node's, enough nodes."""
@@ -110,13 +130,13 @@ class Gang:
 
 def gang_of(demand: ResourceDemand) -> Gang:
     """The gang of a request's resources: its nodes and each node's amounts."""
-    accelerator = demand.accelerator
-    return Gang(
+    units = demand_units(demand)
+    return Gang.of_amounts(
         nodes=demand.nodes,
-        cpu_m=cores_to_millicores(demand.cpu),
-        mem_mib=gib_to_mib(demand.memory_gib),
-        model=accelerator.model if accelerator else None,
-        devices=accelerator.count if accelerator else 0,
+        cpu_m=units.cpu_m,
+        mem_mib=units.mem_mib,
+        model=units.accelerator_model,
+        acc_milli=units.accelerator_milli,
     )
 
 

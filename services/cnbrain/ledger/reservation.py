@@ -17,7 +17,7 @@ class ComputeClaim:
     mem_mib: int
     storage_gib: int
     acc_column: int = -1
-    acc_count: int = 0
+    acc_milli: int = 0
     gang: Gang | None = None
 
 
@@ -37,10 +37,10 @@ def gang_held(compute: ComputeClaim, accelerator_models: Sequence[str]) -> Gang:
     names the map's accelerator columns)."""
     if compute.gang is not None:
         return compute.gang
-    return Gang(
+    return Gang.of_amounts(
         nodes=1,
         cpu_m=compute.cpu_m,
         mem_mib=compute.mem_mib,
-        model=accelerator_models[compute.acc_column] if compute.acc_count else None,
-        devices=compute.acc_count,
+        model=accelerator_models[compute.acc_column] if compute.acc_milli else None,
+        acc_milli=compute.acc_milli,
     )

@@ -123,8 +123,8 @@ class Snapshot:
         cpu[c.site] += sign * c.cpu_m
         mem[c.site] += sign * c.mem_mib
         storage[c.site] += sign * c.storage_gib
-        if c.acc_count:
-            acc[c.site, c.acc_column] += sign * c.acc_count
+        if c.acc_milli:
+            acc[c.site, c.acc_column] += sign * c.acc_milli
         if reservation.links and reservation.mbps:
             mbps[list(reservation.links)] += sign * reservation.mbps
         return Snapshot.of_free(
@@ -165,8 +165,8 @@ class Snapshot:
             cpu[c.site] -= c.cpu_m
             mem[c.site] -= c.mem_mib
             storage[c.site] -= c.storage_gib
-            if c.acc_count and c.acc_column >= 0:
-                acc[c.site, c.acc_column] -= c.acc_count
+            if c.acc_milli and c.acc_column >= 0:
+                acc[c.site, c.acc_column] -= c.acc_milli
         return Snapshot.of_free(
             self.arrays,
             version=self.version,

@@ -42,7 +42,7 @@ class FreeCompute(Protocol):
     def accelerator_model(self) -> str: ...
 
     @property
-    def accelerator_count(self) -> int: ...
+    def accelerator_milli(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -106,7 +106,7 @@ def composed(backbone: Snapshot, answers: Sequence[Answers]) -> Snapshot:
             cpu[site], mem[site], storage[site] = free.cpu_m, free.mem_mib, free.storage_gib
             column = arrays.accelerator_column.get(free.accelerator_model)
             if column is not None:
-                acc[site, column] = free.accelerator_count
+                acc[site, column] = free.accelerator_milli
         for j, free_mbps in answer.residual.items():
             if not arrays.link_backbone[j]:
                 residual[j] = free_mbps

@@ -264,7 +264,7 @@ class RegionDirectory:
         kept, last. The rest are ordered by their lowest CPU price, then their gateway load.
         """
         want = demand_units(request.resources)
-        model, count = want.accelerator_model, want.accelerator_count
+        model, count = want.accelerator_model, want.accelerator_milli
         cpu_m, mem_mib = want.cpu_m, want.mem_mib
         fitting: list[tuple[tuple[float, float], Region]] = []
         unknown: list[Region] = []

@@ -249,7 +249,7 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         return national_pb2.GetNationalQuotaUseResponse(
             used_cpu_m=used.cpu_m,
             used_mem_mib=used.mem_mib,
-            used_accelerators=used.accelerators,
+            used_accelerator_milli=used.acc_milli,
             used_mbps=used.mbps,
             active_requests=used.active_requests,
         )

@@ -1,9 +1,10 @@
 """Column arrays of a map, in the integer units the ledger and the placement engine use.
 
-Units: CPU in millicores, memory in MiB, storage in GiB, bandwidth in Mbps, all int64, so that
-reserving and releasing is exact. Accelerators are a (sites x models) count matrix whose
-columns follow `ComputeNetworkMap.accelerator_models`; `..._by_model` arrays hold the same
-counts transposed, for fast per-model rows.
+Units: CPU in millicores, memory in MiB, storage in GiB, bandwidth in Mbps, accelerators in
+thousandths of one (`MILLI` to a whole accelerator, so that fractions of one count), all
+int64, so that reserving and releasing is exact. Accelerators are a (sites x models) matrix
+whose columns follow `ComputeNetworkMap.accelerator_models`; `..._by_model` arrays hold the
+same amounts transposed, for fast per-model rows.
 """
 
 import math
@@ -14,6 +15,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.enums import Interconnect, LinkLayer, SiteKind
 from cnbrain.domain.request import ResourceDemand
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -29,20 +31,30 @@ def cores_to_millicores(cores: float) -> int:
     return math.ceil(round(cores * 1000, 6))
 
 
+def accelerators_to_milli(accelerators: int) -> int:
+    """Whole accelerators in the ledger's unit, thousandths of one."""
+    return accelerators * MILLI
+
+
+def milli_to_accelerators(milli: int) -> float:
+    """The ledger's thousandths of an accelerator as accelerators."""
+    return milli / MILLI
+
+
 def gib_to_mib(gib: float) -> int:
     return math.ceil(round(gib * 1024, 6))
 
 
 @dataclass(frozen=True, slots=True)
 class DemandUnits:
-    """What a request's whole gang holds, in the ledger's units: `accelerator_count` of
-    `accelerator_model` (None and 0 without accelerators)."""
+    """What a request's whole gang holds, in the ledger's units: `accelerator_milli`
+    thousandths of accelerators of `accelerator_model` (None and 0 without accelerators)."""
 
     cpu_m: int
     mem_mib: int
     storage_gib: int
     accelerator_model: str | None
-    accelerator_count: int
+    accelerator_milli: int
 
 
 def demand_units(demand: ResourceDemand) -> DemandUnits:
@@ -54,7 +66,7 @@ def demand_units(demand: ResourceDemand) -> DemandUnits:
         mem_mib=demand.nodes * gib_to_mib(demand.memory_gib),
         storage_gib=whole_gib(demand.storage_gib),
         accelerator_model=accelerator.model if accelerator else None,
-        accelerator_count=demand.total_accelerators,
+        accelerator_milli=demand.total_accelerator_milli,
     )
 
 
@@ -112,7 +124,7 @@ class MapArrays:
         for i, site in enumerate(sites):
             for model, count in site.capacity.accelerators.items():
                 if count > 0:
-                    cap_acc[i, column[model]] = count
+                    cap_acc[i, column[model]] = accelerators_to_milli(count)
                     price_acc[i, column[model]] = site.prices.accelerator_hour[model]
 
         def ints(values: list[int]) -> IntArray:

@@ -42,7 +42,7 @@ class RequestBatch:
     mem_mib: IntArray
     storage_gib: IntArray
     acc_column: IntArray
-    acc_count: IntArray
+    acc_milli: IntArray
     need_mbps: IntArray
     max_latency_ms: FloatArray
     arch: IntArray
@@ -68,7 +68,7 @@ class RequestBatch:
             check_request(request, cmap)
         province_idx = {code: i for i, code in enumerate(cmap.province_codes)}
         allowed = _allowed_provinces(requests, arrays, province_idx)
-        acc_column, acc_count = _accelerator_columns(requests, arrays)
+        acc_column, acc_milli = _accelerator_columns(requests, arrays)
         power = _power_w(requests)
         units = [demand_units(r.resources) for r in requests]
         gangs = tuple(gang_of(r.resources) for r in requests)
@@ -86,7 +86,7 @@ class RequestBatch:
             mem_mib=_ints([u.mem_mib for u in units], n),
             storage_gib=_ints([u.storage_gib for u in units], n),
             acc_column=_ints(acc_column, n),
-            acc_count=_ints(acc_count, n),
+            acc_milli=_ints(acc_milli, n),
             need_mbps=_ints([gbps_to_mbps(r.constraints.min_bandwidth_gbps) for r in requests], n),
             max_latency_ms=_floats([r.constraints.max_latency_ms or math.inf for r in requests], n),
             arch=_ints(
@@ -132,18 +132,19 @@ def _accelerator_columns(
     requests: Sequence[PlacementRequest], arrays: MapArrays
 ) -> tuple[list[int], list[int]]:
     """Per request, the map's accelerator column of its model (-1 for no accelerator,
-    ABSENT_MODEL for a model the map lacks) and how many it asks for (0 for none)."""
+    ABSENT_MODEL for a model the map lacks) and how many thousandths of accelerators it asks
+    for (0 for none)."""
     acc_column: list[int] = []
-    acc_count: list[int] = []
+    acc_milli: list[int] = []
     for r in requests:
         acc = r.resources.accelerator
         if acc is None:
             acc_column.append(-1)
-            acc_count.append(0)
+            acc_milli.append(0)
         else:
             acc_column.append(arrays.accelerator_column.get(acc.model, ABSENT_MODEL))
-            acc_count.append(r.resources.total_accelerators)
-    return acc_column, acc_count
+            acc_milli.append(r.resources.total_accelerator_milli)
+    return acc_column, acc_milli
 
 
 def _power_w(requests: Sequence[PlacementRequest]) -> list[float]:

@@ -134,13 +134,13 @@ class CycleState:
             & (self.free_mem_mib[sites] >= b.mem_mib[rows])
             & (self.free_storage_gib[sites] >= b.storage_gib[rows])
         )
-        wants = b.acc_count[rows] > 0
+        wants = b.acc_milli[rows] > 0
         if wants.any():
             acc = np.zeros(len(rows), dtype=bool)
             columns = b.acc_column[rows[wants]]
             if self.free_acc.shape[1]:
                 free = self.free_acc[sites[wants], np.maximum(columns, 0)]
-                acc[wants] = (columns >= 0) & (free >= b.acc_count[rows[wants]])
+                acc[wants] = (columns >= 0) & (free >= b.acc_milli[rows[wants]])
             ok &= ~wants | acc
         if self.nodes:
             kinds = b.gang_kind[rows]
@@ -278,8 +278,8 @@ class CycleState:
         self.free_cpu_m[site] -= b.cpu_m[row]
         self.free_mem_mib[site] -= b.mem_mib[row]
         self.free_storage_gib[site] -= b.storage_gib[row]
-        if b.acc_count[row] > 0:
-            self.free_acc[site, b.acc_column[row]] -= b.acc_count[row]
+        if b.acc_milli[row] > 0:
+            self.free_acc[site, b.acc_column[row]] -= b.acc_milli[row]
         if site in self.nodes:
             pools, summaries = self.pools[site], list(self.nodes[site])
             pool = fitting_pool(pools, summaries, b.gangs[row])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.netmap.arrays import FloatArray, IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
 
@@ -46,7 +47,7 @@ class References:
             batch.cpu_m / 1000 * means.cpu
             + batch.mem_mib / 1024 * means.memory
             + batch.storage_gib * means.storage
-            + batch.acc_count * acc_price
+            + batch.acc_milli / MILLI * acc_price
             + batch.need_mbps / 1000 * means.link_cost * REFERENCE_PATH_LINKS
         )
         kwh = batch.power_w / 1000 * batch.duration_h * means.pue
@@ -105,8 +106,8 @@ def compute_cost(batch: RequestBatch, arrays: MapArrays, r: IntArray, j: IntArra
     )
     if arrays.price_acc.shape[1]:
         col = np.maximum(batch.acc_column[r], 0)
-        acc = np.where(batch.acc_count[r] > 0, arrays.price_acc[j, col], 0.0)
-        hourly = hourly + np.where(batch.acc_count[r] > 0, batch.acc_count[r] * acc, 0.0)
+        acc = np.where(batch.acc_milli[r] > 0, arrays.price_acc[j, col], 0.0)
+        hourly = hourly + np.where(batch.acc_milli[r] > 0, batch.acc_milli[r] / MILLI * acc, 0.0)
     return np.asarray(hourly * batch.duration_h[r], dtype=np.float64)
 
 
@@ -143,6 +144,6 @@ def site_utilisation_after(
     )
     if arrays.cap_acc.shape[1]:
         col = np.maximum(batch.acc_column[r], 0)
-        acc = share(arrays.cap_acc[j, col], free_acc[j, col], batch.acc_count[r])
-        util = np.maximum(util, np.where(batch.acc_count[r] > 0, acc, 0.0))
+        acc = share(arrays.cap_acc[j, col], free_acc[j, col], batch.acc_milli[r])
+        util = np.maximum(util, np.where(batch.acc_milli[r] > 0, acc, 0.0))
     return np.asarray(util, dtype=np.float64)

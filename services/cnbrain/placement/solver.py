@@ -178,8 +178,8 @@ def _demand(state: CycleState, row: int) -> list[tuple[int, int]]:
     """(dimension, amount) pairs request `row` takes on a site, amounts above zero."""
     b = state.batch
     dims = [(0, int(b.cpu_m[row])), (1, int(b.mem_mib[row])), (2, int(b.storage_gib[row]))]
-    if b.acc_count[row] > 0:
-        dims.append((3 + int(b.acc_column[row]), int(b.acc_count[row])))
+    if b.acc_milli[row] > 0:
+        dims.append((3 + int(b.acc_column[row]), int(b.acc_milli[row])))
     return [(d, w) for d, w in dims if w > 0]
 
 

@@ -495,7 +495,7 @@ def _free(snapshot: Snapshot, site: int, request: PlacementRequest) -> common_pb
         mem_mib=int(snapshot.free_mem_mib[site]),
         storage_gib=int(snapshot.free_storage_gib[site]),
         accelerator_model=model or "",
-        accelerator_count=int(snapshot.free_acc[site, column]) if column is not None else 0,
+        accelerator_milli=int(snapshot.free_acc[site, column]) if column is not None else 0,
     )
 
 
@@ -776,7 +776,7 @@ class NationalLink:
         use = QuotaUsed(
             cpu_m=answer.used_cpu_m,
             mem_mib=answer.used_mem_mib,
-            accelerators=answer.used_accelerators,
+            acc_milli=answer.used_accelerator_milli,
             mbps=answer.used_mbps,
             active_requests=answer.active_requests,
         )

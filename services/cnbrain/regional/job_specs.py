@@ -16,11 +16,10 @@ def job_spec(request: PlacementRequest, *, attempt: int) -> JobSpec:
 
     It gets the request's nodes, and on each node its CPUs (rounded up to whole cores, at
     least one), memory (MiB, rounded up) and accelerators (the model as the request names it;
-    the site's backend maps it to its own GPU type); and `duration_hours` plus `GRACE_S` as
-    its time limit. Without a command
-    it holds its allocation for `duration_hours` (`sleep`); a simulator runs it for
-    `duration_hours` either way (unless the command sleeps otherwise). The environment adds
-    CNBRAIN_ATTEMPT.
+    the site's backend maps it to its own GPU type; a fraction of one as `gpu_milli`); and
+    `duration_hours` plus `GRACE_S` as its time limit. Without a command it holds its
+    allocation for `duration_hours` (`sleep`); a simulator runs it for `duration_hours`
+    either way (unless the command sleeps otherwise). The environment adds CNBRAIN_ATTEMPT.
     Raises ValueError when `request` has no job.
     """
     job = request.job
@@ -36,6 +35,7 @@ def job_spec(request: PlacementRequest, *, attempt: int) -> JobSpec:
         cpus=max(1, math.ceil(request.resources.cpu)),
         memory_mib=max(1, math.ceil(request.resources.memory_gib * 1024)),
         gpus=accelerator.count if accelerator is not None else 0,
+        gpu_milli=accelerator.milli if accelerator is not None else None,
         gpu_type=accelerator.model if accelerator is not None else None,
         time_limit_s=duration_s + GRACE_S,
         environment={**job.environment, "CNBRAIN_ATTEMPT": str(attempt)},

@@ -1,16 +1,18 @@
 """Usage records from a scheduler's own accounting, priced at the site's prices.
 
 For one attempt: the start, end and elapsed time, CPUs, memory and GPUs are the accounting's
-(`JobAccounting`); hours are elapsed hours times each resource. The compute cost is those
-hours at the site's `prices` (CPU core-hours, memory GiB-hours, accelerator-hours of the
-request's model); the network cost is the bandwidth the decision reserved on its path, for the
-same elapsed time, at each link's `cost_per_gbps_hour`. A simulator's records are marked
-`simulated`; the dispatcher maps their times to the machine's clock first
-(`cnbrain.regional.simulated_time`), their elapsed time stays simulated.
+(`JobAccounting`); hours are elapsed hours times each resource. A request for a fraction of
+one accelerator is metered at its share of one, whatever slice of a GPU the site gave it.
+The compute cost is those hours at the site's `prices` (CPU core-hours, memory GiB-hours,
+accelerator-hours of the request's model); the network cost is the bandwidth the decision
+reserved on its path, for the same elapsed time, at each link's `cost_per_gbps_hour`. A
+simulator's records are marked `simulated`; the dispatcher maps their times to the
+machine's clock first (`cnbrain.regional.simulated_time`), their elapsed time stays simulated.
 """
 
 from collections.abc import Mapping
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.errors import Conflict
 from cnbrain.domain.network import Link
@@ -47,11 +49,13 @@ def usage_of(
     hours = accounting.elapsed_s / 3600
     memory_gib = accounting.memory_mib / 1024
     accelerator = request.resources.accelerator
-    model = accelerator.model if accelerator is not None and accounting.gpus else None
+    fraction = accelerator.milli if accelerator is not None else None
+    held = accounting.gpus > 0 or fraction is not None
+    model = accelerator.model if accelerator is not None and held else None
     prices = site.prices
     cpu_core_hours = accounting.cpus * hours
     memory_gib_hours = memory_gib * hours
-    accelerator_hours = accounting.gpus * hours
+    accelerator_hours = (accounting.gpus if fraction is None else fraction / MILLI) * hours
     compute = cpu_core_hours * prices.cpu_core_hour + memory_gib_hours * prices.memory_gib_hour
     if model is not None:
         compute += accelerator_hours * prices.accelerator_hour.get(model, 0.0)

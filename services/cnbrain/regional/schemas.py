@@ -41,9 +41,11 @@ class QueueBlocker(BaseModel):
     """What keeps a queued request off one of its candidate sites now."""
 
     site: str
-    resource: str = Field(description="The resource it lacks, e.g. accelerator H800.")
-    wants: int
-    free: int = Field(description="What is free of it now.")
+    resource: str = Field(
+        description="The resource it lacks, with its unit, e.g. milli-accelerators H800."
+    )
+    wants: int = Field(description="What it wants of it, in that unit.")
+    free: int = Field(description="What is free of it now, in that unit.")
     until: datetime | None = Field(
         description="From when enough of it is free for the whole duration; null: never "
         "(it asks more than the whole capacity)."
@@ -279,7 +281,7 @@ class QuotaUse(QuotaBody):
 
     used_cpu_cores: float
     used_memory_gib: float
-    used_accelerators: int
+    used_accelerators: float = Field(description="Accelerators held; fractions count their share.")
     used_bandwidth_gbps: float
     used_active_requests: int
 

@@ -181,8 +181,8 @@ def compute_amounts(
         (keys.MEM_MIB, int(batch.mem_mib[row])),
         (keys.STORAGE_GIB, int(batch.storage_gib[row])),
     ]
-    if batch.acc_count[row] > 0:
-        amounts.append((keys.ACCELERATORS + int(batch.acc_column[row]), int(batch.acc_count[row])))
+    if batch.acc_milli[row] > 0:
+        amounts.append((keys.ACCELERATORS + int(batch.acc_column[row]), int(batch.acc_milli[row])))
     return [(d, amount) for d, amount in amounts if amount > 0]
 
 
@@ -194,7 +194,7 @@ def request_demand(request: PlacementRequest) -> Resources:
         cpu_m=units.cpu_m,
         mem_mib=units.mem_mib,
         storage_gib=units.storage_gib,
-        accelerators={model: units.accelerator_count} if model else None,
+        accelerators={model: units.accelerator_milli} if model else None,
     )
 
 

@@ -108,7 +108,7 @@ class Resources:
     def of_claim(cls, claim: Claim) -> "Resources":
         """The compute a ledger claim takes (its bandwidth is the routing's, not counted)."""
         accelerators = (
-            {claim.accelerator_model: claim.accelerator_count} if claim.accelerator_model else {}
+            {claim.accelerator_model: claim.accelerator_milli} if claim.accelerator_model else {}
         )
         return cls.of(
             cpu_m=claim.cpu_m,

@@ -88,8 +88,8 @@ class FairQueue:
                 mem_mib=int(eligibility.mem_mib[row]),
                 storage_gib=int(eligibility.storage_gib[row]),
                 accelerators=(
-                    {models[int(eligibility.acc_column[row])]: int(eligibility.acc_count[row])}
-                    if eligibility.acc_count[row] > 0
+                    {models[int(eligibility.acc_column[row])]: int(eligibility.acc_milli[row])}
+                    if eligibility.acc_milli[row] > 0
                     else {}
                 ),
             )

@@ -16,8 +16,8 @@ memory_mib, num_gpu, gpu_milli, gpu_spec, qos, creation_time, deletion_time, sch
 - **cpu** = cpu_milli / 1000 cores; **memory_gib** = memory_mib / 1024.
 - **accelerator_count** = num_gpu, on one node (a pod runs on one node; its request asks for
   `nodes` 1, `TraceJob.to_request`). A pod with num_gpu == 1 and gpu_milli < 1000 shares one
-  GPU with others in the real cluster; it gets one whole GPU here (counted in
-  `shared_gpu_pods`): fractions of a GPU are not yet requests of their own.
+  GPU with others: it asks that fraction of one, **accelerator_milli** = gpu_milli rounded
+  to a whole thousandth, at least 1 (counted in `shared_gpu_pods`).
 - **accelerator_model** (GPU pods only): the first type listed in gpu_spec ('|'-separated) when
   it is not empty, else a type drawn with the weights of `TRACE_GPU_COUNTS` (the GPUs of each
   type among the trace's GPU nodes). The type maps to a catalog model by `TRACE_MODEL_MAP`
@@ -121,7 +121,7 @@ class ConversionReport:
         fallbacks = ", ".join(f"{k} {v}" for k, v in sorted(self.model_fallbacks.items()))
         return (
             f"{self.pods} pods -> {self.jobs} jobs; skipped {self.skipped_total} ({reasons}); "
-            f"{self.shared_gpu_pods} shared-GPU pods given a whole GPU; "
+            f"{self.shared_gpu_pods} shared-GPU pods asking a fraction of one; "
             f"{self.drawn_models} GPU models drawn"
             + (f"; model fallbacks: {fallbacks}" if fallbacks else "")
         )
@@ -172,9 +172,11 @@ def convert_alibaba_pods(
             continue
         assert pod.scheduled is not None and pod.deletion is not None
         model: str | None = None
+        milli: int | None = None
         if pod.num_gpu > 0:
             if pod.num_gpu == 1 and pod.gpu_milli < 1000:
                 shared += 1
+                milli = min(999, max(1, round(pod.gpu_milli)))
             spec = pod.gpu_spec.split("|")[0].strip()
             if not spec:
                 spec = trace_types.draw(rng_model)
@@ -198,6 +200,7 @@ def convert_alibaba_pods(
                 memory_gib=pod.memory_mib / 1024,
                 accelerator_model=model,
                 accelerator_count=pod.num_gpu,
+                accelerator_milli=milli,
                 max_latency_ms=latency,
                 min_bandwidth_gbps=bandwidth,
             )

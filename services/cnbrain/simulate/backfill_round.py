@@ -174,8 +174,8 @@ class BackfillPlanner:
             keys.site(c.site, keys.MEM_MIB): c.mem_mib,
             keys.site(c.site, keys.STORAGE_GIB): c.storage_gib,
         }
-        if c.acc_count > 0:
-            amounts[keys.site(c.site, keys.ACCELERATORS + c.acc_column)] = c.acc_count
+        if c.acc_milli > 0:
+            amounts[keys.site(c.site, keys.ACCELERATORS + c.acc_column)] = c.acc_milli
         if reservation.mbps > 0:
             for link in reservation.links:
                 amounts[keys.link(link)] = amounts.get(keys.link(link), 0) + reservation.mbps

@@ -52,7 +52,7 @@ class Eligibility:
     mem_mib: IntArray
     storage_gib: IntArray
     acc_column: IntArray
-    acc_count: IntArray
+    acc_milli: IntArray
     need_mbps: IntArray
     max_latency_ms: FloatArray
     access: IntArray
@@ -92,7 +92,7 @@ class Eligibility:
             "mem_mib": batch.mem_mib,
             "storage_gib": batch.storage_gib,
             "acc_column": batch.acc_column,
-            "acc_count": batch.acc_count,
+            "acc_milli": batch.acc_milli,
             "need_mbps": batch.need_mbps,
             "max_latency_ms": batch.max_latency_ms,
             "access": access.astype(np.int64).reshape(n),
@@ -131,14 +131,14 @@ class Eligibility:
         ok = ok & (snapshot.free_cpu_m[None, :] >= self.cpu_m[rows, None])
         ok &= snapshot.free_mem_mib[None, :] >= self.mem_mib[rows, None]
         ok &= snapshot.free_storage_gib[None, :] >= self.storage_gib[rows, None]
-        wants = self.acc_count[rows] > 0
+        wants = self.acc_milli[rows] > 0
         if wants.any():
             columns = self.acc_column[rows]
             ok[wants & (columns < 0)] = False
             for column in np.unique(columns[wants & (columns >= 0)]).tolist():
                 sub = np.flatnonzero(wants & (columns == column))
                 free = snapshot.free_acc_by_model[column]
-                ok[sub] &= free[None, :] >= self.acc_count[rows[sub], None]
+                ok[sub] &= free[None, :] >= self.acc_milli[rows[sub], None]
         return ok
 
     def routed(self, snapshot: Snapshot, rows: IntArray, fit: BoolArray) -> BoolArray:

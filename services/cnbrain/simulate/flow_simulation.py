@@ -282,9 +282,9 @@ def _dominant_share(
         batch.cpu_m[row] / max(1, int(arrays.cap_cpu_m[sites].sum())),
         batch.mem_mib[row] / max(1, int(arrays.cap_mem_mib[sites].sum())),
     ]
-    if batch.acc_count[row] > 0:
+    if batch.acc_milli[row] > 0:
         column = int(batch.acc_column[row])
-        shares.append(batch.acc_count[row] / max(1, int(arrays.cap_acc[sites, column].sum())))
+        shares.append(batch.acc_milli[row] / max(1, int(arrays.cap_acc[sites, column].sum())))
     return float(max(shares))
 
 
@@ -343,7 +343,7 @@ def _accepted(
         step=option.step,
         staging_s=option.lead,
         delivery_s=option.tail,
-        accelerator_hours=job.accelerator_count * hours if job.accelerator_model else 0.0,
+        accelerator_hours=job.accelerators * hours if job.accelerator_model else 0.0,
         cost_cny=compute + bandwidth,
         energy_kwh=kwh,
         quality_gap=gap,

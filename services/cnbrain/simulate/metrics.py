@@ -47,23 +47,25 @@ import numpy as np
 
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.ledger.utilisation import link_utilisation, site_utilisation
-from cnbrain.netmap.arrays import FloatArray
+from cnbrain.netmap.arrays import FloatArray, milli_to_accelerators
 from cnbrain.simulate.eligibility import Eligibility
 from cnbrain.simulate.records import JobStatus, RejectReason, Sample, SimulationResult
 
 
-def stranded_accelerators(snapshot: Snapshot, eligibility: Eligibility, waiting: list[int]) -> int:
+def stranded_accelerators(
+    snapshot: Snapshot, eligibility: Eligibility, waiting: list[int]
+) -> float:
     """Free accelerators that no waiting job can use (see the module docstring)."""
     if not waiting:
-        return 0
+        return 0.0
     rows = np.asarray(waiting, dtype=np.int64)
-    rows = rows[eligibility.acc_count[rows] > 0]
+    rows = rows[eligibility.acc_milli[rows] > 0]
     free = snapshot.free_acc
     wanted = np.zeros(free.shape, dtype=bool)
     columns = eligibility.acc_column[rows]
     for column in np.unique(columns[columns >= 0]).tolist():
         wanted[:, column] = eligibility.eligible[rows[columns == column]].any(axis=0)
-    return int(free[~wanted].sum())
+    return milli_to_accelerators(int(free[~wanted].sum()))
 
 
 def take_sample(
@@ -78,12 +80,12 @@ def take_sample(
 ) -> Sample:
     """The state at `now`: utilisation from `snapshot`, stranding against the `waiting` rows."""
     a = snapshot.arrays
-    free = int(snapshot.free_acc.sum())
+    free = milli_to_accelerators(int(snapshot.free_acc.sum()))
     return Sample(
         time_s=now,
         site_utilisation=site_utilisation(snapshot),
         link_utilisation=link_utilisation(snapshot),
-        accelerators_used=int(a.cap_acc.sum()) - free,
+        accelerators_used=milli_to_accelerators(int(a.cap_acc.sum())) - free,
         accelerators_free=free,
         stranded_accelerators=stranded_accelerators(snapshot, eligibility, waiting),
         accepted=accepted,
@@ -136,7 +138,7 @@ class SimulationSummary:
     link_utilisation_cv: float
     accelerator_utilisation_mean: float
     stranded_accelerators_mean: float
-    stranded_accelerators_max: int
+    stranded_accelerators_max: float
     idle_while_waiting_mean: float
     cost_cny: float
     energy_kwh: float
@@ -317,7 +319,9 @@ def summarise(result: SimulationResult) -> SimulationSummary:
         link_utilisation_cv=_mean(series["link_utilisation_cv"]),
         accelerator_utilisation_mean=_mean(series["accelerator_utilisation"]),
         stranded_accelerators_mean=_mean(series["stranded_accelerators"]),
-        stranded_accelerators_max=max((s.stranded_accelerators for s in result.samples), default=0),
+        stranded_accelerators_max=max(
+            (s.stranded_accelerators for s in result.samples), default=0.0
+        ),
         idle_while_waiting_mean=_mean(series["idle_while_waiting"]),
         cost_cny=cost,
         energy_kwh=energy,

@@ -58,9 +58,7 @@ class _Demand:
             amounts["cpu"].append((j.cpu, j.duration_s))
             amounts["memory"].append((j.memory_gib, j.duration_s))
             if j.accelerator_model and j.accelerator_count:
-                amounts.setdefault(j.accelerator_model, []).append(
-                    (j.accelerator_count, j.duration_s)
-                )
+                amounts.setdefault(j.accelerator_model, []).append((j.accelerators, j.duration_s))
         self.columns = {
             r: (np.asarray([a for a, _ in rows]), np.asarray([d for _, d in rows]), capacity[r])
             for r, rows in sorted(amounts.items())

@@ -43,7 +43,7 @@ class JobOutcome:
     carbon_kg: float = 0.0
     latency_ms: float | None = None
     max_latency_ms: float | None = None
-    accelerators: int = 0
+    accelerators: float = 0.0
     priority_class: str | None = None
     """Its class (`cnbrain.simulate.classes`), None when the run has no classes."""
     preemptions: int = 0
@@ -74,10 +74,11 @@ class Sample:
     """Per site: the highest share of CPU, memory, storage or accelerators in use."""
     link_utilisation: FloatArray
     """Per link: reserved bandwidth / capacity."""
-    accelerators_used: int
-    accelerators_free: int
-    stranded_accelerators: int
-    """See `cnbrain.simulate.metrics.stranded_accelerators`."""
+    accelerators_used: float
+    accelerators_free: float
+    stranded_accelerators: float
+    """See `cnbrain.simulate.metrics.stranded_accelerators`. In accelerators: a fraction
+    of one counts its share."""
     accepted: int
     rejected: int
     waiting: int

@@ -140,7 +140,7 @@ def _figures(spec: RunSpec, jobs: Sequence[TraceJob], run: FlowRun) -> RunFigure
         spec=spec,
         jobs=len(jobs),
         asked_accelerator_hours=sum(
-            j.accelerator_count * j.duration_s / 3600 for j in jobs if j.accelerator_model
+            j.accelerators * j.duration_s / 3600 for j in jobs if j.accelerator_model
         ),
         accepted=len(accepted),
         accelerator_hours=run.accelerator_hours,

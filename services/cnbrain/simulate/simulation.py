@@ -606,7 +606,7 @@ class _Run:
         job = self.jobs[row]
         return {
             "max_latency_ms": job.max_latency_ms,
-            "accelerators": job.accelerator_count if job.accelerator_model else 0,
+            "accelerators": job.accelerators if job.accelerator_model else 0.0,
             "priority_class": None if self.class_names is None else self.class_names[row],
             "preemptions": self.preempted[row],
             "preempted_run_s": self.ran_before[row],

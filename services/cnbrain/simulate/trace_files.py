@@ -2,7 +2,7 @@
 
 - JSON Lines (`.jsonl`): each non-blank line is one JSON object whose keys are `TraceJob` field
   names; a field left out takes its default; `null` is allowed for the nullable fields
-  (`accelerator_model`, `max_latency_ms`).
+  (`accelerator_model`, `accelerator_milli`, `max_latency_ms`).
 - CSV (`.csv`): the first line is a header of `TraceJob` field names, in any order, each at most
   once; every required field (`id`, `arrival_s`, `duration_s`, `source_province`, `cpu`,
   `memory_gib`) must have a column. An empty cell means the field is absent: null for the

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain import bounds
 from cnbrain.domain.errors import Invalid
+from cnbrain.netmap.arrays import accelerators_to_milli
 from cnbrain.scheduling.checks import checked_int, checked_name, checked_number
 from cnbrain.scheduling.cohorts import Cohort, TenantQuota
 from cnbrain.scheduling.fair_share import DEFAULT_WEIGHT
@@ -67,7 +68,8 @@ MAX_AMOUNTS: Final = {
     STORAGE_GIB: MAX_QUOTA_STORAGE_GIB,
 }
 """The largest amount of each dimension of a nominal quota or borrowing limit, in the
-ledger's units; each accelerator dimension's is `bounds.MAX_QUOTA_ACCELERATORS`."""
+ledger's units; each accelerator dimension's is `bounds.MAX_QUOTA_ACCELERATORS` whole
+accelerators, in thousandths."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +131,7 @@ def _check_vector(vector: object, *, field: str) -> None:
         at = f"{field}.{dimension}"
         if dimension.startswith(ACCELERATOR_PREFIX):
             checked_name(dimension.removeprefix(ACCELERATOR_PREFIX), field=at)
-            high = bounds.MAX_QUOTA_ACCELERATORS
+            high = accelerators_to_milli(bounds.MAX_QUOTA_ACCELERATORS)
         elif dimension in MAX_AMOUNTS:
             high = MAX_AMOUNTS[dimension]
         else:

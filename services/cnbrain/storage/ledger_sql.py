@@ -55,7 +55,7 @@ SITE_RESOURCES = (("cpu", "cpu_m_"), ("memory", "mem_mib_"), ("storage", "storag
 QUOTA_COLUMNS = (
     ("cpu", "used_cpu_m", "limit_cpu_m"),
     ("memory", "used_mem_mib", "limit_mem_mib"),
-    ("accelerators", "used_accelerators", "limit_accelerators"),
+    ("accelerators", "used_acc_milli", "limit_acc_milli"),
     ("bandwidth", "used_mbps", "limit_mbps"),
     ("active requests", "active_requests", "limit_active_requests"),
 )
@@ -422,7 +422,7 @@ class _PostgresSql:
                 [c.mem_mib for c in claims],
                 [c.storage_gib for c in claims],
                 [c.accelerator_model for c in claims],
-                [c.accelerator_count for c in claims],
+                [c.accelerator_milli for c in claims],
                 [c.mbps for c in claims],
                 ReservationState.HELD,
                 at,
@@ -448,7 +448,7 @@ def amount_columns(claim: Claim) -> dict[str, object]:
         "mem_mib": claim.mem_mib,
         "storage_gib": claim.storage_gib,
         "accelerator_model": claim.accelerator_model,
-        "accelerator_count": claim.accelerator_count,
+        "accelerator_milli": claim.accelerator_milli,
         "mbps": claim.mbps,
         "start_at": moment_of(claim.window.start),
         "end_at": moment_of(claim.window.end),
@@ -564,7 +564,7 @@ _TAKE = (
     " $14::bigint[], $15::bigint[]) AS v(tenant_id, a0, a1, a2, a3, a4)"
     " WHERE q.tenant_id = v.tenant_id RETURNING 1),"
     " r AS (INSERT INTO reservations (id, request_id, tenant_id, site_id, cpu_m,"
-    " mem_mib, storage_gib, accelerator_model, accelerator_count, mbps, start_at, end_at,"
+    " mem_mib, storage_gib, accelerator_model, accelerator_milli, mbps, start_at, end_at,"
     " state, created_at) SELECT v.*, $26, $27 FROM unnest($16::text[], $17::text[],"
     " $18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[],"
     " $23::text[], $24::bigint[], $25::bigint[], $30::timestamptz[], $31::timestamptz[])"

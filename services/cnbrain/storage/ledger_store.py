@@ -161,7 +161,7 @@ def claim_of_row(
         mem_mib=row.mem_mib,
         storage_gib=row.storage_gib,
         accelerator_model=row.accelerator_model,
-        accelerator_count=row.accelerator_count,
+        accelerator_milli=row.accelerator_milli,
         link_ids=tuple(link_ids),
         mbps=row.mbps,
         window=Window(epoch_s(row.start_at), epoch_s(row.end_at)),
@@ -601,7 +601,7 @@ def _claim_columns(table: type[ReservationRecord] | type[PeerReservation]) -> tu
         table.mem_mib,
         table.storage_gib,
         table.accelerator_model,
-        table.accelerator_count,
+        table.accelerator_milli,
         table.mbps,
         table.start_at,
         table.end_at,
@@ -878,9 +878,9 @@ async def _held_for_others(
         if hold.request_id in requests or hold.site_id not in sites:
             continue
         _add(per_site, hold.site_id, (hold.cpu_m, hold.mem_mib, hold.storage_gib))
-        if hold.accelerator_model and hold.accelerator_count:
+        if hold.accelerator_model and hold.accelerator_milli:
             pool = (hold.site_id, hold.accelerator_model)
-            pools[pool] = pools.get(pool, 0) + hold.accelerator_count
+            pools[pool] = pools.get(pool, 0) + hold.accelerator_milli
     return _Held({site: (a[0], a[1], a[2]) for site, a in per_site.items()}, pools)
 
 
@@ -893,14 +893,14 @@ def _sums_of(claims: Sequence[Claim]) -> Sums:
     for claim in claims:
         if claim.site_id is not None:
             _add(sites, claim.site_id, (claim.cpu_m, claim.mem_mib, claim.storage_gib))
-            if claim.accelerator_count and claim.accelerator_model:
+            if claim.accelerator_milli and claim.accelerator_model:
                 pool = (claim.site_id, claim.accelerator_model)
-                pools[pool] = pools.get(pool, 0) + claim.accelerator_count
+                pools[pool] = pools.get(pool, 0) + claim.accelerator_milli
         if claim.mbps:
             for link in claim.link_ids:
                 bandwidth[link] = bandwidth.get(link, 0) + claim.mbps
         if claim.counts_quota:
-            amounts = (claim.cpu_m, claim.mem_mib, claim.accelerator_count, claim.mbps, 1)
+            amounts = (claim.cpu_m, claim.mem_mib, claim.accelerator_milli, claim.mbps, 1)
             _add(quotas, claim.tenant_id, amounts)
     return Sums(sites=sites, pools=pools, bandwidth=bandwidth, quotas=quotas)
 
@@ -1079,11 +1079,11 @@ def _validate_flow(flow: FlowHold) -> None:
 
 def _validate(claim: Claim) -> None:
     where = f"claim for request {claim.request_id!r}"
-    for name in ("cpu_m", "mem_mib", "storage_gib", "accelerator_count", "mbps"):
+    for name in ("cpu_m", "mem_mib", "storage_gib", "accelerator_milli", "mbps"):
         if getattr(claim, name) < 0:
             raise LedgerStoreError(f"{where}: {name} is negative")
-    if claim.accelerator_count and not claim.accelerator_model:
-        raise LedgerStoreError(f"{where}: accelerator_count without accelerator_model")
+    if claim.accelerator_milli and not claim.accelerator_model:
+        raise LedgerStoreError(f"{where}: accelerator_milli without accelerator_model")
     if len(set(claim.link_ids)) != len(claim.link_ids):
         raise LedgerStoreError(f"{where}: a link appears more than once")
 
@@ -1132,14 +1132,14 @@ async def _accelerator_usages(session: AsyncSession) -> list[Usage]:
     held = {
         (site, model): count
         for site, model, count in await session.execute(
-            select(r.site_id, r.accelerator_model, func.sum(r.accelerator_count))
+            select(r.site_id, r.accelerator_model, func.sum(r.accelerator_milli))
             .where(r.state == ReservationState.HELD, r.accelerator_model.is_not(None))
             .group_by(r.site_id, r.accelerator_model)
         )
     }
     p = PeerReservation
     for site, model, count in await session.execute(
-        select(p.site_id, p.accelerator_model, func.sum(p.accelerator_count))
+        select(p.site_id, p.accelerator_model, func.sum(p.accelerator_milli))
         .where(p.state.in_(_HOLDING), p.site_id.is_not(None), p.accelerator_model.is_not(None))
         .group_by(p.site_id, p.accelerator_model)
     ):
@@ -1195,7 +1195,7 @@ def _per_tenant(
             table.tenant_id,
             func.sum(table.cpu_m),
             func.sum(table.mem_mib),
-            func.sum(table.accelerator_count),
+            func.sum(table.accelerator_milli),
             func.sum(table.mbps),
             func.count(),
         )
@@ -1229,14 +1229,14 @@ async def _quota_usages(session: AsyncSession) -> list[Usage]:
             (
                 row.used_cpu_m,
                 row.used_mem_mib,
-                row.used_accelerators,
+                row.used_acc_milli,
                 row.used_mbps,
                 row.active_requests,
             ),
             (
                 row.limit_cpu_m,
                 row.limit_mem_mib,
-                row.limit_accelerators,
+                row.limit_acc_milli,
                 row.limit_mbps,
                 row.limit_active_requests,
             ),

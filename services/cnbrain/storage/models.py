@@ -95,17 +95,17 @@ class Quota(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     limit_cpu_m: Mapped[int | None] = mapped_column(BigInteger)
     limit_mem_mib: Mapped[int | None] = mapped_column(BigInteger)
-    limit_accelerators: Mapped[int | None] = mapped_column(BigInteger)
+    limit_acc_milli: Mapped[int | None] = mapped_column(BigInteger)
     limit_mbps: Mapped[int | None] = mapped_column(BigInteger)
     limit_active_requests: Mapped[int | None] = mapped_column(Integer)
     used_cpu_m: Mapped[int] = mapped_column(BigInteger, default=0)
     used_mem_mib: Mapped[int] = mapped_column(BigInteger, default=0)
-    used_accelerators: Mapped[int] = mapped_column(BigInteger, default=0)
+    used_acc_milli: Mapped[int] = mapped_column(BigInteger, default=0)
     used_mbps: Mapped[int] = mapped_column(BigInteger, default=0)
     active_requests: Mapped[int] = mapped_column(Integer, default=0)
     national_cpu_m: Mapped[int | None] = mapped_column(BigInteger)
     national_mem_mib: Mapped[int | None] = mapped_column(BigInteger)
-    national_accelerators: Mapped[int | None] = mapped_column(BigInteger)
+    national_acc_milli: Mapped[int | None] = mapped_column(BigInteger)
     national_mbps: Mapped[int | None] = mapped_column(BigInteger)
     national_active_requests: Mapped[int | None] = mapped_column(Integer)
 
@@ -254,7 +254,7 @@ class ReservationRecord(Base):
     mem_mib: Mapped[int] = mapped_column(BigInteger)
     storage_gib: Mapped[int] = mapped_column(BigInteger)
     accelerator_model: Mapped[str | None] = mapped_column(String(32))
-    accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    accelerator_milli: Mapped[int] = mapped_column(BigInteger, default=0)
     mbps: Mapped[int] = mapped_column(BigInteger, default=0)
     start_at: Mapped[datetime]
     end_at: Mapped[datetime]
@@ -342,7 +342,7 @@ class PeerReservation(Base):
     mem_mib: Mapped[int] = mapped_column(BigInteger, default=0)
     storage_gib: Mapped[int] = mapped_column(BigInteger, default=0)
     accelerator_model: Mapped[str | None] = mapped_column(String(32))
-    accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    accelerator_milli: Mapped[int] = mapped_column(BigInteger, default=0)
     mbps: Mapped[int] = mapped_column(BigInteger, default=0)
     start_at: Mapped[datetime]
     end_at: Mapped[datetime]
@@ -561,7 +561,7 @@ class RoomHoldRecord(Base):
     mem_mib: Mapped[int] = mapped_column(BigInteger)
     storage_gib: Mapped[int] = mapped_column(BigInteger)
     accelerator_model: Mapped[str | None] = mapped_column(String(32))
-    accelerator_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    accelerator_milli: Mapped[int] = mapped_column(BigInteger, default=0)
     until: Mapped[datetime] = mapped_column(index=True)
 
 

@@ -284,7 +284,7 @@ async def release_many(
                 p.mem_mib,
                 p.storage_gib,
                 p.accelerator_model,
-                p.accelerator_count,
+                p.accelerator_milli,
                 p.mbps,
                 p.start_at,
                 p.end_at,
@@ -453,7 +453,7 @@ def _check_same(
         and earlier.cpu_m == claim.cpu_m
         and earlier.mem_mib == claim.mem_mib
         and earlier.storage_gib == claim.storage_gib
-        and earlier.accelerator_count == claim.accelerator_count
+        and earlier.accelerator_milli == claim.accelerator_milli
         and earlier.mbps == claim.mbps
         and earlier.counts_quota == claim.counts_quota
         and (epoch_s(earlier.start_at), epoch_s(earlier.end_at))

@@ -28,7 +28,13 @@ from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
 from cnbrain.domain.states import ReservationState
-from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import (
+    accelerators_to_milli,
+    cores_to_millicores,
+    gbps_to_mbps,
+    gib_to_mib,
+    whole_gib,
+)
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.netmap.errors import MapError
@@ -334,7 +340,8 @@ async def report_site_usage(
     storage_gib: int,
     accelerators: Mapping[str, int],
 ) -> None:
-    """Set what others use on the site (its `external` columns), as the site reports it.
+    """Set what others use on the site (its `external` columns), as the site reports it, in
+    the ledger's units (`accelerators`: thousandths of accelerators by model).
 
     The report is complete: accelerator models it leaves out are reported as 0 in use.
     """
@@ -506,7 +513,13 @@ def _site_capacity_row(site: Site) -> dict[str, Any]:
 
 def _accelerator_rows(site: Site) -> list[dict[str, Any]]:
     return [
-        {"site_id": site.id, "model": model, "cap": count, "used": 0, "external": 0}
+        {
+            "site_id": site.id,
+            "model": model,
+            "cap": accelerators_to_milli(count),
+            "used": 0,
+            "external": 0,
+        }
         for model, count in site.capacity.accelerators.items()
         if count > 0
     ]
@@ -531,9 +544,9 @@ async def _set_site_caps(session: AsyncSession, site: Site, *, reset_external: b
 
 
 async def _set_accelerator_caps(session: AsyncSession, site: Site, *, reset_external: bool) -> None:
-    """Caps per model from the site's capacity; models it no longer has keep their row at
-    cap 0 (their `used` may still be held)."""
-    wanted = {m: n for m, n in site.capacity.accelerators.items() if n > 0}
+    """Caps per model from the site's capacity, in thousandths of accelerators; models it no
+    longer has keep their row at cap 0 (their `used` may still be held)."""
+    wanted = {m: accelerators_to_milli(n) for m, n in site.capacity.accelerators.items() if n > 0}
     rows = {
         row.model: row
         for row in await session.scalars(

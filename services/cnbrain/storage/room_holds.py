@@ -35,7 +35,7 @@ class RoomHold:
     mem_mib: int
     storage_gib: int
     accelerator_model: str | None
-    accelerator_count: int
+    accelerator_milli: int
     until: datetime
 
 
@@ -106,7 +106,7 @@ def held_rooms(holds: Sequence[RoomHold], arrays: MapArrays) -> list[HeldRoom]:
             mem_mib=one.mem_mib,
             storage_gib=one.storage_gib,
             acc_column=column,
-            acc_count=one.accelerator_count if column >= 0 else 0,
+            acc_milli=one.accelerator_milli if column >= 0 else 0,
         )
         found.append(HeldRoom(one.request_id, compute, one.until.timestamp()))
     return found
@@ -127,7 +127,7 @@ def _select(now: datetime) -> _Rows:
             r.mem_mib,
             r.storage_gib,
             r.accelerator_model,
-            r.accelerator_count,
+            r.accelerator_milli,
             r.until,
         )
         .where(r.until > as_utc(now))

@@ -44,7 +44,7 @@ class HeldWork:
     mem_mib: int
     storage_gib: int
     accelerator_model: str | None
-    accelerator_count: int
+    accelerator_milli: int
     start_at: datetime
     end_at: datetime
     mbps: int = 0
@@ -65,7 +65,7 @@ class HeldWork:
             mem_mib=self.mem_mib,
             storage_gib=self.storage_gib,
             accelerator_model=self.accelerator_model,
-            accelerator_count=self.accelerator_count,
+            accelerator_milli=self.accelerator_milli,
         )
 
 
@@ -75,11 +75,11 @@ def demand_of(
     mem_mib: int,
     storage_gib: int,
     accelerator_model: str | None,
-    accelerator_count: int,
+    accelerator_milli: int,
 ) -> Resources:
     """A reservation's (or claim's) compute as a resource vector in the ledger's units."""
     accelerators = (
-        {accelerator_model: accelerator_count} if accelerator_model and accelerator_count else None
+        {accelerator_model: accelerator_milli} if accelerator_model and accelerator_milli else None
     )
     return Resources.of(
         cpu_m=cpu_m, mem_mib=mem_mib, storage_gib=storage_gib, accelerators=accelerators
@@ -110,7 +110,7 @@ async def held_work(session: AsyncSession) -> list[HeldWork]:
             r.mem_mib,
             r.storage_gib,
             r.accelerator_model,
-            r.accelerator_count,
+            r.accelerator_milli,
             r.start_at,
             r.end_at,
             r.mbps,
@@ -131,7 +131,7 @@ async def held_work(session: AsyncSession) -> list[HeldWork]:
             mem_mib=int(row[7]),
             storage_gib=int(row[8]),
             accelerator_model=row[9],
-            accelerator_count=int(row[10]),
+            accelerator_milli=int(row[10]),
             start_at=as_utc(row[11]),
             end_at=as_utc(row[12]),
             mbps=int(row[13] or 0),
@@ -158,7 +158,7 @@ async def held_usage(
             func.sum(r.cpu_m),
             func.sum(r.mem_mib),
             func.sum(r.storage_gib),
-            func.sum(r.accelerator_count),
+            func.sum(r.accelerator_milli),
         )
         .where(r.state == ReservationState.HELD, r.tenant_id.in_(sorted(tenant_ids)))
         .group_by(r.tenant_id, r.accelerator_model)
@@ -191,7 +191,7 @@ async def elsewhere_usage(
             func.sum(p.cpu_m),
             func.sum(p.mem_mib),
             func.sum(p.storage_gib),
-            func.sum(p.accelerator_count),
+            func.sum(p.accelerator_milli),
         )
         .where(p.state.in_(sorted(HOLDING)), p.counts_quota.is_(True))
         .group_by(p.tenant_id, p.accelerator_model)
@@ -215,7 +215,7 @@ def _summed(rows: Any) -> dict[str, Resources]:
             mem_mib=int(mem_mib),
             storage_gib=int(storage_gib),
             accelerator_model=model,
-            accelerator_count=int(count),
+            accelerator_milli=int(count),
         )
         usage[tenant] = usage.get(tenant, Resources()) + held
     return usage

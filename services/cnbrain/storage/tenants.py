@@ -22,6 +22,7 @@ from datetime import datetime
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.netmap.arrays import accelerators_to_milli
 from cnbrain.storage._sql import fetch_scalar
 from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.errors import LastAdmin, NotFoundError, TenantError
@@ -346,8 +347,9 @@ async def set_quota(
     national: bool = False,
 ) -> Quota:
     """Replace the tenant's limits (None: unlimited), or with `national` a regional brain's
-    copy of its national limits (`models.Quota`). Usage is kept; a limit below current use
-    only stops new reservations. Raises NotFoundError / TenantError."""
+    copy of its national limits (`models.Quota`), in the engine's units but accelerators
+    whole (stored in thousandths). Usage is kept; a limit below current use only stops new
+    reservations. Raises NotFoundError / TenantError."""
     limits = {
         "limit_cpu_m": limit_cpu_m,
         "limit_mem_mib": limit_mem_mib,
@@ -364,7 +366,10 @@ async def set_quota(
     if quota is None:
         quota = _unlimited(tenant_id)
         session.add(quota)
-    for name, value in limits.items():
+    stored = dict(limits)
+    whole = stored.pop("limit_accelerators")
+    stored["limit_acc_milli"] = None if whole is None else accelerators_to_milli(whole)
+    for name, value in stored.items():
         setattr(quota, name.replace("limit_", "national_") if national else name, value)
     await session.flush()
     return quota
@@ -376,7 +381,7 @@ class QuotaLimits:
 
     cpu_m: int | None
     mem_mib: int | None
-    accelerators: int | None
+    acc_milli: int | None
     mbps: int | None
     active_requests: int | None
 
@@ -387,12 +392,12 @@ class QuotaUsed:
 
     cpu_m: int
     mem_mib: int
-    accelerators: int
+    acc_milli: int
     mbps: int
     active_requests: int
 
 
-_LIMITED = ("cpu_m", "mem_mib", "accelerators", "mbps", "active_requests")
+_LIMITED = ("cpu_m", "mem_mib", "acc_milli", "mbps", "active_requests")
 """What a quota limits: each column is `limit_` or `national_` and one of these."""
 
 
@@ -407,7 +412,7 @@ def used_of(quota: Quota) -> QuotaUsed:
     return QuotaUsed(
         quota.used_cpu_m,
         quota.used_mem_mib,
-        quota.used_accelerators,
+        quota.used_acc_milli,
         quota.used_mbps,
         quota.active_requests,
     )
@@ -447,7 +452,7 @@ def _unlimited(tenant_id: str) -> Quota:
         tenant_id=tenant_id,
         used_cpu_m=0,
         used_mem_mib=0,
-        used_accelerators=0,
+        used_acc_milli=0,
         used_mbps=0,
         active_requests=0,
     )

@@ -119,14 +119,14 @@ class Compute(_message.Message):
     MEM_MIB_FIELD_NUMBER: _builtins.int
     STORAGE_GIB_FIELD_NUMBER: _builtins.int
     ACCELERATOR_MODEL_FIELD_NUMBER: _builtins.int
-    ACCELERATOR_COUNT_FIELD_NUMBER: _builtins.int
+    ACCELERATOR_MILLI_FIELD_NUMBER: _builtins.int
     site_id: _builtins.str
     cpu_m: _builtins.int
     mem_mib: _builtins.int
     storage_gib: _builtins.int
     accelerator_model: _builtins.str
-    """Empty when the reservation takes no accelerator."""
-    accelerator_count: _builtins.int
+    """Empty when the reservation takes no accelerator; accelerator_milli in thousandths."""
+    accelerator_milli: _builtins.int
     def __init__(
         self,
         *,
@@ -135,11 +135,11 @@ class Compute(_message.Message):
         mem_mib: _builtins.int = ...,
         storage_gib: _builtins.int = ...,
         accelerator_model: _builtins.str = ...,
-        accelerator_count: _builtins.int = ...,
+        accelerator_milli: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerator_count", b"accelerator_count", "accelerator_model", b"accelerator_model", "cpu_m", b"cpu_m", "mem_mib", b"mem_mib", "site_id", b"site_id", "storage_gib", b"storage_gib"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerator_milli", b"accelerator_milli", "accelerator_model", b"accelerator_model", "cpu_m", b"cpu_m", "mem_mib", b"mem_mib", "site_id", b"site_id", "storage_gib", b"storage_gib"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

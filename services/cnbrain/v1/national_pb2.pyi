@@ -910,18 +910,18 @@ Global___GetNationalQuotaUseRequest: _TypeAlias = GetNationalQuotaUseRequest  # 
 
 @_typing.final
 class GetNationalQuotaUseResponse(_message.Message):
-    """In the engine's units: millicores, MiB, accelerators, Mbit/s, requests."""
+    """In the engine's units: millicores, MiB, thousandths of accelerators, Mbit/s, requests."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     USED_CPU_M_FIELD_NUMBER: _builtins.int
     USED_MEM_MIB_FIELD_NUMBER: _builtins.int
-    USED_ACCELERATORS_FIELD_NUMBER: _builtins.int
+    USED_ACCELERATOR_MILLI_FIELD_NUMBER: _builtins.int
     USED_MBPS_FIELD_NUMBER: _builtins.int
     ACTIVE_REQUESTS_FIELD_NUMBER: _builtins.int
     used_cpu_m: _builtins.int
     used_mem_mib: _builtins.int
-    used_accelerators: _builtins.int
+    used_accelerator_milli: _builtins.int
     used_mbps: _builtins.int
     active_requests: _builtins.int
     def __init__(
@@ -929,13 +929,13 @@ class GetNationalQuotaUseResponse(_message.Message):
         *,
         used_cpu_m: _builtins.int = ...,
         used_mem_mib: _builtins.int = ...,
-        used_accelerators: _builtins.int = ...,
+        used_accelerator_milli: _builtins.int = ...,
         used_mbps: _builtins.int = ...,
         active_requests: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_requests", b"active_requests", "used_accelerators", b"used_accelerators", "used_cpu_m", b"used_cpu_m", "used_mbps", b"used_mbps", "used_mem_mib", b"used_mem_mib"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_requests", b"active_requests", "used_accelerator_milli", b"used_accelerator_milli", "used_cpu_m", b"used_cpu_m", "used_mbps", b"used_mbps", "used_mem_mib", b"used_mem_mib"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

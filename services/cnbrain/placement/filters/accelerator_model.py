@@ -15,7 +15,7 @@ class AcceleratorModelFilter:
     def filter(self, state: CycleState) -> BoolMatrix:
         b, cap = state.batch, state.arrays.cap_acc_by_model
         out = np.ones((len(b), state.arrays.n_sites), dtype=bool)
-        wants = b.acc_count > 0
+        wants = b.acc_milli > 0
         out[wants & (b.acc_column < 0)] = False
         for column in sorted(set(b.acc_column[wants & (b.acc_column >= 0)].tolist())):
             out[wants & (b.acc_column == column)] = cap[column] > 0

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.filters.closest import amount, closest
@@ -18,11 +19,11 @@ class CapacityFilter:
         ok = s.free_cpu_m[None, :] >= b.cpu_m[:, None]
         ok &= s.free_mem_mib[None, :] >= b.mem_mib[:, None]
         ok &= s.free_storage_gib[None, :] >= b.storage_gib[:, None]
-        wants = b.acc_count > 0
+        wants = b.acc_milli > 0
         ok[wants & (b.acc_column < 0)] = False
         for column in sorted(set(b.acc_column[wants & (b.acc_column >= 0)].tolist())):
             rows = np.flatnonzero(wants & (b.acc_column == column))
-            ok[rows] &= s.free_acc_by_model[column][None, :] >= b.acc_count[rows, None]
+            ok[rows] &= s.free_acc_by_model[column][None, :] >= b.acc_milli[rows, None]
         return ok
 
     def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
@@ -39,19 +40,19 @@ class CapacityFilter:
             wanted = want[rows]
             short = ours & (free[None, :] < wanted[:, None])
             self._shortfall(state, parts, rows, short, wanted, free, unit, scale)
-        count, column = b.acc_count[rows], b.acc_column[rows]
+        count, column = b.acc_milli[rows], b.acc_column[rows]
         wants = count > 0
         for row in rows[wants & (column < 0)].tolist():
             model = b.requests[row].resources.accelerator
             name = model.model if model else "accelerators"
-            parts[row].append(f"wants {int(b.acc_count[row])} {name}, none on this map")
+            parts[row].append(f"wants {amount(b.acc_milli[row] / MILLI)} {name}, none on this map")
         models = state.arrays.map.accelerator_models
         for col in sorted(set(column[wants & (column >= 0)].tolist())):
             of_model = np.flatnonzero(wants & (column == col))
             free = s.free_acc_by_model[col]
             short = ours[of_model] & (free[None, :] < count[of_model, None])
             unit = models[col]
-            self._shortfall(state, parts, rows[of_model], short, count[of_model], free, unit, 1)
+            self._shortfall(state, parts, rows[of_model], short, count[of_model], free, unit, MILLI)
         return ["; ".join(p) for p in parts.values()]
 
     @staticmethod

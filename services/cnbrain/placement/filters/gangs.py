@@ -1,6 +1,7 @@
 """For node pool filters' messages: a gang as a caller reads it."""
 
-from cnbrain.ledger.nodes import MILLI, Gang
+from cnbrain.domain.accelerators import MILLI
+from cnbrain.ledger.nodes import Gang
 from cnbrain.placement.filters.closest import amount
 
 

@@ -119,6 +119,6 @@ def leave_held_rooms(
             site_key(site, "mem_mib"): hold.mem_mib,
             site_key(site, "storage_gib"): hold.storage_gib,
         }
-        if hold.accelerator_model and hold.accelerator_count:
-            demand[accelerator_key(site, hold.accelerator_model)] = hold.accelerator_count
+        if hold.accelerator_model and hold.accelerator_milli:
+            demand[accelerator_key(site, hold.accelerator_model)] = hold.accelerator_milli
         calendar.take_what_is_free(demand, Window(now, end))

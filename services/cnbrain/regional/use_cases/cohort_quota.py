@@ -185,5 +185,5 @@ def _demand(claim: Claim) -> Resources:
         mem_mib=claim.mem_mib,
         storage_gib=claim.storage_gib,
         accelerator_model=claim.accelerator_model,
-        accelerator_count=claim.accelerator_count,
+        accelerator_milli=claim.accelerator_milli,
     )

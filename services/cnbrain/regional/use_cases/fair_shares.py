@@ -21,10 +21,15 @@ from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain import bounds
-from cnbrain.domain.accelerators import ACCELERATOR_MODELS
+from cnbrain.domain.accelerators import ACCELERATOR_MODELS, MILLI
 from cnbrain.domain.bounds import Name
 from cnbrain.domain.errors import Invalid, NotFound
-from cnbrain.netmap.arrays import cores_to_millicores, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import (
+    accelerators_to_milli,
+    cores_to_millicores,
+    gib_to_mib,
+    whole_gib,
+)
 from cnbrain.regional.schemas import Strict
 from cnbrain.regional.security import Principal
 from cnbrain.regional.use_cases.tenancy import no_tenant, require_staff, require_visible
@@ -179,13 +184,13 @@ def _vector(amounts: ResourceAmounts, *, field: str) -> Resources:
         cpu_m=cores_to_millicores(amounts.cpu_cores),
         mem_mib=gib_to_mib(amounts.memory_gib),
         storage_gib=whole_gib(amounts.storage_gib),
-        accelerators=amounts.accelerators,
+        accelerators={m: accelerators_to_milli(n) for m, n in amounts.accelerators.items()},
     )
 
 
 def _amounts(vector: Resources) -> ResourceAmounts:
     accelerators = {
-        dimension.removeprefix(ACCELERATOR_PREFIX): amount
+        dimension.removeprefix(ACCELERATOR_PREFIX): amount // MILLI
         for dimension, amount in vector.amounts.items()
         if dimension.startswith(ACCELERATOR_PREFIX)
     }

@@ -174,7 +174,7 @@ class MakeRoom:
                     mem_mib=units.mem_mib,
                     storage_gib=units.storage_gib,
                     accelerator_model=units.accelerator_model,
-                    accelerator_count=units.accelerator_count,
+                    accelerator_milli=units.accelerator_milli,
                     until=at + timedelta(seconds=HOLD_S),
                 ),
                 now=at,

@@ -27,7 +27,13 @@ from cnbrain.execution import (
 )
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.nodes import Pool, PoolSummary
-from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib, whole_gib
+from cnbrain.netmap.arrays import (
+    accelerators_to_milli,
+    cores_to_millicores,
+    gbps_to_mbps,
+    gib_to_mib,
+    whole_gib,
+)
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.schemas import LinkUsageReport, PoolView, SiteNodesView, SiteUsageReport
@@ -139,7 +145,7 @@ class MapAdministration:
                 cpu_m=cores_to_millicores(report.cpu_cores),
                 mem_mib=gib_to_mib(report.memory_gib),
                 storage_gib=whole_gib(report.storage_gib),
-                accelerators=report.accelerators,
+                accelerators={m: accelerators_to_milli(n) for m, n in report.accelerators.items()},
             )
 
     async def register_link(self, principal: Principal, link: Link) -> None:

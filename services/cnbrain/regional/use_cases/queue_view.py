@@ -201,7 +201,7 @@ class Blockers:
         if key[0] == "link":
             return f"Mbps on link {self._link_ids[key[1]]}"
         if len(key) == 4:
-            return f"accelerator {key[-1]}"
+            return f"milli-accelerators {key[-1]}"
         return {"cpu_m": "CPU millicores", "mem_mib": "MiB of memory"}.get(
             str(key[-1]), "GiB of storage"
         )

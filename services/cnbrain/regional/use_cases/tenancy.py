@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from cnbrain.domain.tenancy import (
     ApiKeyCreated,
@@ -40,7 +41,12 @@ from cnbrain.domain.tenancy import (
     UserDisabled,
     subject_of,
 )
-from cnbrain.netmap.arrays import cores_to_millicores, gbps_to_mbps, gib_to_mib
+from cnbrain.netmap.arrays import (
+    cores_to_millicores,
+    gbps_to_mbps,
+    gib_to_mib,
+    milli_to_accelerators,
+)
 from cnbrain.regional.schemas import (
     ApiKeyInfo,
     ApiKeyView,
@@ -203,7 +209,7 @@ def _body(limits: QuotaLimits) -> QuotaBody:
     return QuotaBody(
         cpu_cores=None if limits.cpu_m is None else limits.cpu_m / 1000,
         memory_gib=None if limits.mem_mib is None else limits.mem_mib / 1024,
-        accelerators=limits.accelerators,
+        accelerators=None if limits.acc_milli is None else limits.acc_milli // MILLI,
         bandwidth_gbps=None if limits.mbps is None else limits.mbps / 1000,
         active_requests=limits.active_requests,
     )
@@ -214,7 +220,7 @@ def _used(used: QuotaUsed) -> dict[str, Any]:
     return {
         "used_cpu_cores": used.cpu_m / 1000,
         "used_memory_gib": used.mem_mib / 1024,
-        "used_accelerators": used.accelerators,
+        "used_accelerators": milli_to_accelerators(used.acc_milli),
         "used_bandwidth_gbps": used.mbps / 1000,
         "used_active_requests": used.active_requests,
     }
