@@ -91,6 +91,25 @@ async def final_accounting(slurm: SlurmBackend, job_id: str) -> JobAccounting:
     return await until(probe, f"Slurm's accounting of job {job_id}")
 
 
+def job_output(name: str) -> Path:
+    """A file a job may write (it runs as the REST user), in a directory it may reach."""
+    out = Path(tempfile.mkdtemp(prefix="cnbrain-job-")) / name
+    out.parent.chmod(0o755)
+    out.touch()
+    out.chmod(0o666)
+    return out
+
+
+async def usage_record(brain: Brain, user: str, request_id: str) -> dict[str, Any]:
+    """The usage record of `request_id`, once there is one."""
+
+    async def record() -> dict[str, Any] | None:
+        page = (await brain.call(user, "GET", "/v1/usage")).json()["items"]
+        return next((u for u in page if u["request"] == request_id), None)
+
+    return await until(record, "the usage record")
+
+
 async def test_a_job_runs_in_slurm_to_completion_metered_from_its_accounting(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
@@ -159,11 +178,7 @@ async def test_a_two_node_gang_runs_on_two_slurm_nodes_and_is_metered_for_both(
     brain: Brain, slurm: SlurmBackend
 ) -> None:
     tenant, user = await brain.tenant_user("e2e-gang")
-    # The job runs as the REST user: a file it may write, in a directory it may reach.
-    out = Path(tempfile.mkdtemp(prefix="cnbrain-gang-")) / "nodes.out"
-    out.parent.chmod(0o755)
-    out.touch()
-    out.chmod(0o666)
+    out = job_output("nodes.out")
     body = job_request(
         SITE,
         resources={**GPU_JOB, "nodes": 2},
@@ -192,11 +207,7 @@ async def test_a_two_node_gang_runs_on_two_slurm_nodes_and_is_metered_for_both(
         2,
     )
 
-    async def record() -> dict[str, Any] | None:
-        page = (await brain.call(user, "GET", "/v1/usage")).json()["items"]
-        return next((u for u in page if u["request"] == made["id"]), None)
-
-    usage = await until(record, "the usage record")
+    usage = await usage_record(brain, user, made["id"])
     assert (usage["cpus"], usage["memory_mib"], usage["gpus"]) == (2, 512, 2)
     hours = accounting.elapsed_s / 3600
     assert usage["compute_cost_cny"] == pytest.approx(hours * 2 * (0.05 + 0.25 * 0.01 + 9.0))
@@ -206,10 +217,7 @@ async def test_a_fraction_of_a_gpu_runs_on_its_shards_and_is_metered_at_its_shar
     brain: Brain, slurm: SlurmBackend
 ) -> None:
     tenant, user = await brain.tenant_user("e2e-share")
-    out = Path(tempfile.mkdtemp(prefix="cnbrain-share-")) / "shards.out"
-    out.parent.chmod(0o755)
-    out.touch()
-    out.chmod(0o666)
+    out = job_output("shards.out")
     body = job_request(
         SITE,
         resources={**GPU_JOB, "accelerator": {"model": "A100", "milli": 250}},
@@ -228,11 +236,7 @@ async def test_a_fraction_of_a_gpu_runs_on_its_shards_and_is_metered_at_its_shar
     accounting = await final_accounting(slurm, attempt["backend_job_id"])
     assert accounting.tres.get("gres/shard") == 25 and accounting.gpus == 0
 
-    async def record() -> dict[str, Any] | None:
-        page = (await brain.call(user, "GET", "/v1/usage")).json()["items"]
-        return next((u for u in page if u["request"] == made["id"]), None)
-
-    usage = await until(record, "the usage record")
+    usage = await usage_record(brain, user, made["id"])
     hours = accounting.elapsed_s / 3600
     assert usage["accelerator_model"] == "A100"
     assert usage["accelerator_hours"] == pytest.approx(0.25 * hours)

@@ -156,13 +156,20 @@ async def _check_stripped(url: str) -> None:
 
 
 _TIME = sa.DateTime(timezone=True)
-_RESERVATIONS_0005 = sa.table(
-    "reservations",
-    *(sa.column(name, sa.String) for name in ("id", "request_id", "tenant_id", "site_id", "state")),
-    *(sa.column(name, sa.BigInteger) for name in ("cpu_m", "mem_mib", "storage_gib", "mbps")),
-    sa.column("accelerator_count", sa.BigInteger),
-    sa.column("created_at", _TIME),
-)
+
+
+def _reservations(*times: str) -> sa.TableClause:
+    """The reservations table of a revision before 0024, with its time columns `times`."""
+    return sa.table(
+        "reservations",
+        *(sa.column(n, sa.String) for n in ("id", "request_id", "tenant_id", "site_id", "state")),
+        *(sa.column(n, sa.BigInteger) for n in ("cpu_m", "mem_mib", "storage_gib", "mbps")),
+        sa.column("accelerator_count", sa.BigInteger),
+        *(sa.column(name, _TIME) for name in times),
+    )
+
+
+_RESERVATIONS_0005 = _reservations("created_at")
 _PARTS_0005 = sa.table(
     "peer_reservations",
     *(sa.column(name, sa.String) for name in ("id", "request_id", "tenant_id", "state")),
@@ -173,26 +180,20 @@ _PARTS_0005 = sa.table(
     sa.column("created_at", _TIME),
 )
 
-_RESERVATIONS_0023 = sa.table(
-    "reservations",
-    *(sa.column(name, sa.String) for name in ("id", "request_id", "tenant_id", "site_id", "state")),
-    *(sa.column(name, sa.BigInteger) for name in ("cpu_m", "mem_mib", "storage_gib", "mbps")),
-    sa.column("accelerator_count", sa.BigInteger),
-    *(sa.column(name, _TIME) for name in ("created_at", "start_at", "end_at")),
-)
+_RESERVATIONS_0023 = _reservations("created_at", "start_at", "end_at")
 _FAIR_SHARES = sa.table(
     "fair_shares",
     sa.column("tenant_id", sa.String),
     sa.column("weight", sa.Float),
     sa.column("nominal", sa.JSON),
     sa.column("borrowing_limit", sa.JSON),
-    sa.column("updated_at", sa.DateTime(timezone=True)),
+    sa.column("updated_at", _TIME),
 )
 _WAIT_PLANS = sa.table(
     "wait_plans",
     *(sa.column(name, sa.String) for name in ("request_id", "source_region")),
     sa.column("demand", sa.JSON),
-    *(sa.column(name, sa.DateTime(timezone=True)) for name in ("start_at", "end_at", "planned_at")),
+    *(sa.column(name, _TIME) for name in ("start_at", "end_at", "planned_at")),
 )
 _TENANTS = sa.table(
     "tenants",
