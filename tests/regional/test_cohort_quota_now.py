@@ -30,7 +30,7 @@ from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.running_work import elsewhere_usage, held_usage, held_work
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
-from tests.ledger.windows import HOUR
+from tests.ledger import claims
 from tests.polling import until
 from tests.regional.brain_api import Api, brain_settings, serving
 from tests.tiny_map import ascend_body, tiny_map_raw
@@ -216,19 +216,8 @@ async def test_a_unit_of_work_waits_for_another_members_to_check_the_cohorts_quo
         )
 
     def claim(tenant: str, site: str) -> Claim:
-        return Claim(
-            reservation_id=f"rsv-{tenant}",
-            request_id=f"r-{tenant}",
-            tenant_id=tenant,
-            site_id=site,
-            cpu_m=4000,
-            mem_mib=1024,
-            storage_gib=0,
-            accelerator_model=None,
-            accelerator_milli=0,
-            link_ids=(),
-            mbps=0,
-            window=HOUR,
+        return claims.claim(
+            f"rsv-{tenant}", f"r-{tenant}", tenant, site_id=site, cpu_m=4000, mem_mib=1024
         )
 
     async def borrow(tenant: str, site: str) -> str | None:
@@ -340,19 +329,11 @@ async def test_a_tenants_cross_region_parts_use_its_cohort_quota_here(api: Api) 
         )
 
     def part(name: str, cpu_m: int, *, counts_quota: bool = True) -> Claim:
-        return Claim(
-            reservation_id=f"part-{name}-{tag}",
-            request_id=f"elsewhere-{name}-{tag}",
-            tenant_id=borrower,
-            site_id=None,
+        return claims.claim(
+            f"part-{name}-{tag}",
+            f"elsewhere-{name}-{tag}",
+            borrower,
             cpu_m=cpu_m,
-            mem_mib=0,
-            storage_gib=0,
-            accelerator_model=None,
-            accelerator_milli=0,
-            link_ids=(),
-            mbps=0,
-            window=HOUR,
             counts_quota=counts_quota,
         )
 

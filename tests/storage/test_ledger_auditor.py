@@ -20,7 +20,7 @@ from cnbrain.storage.models import AuditEntry, PeerReservation, ReservationRecor
 from cnbrain.storage.requests import NewRequest, StateChange
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
-from tests.ledger.windows import HOUR
+from tests.ledger.claims import claim
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,21 +39,8 @@ async def ledger(sessions: Sessions, seeded: MapArrays) -> MapArrays:
 
 def _claim(arrays: MapArrays, reservation_id: str, request_id: str) -> Claim:
     """2 cores on the first site; counted in the quota."""
-    return Claim(
-        reservation_id=reservation_id,
-        request_id=request_id,
-        tenant_id=TENANT,
-        site_id=arrays.map.sites[0].id,
-        cpu_m=2000,
-        mem_mib=1024,
-        storage_gib=0,
-        accelerator_model=None,
-        accelerator_milli=0,
-        link_ids=(),
-        mbps=0,
-        window=HOUR,
-        counts_quota=True,
-    )
+    site = arrays.map.sites[0].id
+    return claim(reservation_id, request_id, TENANT, site_id=site, cpu_m=2000, mem_mib=1024)
 
 
 async def _request(sessions: Sessions, request_id: str, states: Sequence[str] = ()) -> None:

@@ -7,6 +7,7 @@ job; and no sequence of batches ever holds more of a link than it has at any tim
 
 import dataclasses
 import random
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -21,6 +22,7 @@ from cnbrain.storage.errors import CapacityConflict
 from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
+from tests.ledger.claims import claim
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,23 +49,11 @@ def _links(arrays: MapArrays) -> tuple[int, int]:
     return free[0], free[1]
 
 
-def _claim(arrays: MapArrays, name: str, window: Window, **changes: object) -> Claim:
+def _claim(arrays: MapArrays, name: str, window: Window, **changes: Any) -> Claim:
     """1 core on the map's first site, no bandwidth."""
-    claim = Claim(
-        reservation_id=f"rsv-{name}",
-        request_id=f"req-{name}",
-        tenant_id=TENANT,
-        site_id=arrays.map.sites[0].id,
-        cpu_m=1000,
-        mem_mib=0,
-        storage_gib=0,
-        accelerator_model=None,
-        accelerator_milli=0,
-        link_ids=(),
-        mbps=0,
-        window=window,
-    )
-    return dataclasses.replace(claim, **changes)  # type: ignore[arg-type]
+    site = arrays.map.sites[0].id
+    one = claim(f"rsv-{name}", f"req-{name}", TENANT, site_id=site, window=window, cpu_m=1000)
+    return dataclasses.replace(one, **changes)
 
 
 def _flow(name: str, kind: str, link: str, mbps: int, window: Window) -> FlowHold:

@@ -30,6 +30,7 @@ from cnbrain.storage.errors import LedgerStoreError
 from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
+from tests.ledger.claims import claim
 from tests.storage.test_peer_ledger import _Statements
 
 pytestmark = pytest.mark.asyncio
@@ -55,24 +56,10 @@ def _links(arrays: MapArrays) -> tuple[int, int]:
     return free[0], free[1]
 
 
-def _part(name: str, window: Window, **changes: object) -> Claim:
+def _part(name: str, window: Window, **changes: Any) -> Claim:
     """A part that holds nothing but its flows: no site, no link, no quota."""
-    claim = Claim(
-        reservation_id=f"rsv-{name}",
-        request_id=f"req-{name}",
-        tenant_id=TENANT,
-        site_id=None,
-        cpu_m=0,
-        mem_mib=0,
-        storage_gib=0,
-        accelerator_model=None,
-        accelerator_milli=0,
-        link_ids=(),
-        mbps=0,
-        window=window,
-        counts_quota=False,
-    )
-    return dataclasses.replace(claim, **changes)  # type: ignore[arg-type]
+    part = claim(f"rsv-{name}", f"req-{name}", TENANT, window=window, counts_quota=False)
+    return dataclasses.replace(part, **changes)
 
 
 def _flow(name: str, kind: str, link: str, mbps: int, window: Window) -> FlowHold:

@@ -7,6 +7,7 @@ for request `held` for 30 s."""
 
 import dataclasses
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -19,7 +20,7 @@ from cnbrain.storage.errors import CapacityConflict
 from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
-from tests.ledger.windows import HOUR
+from tests.ledger.claims import claim
 from tests.storage.capacity import leave_cpu_free
 
 pytestmark = pytest.mark.asyncio
@@ -64,22 +65,9 @@ def _hold(site_id: str, *, until: datetime) -> room_holds.RoomHold:
     )
 
 
-def _claim(site_id: str, request_id: str, cpu_m: int, **changes: object) -> Claim:
-    claim = Claim(
-        reservation_id=f"rsv-{request_id}",
-        request_id=request_id,
-        tenant_id=TENANT,
-        site_id=site_id,
-        cpu_m=cpu_m,
-        mem_mib=1024,
-        storage_gib=0,
-        accelerator_model=None,
-        accelerator_milli=0,
-        link_ids=(),
-        mbps=0,
-        window=HOUR,
-    )
-    return dataclasses.replace(claim, **changes)  # type: ignore[arg-type]
+def _claim(site_id: str, request_id: str, cpu_m: int, **changes: Any) -> Claim:
+    one = claim(f"rsv-{request_id}", request_id, TENANT, site_id=site_id, cpu_m=cpu_m, mem_mib=1024)
+    return dataclasses.replace(one, **changes)
 
 
 async def _reserve(sessions: Sessions, claim: Claim) -> None:
