@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from cnbrain import __version__
 from cnbrain.heap import freeze_heap
@@ -31,9 +32,10 @@ the three-segment network path, reserves compute and bandwidth atomically in its
 and explains the decision. A request with a `job` is then run on the chosen site's cluster
 scheduler (Slurm, or a simulator for sites without one) and followed to its end; its usage is
 metered from the scheduler's accounting. A request is decided when it arrives: placed, or
-rejected when it does not fit now. It may name an operator's priority class
-(`/v1/priority-classes`) and a max wait, which are stored for the admission queue; until that
-queue runs, `start: "queue"` is refused (422). Authenticate with an API key:
+rejected when it does not fit now; with `start: "queue"` it waits in the region's admission
+queue for the earliest start at which it fits, within its max wait, in the order of its
+operator's priority class (`/v1/priority-classes`) and its tenant's fair share. Authenticate
+with an API key:
 `Authorization: Bearer ck_...`.
 Errors are problem details (RFC 9457) that name the field and the reason.
 """
@@ -49,7 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             freeze_heap()
             yield
 
-    app = FastAPI(
+    # The API docs (/docs, /redoc) load their scripts and styles from the brain itself.
+    app = FastAPIOffline(
         title="cnbrain regional brain",
         version=__version__,
         description=DESCRIPTION,
