@@ -11,6 +11,7 @@ from cnbrain.heap import freeze_heap
 from cnbrain.regional import openapi, problems
 from cnbrain.regional.composition import running
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
+from cnbrain.regional.request_ids import RequestIds
 from cnbrain.regional.routers import (
     audit,
     fair_shares,
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(refuse_control_characters)],
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestIds)  # added last, so outermost: every answer carries it
     problems.install(app)
     for module in (
         health,
