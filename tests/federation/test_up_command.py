@@ -1,6 +1,7 @@
 """`cnbrain up` as a user runs it: the embedded default (SQLite files), the README's
-cross-region example with the admin key that no brain has in its environment, and a clean
-stop on Ctrl-C or SIGTERM with no brain left behind."""
+cross-region example with the admin key that no brain has in its environment, the context
+the command line finds the brains by, and a clean stop on Ctrl-C or SIGTERM with no brain
+left behind."""
 
 import contextlib
 import json
@@ -180,6 +181,19 @@ def test_up_prints_every_endpoint_places_the_readme_example_and_stops_on_ctrl_c(
         )
         created = east.post("/v1/tenants", json={"id": "acme", "name": "Acme"})
         assert created.status_code == 201, created.text
+        # The command line finds the east's brain and the key by the context up wrote.
+        context = up.data_dir / "context.json"
+        assert f"the command line's context (its URL and key): {context}" in printed
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("CNBRAIN_")}
+        made = subprocess.run(
+            [sys.executable, "-m", "cnbrain.cli.main", "tenant", "create", "beta"],
+            env={**environment, "CNBRAIN_CONTEXT": str(context)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert made.returncode == 0 and json.loads(made.stdout)["id"] == "beta", made.stderr
         example = json.loads((REPO / "examples/requests/gpu-training.json").read_text())
         del example["id"]
         answer = east.post("/v1/requests", json={**example, "tenant": "acme"})

@@ -171,11 +171,11 @@ def bench_api(args: argparse.Namespace) -> int:
     import asyncio
 
     from cnbrain.bench.api import bench_api as run
-    from cnbrain.cli.rest import token_of
+    from cnbrain.cli.rest import token_of, url_of
 
     figures = asyncio.run(
         run(
-            url=args.url,
+            url=url_of(args),
             staff_token=token_of(args),
             requests=args.requests,
             concurrency=args.concurrency,
@@ -190,11 +190,11 @@ def bench_federation(args: argparse.Namespace) -> int:
     import asyncio
 
     from cnbrain.bench.federation import bench_federation as run
-    from cnbrain.cli.rest import token_of
+    from cnbrain.cli.rest import token_of, url_of
 
     figures = asyncio.run(
         run(
-            url=args.url,
+            url=url_of(args),
             staff_token=token_of(args),
             map_spec=args.map,
             requests=args.requests,

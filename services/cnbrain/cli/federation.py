@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from cnbrain.cli.context import write_context
 from cnbrain.private_files import make_private_folder, write_private
 from cnbrain.rpc.failover import MAX_REPLICAS
 
@@ -23,6 +24,8 @@ FIRST_REGION_REST_PORT = 8081
 REGION_GRPC_OFFSET = 10
 """The i-th region's gRPC port is the national brain's + REGION_GRPC_OFFSET + i."""
 READY_TIMEOUT_S = 120.0
+STARTED = "Ctrl-C stops them all."
+"""The last line `cnbrain up` prints once the federation is up."""
 
 
 def add_national_command(brain: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -212,7 +215,8 @@ def write_regional_config(data_dir: Path, *, admin_token: str) -> Path:
 
 def run_up(args: argparse.Namespace) -> int:
     """Start the national brain, then one regional brain per region of the map, wait until
-    all are ready and print their endpoints; then run until Ctrl-C or SIGTERM (exit 0) or
+    all are ready, write the command line's context (`cnbrain.cli.context`) and print their
+    endpoints; then run until Ctrl-C or SIGTERM (exit 0) or
     until a brain exits by itself (exit 1). Either way every brain still running is stopped."""
     from cnbrain.netmap.load import load_map
 
@@ -249,7 +253,11 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         _start_members(members, shared, processes)
         _wait_all_ready(processes)
+        urls = {m.name: f"http://127.0.0.1:{m.rest_port}" for m in members if m.rest_port}
+        context = write_context(data_dir, urls=urls, token_file=token_file)
         _print_endpoints(members, map_name=args.map, data_dir=data_dir, token_file=token_file)
+        print(f"  the command line's context (its URL and key): {context}")
+        print(STARTED, flush=True)
         return _watch(processes)
     except KeyboardInterrupt:
         return 0
@@ -315,15 +323,13 @@ def _wait_all_ready(processes: "list[tuple[Member, subprocess.Popen[bytes]]]") -
 def _print_endpoints(
     members: list[Member], *, map_name: str, data_dir: Path, token_file: Path
 ) -> None:
-    """Print every member's endpoints and where the admin API key is; the last line,
-    "Ctrl-C stops them all.", tells a reader that the federation is up."""
+    """Print every member's endpoints and where the admin API key is."""
     print()
     print(f"local federation on map {map_name} (data in {data_dir}):")
     for member in members:
         rest = f"REST http://127.0.0.1:{member.rest_port}  " if member.rest_port else ""
         print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}")
     print(f"  admin API key (every regional brain): {token_file}")
-    print("Ctrl-C stops them all.", flush=True)
 
 
 def _watch(processes: "list[tuple[Member, subprocess.Popen[bytes]]]") -> int:

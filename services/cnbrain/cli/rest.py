@@ -10,6 +10,8 @@ from urllib.parse import quote
 
 import httpx
 
+from cnbrain.cli.context import Context, ContextError, read_context
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 TOKEN_FILE = Path("cnbrain-admin.token")
 
@@ -20,23 +22,52 @@ class BrainCallError(Exception):
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--url", default=os.environ.get("CNBRAIN_URL", DEFAULT_URL), help="the brain's URL"
+        "--url",
+        help="the brain's URL (default: $CNBRAIN_URL, else the context of `cnbrain up`, "
+        f"else {DEFAULT_URL})",
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("CNBRAIN_TOKEN"),
-        help="API key (default: $CNBRAIN_TOKEN, else ./cnbrain-admin.token)",
+        help="API key (default: $CNBRAIN_TOKEN, else the key file of the context of "
+        "`cnbrain up`, else ./cnbrain-admin.token)",
     )
 
 
+def _context() -> Context | None:
+    try:
+        return read_context()
+    except ContextError as exc:
+        raise BrainCallError(str(exc)) from None
+
+
+def url_of(args: argparse.Namespace) -> str:
+    """The brain's URL (`cnbrain.cli.context`: --url, $CNBRAIN_URL, the context, the
+    default)."""
+    given: str | None = args.url or os.environ.get("CNBRAIN_URL")
+    if given:
+        return given
+    context = _context()
+    return context.url if context is not None else DEFAULT_URL
+
+
 def token_of(args: argparse.Namespace) -> str:
-    """The API key: --token, else $CNBRAIN_TOKEN, else ./cnbrain-admin.token."""
-    token: str | None = args.token
-    if not token and TOKEN_FILE.exists():
-        token = TOKEN_FILE.read_text(encoding="utf-8").strip()
+    """The API key (`cnbrain.cli.context`: --token, $CNBRAIN_TOKEN, the context's key file,
+    ./cnbrain-admin.token)."""
+    token: str | None = args.token or os.environ.get("CNBRAIN_TOKEN")
+    if token:
+        return token
+    context = _context()
+    path = context.token_file if context is not None else TOKEN_FILE
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        token = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BrainCallError(f"cannot read the API key in {path}: {exc}") from None
     if not token:
         raise BrainCallError(
-            "no API key: pass --token, set CNBRAIN_TOKEN, or run where cnbrain-admin.token is"
+            "no API key: pass --token, set CNBRAIN_TOKEN, run `cnbrain up` here, or run "
+            "where cnbrain-admin.token is"
         )
     return token
 
@@ -44,7 +75,7 @@ def token_of(args: argparse.Namespace) -> str:
 def _client(args: argparse.Namespace) -> httpx.Client:
     token = token_of(args)
     return httpx.Client(
-        base_url=args.url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
+        base_url=url_of(args), headers={"Authorization": f"Bearer {token}"}, timeout=30.0
     )
 
 
@@ -53,7 +84,7 @@ def _call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> An
         with _client(args) as client:
             response = client.request(method, path, **kwargs)
     except httpx.HTTPError as exc:
-        raise BrainCallError(f"cannot reach the brain at {args.url}: {exc}") from None
+        raise BrainCallError(f"cannot reach the brain at {url_of(args)}: {exc}") from None
     if response.status_code >= 400:
         try:
             detail = response.json().get("detail", response.text)
