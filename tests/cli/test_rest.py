@@ -29,7 +29,7 @@ def brain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield urls[0]
 
 
-def cnbrain(url: str, token: str, *args: str) -> Any:
+def cnbrain(url: str, token: str, *args: str, exit_status: int = 0) -> Any:
     done = subprocess.run(
         [sys.executable, "-m", "cnbrain.cli.main", *args, "--url", url, "--token", token],
         capture_output=True,
@@ -37,11 +37,11 @@ def cnbrain(url: str, token: str, *args: str) -> Any:
         timeout=60,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == exit_status, done.stderr
     return json.loads(done.stdout) if done.stdout.startswith(("{", "[")) else done.stdout
 
 
-def test_tenant_key_submit_list_show_cancel_and_events(brain: str) -> None:
+def test_tenant_key_submit_list_show_cancel_and_events(brain: str, tmp_path: Path) -> None:
     tenant = cnbrain(brain, ADMIN, "tenant", "create", "cli-tenant", "--name", "CLI tenant")
     assert tenant["id"] == "cli-tenant"
     key = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-tenant", "--name", "ana")
@@ -64,6 +64,18 @@ def test_tenant_key_submit_list_show_cancel_and_events(brain: str) -> None:
         "k1",
     )
     assert again["id"] == submitted["id"]
+    too_big = tmp_path / "too-big.json"
+    too_big.write_text(
+        json.dumps(
+            {
+                "source_province": "GD",
+                "resources": {"cpu": 100_000, "memory_gib": 8},
+                "duration_hours": 1,
+            }
+        )
+    )
+    rejected = cnbrain(brain, token, "submit", str(too_big), exit_status=1)
+    assert rejected["state"] == "rejected" and rejected["reason"]
     group = cnbrain(
         brain, token, "submit-group", str(ROOT / "examples/requests/inference-replicas.json")
     )

@@ -1,11 +1,18 @@
-"""The `cnbrain` command line."""
+"""The `cnbrain` command line.
+
+Exit status: 0 done; 1 a submission the brain answered but rejected; 2 an error, said in one
+line on standard error without a traceback (a usage error shows no secret given on the
+command line).
+"""
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
+from cnbrain import __version__
 from cnbrain.netmap.errors import MapError
 from cnbrain.placement.errors import RequestError
 
@@ -16,17 +23,48 @@ MAP_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors hide the secrets of the command line
+    (`hidden`: the words of the arguments that are or may be API keys)."""
+
+    hidden: frozenset[str] = frozenset()
+
+    def error(self, message: str) -> NoReturn:
+        for word in self.hidden:
+            message = message.replace(word, "***")
+        super().error(message)
+
+
+def _secrets(argv: Sequence[str]) -> frozenset[str]:
+    """The words of `argv` that are API keys (`ck_...`) or follow an option that names a
+    token or a key, as `--token ck_x` or `--token=ck_x`, also when misspelt."""
+    found: set[str] = set()
+    for i, word in enumerate(argv):
+        option, equals, value = word.partition("=")
+        named = option.startswith("-") and ("tok" in option.lower() or "key" in option.lower())
+        if word.startswith("ck_") or (named and equals and value):
+            found.add(value if equals else word)
+        elif named and i + 1 < len(argv):
+            found.add(argv[i + 1])
+    return frozenset(word for word in found if word)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    _Parser.hidden = _secrets(words)
+    args = _parser().parse_args(words)
     from cnbrain.cli.rest import BrainCallError
 
     try:
         code: int = args.run(args)
+        sys.stdout.flush()
         return code
     except (MapError, RequestError, BrainCallError) as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of the output went away (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     from cnbrain.cli.simulate import add_simulate_command
     from cnbrain.cli.trace import add_trace_commands
 
-    parser = argparse.ArgumentParser(prog="cnbrain", description="The compute-network brain.")
+    parser: argparse.ArgumentParser = _Parser(
+        prog="cnbrain", description="The compute-network brain."
+    )
+    parser.add_argument("--version", action="version", version=f"cnbrain {__version__}")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_map_commands(sub)
     _add_place_command(sub)

@@ -13,6 +13,8 @@ import httpx
 from cnbrain.cli.context import Context, ContextError, read_context
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+REJECTED = 1
+"""The exit status of a submission the brain answered but rejected (errors exit 2)."""
 TOKEN_FILE = Path("cnbrain-admin.token")
 
 
@@ -185,19 +187,35 @@ def user_disable(args: argparse.Namespace) -> int:
 
 
 def _body(args: argparse.Namespace) -> Any:
-    """The JSON of `args.file` ('-': standard input)."""
-    return json.loads(
-        sys.stdin.read() if str(args.file) == "-" else args.file.read_text(encoding="utf-8")
-    )
+    """The JSON of `args.file` ('-': standard input); BrainCallError naming the file when it
+    cannot be read or is not JSON."""
+    where = "standard input" if str(args.file) == "-" else str(args.file)
+    try:
+        text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text(encoding="utf-8")
+        return json.loads(text)
+    except OSError as exc:
+        raise BrainCallError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise BrainCallError(f"{where} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise BrainCallError(
+            f"{where} is not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def _decided(answer: Any) -> int:
+    """Print a submission's answer; exit status 1 when the brain rejected it (`REJECTED`)."""
+    _print(answer)
+    return REJECTED if isinstance(answer, dict) and answer.get("state") == "rejected" else 0
 
 
 def submit(args: argparse.Namespace) -> int:
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
-    return _print(_call(args, "POST", "/v1/requests", json=_body(args), headers=headers))
+    return _decided(_call(args, "POST", "/v1/requests", json=_body(args), headers=headers))
 
 
 def submit_group(args: argparse.Namespace) -> int:
-    return _print(_call(args, "POST", "/v1/request-groups", json=_body(args)))
+    return _decided(_call(args, "POST", "/v1/request-groups", json=_body(args)))
 
 
 def requests_list(args: argparse.Namespace) -> int:
