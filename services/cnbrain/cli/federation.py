@@ -58,13 +58,12 @@ def grpc_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def brain_national(args: argparse.Namespace) -> int:
-    import logging
-
+    from cnbrain.cli.logs import configure_logging
     from cnbrain.heap import freeze_heap
     from cnbrain.national.composition import running
     from cnbrain.national.settings import NationalSettings
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    configure_logging(brain="national", region=None, level=args.log_level)
     overrides = grpc_overrides(args)
     if args.database_url:
         overrides["database_url"] = args.database_url

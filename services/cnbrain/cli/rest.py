@@ -13,6 +13,8 @@ import httpx
 from cnbrain.cli.context import Context, ContextError, read_context
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+LOG_LEVEL_VARIABLE = "CNBRAIN_LOG_LEVEL"
+"""How `--workers` passes the log level to each worker process."""
 REJECTED = 1
 """The exit status of a submission the brain answered but rejected (errors exit 2)."""
 TOKEN_FILE = Path("cnbrain-admin.token")
@@ -388,17 +390,32 @@ def brain_regional(args: argparse.Namespace) -> int:
     settings = Settings(**overrides)
     if args.workers > 1:
         return _brain_workers(settings, overrides, args)
+    _log_as_brain(settings, args.log_level)
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=args.log_level, log_config=None
+    )
     return 0
 
 
-def worker_app() -> Any:
-    """The app of one process of `--workers` (a uvicorn factory): settings from the
-    environment."""
-    from cnbrain.regional.app import create_app
+def _log_as_brain(settings: Any, level: str) -> None:
+    """Log as the regional brain of `settings` (`cnbrain.cli.logs`); uvicorn's own loggers
+    go the same way."""
+    from cnbrain.cli.logs import configure_logging
 
-    return create_app()
+    region = settings.region
+    configure_logging(brain="regional" if region else "standalone", region=region, level=level)
+
+
+def worker_app() -> Any:
+    """The app of one process of `--workers` (a uvicorn factory): settings and the log level
+    (`CNBRAIN_LOG_LEVEL`) from the environment."""
+    from cnbrain.regional.app import create_app
+    from cnbrain.regional.settings import Settings
+
+    settings = Settings()
+    _log_as_brain(settings, os.environ.get(LOG_LEVEL_VARIABLE, "info"))
+    return create_app(settings)
 
 
 def _brain_workers(settings: Any, overrides: dict[str, Any], args: argparse.Namespace) -> int:
@@ -426,6 +443,8 @@ def _brain_workers(settings: Any, overrides: dict[str, Any], args: argparse.Name
     asyncio.run(first_start())
     for key, value in overrides.items():
         os.environ[f"CNBRAIN_{key.upper()}"] = str(value)
+    os.environ[LOG_LEVEL_VARIABLE] = args.log_level
+    _log_as_brain(settings, args.log_level)
     uvicorn.run(
         "cnbrain.cli.rest:worker_app",
         factory=True,
@@ -433,5 +452,6 @@ def _brain_workers(settings: Any, overrides: dict[str, Any], args: argparse.Name
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
+        log_config=None,
     )
     return 0
