@@ -11,6 +11,7 @@ from cnbrain.heap import freeze_heap
 from cnbrain.regional import openapi, problems
 from cnbrain.regional.composition import running
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
+from cnbrain.regional.metrics import HttpMetrics, Metrics
 from cnbrain.regional.request_ids import RequestIds
 from cnbrain.regional.routers import (
     audit,
@@ -63,7 +64,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
         dependencies=[Depends(refuse_control_characters)],
     )
+    app.state.metrics = metrics = Metrics()
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(HttpMetrics, metrics=metrics)
     app.add_middleware(RequestIds)  # added last, so outermost: every answer carries it
     problems.install(app)
     for module in (

@@ -1,14 +1,15 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and metrics."""
 
 import asyncio
 import logging
 from collections.abc import Awaitable
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from cnbrain.regional.composition import RegionalBrain
-from cnbrain.regional.deps import BrainDep
+from cnbrain.regional.deps import BrainDep, MetricsDep
 from cnbrain.regional.problems import Dependency, responses, unavailable
 from cnbrain.regional.schemas import Health
 
@@ -22,6 +23,13 @@ CHECK_TIMEOUT_S = 3.0
 @router.get("/healthz", response_model=Health, summary="The process is alive")
 async def healthz(brain: BrainDep) -> Health:
     return Health(status="ok", instance=brain.settings.instance_id)
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(metrics: MetricsDep) -> Response:
+    """The brain process's Prometheus metrics (`cnbrain.regional.metrics`), unauthenticated
+    like the health checks: they name no tenant and no request."""
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get(

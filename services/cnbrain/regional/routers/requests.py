@@ -11,7 +11,13 @@ from fastapi import APIRouter, Body, Header, Query, Response
 
 from cnbrain.domain.errors import NotFound
 from cnbrain.domain.states import RequestState
-from cnbrain.regional.deps import FederatedReadsDep, ForwarderDep, PrincipalDep, UseCasesDep
+from cnbrain.regional.deps import (
+    FederatedReadsDep,
+    ForwarderDep,
+    MetricsDep,
+    PrincipalDep,
+    UseCasesDep,
+)
 from cnbrain.regional.openapi import BODY_MODEL
 from cnbrain.regional.problems import ApiError, Problem, responses
 from cnbrain.regional.schemas import (
@@ -95,6 +101,7 @@ async def submit(
     principal: PrincipalDep,
     cases: UseCasesDep,
     forwarder: ForwarderDep,
+    metrics: MetricsDep,
     idempotency_key: Annotated[
         str | None,
         Header(max_length=200, description="Retries with the same key return the first answer."),
@@ -103,6 +110,8 @@ async def submit(
     if forwarder is not None and forwarder.owner_of(body) is not None:
         return await forwarder.submit(principal, body, idempotency_key=idempotency_key)
     view, created = await cases.submit(principal, body, idempotency_key=idempotency_key)
+    if created:
+        metrics.decided(view.state)
     # Serialised here, once, by the model itself (the view is valid by construction), rather
     # than validated again and encoded by FastAPI; `response_model` documents it.
     return Response(
