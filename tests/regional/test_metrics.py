@@ -1,5 +1,6 @@
 """`GET /metrics` of a brain: its REST calls by route template and status, their durations,
-and its decisions by outcome, moving with a burst of submissions."""
+its decisions by outcome, and the capacity its ledger holds, moving with a burst of
+submissions."""
 
 from typing import Any
 
@@ -12,6 +13,7 @@ from tests.regional.brain_api import Api
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TOO_BIG: dict[str, Any] = {**LOCAL_CPU, "resources": {"cpu": 100_000, "memory_gib": 8}}
+WITH_BANDWIDTH: dict[str, Any] = {**LOCAL_CPU, "constraints": {"min_bandwidth_gbps": 1}}
 
 
 async def _samples(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -27,7 +29,7 @@ async def _samples(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 async def test_a_burst_moves_the_calls_their_durations_and_the_decisions(api: Api) -> None:
     _, _, user = await api.tenant()
     before = await _samples(api)
-    for body in (LOCAL_CPU, LOCAL_CPU, LOCAL_CPU, TOO_BIG):
+    for body in (LOCAL_CPU, LOCAL_CPU, WITH_BANDWIDTH, TOO_BIG):
         made = await api.call(user, "POST", "/v1/requests", json=body)
         assert made.status_code == 201, made.text
     viewed = (await api.call(user, "GET", "/v1/requests")).json()["items"][0]["id"]
@@ -49,3 +51,16 @@ async def test_a_burst_moves_the_calls_their_durations_and_the_decisions(api: Ap
     assert moved("cnbrain_decisions_total", outcome="placed") == 3
     assert moved("cnbrain_decisions_total", outcome="rejected") == 1
     assert not any(viewed in str(key) for key in after)  # no series names a request
+
+    def used_cores(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> float:
+        total = 0.0
+        for (name, labels), value in samples.items():
+            if dict(labels).get("resource") == "cpu_cores":
+                total += value if name == "cnbrain_site_capacity" else -value
+        return total
+
+    assert after[("cnbrain_ledger_read", ())] == 1
+    assert used_cores(after) - used_cores(before) == pytest.approx(3 * 8)  # the three placed
+    assert any(
+        name == "cnbrain_link_utilisation" and value > 0 for (name, _), value in after.items()
+    )

@@ -8,8 +8,10 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
+from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.regional.composition import RegionalBrain
 from cnbrain.regional.deps import BrainDep, MetricsDep
+from cnbrain.regional.outages import outage_of
 from cnbrain.regional.problems import Dependency, responses, unavailable
 from cnbrain.regional.schemas import Health
 
@@ -26,9 +28,18 @@ async def healthz(brain: BrainDep) -> Health:
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(metrics: MetricsDep) -> Response:
+async def metrics(metrics: MetricsDep, brain: BrainDep) -> Response:
     """The brain process's Prometheus metrics (`cnbrain.regional.metrics`), unauthenticated
-    like the health checks: they name no tenant and no request."""
+    like the health checks: they name no tenant and no request. They answer while the
+    database is down (the capacity series then keep their last values)."""
+    live_map = brain.live_map
+    try:
+        snapshot: Snapshot | None = (await live_map.snapshot())[0]
+    except Exception as exc:
+        if outage_of(exc) != "database":
+            raise
+        snapshot = None
+    metrics.ledger(snapshot, live_map.placement.ownership)
     return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
