@@ -144,25 +144,28 @@ async def proxied_database(tmp_path: Path) -> AsyncIterator[tuple[Settings, TcpP
 
 
 async def test_a_database_outage_answers_503_and_the_brain_recovers(tmp_path: Path) -> None:
-    async with (
-        proxied_database(tmp_path) as (settings, proxy),
-        serving(create_app(settings)) as (client,),
-    ):
-        assert (await client.post("/v1/tenants", json={"id": TENANT, "name": "d"})).is_success
-        submission = {**LOCAL_CPU, "tenant": TENANT}
-        assert (await client.post("/v1/requests", json=submission)).status_code == 201
+    async with proxied_database(tmp_path) as (settings, proxy):
+        app = create_app(settings)
+        async with serving(app) as (client,):
+            assert (await client.post("/v1/tenants", json={"id": TENANT, "name": "d"})).is_success
+            submission = {**LOCAL_CPU, "tenant": TENANT}
+            assert (await client.post("/v1/requests", json=submission)).status_code == 201
 
-        await proxy.close()
-        assert_unavailable(await client.post("/v1/requests", json=submission), "database")
-        assert_unavailable(await client.get("/v1/requests"), "database")
-        assert_unavailable(await client.get("/readyz"), "database")
+            await proxy.close()
+            assert_unavailable(await client.post("/v1/requests", json=submission), "database")
+            assert_unavailable(await client.get("/v1/requests"), "database")
+            assert_unavailable(await client.get("/readyz"), "database")
+            app.state.brain.live_map.capacity_changed()  # no cached snapshot: a scrape reads
+            metrics = await client.get("/metrics")  # answered all the same, saying so
+            assert metrics.status_code == 200 and "cnbrain_ledger_read 0.0" in metrics.text
 
-        await proxy.open()
-        assert (await client.get("/readyz")).status_code == 200
-        assert (await client.post("/v1/requests", json=submission)).status_code == 201
-        listed = await client.get("/v1/requests", params={"tenant": TENANT})
-        assert listed.status_code == 200
-        assert len(listed.json()["items"]) == 2
+            await proxy.open()
+            assert (await client.get("/readyz")).status_code == 200
+            assert "cnbrain_ledger_read 1.0" in (await client.get("/metrics")).text
+            assert (await client.post("/v1/requests", json=submission)).status_code == 201
+            listed = await client.get("/v1/requests", params={"tenant": TENANT})
+            assert listed.status_code == 200
+            assert len(listed.json()["items"]) == 2
 
 
 class RawConnection:
