@@ -237,6 +237,7 @@ async def test_a_500_says_connection_close_and_closes_it(tmp_path: Path) -> None
             assert status == 500
             assert headers["content-type"].startswith("application/problem+json")
             assert headers["connection"] == "close"
+            assert len(headers["x-request-id"]) == 32  # an unexpected error is named too
             assert await connection.closed_by_server()
 
 

@@ -67,8 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics = Metrics()
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(HttpMetrics, metrics=metrics)
-    app.add_middleware(RequestIds)  # added last, so outermost: every answer carries it
     problems.install(app)
+    app.add_middleware(RequestIds)  # added last, so outermost: every answer carries it
     for module in (
         health,
         requests,

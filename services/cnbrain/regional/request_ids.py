@@ -4,8 +4,8 @@ The id is the caller's own `x-request-id` when it sends a usable one
 (`cnbrain.rpc.context.is_valid_request_id`), so that a call can be followed from the caller's
 logs into the brain's; otherwise the brain makes one (32 hexadecimal digits). The call is
 handled with it current (`request_id_scope`): the gRPC calls it makes to other brains carry
-it, and log records name it. Any answer carries it, errors included, and those of the
-middleware inside this one.
+it, and log records name it. Any answer carries it, errors included, those of the
+middleware inside this one and the 500 of an unexpected error.
 """
 
 from typing import Final
