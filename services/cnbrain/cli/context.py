@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from cnbrain.domain.errors import Invalid
 from cnbrain.private_files import write_private
 
 CONTEXT_FILE: Final = "context.json"
 DEFAULT_CONTEXT: Final = Path(".cnbrain") / CONTEXT_FILE
 
 
-class ContextError(Exception):
+class ContextError(Invalid):
     """The context file cannot be read; the message says which file and why."""
 
 

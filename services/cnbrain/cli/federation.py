@@ -215,8 +215,8 @@ def write_regional_config(data_dir: Path, *, admin_token: str) -> Path:
 def run_up(args: argparse.Namespace) -> int:
     """Start the national brain, then one regional brain per region of the map, wait until
     all are ready, write the command line's context (`cnbrain.cli.context`) and print their
-    endpoints; then run until Ctrl-C or SIGTERM (exit 0) or
-    until a brain exits by itself (exit 1). Either way every brain still running is stopped."""
+    endpoints; then run until Ctrl-C or SIGTERM (exit 0) or until a brain exits by itself
+    (exit 1). Either way every brain still running is stopped."""
     from cnbrain.netmap.load import load_map
 
     data_dir = Path(args.data_dir).resolve()
