@@ -9,7 +9,7 @@ import numpy as np
 from cnbrain.domain.errors import Conflict
 from cnbrain.ledger.nodes import NodeState, NodeTake, pick_on
 from cnbrain.ledger.reservation import Reservation, gang_held
-from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools
+from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, summaries_of
 from cnbrain.netmap.arrays import MapArrays
 
 
@@ -161,10 +161,7 @@ class InMemoryLedger:
         states = self._nodes[site]
         for take in takes:
             states[take.pool].apply(take, sign=sign)
-        summaries = tuple(state.summary() for state in states)
-        untouched = all_free(self._arrays)[site]
-        same = all(a is b for a, b in zip(summaries, untouched, strict=True))
-        self._summaries[site] = untouched if same else summaries
+        self._summaries[site] = summaries_of(self._arrays, site, states)
 
     def _pick_nodes(self, r: Reservation) -> list[NodeTake]:
         """The nodes `r` takes on its site's pools (none on a site without pools); raises

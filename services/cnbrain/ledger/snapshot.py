@@ -8,7 +8,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from cnbrain.ledger.nodes import Gang, Pool, PoolSummary, fitting_pool
+from cnbrain.ledger.nodes import Gang, NodeState, Pool, PoolSummary, fitting_pool
 from cnbrain.ledger.reservation import ComputeClaim, Reservation, gang_held
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
@@ -30,7 +30,6 @@ def site_pools(arrays: MapArrays) -> Mapping[int, tuple[Pool, ...]]:
     )
 
 
-@lru_cache(maxsize=8)
 @lru_cache(maxsize=4096)
 def suited_sites(arrays: MapArrays, gang: Gang) -> npt.NDArray[np.bool_]:
     """Per site of `arrays`' map: whether it has no node pools, or one whose shape and size
@@ -47,6 +46,18 @@ def all_free(arrays: MapArrays) -> SiteNodes:
     """Every node pool of `arrays`' map with nothing taken."""
     return MappingProxyType(
         {i: tuple(map(PoolSummary.empty, pools)) for i, pools in site_pools(arrays).items()}
+    )
+
+
+def summaries_of(
+    arrays: MapArrays, site: int, states: Sequence[NodeState]
+) -> tuple[PoolSummary, ...]:
+    """The summaries of site `site`'s pools in `states`: `all_free`'s own tuple when nothing
+    is taken on them (so that `is` tells an untouched site)."""
+    summaries = tuple(state.summary() for state in states)
+    untouched = all_free(arrays)[site]
+    return (
+        untouched if all(a is b for a, b in zip(summaries, untouched, strict=True)) else summaries
     )
 
 

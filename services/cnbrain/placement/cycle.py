@@ -106,9 +106,12 @@ class CycleState:
         self.residual_mbps = snapshot.residual_mbps.copy()
         self.pools = site_pools(self.arrays)
         self.nodes: dict[int, tuple[PoolSummary, ...]] = dict(snapshot.nodes)
-        self._node_fit = np.stack(
+        self.node_suits: BoolMatrix = np.stack(
             [suited_sites(self.arrays, gang) for gang in batch.gang_kinds]
-        ).copy()
+        )
+        """(gang kinds x sites): has the site no node pools, or one whose shape and size can
+        hold the kind's nodes (`suited_sites`)?"""
+        self._node_fit = self.node_suits.copy()
         """(gang kinds x sites): does a node pool of the site have the kind's nodes free?
         Valid where `_node_known` is True; the rest is worked out when asked."""
         self._node_known = np.ones_like(self._node_fit)

@@ -85,7 +85,7 @@ from cnbrain.ledger.keys import (
     site_key,
 )
 from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, PoolSummary, pick_on
-from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools
+from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, summaries_of
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import room_holds
 from cnbrain.storage._sql import execute_counted, fetch_scalar
@@ -222,10 +222,8 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     )
     nodes = dict(all_free(arrays))
     for site_id, site_states in states.items():
-        summaries = tuple(state.summary() for state in site_states)
-        untouched = nodes[site_index[site_id]]
-        if any(a is not b for a, b in zip(summaries, untouched, strict=True)):
-            nodes[site_index[site_id]] = summaries
+        site = site_index[site_id]
+        nodes[site] = summaries_of(arrays, site, site_states)
 
     return Snapshot.of_free(
         arrays,

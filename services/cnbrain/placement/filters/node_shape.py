@@ -3,7 +3,6 @@
 import numpy as np
 
 from cnbrain.ledger.nodes import Gang, Pool
-from cnbrain.ledger.snapshot import suited_sites
 from cnbrain.netmap.arrays import IntArray
 from cnbrain.placement.cycle import CycleState
 from cnbrain.placement.filters.gangs import described
@@ -16,9 +15,8 @@ class NodeShapeFilter:
     reason = "no node pool of the site has nodes of the request's shape, or enough of them"
 
     def filter(self, state: CycleState) -> BoolMatrix:
-        b = state.batch
-        kinds = np.stack([suited_sites(state.arrays, gang) for gang in b.gang_kinds])
-        return kinds[b.gang_kind]
+        fit: BoolMatrix = state.node_suits[state.batch.gang_kind]
+        return fit
 
     def explain(self, state: CycleState, rejected: BoolMatrix, rows: IntArray) -> list[str]:
         """The gang and the largest nodes of its model there ("wants 1 node with 64 H800;
