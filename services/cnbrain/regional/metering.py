@@ -12,13 +12,13 @@ machine's clock first (`cnbrain.regional.simulated_time`), their elapsed time st
 
 from collections.abc import Mapping
 
-from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.errors import Conflict
 from cnbrain.domain.network import Link
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.site import Site
 from cnbrain.execution import JobAccounting
+from cnbrain.netmap.arrays import milli_to_accelerators
 from cnbrain.storage.usage import NewUsage
 
 
@@ -55,7 +55,8 @@ def usage_of(
     prices = site.prices
     cpu_core_hours = accounting.cpus * hours
     memory_gib_hours = memory_gib * hours
-    accelerator_hours = (accounting.gpus if fraction is None else fraction / MILLI) * hours
+    share = accounting.gpus if fraction is None else milli_to_accelerators(fraction)
+    accelerator_hours = share * hours
     compute = cpu_core_hours * prices.cpu_core_hour + memory_gib_hours * prices.memory_gib_hour
     if model is not None:
         compute += accelerator_hours * prices.accelerator_hour.get(model, 0.0)

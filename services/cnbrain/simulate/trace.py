@@ -7,6 +7,7 @@ from cnbrain.domain.enums import WorkloadClass
 from cnbrain.domain.flows import Flows
 from cnbrain.domain.model import DomainModel
 from cnbrain.domain.request import PlacementRequest, ResourceDemand
+from cnbrain.netmap.arrays import milli_to_accelerators
 
 
 class TraceJob(DomainModel):
@@ -46,7 +47,7 @@ class TraceJob(DomainModel):
     def accelerators(self) -> float:
         """Its accelerators: `accelerator_count`, or the fraction of one."""
         if self.accelerator_milli is not None:
-            return self.accelerator_milli / MILLI
+            return milli_to_accelerators(self.accelerator_milli)
         return float(self.accelerator_count)
 
     def to_request(self) -> PlacementRequest:
