@@ -6,6 +6,8 @@
 #   promtool                   prometheus      tests/deploy checks the alert rules
 #   chromium, chromedriver     chromium, chromium-driver
 #                                              tests/console load the web console headless
+#   zsh                        zsh             tests/cli checks the zsh completion script
+#   nft                        nftables        tests/dataplane: the netlab's policers and counters
 # Missing ones are installed together (as root). Prints a line per tool; exits non-zero with
 # the reason when a tool cannot be had.
 set -uo pipefail
@@ -15,8 +17,10 @@ declare -A package_of=(
     [promtool]=prometheus
     [chromium]=chromium
     [chromedriver]=chromium-driver
+    [zsh]=zsh
+    [nft]=nftables
 )
-tools=(docker-compose promtool chromium chromedriver)
+tools=(docker-compose promtool chromium chromedriver zsh nft)
 
 missing=()
 for tool in "${tools[@]}"; do

@@ -63,3 +63,18 @@ def test_replicas_need_postgres_and_are_bounded(tmp_path: Path) -> None:
         )
         assert done.returncode != 0
         assert says in done.stderr, done.stderr
+
+
+def test_the_national_brain_serves_its_metrics_after_the_regions_rest_ports(
+    tmp_path: Path,
+) -> None:
+    members = federation_members(REGIONS, tmp_path, "china", first_rest_port=9001)
+    national = members[0]
+    assert national.http_port == 9003  # after the west's 9002
+    assert national.environment["CNBRAIN_HTTP_PORT"] == "9003"
+    assert all(m.http_port is None for m in members[1:])
+    databases = {name: f"postgresql+asyncpg://h/cnbrain_{name}" for name in ["national", *REGIONS]}
+    replicas = federation_members(
+        REGIONS, tmp_path, "china", databases, national_replicas=2, national_http_port=7000
+    )[:2]
+    assert [m.environment["CNBRAIN_HTTP_PORT"] for m in replicas] == ["7000", "7001"]

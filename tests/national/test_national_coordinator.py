@@ -209,3 +209,34 @@ async def test_a_release_that_keeps_the_deliveries_says_so_again_when_made_later
     await retry_until(coordinator, retried)
     assert east.calls == [("release", ["r0"]), ("release", ["r0"])]
     assert east.kept == [True, True]
+
+
+async def test_what_each_step_did_with_the_parts_is_counted(ledgers: dict[str, Ledger]) -> None:
+    counted: dict[tuple[str, str], int] = {}
+
+    def count(step: str, outcome: str, parts: int) -> None:
+        counted[(step, outcome)] = counted.get((step, outcome), 0) + parts
+
+    participants: dict[str, Participant] = dict(ledgers)
+    coordinator = Coordinator(participants.get, ttl_ms=1_000, count=count)
+    ledgers["west"].refuse.add("r1")
+    plans = [_plan(i, ["east", "national", "west"]) for i in range(2)]
+    assert sorted(await coordinator.prepare(plans)) == [1]  # its three parts aborted
+    ledgers["east"].down = True
+    committing = [plans[0]]
+    assert sorted(await coordinator.commit(committing, {0: _commitment(plans[0])})) == [0]
+    assert await coordinator.prepare([_plan(2, ["north", "national"])])  # north: unregistered
+    ledgers["east"].down = False
+    assert await coordinator.release("west", ["r9"], "the request ended")
+
+    assert counted == {
+        ("prepare", "ok"): 5,
+        ("prepare", "refused"): 1,
+        ("prepare", "unavailable"): 2,
+        ("abort", "ok"): 3 + 2,
+        ("abort", "unavailable"): 1,  # the east, down, owes it
+        ("commit", "ok"): 2,
+        ("commit", "unavailable"): 1,
+        ("release", "ok"): 1,
+    }
+    assert coordinator.owed == 1

@@ -33,6 +33,12 @@ def add_national_command(brain: "argparse._SubParsersAction[argparse.ArgumentPar
     national.add_argument("--database-url", help="default: $CNBRAIN_DATABASE_URL, else SQLite")
     national.add_argument("--map", help="map loaded into an empty database (default china)")
     add_grpc_options(national)
+    national.add_argument(
+        "--http-port",
+        type=int,
+        help="HTTP port of GET /metrics (Prometheus) and /healthz (default: $CNBRAIN_HTTP_PORT, "
+        "else none)",
+    )
     national.add_argument("--log-level", default="info")
     national.set_defaults(run=brain_national)
 
@@ -61,7 +67,9 @@ def brain_national(args: argparse.Namespace) -> int:
     from cnbrain.cli.logs import configure_logging
     from cnbrain.heap import freeze_heap
     from cnbrain.national.composition import running
+    from cnbrain.national.http_app import listening
     from cnbrain.national.settings import NationalSettings
+    from cnbrain.telemetry.export import start_tracing
 
     configure_logging(brain="national", region=None, level=args.log_level)
     overrides = grpc_overrides(args)
@@ -69,10 +77,18 @@ def brain_national(args: argparse.Namespace) -> int:
         overrides["database_url"] = args.database_url
     if args.map:
         overrides["map"] = args.map
+    if args.http_port is not None:
+        overrides["http_port"] = args.http_port
     settings = NationalSettings(**overrides)  # type: ignore[arg-type]
+    start_tracing(
+        brain="national",
+        region=None,
+        instance=settings.instance_id,
+        endpoint=settings.otlp_endpoint,
+    )
 
     async def serve() -> None:
-        async with running(settings) as brain:
+        async with running(settings) as brain, listening(brain) as http_port:
             freeze_heap()
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -80,6 +96,9 @@ def brain_national(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, stop.set)
             port = brain.server.port if brain.server else "-"
             print(f"national brain: gRPC {settings.grpc_host}:{port}", flush=True)
+            if http_port is not None:
+                url = f"http://{settings.http_host}:{http_port}/metrics"
+                print(f"national brain: metrics {url}", flush=True)
             await stop.wait()
 
     asyncio.run(serve())
@@ -93,6 +112,8 @@ class Member:
     environment: dict[str, str]
     rest_port: int | None
     grpc_port: int
+    http_port: int | None = None
+    """The national brain's HTTP port (its metrics)."""
 
 
 def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -131,6 +152,12 @@ def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
         default=FIRST_REGION_REST_PORT,
         help=f"the first region's REST port; the others follow (default {FIRST_REGION_REST_PORT})",
     )
+    up.add_argument(
+        "--national-http-port",
+        type=int,
+        help="the national brain's HTTP port (GET /metrics); replica k listens on it + k - 1 "
+        "(default: the port after the last region's REST port, 8085 on china)",
+    )
     up.set_defaults(run=run_up)
 
 
@@ -144,12 +171,17 @@ def federation_members(
     first_rest_port: int = FIRST_REGION_REST_PORT,
     regional_config: Path | None = None,
     national_replicas: int = 1,
+    national_http_port: int | None = None,
 ) -> list[Member]:
     """The national brain (as `national_replicas` replicas on its one database, named
     national-1, national-2, ... when more than one) and one regional brain per region, on
     loopback ports; each brain on `databases[name]`, or a SQLite file in `data_dir`. The
     regional brains read their settings file `regional_config` (CNBRAIN_CONFIG_FILE), when
-    given."""
+    given. Replica k of the national brain serves its metrics on `national_http_port` + k - 1
+    (None: the port after the last region's REST port + k - 1)."""
+    http_base = (
+        national_http_port if national_http_port is not None else first_rest_port + len(region_ids)
+    )
 
     def database(name: str) -> str:
         if databases is not None:
@@ -165,9 +197,11 @@ def federation_members(
                 "CNBRAIN_GRPC_PORT": str(national_grpc_port + k - 1),
                 "CNBRAIN_MAP": map_name,
                 "CNBRAIN_INSTANCE_ID": f"national-{k}",
+                "CNBRAIN_HTTP_PORT": str(http_base + k - 1),
             },
             rest_port=None,
             grpc_port=national_grpc_port + k - 1,
+            http_port=http_base + k - 1,
         )
         for k in range(1, national_replicas + 1)
     ]
@@ -246,6 +280,7 @@ def run_up(args: argparse.Namespace) -> int:
         first_rest_port=args.rest_port,
         regional_config=regional_config,
         national_replicas=args.national_replicas,
+        national_http_port=args.national_http_port,
     )
     _stop_on_signals()
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
@@ -327,7 +362,10 @@ def _print_endpoints(
     print(f"local federation on map {map_name} (data in {data_dir}):")
     for member in members:
         rest = f"REST http://127.0.0.1:{member.rest_port}  " if member.rest_port else ""
-        print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}")
+        metrics = (
+            f"  metrics http://127.0.0.1:{member.http_port}/metrics" if member.http_port else ""
+        )
+        print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}{metrics}")
     print(f"  admin API key (every regional brain): {token_file}")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NoReturn, TypeAlias
 
 from cnbrain import __version__
+from cnbrain.domain.states import RequestState
 from cnbrain.netmap.errors import MapError
 from cnbrain.placement.errors import RequestError
 
@@ -65,14 +66,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of the output went away (`| head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C (`events --follow` ends so): no traceback
+        return 130
 
 
 def _parser() -> argparse.ArgumentParser:
     """The whole command tree; every command sets `run`, which takes the parsed arguments
     and returns the exit status."""
     from cnbrain.cli.certs import add_certs_command
+    from cnbrain.cli.completion import add_completion_command
     from cnbrain.cli.db import add_db_commands
     from cnbrain.cli.fragmentation import add_fragmentation_command
+    from cnbrain.cli.netlab import add_netlab_command
     from cnbrain.cli.simulate import add_simulate_command
     from cnbrain.cli.trace import add_trace_commands
 
@@ -88,8 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     add_trace_commands(sub, MAP_HELP)
     add_simulate_command(sub, MAP_HELP)
     add_fragmentation_command(sub)
+    add_netlab_command(sub)
     add_certs_command(sub)
     add_db_commands(sub)
+    add_completion_command(sub, parser)
     return parser
 
 
@@ -109,14 +116,17 @@ def _add_map_commands(sub: Subcommands) -> None:
 def _add_place_command(sub: Subcommands) -> None:
     """`cnbrain place`: a decision on a map loaded in-process, without a running brain."""
     from cnbrain.cli import commands
+    from cnbrain.cli.completion import completes_files
     from cnbrain.placement.registry import DEFAULT_STRATEGY, STRATEGIES
 
     place = sub.add_parser(
         "place", help="place one request (or a JSON list of them) and print the decision"
     )
     place.add_argument("--map", default="china", help=MAP_HELP)
-    place.add_argument(
-        "--request", required=True, type=Path, help="request JSON file ('-' for stdin)"
+    completes_files(
+        place.add_argument(
+            "--request", required=True, type=Path, help="request JSON file ('-' for stdin)"
+        )
     )
     place.add_argument("--policy", default=DEFAULT_STRATEGY, choices=list(STRATEGIES))
     place.add_argument("--explain", action="store_true", help="include the explanation")
@@ -191,11 +201,18 @@ def _add_bench_commands(sub: Subcommands) -> None:
 
 def _add_service_commands(sub: Subcommands) -> None:
     """The commands that run brains, and those that call a running brain's REST API."""
+    from cnbrain.cli.capacity import add_capacity_commands
+    from cnbrain.cli.quote import add_quote_command
+    from cnbrain.cli.usage import add_usage_command
+
     _add_brain_commands(sub)
     _add_tenant_commands(sub)
     _add_apikey_commands(sub)
     _add_user_commands(sub)
     _add_request_commands(sub)
+    add_quote_command(sub)
+    add_usage_command(sub)
+    add_capacity_commands(sub)
     _add_priority_class_commands(sub)
 
 
@@ -230,13 +247,19 @@ def _add_brain_commands(sub: Subcommands) -> None:
 
 
 def _add_tenant_commands(sub: Subcommands) -> None:
-    """`cnbrain tenant create` and `cnbrain tenant fair-share get|put|delete`."""
+    """`cnbrain tenants list|create` and `cnbrain tenants fair-share get|put|delete`
+    (`tenant` is the same command)."""
     from cnbrain.cli import rest
+    from cnbrain.cli.output import add_output_option
 
-    tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
-        required=True, metavar="ACTION"
-    )
-    create = tenant.add_parser("create", help="create a tenant")
+    tenant = sub.add_parser(
+        "tenants", aliases=["tenant"], help="list, create and manage tenants"
+    ).add_subparsers(required=True, metavar="ACTION")
+    listing = tenant.add_parser("list", help="the tenants (operators and admins)")
+    add_output_option(listing)
+    rest.add_connection_options(listing)
+    listing.set_defaults(run=rest.tenants_list)
+    create = tenant.add_parser("create", help="create a tenant (prints it as JSON)")
     create.add_argument("id")
     create.add_argument("--name")
     rest.add_connection_options(create)
@@ -290,13 +313,17 @@ def _add_fair_share_commands(tenant: Subcommands) -> None:
 
 
 def _add_apikey_commands(sub: Subcommands) -> None:
-    """`cnbrain apikey create|list|revoke`."""
+    """`cnbrain keys create|list|revoke` (`apikey` is the same command)."""
     from cnbrain.cli import rest
+    from cnbrain.cli.output import add_output_option
 
-    apikey = sub.add_parser("apikey", help="manage API keys").add_subparsers(
-        required=True, metavar="ACTION"
+    apikey = sub.add_parser(
+        "keys", aliases=["apikey"], help="list, create and revoke API keys"
+    ).add_subparsers(required=True, metavar="ACTION")
+    key = apikey.add_parser(
+        "create",
+        help="create an API key (and its user, unless --user); prints it, with its secret, as JSON",
     )
-    key = apikey.add_parser("create", help="create an API key (and its user, unless --user)")
     key.add_argument("--user", help="an existing user's id")
     key.add_argument("--tenant", help="the new user's tenant")
     key.add_argument("--name", default="cli-user", help="the new user's name")
@@ -309,9 +336,10 @@ def _add_apikey_commands(sub: Subcommands) -> None:
     key.set_defaults(run=rest.apikey_create)
     keys = apikey.add_parser("list", help="list a user's API keys (never their secrets)")
     keys.add_argument("--user", required=True, help="the user's id")
+    add_output_option(keys)
     rest.add_connection_options(keys)
     keys.set_defaults(run=rest.apikey_list)
-    revoke = apikey.add_parser("revoke", help="revoke an API key")
+    revoke = apikey.add_parser("revoke", help="revoke an API key (prints it as JSON)")
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (ck_...)")
     revoke.add_argument("--user", required=True, help="the id of the key's user")
     rest.add_connection_options(revoke)
@@ -332,12 +360,15 @@ def _add_user_commands(sub: Subcommands) -> None:
 
 
 def _add_request_commands(sub: Subcommands) -> None:
-    """`cnbrain submit`, `cnbrain submit-group`, `cnbrain requests list|show|cancel|events|why`
-    and `cnbrain queue`."""
+    """`cnbrain submit`, `cnbrain submit-group`, `cnbrain requests list|show|cancel|events|why`,
+    `cnbrain events`, `cnbrain queue` and `cnbrain routes`."""
     from cnbrain.cli import rest
+    from cnbrain.cli.completion import completes_files
+    from cnbrain.cli.events import add_events_command, add_events_options
+    from cnbrain.cli.output import add_output_option
 
     submit = sub.add_parser("submit", help="submit a request to a running brain")
-    submit.add_argument("file", type=Path, help="request JSON ('-' for stdin)")
+    completes_files(submit.add_argument("file", type=Path, help="request JSON ('-' for stdin)"))
     submit.add_argument("--idempotency-key")
     rest.add_connection_options(submit)
     submit.set_defaults(run=rest.submit)
@@ -345,30 +376,33 @@ def _add_request_commands(sub: Subcommands) -> None:
     group = sub.add_parser(
         "submit-group", help="submit related requests, placed together or spread, all or none"
     )
-    group.add_argument("file", type=Path, help="group JSON ('-' for stdin)")
+    completes_files(group.add_argument("file", type=Path, help="group JSON ('-' for stdin)"))
     rest.add_connection_options(group)
     group.set_defaults(run=rest.submit_group)
 
     reqs = sub.add_parser(
-        "requests", help="list, show or cancel requests, or show their events"
+        "requests",
+        help="list, show or cancel requests, show their events, or why one waits",
     ).add_subparsers(required=True, metavar="ACTION")
-    listing = reqs.add_parser("list")
-    listing.add_argument("--state")
-    listing.add_argument("--limit", type=int)
-    listing.add_argument("--cursor")
-    listing.add_argument("--json", action="store_true")
+    listing = reqs.add_parser("list", help="the requests, newest first (staff: every tenant's)")
+    listing.add_argument("--state", choices=[state.value for state in RequestState])
+    listing.add_argument("--limit", type=int, help="at most this many (1 to 500, default 50)")
+    listing.add_argument("--cursor", help="the next page, as the last one said")
+    add_output_option(listing, legacy_json=True)
     rest.add_connection_options(listing)
     listing.set_defaults(run=rest.requests_list)
-    for action, run in (("show", rest.requests_show), ("cancel", rest.requests_cancel)):
-        one = reqs.add_parser(action)
+    for action, run, what in (
+        ("show", rest.requests_show, "a request with its decision, as JSON"),
+        ("cancel", rest.requests_cancel, "cancel a request: release what it holds"),
+    ):
+        one = reqs.add_parser(action, help=what)
         one.add_argument("id")
         rest.add_connection_options(one)
         one.set_defaults(run=run)
-    events = reqs.add_parser("events", help="what happened to a request, oldest first")
-    events.add_argument("id")
-    events.add_argument("--json", action="store_true")
-    rest.add_connection_options(events)
-    events.set_defaults(run=rest.requests_events)
+    add_events_options(
+        reqs.add_parser("events", help="what happened to a request, oldest first (as `events`)")
+    )
+    add_events_command(sub)
     why = reqs.add_parser(
         "why", help="why a request waits: its place, estimated start and what blocks it"
     )
@@ -377,8 +411,8 @@ def _add_request_commands(sub: Subcommands) -> None:
     why.set_defaults(run=rest.requests_why)
     queue = sub.add_parser("queue", help="the region's admission queue, in order")
     queue.add_argument("--after", type=int, help="from this position on (exclusive)")
-    queue.add_argument("--limit", type=int)
-    queue.add_argument("--json", action="store_true")
+    queue.add_argument("--limit", type=int, help="at most this many (1 to 500, default 50)")
+    add_output_option(queue, legacy_json=True)
     rest.add_connection_options(queue)
     queue.set_defaults(run=rest.queue_list)
     routes = sub.add_parser(
@@ -398,12 +432,13 @@ def _add_request_commands(sub: Subcommands) -> None:
 def _add_priority_class_commands(sub: Subcommands) -> None:
     """`cnbrain priority-classes list|put|delete`."""
     from cnbrain.cli import rest
+    from cnbrain.cli.output import add_output_option
 
     classes = sub.add_parser(
         "priority-classes", help="list, put or delete priority classes"
     ).add_subparsers(required=True, metavar="ACTION")
     listing = classes.add_parser("list", help="the classes, highest value first")
-    listing.add_argument("--json", action="store_true")
+    add_output_option(listing, legacy_json=True)
     rest.add_connection_options(listing)
     listing.set_defaults(run=rest.priority_classes_list)
     put = classes.add_parser("put", help="create or replace a class (operators and admins)")

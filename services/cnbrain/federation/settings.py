@@ -6,8 +6,10 @@ environment variables override the file, which overrides the defaults.
 
 import os
 from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -34,6 +36,13 @@ class BrainSettings(BaseSettings):
         description="Directory written by `cnbrain certs`: TLS with client certificates.",
     )
     call_deadline_s: float = Field(default=2.0, gt=0, description="Deadline of a call to a peer.")
+    otlp_endpoint: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="Base URL of an OpenTelemetry collector (http://host:4318): this brain "
+        "traces the calls it handles and sends the spans there over OTLP/HTTP; None: the "
+        "standard OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing (docs/federation.md, Traces).",
+    )
     audit_interval_s: float = Field(
         default=60.0,
         ge=0.1,
@@ -47,6 +56,33 @@ class BrainSettings(BaseSettings):
         description="How long a reservation or part the auditor finds orphaned stays so "
         "before the auditor releases it.",
     )
+    steering: Literal["off", "netlab"] = Field(
+        default="off",
+        description="Where this brain steers its segments of the paths it reserves: nowhere, "
+        "or onto the netlab named by `netlab` (docs/dataplane.md).",
+    )
+    netlab: str = Field(
+        default="cnl",
+        pattern=r"^[a-z][a-z0-9]{0,7}$",
+        description="The netlab `steering = netlab` steers onto (`cnbrain netlab up --name`).",
+    )
+    resteer_interval_s: float = Field(
+        default=1.0,
+        ge=0.1,
+        le=3600,
+        description="How often a steering brain checks the netlab's links of its steered "
+        "paths, and re-routes the reservations over a link that went down.",
+    )
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_endpoint(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        url = urlsplit(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+            raise ValueError("must be an http:// or https:// URL of a collector, without query")
+        return value.strip()
 
     def security(self, name: str) -> PeerSecurity:
         """This brain's peer security; `name` picks its certificate in `tls_dir`."""

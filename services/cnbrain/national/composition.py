@@ -18,11 +18,13 @@ from cnbrain.federation.auditor import LedgerAuditor, region_of_province
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
+from cnbrain.federation.steered_paths import steered_paths
 from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.forwarding import ForwardCalls
 from cnbrain.national.inflight import DatabaseJournal
 from cnbrain.national.known_regions import DatabaseRegions
 from cnbrain.national.map_sync import MapSync
+from cnbrain.national.metrics import NationalMetrics
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
 from cnbrain.national.policy import FederationPolicy
@@ -57,17 +59,23 @@ class NationalBrain:
     placer: CrossRegionPlacer
     auditor: LedgerAuditor
     server: RunningServer | None
+    metrics: NationalMetrics
+    """What its parts count, and what a scrape reads (`national.metrics`)."""
 
 
 @asynccontextmanager
-async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
+async def running(
+    settings: NationalSettings, metrics: NationalMetrics | None = None
+) -> AsyncIterator[NationalBrain]:
     """The national brain (one replica of it) started on `settings`: the schema migrated,
     the built-in map and priority classes loaded into an empty database, the engine built,
     the regions known from the database taken back, its lease kept, the parts of the
     placements that a run before (or a replica that stopped) left under way released, expiry
     of abandoned prepared parts running, retries of failed releases and the ledger auditor
     running while this replica holds their lease (`national.replicas`), and gRPC served
-    (when `grpc_port` is set)."""
+    (when `grpc_port` is set). Its parts count into `metrics` (None: a registry of its own,
+    which nothing reads)."""
+    metrics = metrics or NationalMetrics()
     async with AsyncExitStack() as stack:
         database = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -88,12 +96,19 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
         known = await directory.restore(lambda region: owned_provinces(live_map.map, region))
         if known:
             log.info("regions known from the database: %s", ", ".join(known))
-        local = LocalParticipant(sessions, arrays=lambda: live_map.engine.arrays, watch=live_map)
+        steered = steered_paths(settings, sessions=sessions, owner=NATIONAL_OWNER)
+        if steered is not None:
+            stack.callback(steered.close)
+            background(stack, steered.follow_forever(), "steering")
+        local = LocalParticipant(
+            sessions, arrays=lambda: live_map.engine.arrays, watch=live_map, steered=steered
+        )
         coordinator = Coordinator(
             Participants(local, directory, deadline_s=settings.call_deadline_s),
             ttl_ms=settings.prepare_ttl_ms,
             backlog=DatabaseBacklog(sessions),
             journal=DatabaseJournal(sessions, replica=settings.instance_id),
+            count=metrics.two_phase,
         )
         replica = Replica(sessions, name=settings.instance_id, lease_s=settings.replica_lease_s)
         background(stack, replica.live_forever(), "replica-lease")
@@ -107,6 +122,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             directory=directory,
             coordinator=coordinator,
             held=local,
+            placed=metrics.placed,
         )
         background(stack, expire_forever(sessions, changed=live_map.capacity_changed), "expiry")
 
@@ -122,6 +138,12 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             live_at=live_at,
             grace_s=settings.audit_grace_s,
             changed=live_map.capacity_changed,
+        )
+        metrics.watch(
+            directory=directory,
+            coordinator=coordinator,
+            auditor=auditor,
+            summary_interval_s=settings.summary_interval_ms / 1000,
         )
         background(
             stack,
@@ -164,12 +186,19 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                     directory,
                     map=lambda: live_map.map,
                     read_deadline_s=settings.call_deadline_s,
+                    counted=metrics.forwarded,
                 ),
                 site_routes=SiteRoutes(
                     live_map=live_map, directory=directory, deadline_s=settings.call_deadline_s
                 ),
             )
-            ledger = LedgerServicer(sessions, view=live_map.view, watch=live_map)
+            ledger = LedgerServicer(
+                sessions,
+                view=live_map.view,
+                watch=live_map,
+                metrics=metrics.ledger_parts,
+                steered=steered,
+            )
 
             def register(grpc_server: grpc.aio.Server) -> list[str]:
                 return [
@@ -181,6 +210,7 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
                 address=f"{settings.grpc_host}:{settings.grpc_port}",
                 security=security,
                 register=register,
+                metrics=metrics.grpc,
             )
             stack.push_async_callback(server.stop, 2.0)
             log.info("national brain: gRPC on %s:%d", settings.grpc_host, server.port)
@@ -193,4 +223,5 @@ async def running(settings: NationalSettings) -> AsyncIterator[NationalBrain]:
             placer=placer,
             auditor=auditor,
             server=server,
+            metrics=metrics,
         )

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.national.planner import AttemptError, Part, Plan, reason_of
+from cnbrain.telemetry.spans import span
 
 log = logging.getLogger("cnbrain.national")
 
@@ -120,6 +121,12 @@ RECOVERED = "the national brain stopped before the placement was decided"
 Lookup = Callable[[str], Participant | None]
 """The participant of an owner; None: an owner (region) that is not registered."""
 
+Count = Callable[[str, str, int], None]
+"""Told, after each call to an owner, how many parts a step (`prepare`, `commit`, `abort`:
+the release of a placement that failed or was left undecided, `release`: of one that ended)
+did with which outcome (`ok`; `refused`, with a reason; `unavailable`: the owner did not
+answer, or is not registered)."""
+
 ByOwner = dict[str, list[tuple[int, Part]]]
 
 
@@ -128,7 +135,8 @@ class Coordinator:
     participant `participant` looks up. The releases owners could not make are kept in
     `backlog` too (None: in memory only) and taken up from there by
     `retry_releases_forever`; the placements under way are recorded in `journal` (None: not
-    recorded, and `recover` has nothing to do)."""
+    recorded, and `recover` has nothing to do). `count` is told what each step did with the
+    parts (None: nobody is)."""
 
     def __init__(
         self,
@@ -137,13 +145,20 @@ class Coordinator:
         ttl_ms: int,
         backlog: Backlog | None = None,
         journal: Journal | None = None,
+        count: Count | None = None,
     ) -> None:
         self._participant = participant
         self._ttl_ms = ttl_ms
         self._backlog = backlog
         self._journal = journal
+        self._count = count
         self._unreleased: set[tuple[str, str, str, bool]] = set()
         """(owner, reservation id, reason, keep_delivery) of the releases owed."""
+
+    @property
+    def owed(self) -> int:
+        """How many releases this brain owes owners now (see `release`)."""
+        return len(self._unreleased)
 
     async def recover(self) -> int:
         """Release every part of the placements the journal finds orphaned (a national brain
@@ -159,7 +174,7 @@ class Coordinator:
             for owner in placement.owners:
                 by_owner.setdefault(owner, []).append(placement.reservation_id)
         await asyncio.gather(
-            *(self.release(owner, ids, RECOVERED) for owner, ids in by_owner.items())
+            *(self._release(owner, ids, RECOVERED, step="abort") for owner, ids in by_owner.items())
         )
         await self._journal.end([placement.reservation_id for placement in left])
         return len(left)
@@ -177,6 +192,7 @@ class Coordinator:
                 failures[plan.item] = AttemptError(
                     f"region {unknown!r} is not registered", region=unknown
                 )
+                self._counted("prepare", "unavailable", len(plan.parts))
         ttl_ms = self._ttl_ms
         preparing = [plan for plan in plans if plan.item not in failures]
         if self._journal is not None and preparing:
@@ -248,6 +264,20 @@ class Coordinator:
         `Participant.release`); whether it did. Parts that cannot be released now are owed
         (in the backlog) and released by `retry_releases_forever` once their owner answers
         (a prepared one also expires there by itself), with their `keep_delivery`."""
+        return await self._release(
+            owner, reservation_ids, reason, keep_delivery=keep_delivery, step="release"
+        )
+
+    async def _release(
+        self,
+        owner: str,
+        reservation_ids: Sequence[str],
+        reason: str,
+        *,
+        keep_delivery: bool = False,
+        step: str,
+    ) -> bool:
+        """`release`, counted as `step`."""
         if not reservation_ids:
             return True
         participant = self._participant(owner)
@@ -256,6 +286,7 @@ class Coordinator:
                 raise LookupError(f"region {owner!r} is not registered")
             await participant.release(reservation_ids, reason, keep_delivery=keep_delivery)
         except (PeerUnavailable, LookupError) as error:
+            self._counted(step, "unavailable", len(reservation_ids))
             log.warning(
                 "release of %s in %s failed (%s); will retry",
                 ", ".join(reservation_ids),
@@ -271,6 +302,7 @@ class Coordinator:
                 except Exception:
                     log.warning("could not keep the releases owed in the backlog", exc_info=True)
             return False
+        self._counted(step, "ok", len(reservation_ids))
         return True
 
     async def retry_releases_forever(self, interval_s: float = 2.0) -> None:
@@ -303,7 +335,9 @@ class Coordinator:
         by_owner = _by_owner(plans)
         await asyncio.gather(
             *(
-                self.release(owner, [p.claim.reservation_id for _, p in parts], reason)
+                self._release(
+                    owner, [p.claim.reservation_id for _, p in parts], reason, step="abort"
+                )
                 for owner, parts in by_owner.items()
             )
         )
@@ -317,19 +351,31 @@ class Coordinator:
     ) -> dict[int, AttemptError]:
         """`call` each owner's participant with its parts of `plans`, the owners in
         parallel; for each plan with a part that failed (all its parts then released for
-        `reason`), the AttemptError, by item."""
+        `reason`), the AttemptError, by item. Traced as the span `two_phase.<step>`."""
         by_owner = _by_owner(plans)
         participants = {owner: self._participant(owner) for owner in by_owner}
-        replies = await asyncio.gather(
-            *(
-                _unregistered(owner) if participant is None else call(participant, by_owner[owner])
-                for owner, participant in participants.items()
-            ),
-            return_exceptions=True,
-        )
-        failures = _failures(step, by_owner, participants, replies)
-        await self._release_plans([plan for plan in plans if plan.item in failures], reason)
+        with span(
+            f"two_phase.{step}", {"cnbrain.plans": len(plans), "cnbrain.owners": len(by_owner)}
+        ):
+            replies = await asyncio.gather(
+                *(
+                    _unregistered(owner)
+                    if participant is None
+                    else call(participant, by_owner[owner])
+                    for owner, participant in participants.items()
+                ),
+                return_exceptions=True,
+            )
+            if self._count is not None:
+                for outcome, parts in _outcomes(by_owner, replies).items():
+                    self._count(step, outcome, parts)
+            failures = _failures(step, by_owner, participants, replies)
+            await self._release_plans([plan for plan in plans if plan.item in failures], reason)
         return failures
+
+    def _counted(self, step: str, outcome: str, parts: int) -> None:
+        if self._count is not None and parts:
+            self._count(step, outcome, parts)
 
 
 def _in_flight(plan: Plan) -> InFlight:
@@ -348,6 +394,21 @@ def _by_owner(plans: Sequence[Plan]) -> ByOwner:
         for part in plan.parts:
             owners.setdefault(part.owner, []).append((plan.item, part))
     return owners
+
+
+def _outcomes(by_owner: ByOwner, replies: Sequence[object]) -> dict[str, int]:
+    """How many parts of a step's calls ended with which outcome (`Count`); `replies` holds
+    each owner's call result, in `by_owner` order."""
+    outcomes: dict[str, int] = {}
+    for parts, reply in zip(by_owner.values(), replies, strict=True):
+        if isinstance(reply, BaseException):
+            outcomes["unavailable"] = outcomes.get("unavailable", 0) + len(parts)
+            continue
+        assert isinstance(reply, list)
+        refused = sum(1 for reason in reply if reason is not None)
+        outcomes["refused"] = outcomes.get("refused", 0) + refused
+        outcomes["ok"] = outcomes.get("ok", 0) + len(reply) - refused
+    return {outcome: parts for outcome, parts in outcomes.items() if parts}
 
 
 def _failures(

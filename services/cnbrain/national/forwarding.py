@@ -36,8 +36,15 @@ NOT_HELD = frozenset({FORBIDDEN, NOT_FOUND})
 """The answers of a region that does not hold the request (or cannot tell: 403)."""
 
 
+Counted = Callable[[int, str], None]
+"""Told of every forwarded call: its operation (`ForwardedOperation`) and its outcome: the
+class of the status answered (`2xx`, `4xx`, `5xx`), or `invalid`, `not_found`,
+`unavailable` or `error` when it raised."""
+
+
 class ForwardCalls:
-    """`map()` is the national brain's map; a read asks each region within `read_deadline_s`."""
+    """`map()` is the national brain's map; a read asks each region within `read_deadline_s`;
+    `counted` is told of every call (None: nobody is)."""
 
     def __init__(
         self,
@@ -45,10 +52,12 @@ class ForwardCalls:
         *,
         map: Callable[[], ComputeNetworkMap],
         read_deadline_s: float,
+        counted: Counted | None = None,
     ) -> None:
         self._directory = directory
         self._map = map
         self._read_deadline_s = read_deadline_s
+        self._counted = counted
 
     async def __call__(
         self, call: common_pb2.ForwardedCall, *, from_region: str
@@ -59,6 +68,19 @@ class ForwardCalls:
         other region is registered or a query of a region that never registered, and
         PeerUnavailable when `from_region` is not registered, or a region that must answer
         has not registered or does not answer."""
+        if self._counted is None:
+            return await self._forward(call, from_region)
+        try:
+            answer = await self._forward(call, from_region)
+        except Exception as error:
+            self._counted(call.operation, _outcome_of(error))
+            raise
+        self._counted(call.operation, f"{answer.status // 100}xx")
+        return answer
+
+    async def _forward(
+        self, call: common_pb2.ForwardedCall, from_region: str
+    ) -> common_pb2.ForwardedAnswer:
         body = check_call(call)
         if from_region not in self._directory:
             raise PeerUnavailable(
@@ -163,3 +185,14 @@ class ForwardCalls:
                 f"region {region.id!r}", "invalid_answer", f"answered as {checked.region_id!r}"
             )
         return checked
+
+
+def _outcome_of(error: Exception) -> str:
+    """The outcome (`Counted`) of a forwarded call that raised `error`."""
+    if isinstance(error, Invalid):
+        return "invalid"
+    if isinstance(error, NotFound):
+        return "not_found"
+    if isinstance(error, PeerUnavailable):
+        return "unavailable"
+    return "error"

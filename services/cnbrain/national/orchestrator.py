@@ -25,7 +25,7 @@ stores nothing.
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -48,6 +48,7 @@ from cnbrain.routing.composed import ComposedRouter
 from cnbrain.routing.paths import GraphPath
 from cnbrain.scheduling.flow_options import FlowOption
 from cnbrain.scheduling.flow_requests import flow_holds
+from cnbrain.telemetry.spans import span
 from cnbrain.v1 import regional_pb2
 
 BATCH_CAP = 64
@@ -86,7 +87,8 @@ AttemptResult = Decision | AttemptError
 class CrossRegionPlacer:
     """The cross-region placement use case: each request's attempts, the regions' answers,
     the engine's joint choice, and its reservation through `coordinator`; and the quote of a
-    request, the same choice without the reservation."""
+    request, the same choice without the reservation. `placed` is told the status of every
+    placement's answer, `placed` or `rejected` (None: nobody is)."""
 
     def __init__(
         self,
@@ -96,7 +98,9 @@ class CrossRegionPlacer:
         directory: RegionDirectory,
         coordinator: Coordinator,
         held: Held,
+        placed: Callable[[str], None] | None = None,
     ) -> None:
+        self._placed = placed
         self._settings = settings
         self._live_map = live_map
         self._directory = directory
@@ -124,6 +128,8 @@ class CrossRegionPlacer:
         try:
             decision = await self._place(request, source_region)
             future.set_result(decision)
+            if self._placed is not None:
+                self._placed(decision.status)
             return decision
         except BaseException as exc:
             future.set_exception(exc)
@@ -328,7 +334,8 @@ class CrossRegionPlacer:
                 continue
             chosen[i] = (source, regions)
         started = time.perf_counter()
-        answers = await self._ask(items, chosen)
+        with span("federation.ask", {"cnbrain.requests": len(chosen)}):
+            answers = await self._ask(items, chosen)
         asked = time.perf_counter()
         deciding: list[tuple[int, Answers]] = []
         for i, answer in answers.items():
@@ -507,13 +514,14 @@ class CrossRegionPlacer:
         sources, destinations = planner.segments(answers)
         router = ComposedRouter(engine.router, sources=sources, destinations=destinations)
         async with self._plan_lock:
-            decisions = await asyncio.to_thread(
-                engine.place_batch,
-                list(requests),
-                reserve=False,
-                snapshot=snapshot,
-                router=router,
-            )
+            with span("placement.decide", {"cnbrain.requests": len(requests)}):
+                decisions = await asyncio.to_thread(
+                    engine.place_batch,
+                    list(requests),
+                    reserve=False,
+                    snapshot=snapshot,
+                    router=router,
+                )
         if len(decisions) != len(requests):
             raise RuntimeError(f"{len(decisions)} decisions for {len(requests)} requests")
         return decisions

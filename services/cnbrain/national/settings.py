@@ -14,6 +14,14 @@ class NationalSettings(BrainSettings):
 
     database_url: str = "sqlite+aiosqlite:///cnbrain-national.db"
     grpc_port: int | None = Field(default=50051, ge=0, le=65535)
+    http_host: str = Field(default="127.0.0.1", max_length=255)
+    http_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Where the HTTP listener answers GET /metrics (Prometheus) and /healthz; "
+        "None: no HTTP listener.",
+    )
     top_regions: int = Field(default=3, ge=1, description="Regions asked for candidates.")
     sites_per_region: int = Field(default=8, ge=1, description="Candidates asked of each.")
     paths_per_segment: int = Field(default=3, ge=1)

@@ -14,6 +14,7 @@ is a conditional change in the transaction that reserves (`use_cases.admit`).
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
@@ -33,7 +34,9 @@ MIN_GAP_S = 0.2
 
 
 class AdmissionLoop:
-    """`owner` names this instance in the lease; `round()` runs one admission round."""
+    """`owner` names this instance in the lease; `round()` runs one admission round;
+    `observe(report, seconds)` is told of every round that ran to its end (None: nobody
+    is)."""
 
     def __init__(
         self,
@@ -42,8 +45,10 @@ class AdmissionLoop:
         owner: str,
         interval_s: float,
         lease_s: float,
+        observe: Callable[[RoundReport, float], None] | None = None,
     ) -> None:
         self._sessions = sessions
+        self._observe = observe
         self._owner = owner
         self._interval_s = interval_s
         self._lease_s = lease_s
@@ -75,7 +80,11 @@ class AdmissionLoop:
                 try:
                     self.holding = await self._hold()
                     if self.holding:
-                        self._waiting = (await round()).waiting > 0
+                        started = time.perf_counter()
+                        report = await round()
+                        if self._observe is not None:
+                            self._observe(report, time.perf_counter() - started)
+                        self._waiting = report.waiting > 0
                 except Exception:
                     if _cancelling():
                         raise asyncio.CancelledError from None

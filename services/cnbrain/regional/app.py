@@ -7,14 +7,17 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from cnbrain import __version__
+from cnbrain.console.mount import mount_console
 from cnbrain.heap import freeze_heap
 from cnbrain.regional import openapi, problems
 from cnbrain.regional.composition import running
+from cnbrain.regional.console_source import RegionalConsole
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
 from cnbrain.regional.metrics import HttpMetrics, Metrics
 from cnbrain.regional.request_ids import RequestIds
 from cnbrain.regional.routers import (
     audit,
+    capacity,
     fair_shares,
     health,
     jobs,
@@ -27,6 +30,7 @@ from cnbrain.regional.routers import (
     usage,
 )
 from cnbrain.regional.settings import Settings
+from cnbrain.regional.tracing import rest_telemetry
 
 DESCRIPTION = """
 The regional brain of cnbrain: tenants submit compute requests; the brain decides the site and
@@ -48,7 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with running(settings) as brain:
+        async with running(settings, metrics) as brain:
             app.state.brain = brain
             freeze_heap()
             yield
@@ -59,12 +63,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        # FastAPI's automatic OpenTelemetry asks the environment on every request whether a
-        # provider is configured (about 5% of a submission's CPU time); this brain sets none.
-        telemetry={"tracing": False, "metrics": False, "logs": False},
+        telemetry=rest_telemetry(),  # server spans when tracing is on; else off whole
         dependencies=[Depends(refuse_control_characters)],
     )
-    app.state.metrics = metrics = Metrics()
+    app.state.metrics = metrics = Metrics(
+        brain="regional" if settings.region else "standalone", region=settings.region
+    )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(HttpMetrics, metrics=metrics)
     problems.install(app)
@@ -79,9 +83,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         priority_classes,
         audit,
         routes,
+        capacity,
     ):
         app.include_router(module.router)
     app.include_router(fair_shares.router)
     app.include_router(ledger_audit.router)
+    mount_console(app, RegionalConsole(lambda: app.state.brain))
     openapi.install(app)
     return app

@@ -28,6 +28,7 @@ from cnbrain.federation.auditor import LedgerAuditor, live_requests, region_of_p
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
+from cnbrain.federation.steered_paths import SteeredPaths, steered_paths
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
 from cnbrain.regional.admission_loop import AdmissionLoop
@@ -40,7 +41,9 @@ from cnbrain.regional.federation import (
     add_regional_service,
 )
 from cnbrain.regional.forwarding import Forwarder, ServeForwarded
+from cnbrain.regional.metrics import Metrics
 from cnbrain.regional.replicas import Replicas
+from cnbrain.regional.rerouting import Rerouter
 from cnbrain.regional.security import Role
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -96,12 +99,16 @@ class RegionalBrain:
 
 
 @asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
+async def running(
+    settings: Settings, metrics: Metrics | None = None
+) -> AsyncIterator[RegionalBrain]:
     """A regional brain started on `settings`: the schema migrated, the built-in map loaded
     into an empty database, the first admin installed, the map and engine built, the replicas
     followed, the federation joined (when `region` is set), the requests an earlier stop left
     pending recovered, the dispatcher, the admission loop and the ledger auditor running. On
-    exit (or when a step of the start raises) what was started is stopped in reverse."""
+    exit (or when a step of the start raises) what was started is stopped in reverse. Its
+    parts count into `metrics` (None: a registry of its own, which nothing reads)."""
+    metrics = metrics or Metrics()
     async with AsyncExitStack() as stack:
         database: AsyncEngine = create_engine(settings.database_url)
         stack.push_async_callback(database.dispose)
@@ -116,8 +123,11 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
         stack.push_async_callback(replicas.drain)
         background(stack, replicas.follow(), "replicas")
         cohorts = CohortQuotas()
+        steered = steered_paths(settings, sessions=sessions, owner=settings.region)
+        if steered is not None:
+            stack.callback(steered.close)
         national, servicer = await _join_federation(
-            stack, settings, sessions, live_map, replicas, cohorts
+            stack, settings, sessions, live_map, replicas, cohorts, metrics, steered
         )
 
         auditor = LedgerAuditor(
@@ -128,9 +138,28 @@ async def running(settings: Settings) -> AsyncIterator[RegionalBrain]:
             grace_s=settings.audit_grace_s,
             changed=replicas.peer_changed,
         )
+        metrics.audit.watch(auditor)
         brain = _assemble(
-            settings, sessions, caches, live_map, replicas, national, auditor, cohorts
+            settings,
+            sessions,
+            caches,
+            live_map,
+            replicas,
+            national,
+            auditor,
+            cohorts,
+            metrics,
+            steered,
         )
+        if steered is not None:
+            steered.reroute = Rerouter(
+                sessions=sessions,
+                changes=brain.changes,
+                live_map=live_map,
+                steered=steered,
+                owner=settings.region,
+            )
+            background(stack, steered.follow_forever(), "steering")
         if servicer is not None and settings.region is not None:
             servicer.make_room = brain.requests.make_room
             servicer.serve_forwarded = ServeForwarded(
@@ -178,6 +207,8 @@ def _assemble(
     national: NationalLink | None,
     auditor: LedgerAuditor,
     cohorts: CohortQuotas,
+    metrics: Metrics,
+    steered: SteeredPaths | None = None,
 ) -> RegionalBrain:
     """The parts above the map and the federation, each handed what it uses."""
     credentials = CredentialStore(settings.credentials)
@@ -186,6 +217,7 @@ def _assemble(
         owner=settings.instance_id,
         interval_s=settings.admission_interval_s,
         lease_s=settings.admission_lease_s,
+        observe=metrics.admission_round,
     )
 
     async def announce() -> None:
@@ -258,6 +290,9 @@ def _assemble(
             wake_jobs=dispatcher.wake,
             wake_admission=queued,
             cohorts=cohorts,
+            decided=metrics.decided,
+            preempted=metrics.preempted,
+            steered=steered,
         ),
         admin=AdminUseCases.build(
             sessions=sessions,
@@ -308,6 +343,8 @@ async def _join_federation(
     live_map: LiveMap,
     replicas: Replicas,
     cohorts: CohortQuotas,
+    metrics: Metrics,
+    steered: SteeredPaths | None = None,
 ) -> tuple[NationalLink | None, RegionalServicer | None]:
     """As a region's brain (`region` set): expire the parts peers prepared here and left,
     serve the national brain over gRPC (when `grpc_port` is set; its LedgerService holds the
@@ -333,6 +370,8 @@ async def _join_federation(
             view=live_map.view,
             watch=AnnouncingWatch(live_map, replicas),
             take=cohorts.take_parts,
+            metrics=metrics.ledger_parts,
+            steered=steered,
         )
 
         def register(grpc_server: grpc.aio.Server) -> list[str]:
@@ -345,6 +384,7 @@ async def _join_federation(
             address=f"{settings.grpc_host}:{settings.grpc_port}",
             security=security,
             register=register,
+            metrics=metrics.grpc,
         )
         stack.push_async_callback(server.stop, 2.0)
     advertised = settings.advertise_endpoint or (
@@ -361,6 +401,7 @@ async def _join_federation(
         region_id=region,
         advertised_endpoint=advertised,
         live_map=live_map,
+        escalated=metrics.escalated,
     )
     stack.push_async_callback(national.close)
     background(stack, national.run(), "national-link")

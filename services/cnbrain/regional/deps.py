@@ -19,6 +19,7 @@ from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.admin import AdminUseCases
 from cnbrain.regional.use_cases.map_admin import MapAdministration
 from cnbrain.regional.use_cases.priority_classes import ManagePriorityClasses
+from cnbrain.telemetry.tenant import note_tenant
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer ck_...`")
 
@@ -118,6 +119,7 @@ async def get_principal(
     if credentials is not None:
         principal = await brain.authenticator.principal_of(credentials.credentials)
         if principal is not None:
+            note_tenant(principal.tenant_id)  # for the call's logs and span
             return principal
     raise ApiError(
         401,

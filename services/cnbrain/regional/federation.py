@@ -528,7 +528,8 @@ class NationalLink:
     `endpoints` (one or more "host:port", in the order of preference): it registers region
     `region_id`, reachable at `advertised_endpoint`, with every replica and reports
     `live_map`'s free capacity to each; its calls go to one replica, and on to the next when
-    that one is unavailable (`rpc.failover`)."""
+    that one is unavailable (`rpc.failover`). `escalated` is told the answer of every
+    escalation: `placed`, `rejected` or `unavailable` (None: nobody is)."""
 
     def __init__(
         self,
@@ -539,7 +540,9 @@ class NationalLink:
         region_id: str,
         advertised_endpoint: str,
         live_map: LiveMap,
+        escalated: Callable[[str], None] | None = None,
     ) -> None:
+        self._escalated = escalated
         self._channels = [
             open_channel(endpoint, security=security, server_name="national")
             for endpoint in endpoints
@@ -629,8 +632,13 @@ class NationalLink:
                 )
             )
         except grpc.aio.AioRpcError as error:
+            if self._escalated is not None:
+                self._escalated("unavailable")
             return _unavailable(request, error), None
         decision = Decision.model_validate_json(answer.decision_json)
+        if self._escalated is not None:
+            placed = decision.status is DecisionStatus.PLACED
+            self._escalated("placed" if placed else "rejected")
         if not answer.HasField("plan"):
             return decision, None
         plan = answer.plan

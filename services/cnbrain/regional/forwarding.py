@@ -55,6 +55,7 @@ from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.usage_reports import UsageReports
 from cnbrain.storage import tenants
+from cnbrain.telemetry.tenant import note_tenant
 from cnbrain.v1 import common_pb2
 
 JSON = "application/json"
@@ -267,6 +268,7 @@ class ServeForwarded:
                 )
         try:
             principal = await self._principal(call.caller, from_region)
+            note_tenant(principal.tenant_id)  # for the call's logs and span
             status, text = await self._run(principal, call, body)
         except CnbrainError as exc:
             return self._problem(answer_of(exc))

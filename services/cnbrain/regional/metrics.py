@@ -1,42 +1,81 @@
 """The regional brain's Prometheus metrics, read at `GET /metrics` (the text exposition
-format): its REST calls and its decisions.
+format). Each brain process has its own registry; no label names a tenant or a request.
 
+- `cnbrain_brain_info{brain, region, version}`: 1, naming the brain (`regional`,
+  `standalone`), its region (empty when standalone) and cnbrain's version;
 - `cnbrain_http_requests_total{method, route, status}`: calls answered, by the route's
   template (`/v1/requests/{request_id}`; `unmatched` for no route), so that ids make no
   series of their own;
 - `cnbrain_http_request_duration_seconds{method, route}`: the time to answer them;
-- `cnbrain_decisions_total{outcome}`: the submissions this brain decided, by what became of
-  them (`placed`, `queued`, `rejected`); a submission forwarded to another region counts
-  there;
+- `cnbrain_decisions_total{outcome, reason}`: the submissions this brain decided (made here
+  or forwarded here by another region; a submission forwarded to another region counts
+  there), by what became of them (`placed`, `queued`, `rejected`, `failed`) and a reason of
+  a few fixed words (`regional.decision_reasons`); group members count one each;
+- `cnbrain_decision_duration_seconds{outcome}`: the time from a submission's intake to its
+  decision (its place in the group commit, the engine, the reservation, and for one only
+  the national brain can place, the escalation);
+- `cnbrain_admission_round_duration_seconds`: the time of each round of the admission loop
+  (`regional.admission_loop`) on the instance that holds its lease;
+  `cnbrain_admission_requests_total{outcome}`: what the rounds did with queued requests
+  (`admitted` here, `placed_elsewhere` by the national brain, `rejected`);
+- the queue by priority class (`regional.queue_metrics`): `cnbrain_queue_length{class}`,
+  `cnbrain_queue_oldest_wait_seconds{class}`, `cnbrain_queue_wait_objective_seconds{class}`;
+- `cnbrain_preemptions_total`: running requests preempted (requeued) for a request of a
+  higher class, of this region's queue or of another region's (`MakeRoom`);
+- `cnbrain_escalations_total{outcome}`: requests this brain asked the national brain to
+  place (from a submission or from the queue), by its answer: `placed`, `rejected`, or
+  `unavailable` (it could not be asked);
 - `cnbrain_site_capacity{site, resource}` and `cnbrain_site_free{site, resource}`: of the
   sites this brain owns, CPU cores, GiB of memory and each accelerator model (`resource` is
   `cpu_cores`, `memory_gib` or the model), as its ledger holds them when scraped;
   `cnbrain_link_utilisation{link}`: the share of each of its links' bandwidth reserved;
   `cnbrain_ledger_read` is 1 when the scrape read the ledger, 0 when its database did not
-  answer (the capacity series then keep their last values).
+  answer (the capacity series then keep their last values);
+- every brain's (`federation.metrics`): the reservations its ledger holds, its ledger
+  service's parts of cross-brain reservations and its ledger auditor's findings; and its
+  gRPC server's (`rpc.metrics`), in a federation.
 
-Each brain process has its own registry; no label names a tenant or a request.
+What is read from the database at a scrape (`ledger`, `read`) keeps its last values while
+the database does not answer.
 """
 
 import time
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cnbrain import __version__
 from cnbrain.domain.accelerators import MILLI
+from cnbrain.domain.decision import Decision
+from cnbrain.federation.metrics import AuditCollector, LedgerPartMetrics, ReservationCollector
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.regional.decision_reasons import reason_of
+from cnbrain.regional.queue_metrics import QueueCollector
+from cnbrain.regional.use_cases.admit import RoundReport
+from cnbrain.rpc.metrics import GrpcServerMetrics
 
 DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """Seconds: a submission takes a few milliseconds, a cross-region one up to seconds."""
 
+ROUND_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+"""Seconds: a round over a short queue takes milliseconds, over 10,000 requests seconds."""
+
 
 class Metrics:
-    """The metrics of one brain process (module docstring)."""
+    """The metrics of one brain process (module docstring): `brain` names it (`regional`,
+    `standalone`) and `region` its region."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, brain: str = "standalone", region: str | None = None) -> None:
         self.registry = CollectorRegistry()
+        Gauge(
+            "cnbrain_brain_info",
+            "1: the brain (regional, standalone, national), its region and cnbrain's version.",
+            ["brain", "region", "version"],
+            registry=self.registry,
+        ).labels(brain, region or "", __version__).set(1)
         self.http_requests = Counter(
             "cnbrain_http_requests",
             "REST calls answered, by method, route template and status.",
@@ -52,10 +91,53 @@ class Metrics:
         )
         self.decisions = Counter(
             "cnbrain_decisions",
-            "Submissions decided by this brain, by outcome (placed, queued, rejected).",
+            "Submissions decided by this brain, by outcome (placed, queued, rejected, failed) "
+            "and reason.",
+            ["outcome", "reason"],
+            registry=self.registry,
+        )
+        self.decision_seconds = Histogram(
+            "cnbrain_decision_duration_seconds",
+            "Time from a submission's intake to its decision, by outcome.",
+            ["outcome"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self._decided: dict[tuple[str, str], Any] = {}
+        self._decided_in: dict[str, Any] = {}
+        self.admission_seconds = Histogram(
+            "cnbrain_admission_round_duration_seconds",
+            "Time of one round of the admission loop.",
+            buckets=ROUND_BUCKETS,
+            registry=self.registry,
+        )
+        admission = Counter(
+            "cnbrain_admission_requests",
+            "Queued requests the admission rounds admitted here (admitted), saw placed by the "
+            "national brain (placed_elsewhere) or rejected (rejected).",
             ["outcome"],
             registry=self.registry,
         )
+        self._admission = {
+            outcome: admission.labels(outcome)
+            for outcome in ("admitted", "placed_elsewhere", "rejected")
+        }
+        self.preemptions = Counter(
+            "cnbrain_preemptions",
+            "Running requests preempted (requeued) for a request of a higher class.",
+            registry=self.registry,
+        )
+        escalations = Counter(
+            "cnbrain_escalations",
+            "Requests this brain asked the national brain to place, by its answer (placed, "
+            "rejected, unavailable).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self._escalations = {
+            outcome: escalations.labels(outcome)
+            for outcome in ("placed", "rejected", "unavailable")
+        }
 
         self.site_capacity = Gauge(
             "cnbrain_site_capacity",
@@ -80,9 +162,50 @@ class Metrics:
             "1 when the last scrape read the ledger, 0 when its database did not answer.",
             registry=self.registry,
         )
+        self.queue = QueueCollector()
+        self.registry.register(self.queue)
+        self.reservations = ReservationCollector()
+        self.registry.register(self.reservations)
+        self.ledger_parts = LedgerPartMetrics(self.registry)
+        self.audit = AuditCollector()
+        self.registry.register(self.audit)
+        self.grpc = GrpcServerMetrics(self.registry)
 
-    def decided(self, outcome: str) -> None:
-        self.decisions.labels(outcome=outcome).inc()
+    async def read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        """Read the queue and the reservations held from the database, for a scrape. Raises
+        what the database raises."""
+        await self.queue.read(sessions)
+        await self.reservations.read(sessions)
+
+    def decided(self, state: str, decision: Decision | None, seconds: float) -> None:
+        """Count a submission decided in `seconds`: its state and its reason of `decision`."""
+        key = (state, reason_of(state, decision))
+        counter = self._decided.get(key)
+        if counter is None:
+            counter = self._decided[key] = self.decisions.labels(*key)
+        counter.inc()
+        histogram = self._decided_in.get(state)
+        if histogram is None:
+            histogram = self._decided_in[state] = self.decision_seconds.labels(state)
+        histogram.observe(seconds)
+
+    def admission_round(self, report: RoundReport, seconds: float) -> None:
+        """Count one admission round that took `seconds` and did what `report` says."""
+        self.admission_seconds.observe(seconds)
+        for outcome, count in (
+            ("admitted", report.admitted),
+            ("placed_elsewhere", report.placed_elsewhere),
+            ("rejected", report.rejected),
+        ):
+            if count:
+                self._admission[outcome].inc(count)
+
+    def preempted(self, count: int) -> None:
+        self.preemptions.inc(count)
+
+    def escalated(self, outcome: str) -> None:
+        """Count an escalation answered `outcome` (`placed`, `rejected`, `unavailable`)."""
+        self._escalations[outcome].inc()
 
     def ledger(self, snapshot: Snapshot | None, ownership: Ownership) -> None:
         """Set the capacity series from `snapshot`, for the sites and links of `ownership`

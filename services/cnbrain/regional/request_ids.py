@@ -4,7 +4,8 @@ The id is the caller's own `x-request-id` when it sends a usable one
 (`cnbrain.rpc.context.is_valid_request_id`), so that a call can be followed from the caller's
 logs into the brain's; otherwise the brain makes one (32 hexadecimal digits). The call is
 handled with it current (`request_id_scope`): the gRPC calls it makes to other brains carry
-it, and log records name it. Any answer carries it, errors included, those of the
+it, and log records name it. The call starts with no tenant (`tenant_scope`) until its
+authentication names one. Any answer carries it, errors included, those of the
 middleware inside this one and the 500 of an unexpected error.
 """
 
@@ -18,6 +19,7 @@ from cnbrain.rpc.context import (
     new_request_id,
     request_id_scope,
 )
+from cnbrain.telemetry.tenant import tenant_scope
 
 HEADER: Final = REQUEST_ID_HEADER.encode()
 
@@ -52,5 +54,5 @@ class RequestIds:
                 message = {**message, "headers": [*headers, named_by]}
             await send(message)
 
-        with request_id_scope(request_id):
+        with request_id_scope(request_id), tenant_scope():
             await self.app(scope, receive, named)

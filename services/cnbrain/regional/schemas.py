@@ -115,6 +115,10 @@ class QueueEntry(BaseModel):
 
     id: str
     tenant: str
+    priority_class: str | None = Field(
+        description="The priority class it names; null: the default class."
+    )
+    submitted_at: datetime = Field(description="When it was submitted: it waits since then.")
     position: int = Field(description="Its place in the admission order, 0 first.")
     estimated_start: datetime | None
     site: str | None
@@ -526,3 +530,45 @@ class UsageReport(BaseModel):
     end: datetime = Field(serialization_alias="to", description="End (exclusive).")
     rows: list[UsageReportRow]
     tenants: dict[str, UsageTotals] = Field(description="Each tenant's totals over its rows.")
+
+
+class Amounts(BaseModel):
+    """Amounts of a site's resources; accelerators by model, in whole accelerators (a share
+    of one is a fraction)."""
+
+    cpu_cores: float
+    memory_gib: float
+    storage_gib: float
+    accelerators: dict[str, float]
+
+
+class SiteCapacityView(BaseModel):
+    """A site with its capacity and what the brain's reservations (and capacity reported in
+    use outside it) leave free now."""
+
+    id: str
+    name: str
+    province: str
+    region: str
+    kind: str
+    capacity: Amounts
+    free: Amounts
+    utilisation: float = Field(
+        description="The highest share of its CPU, memory, storage or any accelerator model "
+        "in use, 0 to 1."
+    )
+
+
+class LinkUseView(BaseModel):
+    """A link with its capacity and the bandwidth reserved on it now."""
+
+    id: str
+    a: str
+    b: str
+    layer: str
+    owner: str
+    latency_ms: float
+    capacity_gbps: float
+    used_gbps: float
+    free_gbps: float
+    utilisation: float = Field(description="Reserved bandwidth over capacity, 0 to 1.")

@@ -6,6 +6,8 @@
   UNAVAILABLE; every call passes `timeout=` (`DEADLINE_S`, `PLACEMENT_DEADLINE_S`).
 - `PeerSecurity` (security.py): mutual TLS files and the shared peer token.
 - request ids (context.py): `current_request_id`, `request_id_scope`, `new_request_id`.
+- metrics (metrics.py): `GrpcServerMetrics`, the calls a server counts and times when
+  `start_server` is given them.
 - `write_certificates` (certs.py): the development CA and certificates of `cnbrain certs`.
 """
 

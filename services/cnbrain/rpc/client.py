@@ -1,8 +1,9 @@
 """Channels from one brain to another.
 
-`open_channel` gives a `grpc.aio` channel with the client interceptors (request id, peer token),
-TLS when configured, keepalive, and a retry policy: a call that ends UNAVAILABLE is tried again
-with exponential backoff, at most `MAX_ATTEMPTS` times in all. Retrying is safe because every
+`open_channel` gives a `grpc.aio` channel with the client interceptors (a span and the trace
+context when tracing is on, `cnbrain.rpc.tracing`; request id, peer token), TLS when
+configured, keepalive, and a retry policy: a call that ends UNAVAILABLE is tried again with
+exponential backoff, at most `MAX_ATTEMPTS` times in all. Retrying is safe because every
 RPC of cnbrain.v1 is idempotent by design (see the comments in protos/cnbrain/v1).
 
 Every call must pass `timeout=`: `DEADLINE_S` for control calls, `PLACEMENT_DEADLINE_S` for
@@ -17,6 +18,7 @@ import grpc
 
 from cnbrain.rpc.interceptors import client_interceptors
 from cnbrain.rpc.security import PeerSecurity
+from cnbrain.rpc.tracing import tracing_client_interceptors
 from cnbrain.v1 import ledger_pb2, national_pb2, regional_pb2
 
 DEADLINE_S = 2.0
@@ -75,7 +77,8 @@ def open_channel(
     does not list). The caller closes the channel (`await channel.close()`). Raises OSError
     when a TLS file cannot be read.
     """
-    interceptors = client_interceptors(security.token)
+    # Tracing first (none when off): the span covers the call and its retries.
+    interceptors = [*tracing_client_interceptors(), *client_interceptors(security.token)]
     if not security.tls:
         return grpc.aio.insecure_channel(
             endpoint, options=CHANNEL_OPTIONS, interceptors=interceptors

@@ -31,7 +31,7 @@ async def healthz(brain: BrainDep) -> Health:
 async def metrics(metrics: MetricsDep, brain: BrainDep) -> Response:
     """The brain process's Prometheus metrics (`cnbrain.regional.metrics`), unauthenticated
     like the health checks: they name no tenant and no request. They answer while the
-    database is down (the capacity series then keep their last values)."""
+    database is down (what they read from it then keeps its last values)."""
     live_map = brain.live_map
     try:
         snapshot: Snapshot | None = (await live_map.snapshot())[0]
@@ -40,6 +40,11 @@ async def metrics(metrics: MetricsDep, brain: BrainDep) -> Response:
             raise
         snapshot = None
     metrics.ledger(snapshot, live_map.placement.ownership)
+    try:
+        await metrics.read(brain.sessions)
+    except Exception as exc:
+        if outage_of(exc) != "database":
+            raise
     return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -13,6 +13,7 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.groups import Placement, Scope, place_group
+from cnbrain.telemetry.spans import span
 
 
 class Decider:
@@ -93,7 +94,8 @@ class Decider:
             return decisions, _reservations(engine, batch, decisions)
 
         async with self._lock:
-            decisions, reservations = await anyio.to_thread.run_sync(decide)
+            with span("placement.decide", {"cnbrain.requests": len(batch)}):
+                decisions, reservations = await anyio.to_thread.run_sync(decide)
         return engine.arrays, decisions, reservations, fresh
 
 

@@ -14,6 +14,7 @@ the national optimum, and in a federation a group whose members would leave the 
 provinces is rejected.
 """
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -34,7 +35,7 @@ from cnbrain.regional.use_cases.intake import Intake
 from cnbrain.regional.use_cases.new_requests import Submission
 from cnbrain.regional.use_cases.outcomes import Outcome
 from cnbrain.regional.use_cases.placing import Placer, needs_national
-from cnbrain.regional.use_cases.submit import too_many
+from cnbrain.regional.use_cases.submit import Decided, too_many
 from cnbrain.storage import ledger_store, requests
 
 OUTSIDE_REGION = "a group is placed within this region's provinces, and this one would leave them"
@@ -42,7 +43,7 @@ OUTSIDE_REGION = "a group is placed within this region's provinces, and this one
 
 class SubmitGroup:
     """`federated`: the brain is a member of a federation (its groups stay in its region);
-    `forget()` drops the cached snapshot."""
+    `forget()` drops the cached snapshot; `decided` is told of every member decided."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class SubmitGroup:
         placer: Placer,
         forget: Callable[[], None],
         federated: bool,
+        decided: Decided | None = None,
     ) -> None:
         self._settings = settings
         self._caches = caches
@@ -64,11 +66,21 @@ class SubmitGroup:
         self._placer = placer
         self._forget = forget
         self._federated = federated
+        self._decided = decided
 
     async def __call__(self, principal: Principal, body: RequestGroupBody) -> RequestGroupView:
         """Check, decide, store and reserve the group (module docstring). Raises Exhausted
         (rate limit), Forbidden or Invalid (naming `requests.<i>.<field>`), and stores nothing
         then."""
+        started = time.perf_counter()
+        group = await self._submit(principal, body)
+        if self._decided is not None:
+            seconds = time.perf_counter() - started
+            for member in group.requests:
+                self._decided(member.state, member.decision, seconds)
+        return group
+
+    async def _submit(self, principal: Principal, body: RequestGroupBody) -> RequestGroupView:
         settings = self._settings
         rate = await self._caches.gate.admit(
             rate_key=principal.tenant_id or principal.user_id,

@@ -29,7 +29,8 @@ log = logging.getLogger("cnbrain.regional")
 
 
 class RequeueVictims:
-    """`wake_jobs()` tells the dispatcher to cancel the victims' live attempts."""
+    """`wake_jobs()` tells the dispatcher to cancel the victims' live attempts; `requeued(n)`
+    is told how many victims each call requeued, when any (None: nobody is)."""
 
     def __init__(
         self,
@@ -37,10 +38,12 @@ class RequeueVictims:
         sessions: async_sessionmaker[AsyncSession],
         changes: CapacityChanges,
         wake_jobs: Callable[[], None],
+        requeued: Callable[[int], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._changes = changes
         self._wake_jobs = wake_jobs
+        self._requeued = requeued
 
     async def __call__(self, victims: Sequence[str], *, preemptor: str, reason: str) -> int:
         """Requeue `victims` for request `preemptor` (module docstring), all in one unit of
@@ -58,6 +61,8 @@ class RequeueVictims:
                     log.info("preemption victim %s is no longer runnable", victim)
         if done:
             self._wake_jobs()
+            if self._requeued is not None:
+                self._requeued(done)
         return done
 
     async def _requeue(self, victims: list[str], preemptor: str, reason: str) -> int:

@@ -28,12 +28,14 @@ one-request way, which reads the request back.
 """
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.cache.base import PENDING, Caches
+from cnbrain.domain.decision import Decision
 from cnbrain.domain.errors import Exhausted, Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.group_commit import Again, GroupCommit
@@ -52,8 +54,13 @@ log = logging.getLogger("cnbrain.regional")
 Item = Submission | Stored
 """What the group commit settles: a new submission, or a stored request to decide again."""
 
+Decided = Callable[[str, Decision | None, float], None]
+"""Told of every new request decided: its state, its decision, and the seconds it took."""
+
 
 class SubmitRequest:
+    """`decided` is told of every new request this takes (None: nobody is)."""
+
     def __init__(
         self,
         *,
@@ -63,6 +70,7 @@ class SubmitRequest:
         intake: Intake,
         placer: Placer,
         read: ReadRequests,
+        decided: Decided | None = None,
     ) -> None:
         self._settings = settings
         self._caches = caches
@@ -70,6 +78,7 @@ class SubmitRequest:
         self._intake = intake
         self._placer = placer
         self._read = read
+        self._decided = decided
         self.group_commit: GroupCommit[Item, SubmissionOutcome] = GroupCommit(self._settle)
         """The brain's group commit of submissions."""
 
@@ -81,6 +90,15 @@ class SubmitRequest:
         is returned as it stands). Raises Exhausted (rate limit), Forbidden or Invalid, and
         stores nothing then; Invalid also when the key names an earlier submission of another
         request."""
+        started = time.perf_counter()
+        view, created = await self._submit(principal, body, idempotency_key=idempotency_key)
+        if created and self._decided is not None:
+            self._decided(view.state, view.decision, time.perf_counter() - started)
+        return view, created
+
+    async def _submit(
+        self, principal: Principal, body: dict[str, Any], *, idempotency_key: str | None
+    ) -> tuple[RequestView, bool]:
         settings, caches = self._settings, self._caches
         ttl = settings.idempotency_ttl_s
         claim_tenant = None if principal.is_staff else principal.tenant_id
