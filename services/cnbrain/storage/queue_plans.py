@@ -85,21 +85,40 @@ async def plans_of(session: AsyncSession, request_ids: Sequence[str]) -> dict[st
     return {p.request_id: _plan(p) for p in found}
 
 
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A queued request's plan, with its tenant, when it was submitted and the priority class
+    it names (None: the default class)."""
+
+    plan: QueuePlan
+    tenant_id: str
+    submitted_at: datetime
+    priority_class: str | None
+
+
 async def in_order(
     session: AsyncSession, *, tenant_id: str | None, after: int, limit: int
-) -> list[tuple[QueuePlan, str]]:
+) -> list[Queued]:
     """Up to `limit` stored plans of queued requests (of `tenant_id` only, when given) with a
-    position after `after`, in queue order; each with its request's tenant."""
+    position after `after`, in queue order."""
     p, r = QueuePlanRecord, PlacementRequestRecord
     query = (
-        select(p, r.tenant_id)
+        select(p, r.tenant_id, r.created_at, r.body["priority_class"].as_string())
         .join(r, r.id == p.request_id)
         .where(r.state == RequestState.QUEUED, p.position > after)
     )
     if tenant_id is not None:
         query = query.where(r.tenant_id == tenant_id)
     rows = await session.execute(query.order_by(p.position, p.request_id).limit(limit))
-    return [(_plan(row[0]), str(row[1])) for row in rows]
+    return [
+        Queued(
+            plan=_plan(plan),
+            tenant_id=str(tenant),
+            submitted_at=as_utc(submitted),
+            priority_class=None if named is None else str(named),
+        )
+        for plan, tenant, submitted, named in rows
+    ]
 
 
 def _plan(record: QueuePlanRecord) -> QueuePlan:

@@ -14,7 +14,6 @@ from cnbrain.domain.states import RequestState
 from cnbrain.regional.deps import (
     FederatedReadsDep,
     ForwarderDep,
-    MetricsDep,
     PrincipalDep,
     UseCasesDep,
 )
@@ -101,7 +100,6 @@ async def submit(
     principal: PrincipalDep,
     cases: UseCasesDep,
     forwarder: ForwarderDep,
-    metrics: MetricsDep,
     idempotency_key: Annotated[
         str | None,
         Header(max_length=200, description="Retries with the same key return the first answer."),
@@ -110,8 +108,6 @@ async def submit(
     if forwarder is not None and forwarder.owner_of(body) is not None:
         return await forwarder.submit(principal, body, idempotency_key=idempotency_key)
     view, created = await cases.submit(principal, body, idempotency_key=idempotency_key)
-    if created:
-        metrics.decided(view.state)
     # Serialised here, once, by the model itself (the view is valid by construction), rather
     # than validated again and encoded by FastAPI; `response_model` documents it.
     return Response(

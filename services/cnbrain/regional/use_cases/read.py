@@ -61,18 +61,20 @@ class ReadRequests:
         page = rows[:limit]
         items = [
             QueueEntry(
-                id=plan.request_id,
-                tenant=tenant,
-                position=plan.position,
-                estimated_start=plan.estimated_start,
-                site=_text(plan.detail.get("site")),
-                reason=str(plan.detail.get("reason", "")),
-                planned_at=plan.planned_at,
+                id=row.plan.request_id,
+                tenant=row.tenant_id,
+                priority_class=row.priority_class,
+                submitted_at=row.submitted_at,
+                position=row.plan.position,
+                estimated_start=row.plan.estimated_start,
+                site=_text(row.plan.detail.get("site")),
+                reason=str(row.plan.detail.get("reason", "")),
+                planned_at=row.plan.planned_at,
             )
-            for plan, tenant in page
+            for row in page
         ]
         more = len(rows) > limit and bool(page)
-        return QueuePage(items=items, next_after=page[-1][0].position if more else None)
+        return QueuePage(items=items, next_after=page[-1].plan.position if more else None)
 
     async def page(
         self, principal: Principal, *, state: str | None, limit: int, cursor: str | None
