@@ -88,7 +88,8 @@ def test_tenant_key_submit_list_show_cancel_and_events(brain: str, tmp_path: Pat
     assert cancelled["state"] == "cancelled"
     told = cnbrain(brain, token, "requests", "events", submitted["id"], "--json")
     assert [e["kind"] for e in told["events"]] == ["submitted", "placed", "cancelled"]
-    lines = cnbrain(brain, token, "requests", "events", submitted["id"]).splitlines()
+    header, *lines = cnbrain(brain, token, "requests", "events", submitted["id"]).splitlines()
+    assert header.split() == ["AT", "KIND", "DETAIL"]
     assert [line.split()[1] for line in lines] == ["submitted", "placed", "cancelled"]
     assert f"site={submitted['site']}" in lines[1]
 
@@ -103,7 +104,7 @@ def test_list_and_revoke_keys_and_disable_a_user(brain: str) -> None:
     assert revoked["id"] == first["id"] and revoked["revoked_at"]
     assert requests_answer(brain, first["token"]) == 401
     assert requests_answer(brain, second["token"]) == 200
-    listed = cnbrain(brain, ADMIN, "apikey", "list", "--user", user)
+    listed = cnbrain(brain, ADMIN, "apikey", "list", "--user", user, "-o", "json")
     assert [(k["id"], k["revoked_at"] is None) for k in listed] == [
         (first["id"], False),
         (second["id"], True),
@@ -227,7 +228,8 @@ def test_requests_why_shows_a_queued_requests_place_estimate_and_blockers(
         )
         for line in lines
     ), told
-    listed = cnbrain(brain, token, "queue").splitlines()
+    header, *listed = cnbrain(brain, token, "queue").splitlines()
+    assert header.split()[:3] == ["POSITION", "ID", "TENANT"], header
     assert listed[0].split()[:3] == ["0", queued["id"], "cli-queue"], listed
     assert cnbrain(brain, token, "queue", "--json")["items"][0]["id"] == queued["id"]
     cnbrain(brain, token, "requests", "cancel", queued["id"])

@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from cnbrain.cli.progress import load_map_shown, progress
 from cnbrain.domain.decision import Decision
 from cnbrain.netmap.compute_map import ComputeNetworkMap
-from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.registry import STRATEGIES
@@ -17,7 +17,7 @@ from cnbrain.placement.request_check import parse_request
 
 
 def map_show(args: argparse.Namespace) -> int:
-    cmap = load_map(args.map)
+    cmap = load_map_shown(args.map)
     summary = map_summary(cmap)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, indent=2))
@@ -76,7 +76,7 @@ def place(args: argparse.Namespace) -> int:
         except RequestError as exc:
             prefix = f"[{i}]." if isinstance(raw, list) else ""
             raise RequestError(f"{args.request}: {prefix}{exc.field}", exc.message) from None
-    engine = PlacementEngine(load_map(args.map))
+    engine = PlacementEngine(load_map_shown(args.map))
     decisions = engine.place_batch(requests, policy=args.policy, reserve=not args.quote)
     out = [_render(d, explain=args.explain) for d in decisions]
     print(json.dumps(out if isinstance(raw, list) else out[0], ensure_ascii=False, indent=2))
@@ -109,12 +109,12 @@ def bench_placement(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    cmap = load_map(args.map)
+    cmap = load_map_shown(args.map)
     figures = []
-    for policy in policies:
-        figures.append(bench_policy(cmap, policy, requests=args.requests, seed=args.seed))
-        if not args.json:
-            print(f"  done: {policy}", file=sys.stderr)
+    with progress("benchmarking policies", len(policies)) as advance:
+        for policy in policies:
+            figures.append(bench_policy(cmap, policy, requests=args.requests, seed=args.seed))
+            advance(1)
     if args.json:
         print(json.dumps([f.as_dict() for f in figures], indent=2))
         return 0

@@ -12,6 +12,7 @@ import shlex
 import sys
 import time
 
+from cnbrain.cli.progress import load_map_shown, progress
 from cnbrain.cli.simulate import (
     DEFAULT_SCENARIO_LOADS,
     MAX_TOP_N,
@@ -22,7 +23,6 @@ from cnbrain.cli.simulate import (
 from cnbrain.domain.bounds import MAX_WINDOW_S
 from cnbrain.domain.request import MAX_WAIT_S
 from cnbrain.netmap.errors import MapError
-from cnbrain.netmap.load import load_map
 from cnbrain.placement.errors import RequestError
 from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES, check_jobs
 from cnbrain.simulate.scenario_report import (
@@ -92,7 +92,8 @@ def flows_command(args: argparse.Namespace) -> int:
         flush=True,
     )
 
-    def progress(f: RunFigures) -> None:
+    def ran(f: RunFigures) -> None:
+        advance(1)
         print(
             f"  {f.spec.scenario:<24} {f.spec.label:<21} load {f.spec.load:<5g}"
             f" accepted {f.accepted:6,}/{f.jobs:<6,} accelerator-hours {f.accelerator_hours:12,.0f}"
@@ -100,7 +101,8 @@ def flows_command(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    figures = sweep(specs, workers=args.workers, on_run=progress)
+    with progress("simulating", len(specs)) as advance:
+        figures = sweep(specs, workers=args.workers, on_run=ran)
     if trace is None:
         source = ["--scenario", ",".join(names)]
     else:
@@ -137,7 +139,7 @@ def _trace(args: argparse.Namespace) -> TraceWorkload:
     if not (math.isfinite(args.queue_limit) and 0 <= args.queue_limit <= MAX_WAIT_S):
         raise ValueError(f"--queue-limit must be 0 to {MAX_WAIT_S:g} seconds")
     trace = TraceWorkload(args.trace, args.map, args.load_basis, args.queue_limit)
-    cmap = load_map(args.map)
+    cmap = load_map_shown(args.map)
     check_jobs(cmap, trace_jobs(trace, cmap))
     return trace
 

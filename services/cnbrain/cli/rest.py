@@ -10,7 +10,9 @@ from urllib.parse import quote
 
 import httpx
 
+from cnbrain.cli import columns
 from cnbrain.cli.context import Context, ContextError, read_context
+from cnbrain.cli.output import print_json, show
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 LOG_LEVEL_VARIABLE = "CNBRAIN_LOG_LEVEL"
@@ -83,7 +85,10 @@ def _client(args: argparse.Namespace) -> httpx.Client:
     )
 
 
-def _call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> Any:
+def call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> Any:
+    """The JSON the brain answers to `method path` (None for an empty answer); raises
+    BrainCallError naming the brain it cannot reach, or with the problem detail of an
+    error answer."""
     try:
         with _client(args) as client:
             response = client.request(method, path, **kwargs)
@@ -99,14 +104,18 @@ def _call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> An
 
 
 def _print(value: Any) -> int:
-    print(json.dumps(value, ensure_ascii=False, indent=2))
-    return 0
+    return print_json(value)
 
 
 def tenant_create(args: argparse.Namespace) -> int:
     return _print(
-        _call(args, "POST", "/v1/tenants", json={"id": args.id, "name": args.name or args.id})
+        call(args, "POST", "/v1/tenants", json={"id": args.id, "name": args.name or args.id})
     )
+
+
+def tenants_list(args: argparse.Namespace) -> int:
+    tenants = call(args, "GET", "/v1/tenants")
+    return show(tenants, tenants, columns.TENANTS, args)
 
 
 def model_count(text: str) -> tuple[str, int]:
@@ -143,7 +152,7 @@ def _fair_share_path(tenant: str) -> str:
 
 
 def fair_share_get(args: argparse.Namespace) -> int:
-    return _print(_call(args, "GET", _fair_share_path(args.tenant)))
+    return _print(call(args, "GET", _fair_share_path(args.tenant)))
 
 
 def fair_share_put(args: argparse.Namespace) -> int:
@@ -153,11 +162,11 @@ def fair_share_put(args: argparse.Namespace) -> int:
         "nominal": _amounts(args, "nominal"),
         "borrowing_limit": _amounts(args, "borrow"),
     }
-    return _print(_call(args, "PUT", _fair_share_path(args.tenant), json=body))
+    return _print(call(args, "PUT", _fair_share_path(args.tenant), json=body))
 
 
 def fair_share_delete(args: argparse.Namespace) -> int:
-    _call(args, "DELETE", _fair_share_path(args.tenant))
+    call(args, "DELETE", _fair_share_path(args.tenant))
     print(f"deleted the fair share of tenant {args.tenant}")
     return 0
 
@@ -165,30 +174,31 @@ def fair_share_delete(args: argparse.Namespace) -> int:
 def apikey_create(args: argparse.Namespace) -> int:
     user_id = args.user
     if user_id is None:
-        user = _call(
+        user = call(
             args,
             "POST",
             "/v1/users",
             json={"name": args.name, "role": args.role, "tenant": args.tenant},
         )
         user_id = user["id"]
-    return _print(_call(args, "POST", f"/v1/users/{user_id}/api-keys"))
+    return _print(call(args, "POST", f"/v1/users/{user_id}/api-keys"))
 
 
 def apikey_list(args: argparse.Namespace) -> int:
-    return _print(_call(args, "GET", f"/v1/users/{quote(args.user, safe='')}/api-keys"))
+    keys = call(args, "GET", f"/v1/users/{quote(args.user, safe='')}/api-keys")
+    return show(keys, keys, columns.KEYS, args)
 
 
 def apikey_revoke(args: argparse.Namespace) -> int:
     path = f"/v1/users/{quote(args.user, safe='')}/api-keys/{quote(args.key_id, safe='')}"
-    return _print(_call(args, "DELETE", path))
+    return _print(call(args, "DELETE", path))
 
 
 def user_disable(args: argparse.Namespace) -> int:
-    return _print(_call(args, "POST", f"/v1/users/{quote(args.user_id, safe='')}/disable"))
+    return _print(call(args, "POST", f"/v1/users/{quote(args.user_id, safe='')}/disable"))
 
 
-def _body(args: argparse.Namespace) -> Any:
+def read_body(args: argparse.Namespace) -> Any:
     """The JSON of `args.file` ('-': standard input); BrainCallError naming the file when it
     cannot be read or is not JSON."""
     where = "standard input" if str(args.file) == "-" else str(args.file)
@@ -213,11 +223,11 @@ def _decided(answer: Any) -> int:
 
 def submit(args: argparse.Namespace) -> int:
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
-    return _decided(_call(args, "POST", "/v1/requests", json=_body(args), headers=headers))
+    return _decided(call(args, "POST", "/v1/requests", json=read_body(args), headers=headers))
 
 
 def submit_group(args: argparse.Namespace) -> int:
-    return _decided(_call(args, "POST", "/v1/request-groups", json=_body(args)))
+    return _decided(call(args, "POST", "/v1/request-groups", json=read_body(args)))
 
 
 def requests_list(args: argparse.Namespace) -> int:
@@ -226,35 +236,21 @@ def requests_list(args: argparse.Namespace) -> int:
         for k, v in (("state", args.state), ("limit", args.limit), ("cursor", args.cursor))
         if v
     }
-    page = _call(args, "GET", "/v1/requests", params=params)
-    if args.json:
-        return _print(page)
-    for item in page["items"]:
-        print(f"{item['id']}  {item['state']:<10} {item['site'] or '-':<24} {item['reason'] or ''}")
-    if page["next_cursor"]:
-        print(f"(more: --cursor {page['next_cursor']})")
+    page = call(args, "GET", "/v1/requests", params=params)
+    show(page, page["items"], columns.REQUESTS, args)
+    if page["next_cursor"] and args.output != "json":
+        print(f"(more: --cursor {page['next_cursor']})", file=sys.stderr)
     return 0
 
 
 def requests_show(args: argparse.Namespace) -> int:
-    return _print(_call(args, "GET", f"/v1/requests/{args.id}"))
-
-
-def requests_events(args: argparse.Namespace) -> int:
-    """A request's events, oldest first: one line each (time, kind, detail), or JSON."""
-    answer = _call(args, "GET", f"/v1/requests/{quote(args.id, safe='')}/events")
-    if args.json:
-        return _print(answer)
-    for event in answer["events"]:
-        detail = "  ".join(f"{name}={value}" for name, value in event["detail"].items())
-        print(f"{event['at']}  {event['kind']:<14} {detail}".rstrip())
-    return 0
+    return _print(call(args, "GET", f"/v1/requests/{args.id}"))
 
 
 def requests_why(args: argparse.Namespace) -> int:
     """Where a queued request stands (its position, estimated start and what blocks it on
     its top candidates), or why it is not waiting."""
-    view = _call(args, "GET", f"/v1/requests/{quote(args.id, safe='')}")
+    view = call(args, "GET", f"/v1/requests/{quote(args.id, safe='')}")
     queue = view.get("queue")
     if view["state"] != "queued":
         print(f"{view['id']} is {view['state']}, not waiting" + _because(view["reason"]))
@@ -279,17 +275,10 @@ def requests_why(args: argparse.Namespace) -> int:
 def queue_list(args: argparse.Namespace) -> int:
     """The region's admission queue in order (a tenant's users see their own requests)."""
     params = {"after": args.after, "limit": args.limit}
-    page = _call(args, "GET", "/v1/queue", params={k: v for k, v in params.items() if v})
-    if args.json:
-        return _print(page)
-    for item in page["items"]:
-        start = item["estimated_start"] or "-"
-        print(
-            f"{item['position']:>6}  {item['id']}  {item['tenant']:<20} {start:<26} "
-            f"{item['site'] or '-':<24} {item['reason']}".rstrip()
-        )
-    if page["next_after"] is not None:
-        print(f"(more: --after {page['next_after']})")
+    page = call(args, "GET", "/v1/queue", params={k: v for k, v in params.items() if v is not None})
+    show(page, page["items"], columns.QUEUE, args)
+    if page["next_after"] is not None and args.output != "json":
+        print(f"(more: --after {page['next_after']})", file=sys.stderr)
     return 0
 
 
@@ -301,7 +290,7 @@ def routes_between(args: argparse.Namespace) -> int:
         "routes": args.routes,
         "min_free_gbps": args.min_free_gbps,
     }
-    answer = _call(args, "GET", "/v1/routes", params=params)
+    answer = call(args, "GET", "/v1/routes", params=params)
     if args.json:
         return _print(answer)
     if not answer["routes"]:
@@ -331,22 +320,12 @@ def _because(reason: str | None) -> str:
 
 
 def requests_cancel(args: argparse.Namespace) -> int:
-    return _print(_call(args, "POST", f"/v1/requests/{args.id}/cancel"))
+    return _print(call(args, "POST", f"/v1/requests/{args.id}/cancel"))
 
 
 def priority_classes_list(args: argparse.Namespace) -> int:
-    classes = _call(args, "GET", "/v1/priority-classes")
-    if args.json:
-        return _print(classes)
-    for one in classes:
-        flags = ", ".join(
-            flag
-            for flag, on in (("preemptible", one["preemptible"]), ("default", one["default"]))
-            if on
-        )
-        wait = f"max wait {one['default_max_wait_s']:g} s"
-        print(f"{one['name']:<24} {one['value']:>11}  {wait}{'  ' + flags if flags else ''}")
-    return 0
+    classes = call(args, "GET", "/v1/priority-classes")
+    return show(classes, classes, columns.PRIORITY_CLASSES, args)
 
 
 def priority_classes_put(args: argparse.Namespace) -> int:
@@ -357,11 +336,11 @@ def priority_classes_put(args: argparse.Namespace) -> int:
         "default": args.default,
     }
     path = f"/v1/priority-classes/{quote(args.name, safe='')}"
-    return _print(_call(args, "PUT", path, json=body))
+    return _print(call(args, "PUT", path, json=body))
 
 
 def priority_classes_delete(args: argparse.Namespace) -> int:
-    _call(args, "DELETE", f"/v1/priority-classes/{quote(args.name, safe='')}")
+    call(args, "DELETE", f"/v1/priority-classes/{quote(args.name, safe='')}")
     print(f"deleted priority class {args.name}")
     return 0
 
@@ -391,6 +370,7 @@ def brain_regional(args: argparse.Namespace) -> int:
     if args.workers > 1:
         return _brain_workers(settings, overrides, args)
     _log_as_brain(settings, args.log_level)
+    _trace_as_brain(settings)
     app = create_app(settings)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=args.log_level, log_config=None
@@ -407,6 +387,20 @@ def _log_as_brain(settings: Any, level: str) -> None:
     configure_logging(brain="regional" if region else "standalone", region=region, level=level)
 
 
+def _trace_as_brain(settings: Any) -> None:
+    """Trace as the regional brain of `settings` when a collector is configured
+    (`cnbrain.telemetry.export`); before the app is built, which asks."""
+    from cnbrain.telemetry.export import start_tracing
+
+    region = settings.region
+    start_tracing(
+        brain="regional" if region else "standalone",
+        region=region,
+        instance=settings.instance_id,
+        endpoint=settings.otlp_endpoint,
+    )
+
+
 def worker_app() -> Any:
     """The app of one process of `--workers` (a uvicorn factory): settings and the log level
     (`CNBRAIN_LOG_LEVEL`) from the environment."""
@@ -415,6 +409,7 @@ def worker_app() -> Any:
 
     settings = Settings()
     _log_as_brain(settings, os.environ.get(LOG_LEVEL_VARIABLE, "info"))
+    _trace_as_brain(settings)
     return create_app(settings)
 
 

@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from cnbrain.cli.progress import load_map_shown, progress, while_loading
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.errors import MapError
-from cnbrain.netmap.load import load_map
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.registry import STRATEGIES
 from cnbrain.simulate.flow_simulation import DEFAULT_TOP_N, FLOW_POLICIES
@@ -164,8 +164,8 @@ def simulate_command(args: argparse.Namespace) -> int:
         loads = parse_loads(args.load)
         admissions = _admissions(args.admission)
         class_shares = None if args.classes is None else parse_shares(args.classes)
-        cmap = load_map(args.map)
-        jobs = load_trace(args.trace, cmap)
+        cmap = load_map_shown(args.map)
+        jobs = while_loading(f"reading trace {args.trace}", lambda: load_trace(args.trace, cmap))
         moving = next((job.id for job in jobs if job.flows is not None), None)
         if moving is not None:
             raise ValueError(
@@ -197,7 +197,8 @@ def simulate_command(args: argparse.Namespace) -> int:
         flush=True,
     )
 
-    def progress(summary: SimulationSummary) -> None:
+    def ran(summary: SimulationSummary) -> None:
+        advance(1)
         print(
             f"  {summary.policy:<16} load {summary.load:<5g} {summary.admission:<5}"
             f" accepted {summary.accepted_share:7.2%}"
@@ -208,23 +209,25 @@ def simulate_command(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    runs = len(policies) * len(loads) * len(admissions)
     try:
-        compare(
-            cmap,
-            jobs,
-            policies=policies,
-            loads=loads,
-            seed=args.seed,
-            out_dir=args.out,
-            queue_limit_s=args.queue_limit,
-            retry_every_s=args.retry_every,
-            round_gap_s=args.round_gap,
-            batch_window_s=args.batch_window,
-            context=context,
-            on_run=progress,
-            admissions=admissions,
-            class_shares=class_shares,
-        )
+        with progress("simulating", runs) as advance:
+            compare(
+                cmap,
+                jobs,
+                policies=policies,
+                loads=loads,
+                seed=args.seed,
+                out_dir=args.out,
+                queue_limit_s=args.queue_limit,
+                retry_every_s=args.retry_every,
+                round_gap_s=args.round_gap,
+                batch_window_s=args.batch_window,
+                context=context,
+                on_run=ran,
+                admissions=admissions,
+                class_shares=class_shares,
+            )
     except (ValueError, OSError, RequestError) as exc:
         print(f"cnbrain: {exc}", file=sys.stderr)
         return 2
