@@ -22,6 +22,8 @@ Kinds written today, and the request's state after each:
 | `attempt_ended` | an attempt ended without completing (failed, timeout, lost...) | unchanged |
 | `requeued` | the next attempt is queued on the same site | submitted |
 | `moved` | the request is placed again on another site, its next attempt queued there | unchanged |
+| `rerouted` | a link of its path went down and its reservation moved to another path | unchanged |
+| `not_rerouted` | a link of its path went down and no other path took it (the reason) | unchanged |
 | `ended` | its job completed; everything it held is released | completed |
 | `failed` | it could not be decided, or its last attempt ended it | failed |
 | `cancelled` | its tenant cancelled it; everything it held is released | cancelled |
@@ -52,6 +54,8 @@ class RequestEventKind(StrEnum):
     ATTEMPT_ENDED = "attempt_ended"
     REQUEUED = "requeued"
     MOVED = "moved"
+    REROUTED = "rerouted"
+    NOT_REROUTED = "not_rerouted"
     ENDED = "ended"
     FAILED = "failed"
     CANCELLED = "cancelled"

@@ -22,7 +22,9 @@ from cnbrain.federation.local_ledger import (
     prepare_parts,
     release_parts,
 )
+from cnbrain.federation.metrics import LedgerPartMetrics
 from cnbrain.federation.ownership import Ownership
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage.peer_ledger import Take
@@ -42,7 +44,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     `commit_parts`, `release_parts`); a part that names something this brain does not own
     (in its flows too), lacks its ids or its window, or carries a malformed flow, is refused
     on its own. `take` takes the amounts and flows of the parts prepared
-    (`peer_ledger.Take`; None: the ledger's own checks alone)."""
+    (`peer_ledger.Take`; None: the ledger's own checks alone). With `metrics`, every part
+    is counted there by step and outcome. With `steered`, the parts committed are steered in
+    the data plane and those released are removed from it (`local_ledger.commit_parts`)."""
 
     def __init__(
         self,
@@ -51,11 +55,15 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         view: Callable[[], tuple[MapArrays, Ownership]],
         watch: CapacityWatch,
         take: Take | None = None,
+        metrics: LedgerPartMetrics | None = None,
+        steered: Steered | None = None,
     ) -> None:
+        self._steered = steered
         self._sessions = sessions
         self._view = view
         self._watch = watch
         self._take = take
+        self._metrics = metrics
 
     @override
     async def Prepare(
@@ -95,6 +103,8 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             )
         )
         reasons = [next(outcomes) if reason is None else reason for reason in reasons]
+        if self._metrics is not None:
+            self._metrics.count("prepare", reasons)
         return ledger_pb2.PrepareResponse(
             results=[
                 ledger_pb2.PrepareResult(
@@ -119,8 +129,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 continue
             reasons.append(None)
             valid.append((entry.reservation_id, decision, placed))
-        outcomes = iter(await commit_parts(self._sessions, valid))
+        outcomes = iter(await commit_parts(self._sessions, valid, steered=self._steered))
         reasons = [next(outcomes) if reason is None else reason for reason in reasons]
+        if self._metrics is not None:
+            self._metrics.count("commit", reasons)
         return ledger_pb2.CommitResponse(
             results=[
                 ledger_pb2.CommitResult(
@@ -141,7 +153,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             list(request.reservation_ids),
             watch=self._watch,
             keep_delivery=request.keep_delivery,
+            steered=self._steered,
         )
+        if self._metrics is not None:
+            self._metrics.count("release", [None] * len(request.reservation_ids))
         return ledger_pb2.ReleaseResponse(released=released)
 
 

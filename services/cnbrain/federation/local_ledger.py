@@ -11,9 +11,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.dataplane.steering import SteeringError
+from cnbrain.domain.decision import Decision
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.ledger.claim import Claim, FlowHold, reservation_of
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.netmap.arrays import MapArrays
@@ -132,13 +136,52 @@ async def prepare_parts(
 async def commit_parts(
     sessions: async_sessionmaker[AsyncSession],
     entries: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+    *,
+    steered: Steered | None = None,
 ) -> list[str | None]:
     """Commit every (reservation id, decision, request) in one transaction; for each, None
-    (held) or why it cannot be committed."""
+    (held) or why it cannot be committed. With `steered`, each decision's segments of this
+    brain are installed first (`steered_parts`): one that cannot be is not committed (its
+    reason says why), and those not committed are released from the data plane again."""
     if not entries:
         return []
-    async with sessions.begin() as session:
-        return await peer_ledger.commit_many(session, entries=entries)
+    if steered is None:
+        async with sessions.begin() as session:
+            return await peer_ledger.commit_many(session, entries=entries)
+    return await steered_parts(sessions, entries, steered)
+
+
+async def steered_parts(
+    sessions: async_sessionmaker[AsyncSession],
+    entries: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+    steered: Steered,
+) -> list[str | None]:
+    """`commit_parts` with steering: each entry's decision installed on its own (an entry
+    whose steering fails is not committed: its reason is the steering's), then the others
+    committed in one transaction; what was installed for an entry not committed (or for all,
+    when the transaction fails) is released again."""
+    reasons: list[str | None] = [None] * len(entries)
+    installed: list[str] = []
+    for i, (reservation_id, document, _) in enumerate(entries):
+        if document is None:
+            continue
+        try:
+            await steered.install([Decision.model_validate(document)])
+        except (SteeringError, ValidationError) as error:
+            reasons[i] = f"steering: {error}"
+            continue
+        installed.append(reservation_id)
+    committing = [entry for entry, reason in zip(entries, reasons, strict=True) if reason is None]
+    try:
+        async with sessions.begin() as session:
+            outcomes = iter(await peer_ledger.commit_many(session, entries=committing))
+    except BaseException:
+        await steered.release(installed)
+        raise
+    results = [next(outcomes) if reason is None else reason for reason in reasons]
+    refused = {entry[0] for entry, result in zip(entries, results, strict=True) if result}
+    await steered.release([rid for rid in installed if rid in refused])
+    return results
 
 
 async def release_parts(
@@ -147,13 +190,17 @@ async def release_parts(
     *,
     watch: CapacityWatch,
     keep_delivery: bool = False,
+    steered: Steered | None = None,
 ) -> list[bool]:
     """Release every reservation id in one transaction, its flows included (but their
     deliveries with `keep_delivery`, see `peer_ledger.release_many`); for each, whether this
     call did. The cached snapshot is bracketed as for a prepare, and forgotten when anything
-    was released."""
+    was released. With `steered`, what it installed for them is removed first (what cannot be
+    removed now, `steered` removes later)."""
     if not reservation_ids:
         return []
+    if steered is not None:
+        await steered.release(reservation_ids)
     async with local_change(watch) as change:
         async with sessions.begin() as session:
             released = await peer_ledger.release_many(

@@ -17,6 +17,7 @@ from cnbrain.federation.local_ledger import (
     prepare_parts,
     release_parts,
 )
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.national.coordinator import Commitment, Participant
 from cnbrain.national.planner import owners
@@ -28,7 +29,8 @@ from cnbrain.v1 import ledger_pb2
 
 class LocalParticipant:
     """The national brain's own ledger, in its database: the participant for the backbone
-    links, and what it holds of every cross-region reservation."""
+    links, and what it holds of every cross-region reservation; with `steered`, its
+    backbone segments are steered in the data plane as they are committed and released."""
 
     region: None = None
 
@@ -38,10 +40,12 @@ class LocalParticipant:
         *,
         arrays: Callable[[], MapArrays],
         watch: CapacityWatch,
+        steered: Steered | None = None,
     ) -> None:
         self._sessions = sessions
         self._arrays = arrays
         self._watch = watch
+        self._steered = steered
 
     async def prepare(
         self, claims: Sequence[Claim], *, ttl_ms: int, flows: Sequence[FlowHold] = ()
@@ -57,14 +61,20 @@ class LocalParticipant:
 
     async def commit(self, commitments: Sequence[Commitment]) -> list[str | None]:
         return await commit_parts(
-            self._sessions, [(c.reservation_id, c.decision, c.request) for c in commitments]
+            self._sessions,
+            [(c.reservation_id, c.decision, c.request) for c in commitments],
+            steered=self._steered,
         )
 
     async def release(
         self, reservation_ids: Sequence[str], reason: str, *, keep_delivery: bool = False
     ) -> None:
         await release_parts(
-            self._sessions, reservation_ids, watch=self._watch, keep_delivery=keep_delivery
+            self._sessions,
+            reservation_ids,
+            watch=self._watch,
+            keep_delivery=keep_delivery,
+            steered=self._steered,
         )
 
     async def held_decisions(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.cache.base import Caches
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.admit import AdmitQueued
@@ -27,7 +28,7 @@ from cnbrain.regional.use_cases.quote import QuoteRequest
 from cnbrain.regional.use_cases.read import ReadRequests
 from cnbrain.regional.use_cases.recover import RecoverPending
 from cnbrain.regional.use_cases.site_routes import ReadSiteRoutes
-from cnbrain.regional.use_cases.submit import SubmitRequest
+from cnbrain.regional.use_cases.submit import Decided, SubmitRequest
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -61,8 +62,14 @@ class RequestUseCases:
         wake_jobs: Callable[[], None],
         wake_admission: Callable[[], None],
         cohorts: CohortQuotas | None = None,
+        decided: Decided | None = None,
+        preempted: Callable[[int], None] | None = None,
+        steered: Steered | None = None,
     ) -> "RequestUseCases":
-        """The use cases of one brain, each handed only what it uses."""
+        """The use cases of one brain, each handed only what it uses. `decided` is told of
+        every new request decided (`SubmitRequest`), `preempted` of every preemption
+        (`RequeueVictims`); `steered` (None: the brain steers nothing) steers what the
+        placer reserves and removes what a cancel releases."""
         placer = Placer(
             sessions=sessions,
             changes=changes,
@@ -72,6 +79,7 @@ class RequestUseCases:
             attempts=settings.placement_attempts,
             queued=wake_admission,
             cohorts=cohorts,
+            steered=steered,
         )
         intake = Intake(
             sessions=sessions,
@@ -79,7 +87,9 @@ class RequestUseCases:
             max_queued=settings.max_queued_per_tenant,
         )
         read = ReadRequests(sessions)
-        preempt = RequeueVictims(sessions=sessions, changes=changes, wake_jobs=wake_jobs)
+        preempt = RequeueVictims(
+            sessions=sessions, changes=changes, wake_jobs=wake_jobs, requeued=preempted
+        )
         return cls(
             submit=SubmitRequest(
                 settings=settings,
@@ -88,6 +98,7 @@ class RequestUseCases:
                 intake=intake,
                 placer=placer,
                 read=read,
+                decided=decided,
             ),
             submit_group=SubmitGroup(
                 settings=settings,
@@ -98,6 +109,7 @@ class RequestUseCases:
                 placer=placer,
                 forget=live_map.capacity_changed,
                 federated=national is not None,
+                decided=decided,
             ),
             quote=QuoteRequest(
                 intake=intake,
@@ -114,6 +126,7 @@ class RequestUseCases:
                 read=read,
                 peer_changed=peer_changed,
                 wake_jobs=wake_jobs,
+                steered=steered,
             ),
             read=read,
             attempts=ListAttempts(sessions),

@@ -9,6 +9,7 @@ from cnbrain.domain.errors import Conflict, NotFound, Unavailable
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.states import CANCELLABLE, RUNNABLE, RequestState, ReservationState
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.regional.schemas import RequestView
 from cnbrain.regional.security import Principal
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -19,7 +20,8 @@ from cnbrain.storage import audit, ledger_store, peer_ledger, request_events, re
 
 class CancelRequest:
     """`peer_changed()` tells the brain that its part of a cross-region reservation was
-    released here; `wake_jobs()` starts the dispatcher's next round now."""
+    released here; `wake_jobs()` starts the dispatcher's next round now; `steered` (when the
+    brain steers) removes the released reservations' paths from the data plane."""
 
     def __init__(
         self,
@@ -30,7 +32,9 @@ class CancelRequest:
         read: ReadRequests,
         peer_changed: Callable[[], None],
         wake_jobs: Callable[[], None],
+        steered: Steered | None = None,
     ) -> None:
+        self._steered = steered
         self._sessions = sessions
         self._changes = changes
         self._national = national
@@ -93,9 +97,8 @@ class CancelRequest:
                     f"request {request_id!r} is {record.state}; only requests queued, or placed "
                     "and whose job has not ended, can be cancelled"
                 )
-            for reservation_id in await ledger_store.held_reservations(
-                session, request_id=request_id
-            ):
+            released = await ledger_store.held_reservations(session, request_id=request_id)
+            for reservation_id in released:
                 await ledger_store.release(session, reservation_id=reservation_id)
             change.free()
             at = await requests.set_states(
@@ -118,3 +121,5 @@ class CancelRequest:
                 object_type="request",
                 object_id=request_id,
             )
+        if self._steered is not None:
+            await self._steered.release(released)

@@ -11,9 +11,11 @@ from datetime import datetime
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.dataplane.steering import SteeringError
 from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.group_commit import GroupCommit
 from cnbrain.ledger.claim import claim_from, window_of
 from cnbrain.ledger.reservation import Reservation
@@ -84,7 +86,9 @@ class EscalatedAnswer:
 class Placer:
     """Decides and reserves the stored pending requests of one brain. `forget()` drops the
     cached snapshot; `attempts` bounds the one-request way's decisions of one request;
-    `queued()` is told when requests were queued (they wait for the admission loop)."""
+    `queued()` is told when requests were queued (they wait for the admission loop). With
+    `steered`, every reservation taken is steered in the data plane before its transaction
+    commits (a request whose path cannot be steered is rejected with the reason)."""
 
     def __init__(
         self,
@@ -97,7 +101,9 @@ class Placer:
         attempts: int,
         queued: Callable[[], None] = lambda: None,
         cohorts: CohortQuotas | None = None,
+        steered: Steered | None = None,
     ) -> None:
+        self._steered = steered
         self._sessions = sessions
         self._cohorts = cohorts or CohortQuotas()
         self._queued = queued
@@ -251,6 +257,9 @@ class Placer:
             except ledger_store.QuotaExceeded as exceeded:
                 await self.finish(outcome.refused(exceeded.refusal))
                 return
+            except SteeringError as failed:
+                await self.finish(outcome.refused(str(failed)))
+                return
             return
         await self.finish(Outcome(request, None, RequestState.REJECTED, reason, actor))
 
@@ -320,7 +329,7 @@ class Placer:
         cohort quota (`cohort_quota.CohortQuotas`), and write every outcome. Returns the time
         written. Raises (after rolling back) CapacityConflict or
         QuotaExceeded (CohortQuotaExceeded for a cohort's) when the sums do not fit, or any
-        database error."""
+        database error; SteeringError (nothing written) when a path cannot be steered."""
         now_s = int(time.time())
         claims = [
             claim_from(
@@ -332,14 +341,22 @@ class Placer:
             for o, r in decided
             if r is not None
         ]
-        async with self._changes.begin(session) as (_, change):
-            if new:
-                await insert_submissions(session, new)
-            await self._cohorts.reserve(session, claims=claims)
-            at = await write_outcomes(session, [o for o, _ in decided])
-            for _, reservation in decided:
-                if reservation is not None:
-                    change.took(reservation)
+        steering = [o.decision for o, r in decided if r is not None and o.decision is not None]
+        if self._steered is not None and steering:
+            await self._steered.install(steering)
+        try:
+            async with self._changes.begin(session) as (_, change):
+                if new:
+                    await insert_submissions(session, new)
+                await self._cohorts.reserve(session, claims=claims)
+                at = await write_outcomes(session, [o for o, _ in decided])
+                for _, reservation in decided:
+                    if reservation is not None:
+                        change.took(reservation)
+        except BaseException:
+            if self._steered is not None and steering:
+                await self._steered.release([str(d.reservation_id) for d in steering])
+            raise
         self._tell_queued(o for o, _ in decided)
         return at
 

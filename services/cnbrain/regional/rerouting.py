@@ -1,0 +1,251 @@
+"""Re-routing a held reservation off a link that went down (`docs/dataplane.md`,
+"Re-steering").
+
+The brain's steered paths (`federation.steered_paths`) find the held reservations with a
+link of this brain's segments down and hand each here. Its request keeps its site, its
+compute and its window; its path is computed again from the same access node to the same
+site on the brain's router, avoiding the links that are down and those without the
+reservation's bandwidth free (its own given back). Then, in order:
+
+1. one unit of work releases the old reservation and takes the new one (the same compute,
+   the new links), stores the new decision and appends the `rerouted` event: the ledger
+   never holds both, nor neither;
+2. the new path is steered: its headends replace the old ones' routes for the job's address
+   (the swap; make before break in the data plane);
+3. what is left of the old path's steering (its policers) is removed.
+
+When no path avoids the links down, or the request moves data (its flows were planned on
+the old path), or its path crosses another brain's segments (a cross-region reservation,
+whose parts its owners hold), the request gets a `not_rerouted` event with the reason, once
+per set of links down, and keeps its reservation. When the new path cannot be steered, the
+ledger is moved back and the old path steered again.
+"""
+
+import itertools
+import logging
+import math
+import secrets
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from cnbrain.dataplane.steering import SteeringError
+from cnbrain.domain.decision import Decision, NetworkPath
+from cnbrain.domain.events import RequestEvent, RequestEventKind
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.steered_paths import SteeredPaths
+from cnbrain.ledger.claim import Claim
+from cnbrain.netmap.arrays import gbps_to_mbps
+from cnbrain.regional.unit_of_work import CapacityChanges
+from cnbrain.routing.router import Route
+from cnbrain.storage import ledger_store, request_events, requests
+from cnbrain.storage.clock import utcnow
+
+log = logging.getLogger("cnbrain.regional")
+
+K_PATHS = 3
+
+
+class Rerouter:
+    """Re-routes held reservations of this brain (see the module docstring); `steered` is
+    the brain's steering, `owner` the brain's region (None: a standalone brain, which owns
+    every segment)."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        changes: CapacityChanges,
+        live_map: LiveMap,
+        steered: SteeredPaths,
+        owner: str | None,
+    ) -> None:
+        self._sessions = sessions
+        self._changes = changes
+        self._live_map = live_map
+        self._steered = steered
+        self._owner = owner
+        self._told: set[tuple[str, frozenset[str]]] = set()
+        """(reservation id, links down) of the `not_rerouted` events written."""
+
+    async def __call__(self, decision: Decision, down: set[str]) -> None:
+        """Re-route `decision`'s reservation off its links `down` (ids), and off every other
+        link the data plane has down, or tell its request why not."""
+        path = decision.path
+        assert path is not None and decision.reservation_id is not None
+        cut = sorted({hop.link for s in path.segments for hop in s.hops} & down)
+        async with self._sessions() as session:
+            stored = await requests.get_request(
+                session, tenant_id=None, request_id=decision.request_id
+            )
+            held = await ledger_store.held_claims(session, request_id=decision.request_id)
+        if stored is None:
+            return  # a part of another region's request: its source tells it
+        old = next((c for c in held if c.reservation_id == decision.reservation_id), None)
+        if old is None:
+            return  # released meanwhile
+        request = PlacementRequest.model_validate(stored.body)
+        why = f"link {', '.join(cut)} went down"
+        if self._owner is not None and any(s.owner != self._owner for s in path.segments):
+            await self._not_rerouted(
+                decision, down, f"{why}; its path crosses other brains' segments"
+            )
+            return
+        if request.moves_data:
+            await self._not_rerouted(decision, down, f"{why}; its flows were planned on it")
+            return
+        every = [link.id for link in self._live_map.map.links]
+        found = await self._new_route(decision, old, down | await self._steered.links_down(every))
+        if found is None:
+            await self._not_rerouted(
+                decision,
+                down,
+                f"{why}; no other path to {decision.site} has "
+                f"{path.bandwidth_gbps} Gbps free on every link",
+            )
+            return
+        await self._move(decision, old, *found, why)
+
+    async def _new_route(
+        self, decision: Decision, old: Claim, down: set[str]
+    ) -> tuple[Route, list[float]] | None:
+        """The best route from the old path's access node to its site that avoids `down`
+        and every link without the reservation's bandwidth free (its own given back), with
+        the free bandwidth of every link (Gbps, its own given back)."""
+        path = decision.path
+        assert path is not None and decision.site is not None
+        engine = self._live_map.engine
+        arrays = engine.arrays
+        snapshot, _ = await self._live_map.snapshot()
+        need = gbps_to_mbps(path.bandwidth_gbps)
+        own = {arrays.link_index[link] for link in old.link_ids if link in arrays.link_index}
+        free = [
+            int(mbps) + (old.mbps if j in own else 0)
+            for j, mbps in enumerate(snapshot.residual_mbps)
+        ]
+        blocked = frozenset(
+            j for j, link in enumerate(arrays.map.links) if link.id in down or free[j] < need
+        )
+        access = path.segments[0].hops[0].from_node
+        [routes] = engine.router.routes(
+            access_node=access,
+            sites=[arrays.map.site_index[decision.site]],
+            k=K_PATHS,
+            blocked=blocked,
+            max_latency_ms=math.inf,
+        )
+        return (routes[0], [mbps / 1000 for mbps in free]) if routes else None
+
+    async def _move(
+        self, decision: Decision, old: Claim, route: Route, free_gbps: list[float], why: str
+    ) -> None:
+        engine = self._live_map.engine
+        links = engine.arrays.map.links
+        new_id = f"rsv-{secrets.token_hex(8)}"
+        new_path = _network_path(route, engine, decision, free_gbps)
+        moved = decision.model_copy(update={"path": new_path, "reservation_id": new_id})
+        new_links = tuple(links[j].id for j in route.links)
+        claim = replace(old, reservation_id=new_id, link_ids=new_links)
+        try:
+            await self._swap_ledger(decision, old, claim, moved, why)
+        except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded) as error:
+            await self._not_rerouted(decision, set(), f"{why}; the new path was taken: {error}")
+            return
+        try:
+            await self._steered.install([moved])
+        except SteeringError as error:
+            log.warning("request %s: %s; moving it back", decision.request_id, error)
+            await self._swap_ledger(moved, claim, old, decision, None)
+            await self._steered.install([decision])
+            await self._steered.release([new_id])
+            await self._not_rerouted(decision, set(), f"{why}; the new path: {error}")
+            return
+        await self._steered.release([str(decision.reservation_id)])
+        log.info(
+            "request %s: rerouted off %s (reservation %s -> %s)",
+            decision.request_id,
+            why,
+            decision.reservation_id,
+            new_id,
+        )
+
+    async def _swap_ledger(
+        self, decision: Decision, old: Claim, new: Claim, moved: Decision, why: str | None
+    ) -> None:
+        """One unit of work: `old` released, `new` taken, `moved` stored as the request's
+        decision, and (with `why`) its `rerouted` event appended."""
+        async with self._changes.begin() as (session, change):
+            change.free()
+            await ledger_store.release(session, reservation_id=old.reservation_id)
+            await ledger_store.reserve_many(session, claims=[new])
+            await requests.save_decisions(
+                session, {decision.request_id: moved.model_dump(mode="json")}
+            )
+            if why is not None:
+                event = RequestEvent.of(
+                    decision.request_id,
+                    RequestEventKind.REROUTED,
+                    utcnow(),
+                    reason=why,
+                    previous_reservation=old.reservation_id,
+                    reservation=new.reservation_id,
+                    hops=len(_hops(moved)),
+                )
+                await request_events.append_many(session, [event])
+
+    async def _not_rerouted(self, decision: Decision, down: set[str], reason: str) -> None:
+        key = (str(decision.reservation_id), frozenset(down))
+        if down and key in self._told:
+            return
+        self._told.add(key)
+        async with self._sessions.begin() as session:
+            event = RequestEvent.of(
+                decision.request_id, RequestEventKind.NOT_REROUTED, utcnow(), reason=reason
+            )
+            await request_events.append_many(session, [event])
+        log.warning("request %s not rerouted: %s", decision.request_id, reason)
+
+
+def _hops(decision: Decision) -> list[str]:
+    path = decision.path
+    return [] if path is None else [hop.link for s in path.segments for hop in s.hops]
+
+
+def _network_path(
+    route: Route, engine: Any, decision: Decision, free_gbps: list[float]
+) -> NetworkPath:
+    """The path of `route` as a decision states it, with `decision`'s bandwidth and each
+    hop's free bandwidth before it (`free_gbps`, by link index)."""
+    assert decision.path is not None
+    links = engine.arrays.map.links
+    segments = [
+        {
+            "kind": segment.kind.value,
+            "owner": segment.owner,
+            "latency_ms": round(segment.path.latency_ms, 4),
+            "hops": [
+                {
+                    "link": links[j].id,
+                    "from_node": a,
+                    "to_node": b,
+                    "layer": links[j].layer.value,
+                    "latency_ms": links[j].latency_ms,
+                    "residual_gbps": free_gbps[j],
+                }
+                for (a, b), j in zip(
+                    itertools.pairwise(segment.path.nodes), segment.path.links, strict=True
+                )
+            ],
+        }
+        for segment in route.segments
+    ]
+    return NetworkPath.model_validate(
+        {
+            "segments": segments,
+            "latency_ms": round(route.latency_ms, 4),
+            "bandwidth_gbps": decision.path.bandwidth_gbps,
+            "srv6_segment_list": engine.sids.segment_list(route),
+        }
+    )
