@@ -159,7 +159,8 @@ async def test_suspend_and_resume_a_running_job(brain: Brain) -> None:
     made = await brain.submit(user, job_request("AA-sim", duration_hours=100))
     await brain.states_until(user, made["id"], "running")
     too_early = await brain.call(user, "POST", f"/v1/requests/{made['id']}/resume")
-    assert too_early.status_code == 409 and "only a suspended" in too_early.json()["detail"]
+    assert too_early.status_code == 409
+    assert "only a suspended request's job can be resumed" in too_early.json()["detail"]
 
     paused = await brain.call(user, "POST", f"/v1/requests/{made['id']}/suspend")
     assert paused.status_code == 200, paused.text
@@ -324,10 +325,11 @@ async def test_suspend_or_resume_of_a_request_that_does_not_run_is_409(brain: Br
     body = job_request("AA-sim")
     del body["job"]
     made = await brain.submit(user, body)
-    for verb in ("suspend", "resume"):
+    for verb, done in (("suspend", "suspended"), ("resume", "resumed")):
         answer = await brain.call(user, "POST", f"/v1/requests/{made['id']}/{verb}")
         assert answer.status_code == 409, answer.text
-        assert "is placed" in answer.json()["detail"]
+        detail = answer.json()["detail"]
+        assert "is placed; only a" in detail and detail.endswith(f"job can be {done}")
     missing = await brain.call(user, "POST", "/v1/requests/req-nope/suspend")
     assert missing.status_code == 404
 

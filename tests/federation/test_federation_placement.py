@@ -235,3 +235,21 @@ async def test_flows_that_cross_the_backbone_are_held_by_every_owner_of_their_ro
     for owner, url in databases.items():
         assert await _flows_held(url, reservation) == [], owner
         await check_invariants(url)
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_request_no_region_can_place_is_rejected_with_the_national_explanation(
+    federation: LocalFederation,
+) -> None:
+    too_far = {**GPU_REQUEST, "constraints": {**GPU_REQUEST["constraints"], "max_latency_ms": 1}}
+    view = submit(federation, "east", too_far)
+
+    assert view["state"] == "rejected", view
+    decision = view["decision"]
+    assert decision["reason"].startswith("no region could place it: no site meets")
+    explanation = decision["explanation"]
+    assert explanation is not None and explanation["sites_feasible"] == 0
+    by_filter = {r["plugin"]: r for r in explanation["rejections"]}
+    assert "latency_bound" in by_filter, by_filter
+    assert sum(r["sites"] for r in explanation["rejections"]) <= explanation["sites_total"]

@@ -259,7 +259,7 @@ class CrossRegionPlacer:
             return planner.rejected(request, "; ".join([*item.notes, str(outcome)]))
         decision, answers = outcome
         if decision.status is DecisionStatus.REJECTED:
-            return planner.rejected(request, _reason(decision, item))
+            return planner.engine_rejected(decision, item.notes)
         return planner.quoted(decision, regions=answers.regions, timings_ms=timings_ms)
 
     async def _attempt(self, items: Sequence[Pending]) -> list[AttemptResult]:
@@ -280,7 +280,7 @@ class CrossRegionPlacer:
                 continue
             decision, chosen[i] = outcome
             if decision.status is DecisionStatus.REJECTED:
-                outcomes[i] = planner.rejected(item.request, _reason(decision, item))
+                outcomes[i] = planner.engine_rejected(decision, item.notes)
                 continue
             reservation = engine.reservation_for(item.request, decision)
             parts = planner.parts(
@@ -545,8 +545,3 @@ def _commitment(plan: Plan, request: PlacementRequest, request_text: str) -> Com
         request=request.model_dump(mode="json"),
         request_json=request_text,
     )
-
-
-def _reason(decision: Decision, item: Pending) -> str:
-    """The reason of the engine's rejection of `item`, with the notes its attempts collected."""
-    return "; ".join([decision.reason or "", *item.notes]).strip("; ")

@@ -245,12 +245,28 @@ def _noted(decision: Decision, *, timings_ms: dict[str, float], notes: tuple[str
 
 
 def rejected(request: PlacementRequest, reason: str) -> Decision:
-    """The federation's rejection of `request`, for `reason`."""
+    """The federation's rejection of `request`, for `reason`, made before any engine
+    decision (or after its parts were refused)."""
     return Decision(
         request_id=request.id,
         status=DecisionStatus.REJECTED,
         policy=FEDERATION_POLICY,
         reason=f"no region could place it: {reason}",
+    )
+
+
+def engine_rejected(decision: Decision, notes: Sequence[str]) -> Decision:
+    """The engine's rejection `decision` on the regions' composed view, as the federation's:
+    its reason says no region could place it, and its explanation (which sites each filter
+    excluded, and why) carries the `notes` of earlier attempts."""
+    explanation = decision.explanation
+    if explanation is not None and notes:
+        explanation = explanation.model_copy(update={"notes": (*explanation.notes, *notes)})
+    reason = decision.reason or "no site can take it"
+    if explanation is None and notes:
+        reason = "; ".join([reason, *notes])
+    return decision.model_copy(
+        update={"reason": f"no region could place it: {reason}", "explanation": explanation}
     )
 
 

@@ -249,7 +249,6 @@ class PlacementEngine:
             selection=self._selection,
             sids=self.sids,
             policy=strategy.name,
-            reserved=reserve,
             timings_ms={step: round(ms, 3) for step, ms in state.timings_ms.items()},
         )
         with _step(state, "explain"):

@@ -26,7 +26,6 @@ class CycleFacts:
     selection: SelectionPolicy
     sids: SidPlan
     policy: str
-    reserved: bool
     timings_ms: dict[str, float]
 
 
@@ -88,13 +87,14 @@ def _explanation(
         "solver_status": insight.solver_status if insight else "NOT_RUN",
         "optimal": insight.optimal if insight else True,
         "timings_ms": facts.timings_ms,
-        "notes": _notes(facts, insight, option),
+        "notes": _notes(facts, insight),
     }
 
 
-def _notes(facts: CycleFacts, insight: RowInsight | None, option: Option | None) -> list[str]:
+def _notes(facts: CycleFacts, insight: RowInsight | None) -> list[str]:
     """What a reader of the explanation should know to read it right: that timings are the
-    batch's, that the solver stopped at its time limit, that a quote reserved nothing."""
+    batch's, that the solver stopped at its time limit. (Whether anything was reserved is the
+    caller's to say: a brain decides without the engine's ledger and reserves in its own.)"""
     notes: list[str] = []
     batch_size = len(facts.state.batch)
     if batch_size > 1:
@@ -105,8 +105,6 @@ def _notes(facts: CycleFacts, insight: RowInsight | None, option: Option | None)
         and insight.solver_status not in ("SEQUENTIAL", "NO_OPTIONS")
     ):
         notes.append("the solver hit its time limit; this is its best feasible answer")
-    if option is not None and not facts.reserved:
-        notes.append("quote only: nothing was reserved")
     return notes
 
 

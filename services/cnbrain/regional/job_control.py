@@ -20,12 +20,20 @@ from cnbrain.storage.jobs import Job
 @dataclass(frozen=True, slots=True)
 class _Action:
     verb: str
+    past: str
     from_state: str
     to_state: str
 
 
-SUSPEND = _Action(verb="suspend", from_state=RequestState.RUNNING, to_state=RequestState.SUSPENDED)
-RESUME = _Action(verb="resume", from_state=RequestState.SUSPENDED, to_state=RequestState.RUNNING)
+SUSPEND = _Action(
+    verb="suspend",
+    past="suspended",
+    from_state=RequestState.RUNNING,
+    to_state=RequestState.SUSPENDED,
+)
+RESUME = _Action(
+    verb="resume", past="resumed", from_state=RequestState.SUSPENDED, to_state=RequestState.RUNNING
+)
 
 
 async def suspend(dispatcher: Dispatcher, principal: Principal, request_id: str) -> None:
@@ -94,5 +102,5 @@ async def _live_job(
 def _not_now(request_id: str, state: str, action: _Action) -> Conflict:
     return Conflict(
         f"request {request_id!r} is {state}; only a {action.from_state} request's job can be "
-        f"{action.verb}d"
+        f"{action.past}"
     )

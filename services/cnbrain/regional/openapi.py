@@ -9,8 +9,14 @@ FastAPI generates the document from the routes; `install` completes it once, on 
   (database or cache unavailable) everywhere but liveness.
 - A route that reads its body as a raw object (to parse it once, itself) names the model that
   body must be in `BODY_MODEL`; its schema becomes the declared request body.
+- Each operation shows, as the `example` of its JSON request body and of each JSON answer of
+  a success status, what a real brain was sent and answered (`api_examples.json`, recorded
+  by `scripts/record_api_examples.py`; its lists cut to a few items).
 """
 
+import json
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI
@@ -77,6 +83,7 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             _type_body(operation, schemas)
             _declare_common(path, operation)
             _problem_media_type(operation)
+    _add_examples(document)
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     return document
@@ -122,3 +129,29 @@ def _problem_media_type(operation: dict[str, Any]) -> None:
     for status, response in operation.get("responses", {}).items():
         if status[0] in "45":
             response["content"] = problem
+
+
+@cache
+def recorded_examples() -> dict[str, Any]:
+    """Per operation (`METHOD /path/template`), the body a real brain was sent (`request`)
+    and, by status, what it answered (`responses`)."""
+    text = resources.files("cnbrain.regional").joinpath("api_examples.json").read_text()
+    examples: dict[str, Any] = json.loads(text)
+    return examples
+
+
+def _add_examples(document: dict[str, Any]) -> None:
+    examples = recorded_examples()
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            recorded = examples.get(f"{method.upper()} {path}")
+            if recorded is None:
+                continue
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is not None and "request" in recorded and "examples" not in body:
+                body["example"] = recorded["request"]
+            for status, answer in recorded["responses"].items():
+                response = operation.get("responses", {}).get(status, {})
+                media = response.get("content", {}).get("application/json")
+                if media is not None:
+                    media["example"] = answer

@@ -24,4 +24,7 @@ async def read_audit(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query()] = None,
 ) -> AuditPage:
+    """The audit log, newest first: every state change and operator action, with its actor and
+    detail. Staff read all; tenant admins their tenant's; tenant users are refused. Filter by
+    `object_type`; pages on `next_cursor`."""
     return await cases.audit.page(principal, object_type=object_type, limit=limit, cursor=cursor)

@@ -29,6 +29,8 @@ ERRORS = responses(
 async def get_share(
     tenant_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> FairShareView:
+    """A tenant's fair share: its weight in the admission order, its cohort, and the nominal
+    quota and borrowing limit it has there; the defaults when none is stored."""
     return await cases.fair_shares.get_share(principal, tenant_id)
 
 
@@ -48,6 +50,8 @@ async def put_share(
     principal: StaffDep,
     cases: AdminUseCasesDep,
 ) -> FairShareView:
+    """Staff only. Sets the tenant's fair share; 201 when none was stored, 200 when replaced.
+    The admission queue orders tenants by their use over their weight."""
     view, created = await cases.fair_shares.put_share(principal, tenant_id, body)
     if created:
         response.status_code = 201
@@ -61,4 +65,6 @@ async def put_share(
     summary="Delete a tenant's fair share: it has the defaults again",
 )
 async def delete_share(tenant_id: str, principal: StaffDep, cases: AdminUseCasesDep) -> None:
+    """Staff only. Deletes the stored share; the tenant has the defaults again. 404 when none is
+    stored."""
     await cases.fair_shares.delete_share(principal, tenant_id)

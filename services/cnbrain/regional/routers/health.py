@@ -24,6 +24,7 @@ CHECK_TIMEOUT_S = 3.0
 
 @router.get("/healthz", response_model=Health, summary="The process is alive")
 async def healthz(brain: BrainDep) -> Health:
+    """200 while the process serves HTTP, whatever its database and cache do; no key needed."""
     return Health(status="ok", instance=brain.settings.instance_id)
 
 

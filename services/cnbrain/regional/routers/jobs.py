@@ -33,6 +33,8 @@ ERRORS = responses(
 async def list_attempts(
     request_id: str, principal: PrincipalDep, cases: UseCasesDep
 ) -> AttemptList:
+    """Each attempt to run the job of a request of the caller's tenant (staff: any): its site,
+    scheduler job id, state and times. Empty for a request without a `job`."""
     return await cases.attempts(principal, request_id)
 
 
@@ -45,6 +47,9 @@ async def list_attempts(
 async def suspend(
     request_id: str, principal: PrincipalDep, cases: UseCasesDep, dispatcher: DispatcherDep
 ) -> RequestView:
+    """Asks the site's scheduler to pause the job of a running request of the caller's tenant
+    and answers the request, now `suspended`. The reservation holds meanwhile. 409 when the
+    request is not running or the scheduler refuses; 503 when it cannot be reached."""
     await job_control.suspend(dispatcher, principal, request_id)
     return await cases.read.one(principal, request_id)
 
@@ -58,5 +63,8 @@ async def suspend(
 async def resume(
     request_id: str, principal: PrincipalDep, cases: UseCasesDep, dispatcher: DispatcherDep
 ) -> RequestView:
+    """Asks the site's scheduler to let the job of a suspended request of the caller's tenant
+    run on and answers the request, `running` again. 409 when the request is not suspended or
+    the scheduler refuses; 503 when it cannot be reached."""
     await job_control.resume(dispatcher, principal, request_id)
     return await cases.read.one(principal, request_id)

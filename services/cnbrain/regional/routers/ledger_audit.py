@@ -21,6 +21,9 @@ router = APIRouter(prefix="/v1", tags=["operator"])
 async def read_ledger_audit(
     auditor: AuditorDep, settings: SettingsDep, _: AdminDep
 ) -> LedgerAuditView:
+    """Admins only. The ledger auditor's last run: when, what it found wrong (over-commits,
+    used amounts that differ from their reservations, holds of ended or unrunnable requests,
+    expired prepared holds) and what it released, with totals since the brain started."""
     last = auditor.last
     return LedgerAuditView(
         audited_at=datetime.fromtimestamp(last.at_s, UTC) if last is not None else None,

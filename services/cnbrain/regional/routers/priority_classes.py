@@ -31,6 +31,8 @@ ERRORS = responses(
     summary="The priority classes, highest value first",
 )
 async def list_classes(_: PrincipalDep, classes: PriorityClassesDep) -> list[PriorityClassView]:
+    """Every priority class, highest value first: its value, whether its requests may be
+    preempted, its default wait bound, and which is the default."""
     return await classes.list_classes()
 
 
@@ -41,6 +43,7 @@ async def list_classes(_: PrincipalDep, classes: PriorityClassesDep) -> list[Pri
     summary="A priority class",
 )
 async def get_class(name: str, _: PrincipalDep, classes: PriorityClassesDep) -> PriorityClassView:
+    """One priority class by name; 404 when there is none."""
     return await classes.get_class(name)
 
 
@@ -60,6 +63,8 @@ async def put_class(
     principal: StaffDep,
     classes: PriorityClassesDep,
 ) -> PriorityClassView:
+    """Staff only. Creates (201) or replaces (200) the class. Values are unique; exactly one
+    class is the default. In a federation the national brain holds the classes."""
     view, created = await classes.put_class(principal, name, body)
     if created:
         response.status_code = 201
@@ -73,4 +78,6 @@ async def put_class(
     summary="Delete a priority class",
 )
 async def delete_class(name: str, principal: StaffDep, classes: PriorityClassesDep) -> None:
+    """Staff only. Deletes a class that no live request names and that is not the default (409
+    otherwise)."""
     await classes.delete_class(principal, name)

@@ -158,6 +158,9 @@ async def list_queue(
     ] = -1,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> QueuePage:
+    """The requests waiting in this region's admission queue, in the order they will be
+    admitted: each with its position, when it is expected to start and on which site, and why
+    it waits. A tenant's users see their own tenant's; staff see all. Pages on `next_after`."""
     return await cases.read.queue(principal, after=after, limit=limit)
 
 

@@ -46,11 +46,15 @@ ERRORS = responses(
 async def create_tenant(
     body: TenantCreate, principal: StaffDep, cases: AdminUseCasesDep
 ) -> TenantView:
+    """Staff only. A new tenant with no quota limits; in a federation it is recorded by the
+    national brain and known to every brain within `tenancy_interval_s`. 409 when the id is
+    taken."""
     return await cases.tenants.create_tenant(principal, body)
 
 
 @router.get("/tenants", response_model=list[TenantView], responses=ERRORS, summary="List tenants")
 async def list_tenants(principal: StaffDep, cases: AdminUseCasesDep) -> list[TenantView]:
+    """Staff only. Every tenant, by id."""
     return await cases.tenants.list_tenants(principal)
 
 
@@ -60,6 +64,8 @@ async def list_tenants(principal: StaffDep, cases: AdminUseCasesDep) -> list[Ten
 async def get_tenant(
     tenant_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> TenantView:
+    """A tenant the caller may act for (staff: any; a tenant's users: their own); another tenant
+    is 404."""
     return await cases.tenants.get_tenant(principal, tenant_id)
 
 
@@ -83,6 +89,10 @@ async def set_quota(
         ),
     ] = None,
 ) -> QuotaView:
+    """Staff only. Replaces the tenant's limits on this brain's ledger (a null limit is none)
+    and answers the quota as it now stands. A submission that would exceed a limit is rejected
+    with the limit named. In a federation, the limits of every region, or with `region` of that
+    one."""
     return await cases.tenants.set_quota(principal, tenant_id, body, region=region)
 
 
@@ -95,6 +105,9 @@ async def set_quota(
 async def set_national_quota(
     tenant_id: str, body: QuotaBody, principal: StaffDep, cases: AdminUseCasesDep
 ) -> QuotaView:
+    """Staff only, in a federation. Limits on the tenant's use summed over every region; a
+    tenant with them is placed by the national brain, which holds it to them. A standalone brain
+    answers 422."""
     return await cases.tenants.set_quota(principal, tenant_id, body, national=True)
 
 
@@ -107,6 +120,9 @@ async def set_national_quota(
 async def get_national_quota(
     tenant_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> QuotaUse:
+    """In a federation, the tenant's national limits and what its reservations use of them over
+    every region, as the national brain counts them. For a tenant the caller may act for; a
+    standalone brain answers 404."""
     return await cases.tenants.get_national_quota(principal, tenant_id)
 
 
@@ -117,6 +133,8 @@ async def get_national_quota(
     summary="A tenant's quota and use",
 )
 async def get_quota(tenant_id: str, principal: PrincipalDep, cases: AdminUseCasesDep) -> QuotaView:
+    """A tenant's limits on this brain's ledger and what its held reservations use of them now,
+    for a tenant the caller may act for; in a federation with its national limits."""
     return await cases.tenants.get_quota(principal, tenant_id)
 
 
@@ -126,6 +144,9 @@ async def get_quota(tenant_id: str, principal: PrincipalDep, cases: AdminUseCase
 async def create_user(
     body: UserCreate, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> UserView:
+    """A new user of a role: admins create anyone; operators and tenant admins the users of
+    tenants they may act for. Staff roles belong to no tenant, tenant roles to one (422 naming
+    `tenant` otherwise)."""
     return await cases.users.create_user(principal, body)
 
 
@@ -139,6 +160,9 @@ async def create_user(
 async def create_api_key(
     user_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> ApiKeyView:
+    """A new API key of the user; its `token` is shown in this answer only and is sent as
+    `Authorization: Bearer <token>`. Anyone may create keys for itself; managing others' keys
+    follows the rules of users."""
     return await cases.users.create_api_key(principal, user_id)
 
 
@@ -151,6 +175,9 @@ async def create_api_key(
 async def list_api_keys(
     user_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> list[ApiKeyInfo]:
+    """The user's keys, oldest first, revoked ones included, never their secrets. For users the
+    caller may manage (admins: any; operators: tenants' users and themselves; tenant admins:
+    their tenant's users)."""
     return await cases.users.list_api_keys(principal, user_id)
 
 
@@ -166,6 +193,8 @@ async def list_api_keys(
 async def revoke_api_key(
     user_id: str, key_id: str, principal: PrincipalDep, cases: AdminUseCasesDep
 ) -> ApiKeyInfo:
+    """Revokes the key (named by its id, the token's part before the dot) and answers it with
+    `revoked_at` set; idempotent. For users the caller may manage."""
     return await cases.users.revoke_api_key(principal, user_id, key_id)
 
 
@@ -176,4 +205,6 @@ async def revoke_api_key(
     summary="Disable a user: none of its keys works any more",
 )
 async def disable_user(user_id: str, principal: PrincipalDep, cases: AdminUseCasesDep) -> UserView:
+    """Disables the user: none of its keys works any more; idempotent. For users the caller may
+    manage; 409 for the last active admin."""
     return await cases.users.disable_user(principal, user_id)
