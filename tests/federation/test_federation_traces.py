@@ -151,6 +151,14 @@ async def test_a_request_placed_in_another_region_is_one_trace_across_three_brai
     _check_links(spans, caller_span, rest_on="east")
     national = _servers(spans, "national")
     assert "cnbrain.v1.NationalBrainService/PlaceCrossRegion" in national, national
+    # The admin submitted it for acme: the request's tenant names the calls on both brains.
+    [rest] = [s for s in spans if "http.route" in s.attributes]
+    [placing] = [
+        s
+        for s in spans
+        if s.kind == SERVER and s.name == "cnbrain.v1.NationalBrainService/PlaceCrossRegion"
+    ]
+    assert rest.attributes["cnbrain.tenant"] == placing.attributes["cnbrain.tenant"] == "acme"
     assert {"cnbrain.v1.LedgerService/Prepare", "cnbrain.v1.LedgerService/Commit"} <= (
         _servers(spans, "west")
     )

@@ -33,6 +33,7 @@ from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.scheduling.classes import check_class_name
 from cnbrain.storage.known_regions import MAX_ENDPOINT
+from cnbrain.telemetry.tenant import note_tenant
 from cnbrain.v1 import national_pb2, national_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -373,12 +374,14 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         self, request_json: str, source_region: str, context: Context
     ) -> PlacementRequest:
         """The request in `request_json`, valid on the map, from a registered region; else
-        the call ends INVALID_ARGUMENT or FAILED_PRECONDITION."""
+        the call ends INVALID_ARGUMENT or FAILED_PRECONDITION. Its tenant is the call's, for
+        the logs and the span."""
         try:
             placement = request_of(request_json)
             check_request(placement, self._live_map.map)
         except (RequestError, WireError) as wrong:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+        note_tenant(placement.tenant)
         if source_region not in self._directory:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, f"region {source_region!r} has not registered"

@@ -19,6 +19,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.request_check import check_request, parse_request
 from cnbrain.regional.security import Principal
 from cnbrain.storage import priority_classes, requests, tenants
+from cnbrain.telemetry.tenant import note_tenant
 
 
 def new_request_id() -> str:
@@ -68,8 +69,10 @@ class Intake:
         priority classes. Raises Forbidden, Invalid (field `priority_class` for a class that
         does not exist), or Conflict when it asks to wait and its tenant has `max_queued`
         requests waiting already (submissions at the same instant may pass the count
-        together, by at most as many as arrive at once)."""
+        together, by at most as many as arrive at once). The request's tenant is the call's
+        from here on (for the logs and the span), whoever the caller."""
         tenant = await self.tenant_of(principal, body)
+        note_tenant(tenant)
         request = parse_request({**body, "id": new_request_id(), "tenant": tenant})
         check_request(request, self._map())
         if request.priority_class is not None:
