@@ -9,7 +9,6 @@ import jsonschema_rs
 import pytest
 
 from cnbrain.regional.app import create_app
-
 from tests.regional.brain_api import Api
 
 _REFERENCE = re.compile(r"""(?:src|href)=["']([^"']+)["']""")
