@@ -2,11 +2,16 @@
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Final
 
 from pydantic import Field
 
 from cnbrain.domain.enums import LinkLayer
 from cnbrain.domain.model import DomainModel
+
+FEDERATION_POLICY: Final = "federation"
+"""The policy of a rejection the federation made without an engine's decision: no region
+answered or could hold its part, or the national brain could not be asked."""
 
 
 class DecisionStatus(StrEnum):

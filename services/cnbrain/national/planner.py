@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
+from cnbrain.domain.decision import FEDERATION_POLICY, Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
@@ -20,9 +20,6 @@ from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot, all_free
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.routing.paths import GraphPath
-
-FEDERATION_POLICY = "federation"
-"""Policy named by rejections the federation made before any engine decision."""
 
 
 class FreeCompute(Protocol):

@@ -7,7 +7,10 @@ the decision's reason (which names sites, amounts and tenants).
   pipeline's order to reject any (`capacity`, `accelerator_model`, ... of
   `placement.registry.FILTERS`; `filter` for another); `no_route` (sites fit but no path
   does); `quota` (a site and path fit, the tenant's or its cohort's quota did not);
-  `federation` (no region could place it, or the national brain could not be asked);
+  `federation` (the federation rejected it without an engine's decision: no region
+  answered or could hold its part, or the national brain could not be asked; when the
+  national brain's engine found no site, the filter that excluded the last sites, as for a
+  region's own);
   `contention` (capacity kept changing over every attempt);
 - `failed`: `error`.
 
@@ -16,13 +19,9 @@ Anything else is `other`.
 
 from typing import Final
 
-from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
+from cnbrain.domain.decision import FEDERATION_POLICY, Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.states import RequestState
 from cnbrain.placement.registry import FILTERS
-
-FEDERATION_POLICY: Final = "federation"
-"""The policy of a decision the federation made without a site: the national brain's
-rejection, or a region's when the national brain could not be asked."""
 
 REASONS: Final = frozenset(
     {
