@@ -1,6 +1,8 @@
-"""The data plane's tests need root, nft, network namespaces, the kernel's SRv6 endpoint
-processing and eBPF programs for routes: where one is missing, every test here fails saying
-which (they are never skipped). Every lab a test builds is removed after it, failed or not."""
+"""The data plane's tests that build a lab need root, nft, network namespaces, the kernel's
+SRv6 endpoint processing and eBPF programs for routes: their modules use the fixture
+`lab_tools`, so where one is missing each of their tests fails saying which (they are never
+skipped); the pure ones (`test_plan`) need none. Every lab a test builds is removed after
+it, failed or not."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,8 +18,9 @@ from tests.tiny_map import tiny_map_raw
 TINY_LAB = "cnlt"
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def lab_tools() -> None:
+    """Fails the test, naming what is missing, where the netlab cannot run."""
     try:
         linux.require_lab_tools()
     except linux.LabError as error:

@@ -1,10 +1,14 @@
 """A regional brain that steers (`steering = netlab`): what it places is steered on the
 netlab, traffic follows the decision's hops; when a link of the path goes down in the netlab
 the brain re-routes the reservation and the traffic follows the new path, or, when no path is
-left, says why on the request; a cancel removes the steering."""
+left (or the new path cannot be steered), says why on the request, once, and keeps its
+reservation; a path whose link comes back up carries its traffic again; a request whose path
+cannot be steered is rejected with a reason that names nothing of the data plane; a cancel
+removes the steering."""
 
 import asyncio
 import secrets
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,17 +18,20 @@ import httpx
 import pytest
 
 from cnbrain.dataplane import linux
-from cnbrain.dataplane.plan import LabPlan, job_address, plan_lab
-from cnbrain.domain.decision import Decision
+from cnbrain.dataplane.plan import LabPlan, plan_lab
+from cnbrain.domain.decision import STEERING_REASON, Decision
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.netmap.files import write_map_document
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.dataplane.conftest import lab_up
-from tests.dataplane.paths import grown, hops_of
-from tests.dataplane.traffic import Receiver, send, settle
+from tests.dataplane.paths import hops_of
+from tests.dataplane.traffic import job_of
+from tests.dataplane.traffic import traffic as traffic_from
 from tests.processes import brain_processes
 from tests.tiny_map import tiny_map_raw
+
+pytestmark = pytest.mark.usefixtures("lab_tools")
 
 LAB = "cnls"
 USERS = f"{LAB}-AA-acc@users"
@@ -64,7 +71,7 @@ def brain(tmp_path: Path, tiny_map: ComputeNetworkMap) -> Iterator[tuple[LabPlan
         asyncio.run(drop_postgres_database(database))
 
 
-def submit(client: httpx.Client) -> tuple[str, Decision]:
+def submit_body(client: httpx.Client) -> dict[str, Any]:
     answer = client.post(
         "/v1/requests",
         json={
@@ -76,7 +83,11 @@ def submit(client: httpx.Client) -> tuple[str, Decision]:
         },
     )
     assert answer.status_code == 201, answer.text
-    body = answer.json()
+    return dict(answer.json())
+
+
+def submit(client: httpx.Client) -> tuple[str, Decision]:
+    body = submit_body(client)
     assert body["state"] == "placed", body
     return body["id"], Decision.model_validate(body["decision"])
 
@@ -85,33 +96,60 @@ def decision_of(client: httpx.Client, request_id: str) -> Decision:
     return Decision.model_validate(client.get(f"/v1/requests/{request_id}").json()["decision"])
 
 
-def wait_event(client: httpx.Client, request_id: str, kind: str) -> dict[str, Any]:
+def events_of(client: httpx.Client, request_id: str, kind: str) -> list[dict[str, Any]]:
+    events = client.get(f"/v1/requests/{request_id}/events").json()["events"]
+    return [dict(e) for e in events if e["kind"] == kind]
+
+
+def wait_event(
+    client: httpx.Client, request_id: str, kind: str, *, count: int = 1
+) -> dict[str, Any]:
+    """The last `kind` event of the request, once it has `count` of them."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        events = client.get(f"/v1/requests/{request_id}/events").json()["events"]
-        found = [e for e in events if e["kind"] == kind]
-        if found:
-            return dict(found[-1])
+        found = events_of(client, request_id, kind)
+        if len(found) >= count:
+            return found[-1]
         time.sleep(0.2)
-    raise AssertionError(f"no {kind} event on {request_id}: {events}")
+    raise AssertionError(f"not {count} {kind} events on {request_id}: {found}")
 
 
 def traffic(lab: LabPlan, decision: Decision, count: int) -> tuple[int, dict[Any, int]]:
-    site = lab.host_of[str(decision.site)]
-    assert site.sid is not None
-    job = job_address(site.sid, decision.request_id)
-    before = linux.hop_counts(lab)
-    receiver = Receiver(site.namespace, job)
-    send(USERS, job, count=count)
-    got = receiver.result().packets
-    settle()
-    return got, grown(before, linux.hop_counts(lab))
+    return traffic_from(lab, decision, USERS, count)
+
+
+def first_link(decision: Decision) -> tuple[str, str]:
+    assert decision.path is not None
+    hop = decision.path.segments[0].hops[0]
+    return hop.from_node, hop.to_node
 
 
 def last_link(decision: Decision) -> tuple[str, str]:
     assert decision.path is not None
     hop = decision.path.segments[-1].hops[-1]
     return hop.from_node, hop.to_node
+
+
+def drop_policers(namespace: str) -> None:
+    subprocess.run(
+        ["ip", "netns", "exec", namespace, "nft", "delete", "table", "ip6", linux.TABLE],
+        check=True,
+    )
+
+
+def restore_policers(namespace: str) -> None:
+    subprocess.run(
+        ["ip", "netns", "exec", namespace, "nft", "-f", "-"], input=linux.POLICERS, text=True
+    ).check_returncode()
+
+
+def routed(lab: LabPlan, job: str) -> set[str | None]:
+    """The reservations whose routes to `job` the lab's routers hold."""
+    routes = linux.Headends()
+    try:
+        return {routes.installed(h.namespace, job) for h in lab.host_of.values()} - {None}
+    finally:
+        routes.close()
 
 
 def test_a_brain_steers_what_it_places_and_reroutes_it_when_a_link_goes_down(
@@ -145,11 +183,76 @@ def test_a_brain_steers_what_it_places_and_reroutes_it_when_a_link_goes_down(
 
     cancelled = client.post(f"/v1/requests/{request_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
-    routes = linux.Headends()
-    try:
-        site = lab.host_of[str(decision.site)]
-        assert site.sid is not None
-        job = job_address(site.sid, request_id)
-        assert all(routes.installed(h.namespace, job) is None for h in lab.host_of.values())
-    finally:
-        routes.close()
+    assert routed(lab, job_of(lab, decision)) == set()
+
+
+def test_a_reroute_whose_new_path_cannot_be_steered_keeps_its_reservation(
+    brain: tuple[LabPlan, httpx.Client],
+) -> None:
+    lab, client = brain
+    request_id, decision = submit(client)
+    headend = lab.host_of[first_link(decision)[0]].namespace
+    # The headend's router can take no policer: nothing new can be steered there.
+    drop_policers(headend)
+
+    refused = submit_body(client)
+    assert refused["state"] == "rejected", refused
+    assert refused["reason"] == STEERING_REASON
+
+    cut = last_link(decision)
+    linux.set_link(lab, *cut, up=False)
+    told = wait_event(client, request_id, "not_rerouted")
+    assert told["detail"]["reason"] == (
+        f"link {lab.wire(*cut).link} went down; the new path could not be established"
+    )
+    assert events_of(client, request_id, "rerouted") == []
+    assert decision_of(client, request_id).reservation_id == decision.reservation_id
+    assert routed(lab, job_of(lab, decision)) == {decision.reservation_id}
+
+    # Once the router takes policers again, the brain re-routes the reservation.
+    restore_policers(headend)
+    rerouted = wait_event(client, request_id, "rerouted")
+    moved = decision_of(client, request_id)
+    assert rerouted["detail"]["previous_reservation"] == decision.reservation_id
+    assert moved.reservation_id == rerouted["detail"]["reservation"]
+    got, hops = traffic(lab, moved, 100)
+    assert got == 100
+    assert hops == dict.fromkeys(hops_of(moved), 100)
+    assert len(events_of(client, request_id, "not_rerouted")) == 1
+
+
+def test_a_path_whose_first_link_comes_back_up_carries_its_traffic_again(
+    brain: tuple[LabPlan, httpx.Client],
+) -> None:
+    lab, client = brain
+    request_id, decision = submit(client)
+
+    # The access router's link on the path goes down: the path moves to its other link.
+    linux.set_link(lab, *first_link(decision), up=False)
+    wait_event(client, request_id, "rerouted")
+    moved = decision_of(client, request_id)
+    assert first_link(moved) != first_link(decision)
+
+    # Its other link goes down too: no path is left, and the kernel drops the headend's
+    # route over that link.
+    linux.set_link(lab, *first_link(moved), up=False)
+    wait_event(client, request_id, "not_rerouted")
+    assert routed(lab, job_of(lab, moved)) == set()
+
+    # That link comes back up: the brain installs the headend again, and the traffic flows.
+    linux.set_link(lab, *first_link(moved), up=True)
+    deadline = time.monotonic() + 30
+    got, hops = traffic(lab, moved, 20)
+    while got == 0 and time.monotonic() < deadline:
+        got, hops = traffic(lab, moved, 20)
+    assert got == 20
+    assert hops == dict.fromkeys(hops_of(moved), 20)
+    assert len(events_of(client, request_id, "not_rerouted")) == 1
+
+    # Down again: the request is told again.
+    linux.set_link(lab, *first_link(moved), up=False)
+    wait_event(client, request_id, "not_rerouted", count=2)
+
+    cancelled = client.post(f"/v1/requests/{request_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert routed(lab, job_of(lab, moved)) == set()

@@ -1,5 +1,8 @@
-"""`cnbrain netlab up`, `link` and `down` on a map file, as an operator runs them."""
+"""`cnbrain netlab up`, `link`, `hops`, `down` and `bench` on a map file, as an operator runs
+them; a lab whose manifest cannot be kept is not left half built, and a manifest is read only
+from root's private directory and only when every field is of its kind."""
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -7,20 +10,29 @@ from pathlib import Path
 
 import pytest
 
+from cnbrain.cli.netlab import BENCH_LAB
 from cnbrain.dataplane import linux, manifest
+from cnbrain.dataplane.plan import plan_lab
+from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.netmap.files import write_map_document
 from tests.tiny_map import tiny_map_raw
 
+pytestmark = pytest.mark.usefixtures("lab_tools")
+
 LAB = "cnlc"
 
 
-def cnbrain(*args: str) -> subprocess.CompletedProcess[str]:
+def cnbrain(*args: str, netlab_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if netlab_dir is not None:
+        env["CNBRAIN_NETLAB_DIR"] = str(netlab_dir)
     return subprocess.run(
         [sys.executable, "-m", "cnbrain.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
 
 
@@ -54,6 +66,9 @@ def test_up_link_down_and_down(map_file: Path) -> None:
     assert linux.links_down(plan, ["AA-gw--BB-gw", "BB-gw--CC-gw"]) == {"AA-gw--BB-gw"}
     assert cnbrain("netlab", "link", "up", "AA-gw", "BB-gw", "--name", LAB).returncode == 0
     assert linux.links_down(plan, ["AA-gw--BB-gw"]) == set()
+    hops = cnbrain("netlab", "hops", "--name", LAB)
+    assert hops.returncode == 0, hops.stderr
+    assert hops.stdout.split() == ["NODE", "LINK", "PACKETS"]  # no traffic yet
     unknown = cnbrain("netlab", "link", "down", "AA-gw", "CC-hub", "--name", LAB)
     assert unknown.returncode == 2
     assert "no link between 'AA-gw' and 'CC-hub'" in unknown.stderr
@@ -62,3 +77,52 @@ def test_up_link_down_and_down(map_file: Path) -> None:
     assert gone.returncode == 0, gone.stderr
     assert linux.lab_namespaces(LAB) == []
     assert manifest.read(LAB) is None
+
+
+def test_a_lab_whose_manifest_cannot_be_kept_is_removed(map_file: Path, tmp_path: Path) -> None:
+    shared = tmp_path / "netlab"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+
+    up = cnbrain("netlab", "up", "--map", str(map_file), "--name", LAB, netlab_dir=shared)
+
+    assert up.returncode == 2
+    assert "must be a directory of root's with mode 0700" in up.stderr
+    assert "Traceback" not in up.stderr
+    assert linux.lab_namespaces(LAB) == []
+    assert list(shared.iterdir()) == []
+
+
+def test_a_manifest_is_read_only_when_private_and_of_its_kinds(
+    tiny_map: ComputeNetworkMap, tmp_path: Path
+) -> None:
+    private = tmp_path / "private"
+    plan = plan_lab(tiny_map, name=LAB)
+    manifest.write(plan, private)
+    assert oct(private.stat().st_mode & 0o777) == "0o700"
+    assert manifest.read(LAB, private) == plan
+
+    path = manifest.path_of(LAB, private)
+    wire = plan.wires[0]
+    hostile = plan.model_copy(
+        update={"wires": (wire.model_copy(update={"a_interface": 'x" flush ruleset'}),)}
+    )
+    path.write_text(hostile.model_dump_json())
+    with pytest.raises(manifest.ManifestError, match="a_interface"):
+        manifest.read(LAB, private)
+
+    private.chmod(0o755)
+    with pytest.raises(manifest.ManifestError, match="mode 0700"):
+        manifest.read(LAB, private)
+
+
+def test_bench_prints_its_figures_and_leaves_no_lab(map_file: Path) -> None:
+    bench = cnbrain(
+        "netlab", "bench", "--map", str(map_file), "--part", "provinces=AA,CC", "--paths", "5"
+    )
+
+    assert bench.returncode == 0, bench.stderr
+    assert "install a path: p50" in bench.stdout
+    assert "routes installed per second" in bench.stdout
+    assert linux.lab_namespaces(BENCH_LAB) == []
+    assert manifest.read(BENCH_LAB) is None

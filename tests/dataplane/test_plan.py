@@ -99,6 +99,8 @@ def test_the_encapsulation_is_an_ipv6_header_and_a_segment_routing_header() -> N
     listed = [ipaddress.IPv6Address(header[48 + 16 * i : 64 + 16 * i]) for i in range(3)]
     assert listed == [ipaddress.IPv6Address(s) for s in reversed(sids)]
     assert len(headend_program(header)) % 8 == 0
+    six = encapsulation("fc00::1", ["fc00::2"] * 6)
+    assert len(headend_program(six)) // 8 == 70  # 34 instructions, and 6 per SID
     with pytest.raises(ValueError, match="1 to 13 SIDs"):
         encapsulation("fc00::1", ["fc00::2"] * (MAX_SIDS + 1))
 

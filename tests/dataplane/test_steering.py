@@ -10,15 +10,17 @@ from typing import Any
 import pytest
 
 from cnbrain.dataplane import linux
-from cnbrain.dataplane.plan import HostKind, LabPlan, headends, job_address
+from cnbrain.dataplane.plan import HostKind, LabPlan, headends
 from cnbrain.dataplane.steering import NetlabSteering, SteeringError
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.engine import PlacementEngine
 from tests.dataplane.conftest import TINY_LAB
-from tests.dataplane.paths import grown, hops_of
-from tests.dataplane.traffic import Receiver, blast, send, settle
+from tests.dataplane.paths import hops_of
+from tests.dataplane.traffic import Receiver, blast, job_of, traffic
 from tests.tiny_map import request
+
+pytestmark = pytest.mark.usefixtures("lab_tools")
 
 OWNERS = ("east", "national", "west")
 USERS = f"{TINY_LAB}-AA-acc@users"
@@ -68,24 +70,6 @@ def unsteer(decisions: Sequence[Decision], owners: Sequence[str] = OWNERS) -> No
     asyncio.run(remove())
 
 
-def job_of(lab: LabPlan, decision: Decision) -> str:
-    site = lab.host_of[str(decision.site)]
-    assert site.sid is not None
-    return job_address(site.sid, decision.request_id)
-
-
-def traffic(lab: LabPlan, decision: Decision, count: int) -> tuple[int, dict[Any, int]]:
-    """Send `count` datagrams to the decision's job; the datagrams its site got and the hop
-    counters that grew."""
-    job = job_of(lab, decision)
-    before = linux.hop_counts(lab)
-    receiver = Receiver(lab.host_of[str(decision.site)].namespace, job)
-    assert send(USERS, job, count=count) == count
-    got = receiver.result().packets
-    settle()
-    return got, grown(before, linux.hop_counts(lab))
-
-
 def test_traffic_follows_exactly_the_hops_of_a_path_steered_by_its_three_owners(
     tiny_lab: LabPlan, tiny_map: ComputeNetworkMap
 ) -> None:
@@ -95,7 +79,7 @@ def test_traffic_follows_exactly_the_hops_of_a_path_steered_by_its_three_owners(
     assert [s.owner for s in decision.path.segments] == list(OWNERS)
     steer([decision])
 
-    got, hops = traffic(tiny_lab, decision, 300)
+    got, hops = traffic(tiny_lab, decision, USERS, 300)
 
     assert got == 300
     assert hops == dict.fromkeys(hops_of(decision), 300)
@@ -118,7 +102,7 @@ def test_each_owner_installs_only_its_own_segments(
         routes.close()
 
     assert installed == {"AA-acc"}
-    got, hops = traffic(tiny_lab, decision, 50)
+    got, hops = traffic(tiny_lab, decision, USERS, 50)
     assert got == 0  # the backbone's and the west's segments are not steered
     assert hops == {("AA-acc", "users"): 50, ("AA-gw", "AA-acc--AA-gw"): 50}
 
@@ -154,8 +138,8 @@ def test_two_decisions_to_one_site_on_different_paths_are_steered_apart(
     assert hops_of(first) != hops_of(second)
     steer([first, second])
 
-    got_first, hops_first = traffic(tiny_lab, first, 100)
-    got_second, hops_second = traffic(tiny_lab, second, 100)
+    got_first, hops_first = traffic(tiny_lab, first, USERS, 100)
+    got_second, hops_second = traffic(tiny_lab, second, USERS, 100)
 
     assert (got_first, got_second) == (100, 100)
     assert hops_first == dict.fromkeys(hops_of(first), 100)
@@ -168,17 +152,19 @@ def test_installing_twice_is_once_and_removing_leaves_nothing(
     [decision] = placed(tiny_map, ascend(0.01))
     steer([decision])
     steer([decision])
-    assert _steering_state(tiny_lab) == {
+    expected = {
         (h.node, h.job) for owner in OWNERS for h in headends(tiny_lab, decision, owner=owner)
     }
-    got, _ = traffic(tiny_lab, decision, 20)
+    assert len(expected) == 3
+    assert _steering_state(tiny_lab) == expected
+    got, _ = traffic(tiny_lab, decision, USERS, 20)
     assert got == 20
 
     unsteer([decision])
     unsteer([decision])  # nothing left to remove: nothing done
 
     assert _steering_state(tiny_lab) == set()
-    got, hops = traffic(tiny_lab, decision, 20)
+    got, hops = traffic(tiny_lab, decision, USERS, 20)
     assert got == 0
     assert hops == {("AA-acc", "users"): 20}
 
@@ -203,15 +189,60 @@ def test_a_path_that_cannot_be_steered_whole_leaves_nothing_installed(
     assert decision.path is not None
     assert [s.owner for s in decision.path.segments] == ["east", "national", "east"]
     # The destination segment's headend, at BB-gw, cannot take a policer any more.
-    subprocess.run(
-        ["ip", "netns", "exec", f"{TINY_LAB}-BB-gw", "nft", "delete", "table", "ip6", "cnbrain"],
-        check=True,
-    )
+    _drop_policers(f"{TINY_LAB}-BB-gw")
 
     with pytest.raises(SteeringError, match=r"segment 2 \(east\).*BB-gw"):
         steer([decision], owners=["east"])
 
     assert _steering_state(tiny_lab) == set()
+
+
+def test_a_failed_install_puts_back_the_path_it_was_replacing(
+    tiny_lab: LabPlan, tiny_map: ComputeNetworkMap
+) -> None:
+    # Two paths to CC-hub (60 Gbps each: the second does not fit on the first one's links);
+    # the second is taken as a new path of the first one's request, as a re-route makes.
+    first, other = placed(tiny_map, ascend(60), ascend(60))
+    second = other.model_copy(
+        update={"request_id": first.request_id, "reservation_id": "rsv-second"}
+    )
+    assert hops_of(first) != hops_of(second)
+    job = job_of(tiny_lab, first)
+    steering = NetlabSteering(lab=TINY_LAB, owner=None)
+    try:
+        asyncio.run(steering.install([first]))
+        # The second path's last headend cannot take its policer: the install fails there,
+        # after the first headends replaced the first path's routes.
+        last = headends(tiny_lab, second, owner=None)[-1]
+        _drop_policers(last.namespace)
+        with pytest.raises(SteeringError, match=rf"rsv-second.*{last.node}"):
+            asyncio.run(steering.install([second]))
+    finally:
+        steering.close()
+
+    assert _routes_to(tiny_lab, job) == {
+        h.node: first.reservation_id for h in headends(tiny_lab, first, owner=None)
+    }
+    got, hops = traffic(tiny_lab, first, USERS, 100)
+    assert got == 100
+    assert hops == dict.fromkeys(hops_of(first), 100)
+
+
+def _drop_policers(namespace: str) -> None:
+    subprocess.run(
+        ["ip", "netns", "exec", namespace, "nft", "delete", "table", "ip6", linux.TABLE],
+        check=True,
+    )
+
+
+def _routes_to(lab: LabPlan, job: str) -> dict[str, str]:
+    """The reservation whose route to `job` each router holds, of those that hold one."""
+    routes = linux.Headends()
+    try:
+        found = {h.node: routes.installed(h.namespace, job) for h in lab.host_of.values()}
+    finally:
+        routes.close()
+    return {node: rid for node, rid in found.items() if rid is not None}
 
 
 def _steering_state(lab: LabPlan) -> set[tuple[str, str]]:
@@ -236,7 +267,7 @@ def _policed(namespace: str) -> bool:
 
 def _routed_jobs(namespace: str) -> set[str]:
     listed = subprocess.run(
-        ["ip", "-n", namespace, "-6", "route", "show", "fd00::/16"],
+        ["ip", "-n", namespace, "-6", "route", "show", "root", linux.JOBS],
         capture_output=True,
         text=True,
         check=True,

@@ -1,6 +1,6 @@
 """UDP traffic between the netlab's namespaces: a receiver at a job's address in its site's
 namespace and a sender in a users' host, each `tests.dataplane.udp_peer` run with `ip netns
-exec`."""
+exec`; and a decision's traffic with the hop counters it moved (`traffic`)."""
 
 import json
 import subprocess
@@ -8,6 +8,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from cnbrain.dataplane import linux
+from cnbrain.dataplane.plan import LabPlan, job_address
+from cnbrain.domain.decision import Decision
+from tests.dataplane.paths import grown
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 9000
@@ -88,3 +94,22 @@ def _sender(namespace: str, address: str, *, count: int, size: int, seconds: flo
 def settle() -> None:
     """Let the packets in flight land before counters are read."""
     time.sleep(0.3)
+
+
+def job_of(lab: LabPlan, decision: Decision) -> str:
+    """The address of the decision's job on its site in `lab`."""
+    site = lab.host_of[str(decision.site)]
+    assert site.sid is not None
+    return job_address(site.sid, decision.request_id)
+
+
+def traffic(lab: LabPlan, decision: Decision, users: str, count: int) -> tuple[int, dict[Any, int]]:
+    """Send `count` datagrams from the users' host `users` (a namespace) to the decision's
+    job; the datagrams its site got and the hop counters that grew."""
+    job = job_of(lab, decision)
+    before = linux.hop_counts(lab)
+    receiver = Receiver(lab.host_of[str(decision.site)].namespace, job)
+    assert send(users, job, count=count) == count
+    got = receiver.result().packets
+    settle()
+    return got, grown(before, linux.hop_counts(lab))

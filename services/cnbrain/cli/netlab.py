@@ -6,7 +6,8 @@
     cnbrain netlab bench --paths 200
     cnbrain netlab down
 
-Needs root. Exit status 0, or 2 with one line on standard error.
+Needs root. Exit status 0, or 2 with one line on standard error; a lab whose build fails
+or is interrupted, or whose manifest cannot be kept, is removed whole.
 """
 
 import argparse
@@ -16,6 +17,9 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
+from cnbrain.cli.output import Column, print_table
 from cnbrain.dataplane import linux, manifest
 from cnbrain.dataplane.plan import HostKind, LabPlan, PlanError, parse_part, plan_lab
 from cnbrain.dataplane.steering import NetlabSteering, SteeringError
@@ -81,9 +85,8 @@ def _up(args: argparse.Namespace) -> int:
         cmap = load_map(args.map)
         plan = plan_lab(cmap, name=args.name, provinces=parse_part(args.part))
         started = time.perf_counter()
-        linux.build(plan)
-        manifest.write(plan)
-    except (MapError, PlanError, linux.LabError) as error:
+        _build(plan)
+    except (MapError, PlanError, linux.LabError, manifest.ManifestError) as error:
         return _fail(str(error))
     kinds = {kind: sum(h.kind is kind for h in plan.hosts) for kind in HostKind}
     print(
@@ -98,11 +101,21 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build(plan: LabPlan) -> None:
+    """Build `plan`'s lab and keep its manifest: both, or (raising) neither."""
+    linux.build(plan)
+    try:
+        manifest.write(plan)
+    except BaseException:
+        linux.destroy(plan.name)
+        raise
+
+
 def _down(args: argparse.Namespace) -> int:
     try:
         removed = linux.destroy(args.name)
         manifest.remove(args.name)
-    except (PlanError, linux.LabError) as error:
+    except (PlanError, linux.LabError, manifest.ManifestError) as error:
         return _fail(str(error))
     print(f"netlab {args.name} down: {len(removed)} namespaces removed")
     return 0
@@ -119,20 +132,27 @@ def _link(args: argparse.Namespace) -> int:
     try:
         plan = _plan(args.name)
         linux.set_link(plan, args.a, args.b, up=args.state == "up")
-    except (PlanError, linux.LabError) as error:
+    except (PlanError, linux.LabError, manifest.ManifestError) as error:
         return _fail(str(error))
     print(f"link {plan.wire(args.a, args.b).link} {args.state}")
     return 0
 
 
+HOPS_COLUMNS: list[Column[tuple[tuple[str, str], int]]] = [
+    Column("NODE", lambda row: row[0][0]),
+    Column("LINK", lambda row: row[0][1]),
+    Column("PACKETS", lambda row: str(row[1]), justify="right"),
+]
+"""`netlab hops`: a node, the link it took packets for its SID on (`users`: from its users),
+and how many."""
+
+
 def _hops(args: argparse.Namespace) -> int:
     try:
         counts = linux.hop_counts(_plan(args.name))
-    except (PlanError, linux.LabError) as error:
+    except (PlanError, linux.LabError, manifest.ManifestError) as error:
         return _fail(str(error))
-    for (node, link), packets in sorted(counts.items()):
-        if packets:
-            print(f"{node:24} {link:40} {packets}")
+    print_table(sorted((key, n) for key, n in counts.items() if n), HOPS_COLUMNS)
     return 0
 
 
@@ -144,20 +164,16 @@ def _bench(args: argparse.Namespace) -> int:
         plan = plan_lab(cmap, name=BENCH_LAB, provinces=parse_part(args.part))
         decisions = _decisions(cmap, plan, args.paths, args.seed)
         linux.destroy(BENCH_LAB)
-        linux.build(plan)
-        manifest.write(plan)
     except (MapError, PlanError, linux.LabError) as error:
         return _fail(str(error))
     try:
-        figures = asyncio.run(_steer(cmap, decisions))
-    except SteeringError as error:
+        _build(plan)
+        install_ms, remove_ms, headends = asyncio.run(_steer(cmap, decisions))
+    except (linux.LabError, manifest.ManifestError, SteeringError) as error:
         return _fail(str(error))
     finally:
         linux.destroy(BENCH_LAB)
         manifest.remove(BENCH_LAB)
-    install_ms, remove_ms, headends = figures
-    install_ms.sort()
-    remove_ms.sort()
     total_s = sum(install_ms) / 1000
     print(
         f"steering on netlab of {cmap.name} ({args.part}): {len(decisions)} paths, "
@@ -171,8 +187,8 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _p(sorted_ms: list[float], percent: int) -> float:
-    return sorted_ms[min(len(sorted_ms) - 1, len(sorted_ms) * percent // 100)]
+def _p(ms: list[float], percent: int) -> float:
+    return float(np.percentile(ms, percent))
 
 
 def _decisions(cmap: ComputeNetworkMap, plan: LabPlan, count: int, seed: int) -> list[Decision]:

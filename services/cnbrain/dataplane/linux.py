@@ -2,9 +2,10 @@
 (pyroute2), sysctls through `ip netns exec`, policers with nftables (`nft`), and the
 headends' eBPF programs (`bpf`). Needs root.
 
-`build` makes a lab from its plan (all of it, or, when a step fails, none: what it made is
-removed); `destroy` removes every namespace of a lab; `set_link` takes a link down or up;
-`Headends` installs and removes headends; `hop_counts` reads the hop counters.
+`build` makes a lab from its plan (all of it, or, when a step fails or it is interrupted,
+none: what it made is removed); `destroy` removes every namespace of a lab; `set_link` takes a
+link down or up; `Headends` installs and removes headends; `hop_counts` reads the hop
+counters.
 
 In every router's namespace, table `ip6 cnbrain` holds the policers: a limit object per
 reservation (`r` and 16 hex digits of the SHA-256 of its id) and the map `rates` from job
@@ -12,15 +13,15 @@ address to limit, applied on the forward hook (a packet over its limit is droppe
 """
 
 import hashlib
+import ipaddress
 import json
-import logging
 import os
 import socket
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyroute2 import IPRoute, netns
@@ -39,8 +40,6 @@ from cnbrain.dataplane.plan import (
     check_lab_name,
 )
 from cnbrain.domain.errors import Unavailable
-
-log = logging.getLogger("cnbrain.dataplane")
 
 TABLE = "cnbrain"
 RATES = "rates"
@@ -81,6 +80,8 @@ HOPS_TABLE = "cnbrain_hops"
 JOBS = "fd00::/16"
 """Where every site's job prefix lies (`plan.JOB_BLOCK`)."""
 
+_JOB_BLOCK = ipaddress.IPv6Network(JOBS)
+
 
 def hops_ruleset(host: Host, wires: Iterable[Wire]) -> str:
     """The hop counters of a router or site: on each of its links, the packets that arrive
@@ -116,8 +117,9 @@ class LabError(Unavailable):
 
 def build(plan: LabPlan) -> None:
     """Make every namespace, wire, address and route of `plan`, and the policers' table in
-    every router. LabError when a namespace of the lab exists already or a step fails; then
-    every namespace of the lab is removed."""
+    every router. LabError when a namespace of the lab exists already or a step fails; then,
+    as when the build is interrupted (KeyboardInterrupt, say, raised again), every namespace
+    of the lab is removed."""
     existing = lab_namespaces(plan.name)
     if existing:
         raise LabError(
@@ -125,9 +127,9 @@ def build(plan: LabPlan) -> None:
         )
     try:
         _build(plan)
-    except Exception as error:
+    except BaseException as error:
         destroy(plan.name)
-        if isinstance(error, LabError):
+        if isinstance(error, LabError) or not isinstance(error, Exception):
             raise
         raise LabError(f"building netlab {plan.name!r}: {error}") from error
 
@@ -215,19 +217,24 @@ def lab_namespaces(name: str) -> list[str]:
 
 
 def set_link(plan: LabPlan, a: str, b: str, *, up: bool) -> None:
-    """Take the link between nodes `a` and `b` down (both ends) or up again (with its
-    routes, which the kernel dropped while it was down). PlanError when the lab has no such
-    link; LabError when a step fails."""
+    """Take the link between nodes `a` and `b` down (both ends) or up again (with its ends'
+    link-local addresses and its routes, which the kernel dropped while it was down: it keeps
+    only global addresses). Headends' routes over it are not restored here: their steering
+    installs them again. PlanError when the lab has no such link; LabError when a step
+    fails."""
     wire = plan.wire(a, b)
     state = "up" if up else "down"
     try:
         with _Sockets() as sockets:
-            for namespace, interface in (
-                (wire.a_namespace, wire.a_interface),
-                (wire.b_namespace, wire.b_interface),
+            for namespace, interface, address in (
+                (wire.a_namespace, wire.a_interface, END_A),
+                (wire.b_namespace, wire.b_interface, END_B),
             ):
                 ip = sockets.of(namespace)
-                ip.link("set", index=_index(ip, interface), state=state)
+                index = _index(ip, interface)
+                ip.link("set", index=index, state=state)
+                if up:
+                    ip.addr("replace", index=index, address=address, prefixlen=64)
             if up:
                 for route in plan.routes:
                     if (route.namespace, route.interface) in (
@@ -296,8 +303,10 @@ def policer_name(reservation_id: str) -> str:
 
 
 class Headends:
-    """Installs and removes headends, each in its namespace; one at a time (a lock), the
-    netlink sockets kept open per namespace until `close`."""
+    """Installs and removes headends, each in its namespace; one at a time (a lock). The
+    netlink socket of a namespace is kept open while the namespace is the one it was opened
+    in: one removed, or made again under its name (a lab brought down and up again), is let
+    go of at its next use; `close` lets go of them all."""
 
     def __init__(self) -> None:
         self._sockets = _Sockets()
@@ -339,6 +348,22 @@ class Headends:
             route = _job_route(self._sockets.of(namespace), job)
             return None if route is None else _program_name(route)
 
+    def routed(self, namespace: str) -> dict[str, str | None]:
+        """Every job address with a route in `namespace`, and the reservation whose route it
+        is (None: a route no reservation installed). LabError when it cannot be read."""
+        with self._lock:
+            try:
+                routes = self._sockets.of(namespace).route(
+                    "dump", family=socket.AF_INET6, table=_MAIN_TABLE
+                )
+                return {
+                    str(route.get("RTA_DST")): _program_name(route)
+                    for route in routes
+                    if route["dst_len"] == 128 and _is_job(route.get("RTA_DST"))
+                }
+            except (NetlinkError, OSError) as error:
+                raise LabError(f"routes of namespace {namespace!r}: {error}") from error
+
     def _route(self, headend: Headend) -> None:
         header = encaps.encapsulation(headend.source, headend.sids)
         fd = bpf.load_program(encaps.headend_program(header))
@@ -360,7 +385,7 @@ class Headends:
                 },
             )
         finally:
-            _close(fd)
+            os.close(fd)
 
     def _police(self, headend: Headend) -> None:
         current = policers(headend.namespace)
@@ -400,6 +425,10 @@ def _job_route(ip: Any, job: str) -> Any | None:
         if route["dst_len"] == 128 and route.get("RTA_DST") == job:
             return route
     return None
+
+
+def _is_job(address: str | None) -> bool:
+    return address is not None and ipaddress.IPv6Address(address) in _JOB_BLOCK
 
 
 def _program_name(route: Any) -> str | None:
@@ -452,30 +481,41 @@ def _index(ip: Any, interface: str) -> int:
     return int(found[0])
 
 
-def _close(fd: int) -> None:
-    os.close(fd)
-
-
 class _Sockets:
-    """A netlink socket per namespace, opened on first use, all closed by `close`."""
+    """A netlink socket per namespace, opened on first use, all closed by `close`. Each is
+    kept with the identity (device and inode) of the namespace it was opened in, checked at
+    every use: a namespace gone, or made again under its name, has its socket closed (so the
+    namespace it held is freed), and a new one opened in the namespace there now."""
 
     def __init__(self) -> None:
-        self._open: dict[str, Any] = {}
-        self._stack = ExitStack()
+        self._open: dict[str, tuple[Any, tuple[int, int]]] = {}
 
     def of(self, namespace: str) -> Any:
-        ip = self._open.get(namespace)
-        if ip is None:
-            try:
-                ip = self._stack.enter_context(IPRoute(use_socket=_netlink_in(namespace)))
-            except (NetlinkError, OSError) as error:
-                raise LabError(f"namespace {namespace!r}: {error}") from error
-            self._open[namespace] = ip
+        try:
+            found = Path(netns.NETNS_RUN_DIR, namespace).stat()
+        except OSError as error:
+            self._drop(namespace)
+            raise LabError(f"namespace {namespace!r}: {error}") from error
+        held = self._open.get(namespace)
+        if held is not None and held[1] == (found.st_dev, found.st_ino):
+            return held[0]
+        self._drop(namespace)
+        try:
+            sock, identity = _netlink_in(namespace)
+            ip = IPRoute(use_socket=sock)
+        except (NetlinkError, OSError) as error:
+            raise LabError(f"namespace {namespace!r}: {error}") from error
+        self._open[namespace] = (ip, identity)
         return ip
 
+    def _drop(self, namespace: str) -> None:
+        held = self._open.pop(namespace, None)
+        if held is not None:
+            held[0].close()
+
     def close(self) -> None:
-        self._stack.close()
-        self._open.clear()
+        for namespace in list(self._open):
+            self._drop(namespace)
 
     def __enter__(self) -> "_Sockets":
         return self
@@ -484,21 +524,12 @@ class _Sockets:
         self.close()
 
 
-@contextmanager
-def opened() -> Iterator[Headends]:
-    """Headends for one block, closed after it."""
-    headends = Headends()
-    try:
-        yield headends
-    finally:
-        headends.close()
-
-
 def require_lab_tools() -> None:
-    """LabError naming what is missing when this machine cannot run a netlab: root, nft,
+    """LabError naming what is missing when this machine cannot run a netlab: root, ip, nft,
     network namespaces, the kernel's SRv6 endpoint processing, or eBPF programs for routes."""
     if os.geteuid() != 0:
         raise LabError("the netlab needs root")
+    _run(["ip", "-V"])
     _run(["nft", "--version"])
     name = "cnlcheck"
     destroy(name)
@@ -506,20 +537,22 @@ def require_lab_tools() -> None:
         netns.create(f"{name}-probe")
         _run(["ip", "netns", "exec", f"{name}-probe", "sysctl", "-qw", *SYSCTLS])
         fd = bpf.load_program(encaps.headend_program(encaps.encapsulation("fc00::1", ["fc00::2"])))
-        _close(fd)
+        os.close(fd)
     except (OSError, bpf.BpfError) as error:
         raise LabError(f"this kernel cannot run the netlab: {error}") from error
     finally:
         destroy(name)
 
 
-def _netlink_in(namespace: str) -> socket.socket:
+def _netlink_in(namespace: str) -> tuple[socket.socket, tuple[int, int]]:
     """A route netlink socket of `namespace`, made by this thread while it is in the
     namespace (setns(2)), then back in its own: no process is forked, so a brain's threads
-    are left alone. Its IPRoute uses this one socket from whichever thread calls it."""
+    are left alone. Its IPRoute uses this one socket from whichever thread calls it. With
+    it, the namespace's identity (device and inode)."""
     target = os.open(f"{netns.NETNS_RUN_DIR}/{namespace}", os.O_RDONLY)
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
+        found = os.fstat(target)
         netns.setns(target, flags=0)
         try:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
@@ -528,4 +561,4 @@ def _netlink_in(namespace: str) -> socket.socket:
     finally:
         os.close(target)
         os.close(own)
-    return sock
+    return sock, (found.st_dev, found.st_ino)

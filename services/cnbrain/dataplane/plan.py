@@ -27,9 +27,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from functools import cached_property
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, StringConstraints
 
+from cnbrain.domain.bounds import Text
 from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.enums import LinkLayer, NodeRole
 from cnbrain.domain.errors import Invalid
@@ -42,6 +44,8 @@ LAB_NAME = re.compile(r"[a-z][a-z0-9]{0,7}")
 
 NODE_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 """A node or site id the netlab takes: a part of a namespace's name."""
+
+PROVINCE_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 MAX_HOSTS = 2000
 """Namespaces one lab holds at most."""
@@ -71,6 +75,32 @@ class PlanError(Invalid):
     """A lab or a steering that cannot be planned; the message says why."""
 
 
+def _ipv6(value: str) -> str:
+    if ipaddress.IPv6Address(value).scope_id is not None:
+        raise ValueError(f"{value!r}: an address without a scope")
+    return value
+
+
+def _ipv6_network(value: str) -> str:
+    if "%" in value:
+        raise ValueError(f"{value!r}: a prefix without a scope")
+    ipaddress.IPv6Network(value)
+    return value
+
+
+# The kinds of a plan's fields: every name and address of a plan reaches netlink and the
+# `nft` scripts run as root, so a plan read from a manifest is held to them.
+_LAB, _NODE = LAB_NAME.pattern, NODE_ID.pattern
+LabName = Annotated[str, StringConstraints(pattern=rf"^{_LAB}$")]
+NodeId = Annotated[str, StringConstraints(pattern=rf"^{_NODE}$")]
+LinkId = Annotated[str, StringConstraints(pattern=rf"^{_NODE}--{_NODE}$")]
+Namespace = Annotated[str, StringConstraints(pattern=rf"^{_LAB}-{_NODE}(@users)?$")]
+InterfaceName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]{0,14}$")]
+ProvinceCode = Annotated[str, StringConstraints(pattern=rf"^{PROVINCE_CODE.pattern}$")]
+IPv6 = Annotated[str, StringConstraints(max_length=45), AfterValidator(_ipv6)]
+IPv6Prefix = Annotated[str, StringConstraints(max_length=49), AfterValidator(_ipv6_network)]
+
+
 class HostKind(StrEnum):
     ROUTER = "router"
     SITE = "site"
@@ -82,43 +112,43 @@ class Host(DomainModel):
     node `node`. `sid`: its End SID, an address on its loopback (none for users);
     `address`: the users' host's own address; `job_prefix`: a site's."""
 
-    node: str
+    node: NodeId
     kind: HostKind
-    namespace: str
-    sid: str | None = None
-    address: str | None = None
-    job_prefix: str | None = None
+    namespace: Namespace
+    sid: IPv6 | None = None
+    address: IPv6 | None = None
+    job_prefix: IPv6Prefix | None = None
 
 
 class Wire(DomainModel):
     """A veth pair: end `a` in namespace `a_namespace` named `a_interface` with address
     fe80::1, end `b` likewise with fe80::2. `link`: the map link's id (None: a users' wire)."""
 
-    link: str | None
-    a_namespace: str
-    a_interface: str
-    b_namespace: str
-    b_interface: str
-    mtu: int
+    link: LinkId | None
+    a_namespace: Namespace
+    a_interface: InterfaceName
+    b_namespace: Namespace
+    b_interface: InterfaceName
+    mtu: int = Field(ge=1280, le=65535)
 
 
 class StaticRoute(DomainModel):
     """In `namespace`: `prefix` via link-local `via` on interface `interface`."""
 
-    namespace: str
-    prefix: str
-    via: str
-    interface: str
+    namespace: Namespace
+    prefix: IPv6Prefix
+    via: IPv6
+    interface: InterfaceName
 
 
 class LabPlan(DomainModel):
     """A lab: its name, the map it emulates (`map_name`, `provinces` of the part: empty for
     the whole map), its namespaces, wires and static routes."""
 
-    name: str
-    map_name: str
-    provinces: tuple[str, ...] = ()
-    hosts: tuple[Host, ...]
+    name: LabName
+    map_name: Text
+    provinces: tuple[ProvinceCode, ...] = ()
+    hosts: tuple[Host, ...] = Field(max_length=MAX_HOSTS)
     wires: tuple[Wire, ...]
     routes: tuple[StaticRoute, ...]
 
@@ -251,6 +281,9 @@ def plan_lab(cmap: ComputeNetworkMap, *, name: str, provinces: Sequence[str] = (
     for node in [*nodes, *sites]:
         if not NODE_ID.fullmatch(node):
             raise PlanError(f"node {node!r}: only letters, digits, '_', '.' and '-' name a host")
+    for code in provinces:
+        if not PROVINCE_CODE.fullmatch(code):
+            raise PlanError(f"province {code!r}: only letters, digits, '_', '.' and '-' name one")
     hosts = [
         Host(node=n, kind=HostKind.ROUTER, namespace=namespace_of(name, n), sid=sids.sid(n))
         for n in nodes

@@ -13,6 +13,10 @@ FEDERATION_POLICY: Final = "federation"
 """The policy of a rejection the federation made without an engine's decision: no region
 answered or could hold its part, or the national brain could not be asked."""
 
+STEERING_REASON: Final = "the network path could not be established"
+"""The reason of a rejection whose path the data plane could not steer (its details are the
+brain's log's, not the tenant's)."""
+
 
 class DecisionStatus(StrEnum):
     PLACED = "placed"

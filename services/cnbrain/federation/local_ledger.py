@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.dataplane.steering import SteeringError
-from cnbrain.domain.decision import Decision
+from cnbrain.domain.decision import STEERING_REASON, Decision
 from cnbrain.federation.steered_paths import Steered
 from cnbrain.ledger.claim import Claim, FlowHold, reservation_of
 from cnbrain.ledger.reservation import Reservation
@@ -157,7 +157,8 @@ async def steered_parts(
     steered: Steered,
 ) -> list[str | None]:
     """`commit_parts` with steering: each entry's decision installed on its own (an entry
-    whose steering fails is not committed: its reason is the steering's), then the others
+    whose steering fails is not committed: its reason is `steering: ` and
+    `domain.decision.STEERING_REASON`, the details logged), then the others
     committed in one transaction; what was installed for an entry not committed (or for all,
     when the transaction fails) is released again."""
     reasons: list[str | None] = [None] * len(entries)
@@ -168,7 +169,8 @@ async def steered_parts(
         try:
             await steered.install([Decision.model_validate(document)])
         except (SteeringError, ValidationError) as error:
-            reasons[i] = f"steering: {error}"
+            log.warning("part %s not committed: %s", reservation_id, error)
+            reasons[i] = f"steering: {STEERING_REASON}"
             continue
         installed.append(reservation_id)
     committing = [entry for entry, reason in zip(entries, reasons, strict=True) if reason is None]

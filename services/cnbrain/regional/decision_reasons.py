@@ -11,6 +11,7 @@ the decision's reason (which names sites, amounts and tenants).
   answered or could hold its part, or the national brain could not be asked; when the
   national brain's engine found no site, the filter that excluded the last sites, as for a
   region's own);
+  `steering` (a site and path fit, the data plane could not steer the path);
   `contention` (capacity kept changing over every attempt);
 - `failed`: `error`.
 
@@ -19,7 +20,13 @@ Anything else is `other`.
 
 from typing import Final
 
-from cnbrain.domain.decision import FEDERATION_POLICY, Decision, DecisionStatus, SegmentKind
+from cnbrain.domain.decision import (
+    FEDERATION_POLICY,
+    STEERING_REASON,
+    Decision,
+    DecisionStatus,
+    SegmentKind,
+)
 from cnbrain.domain.states import RequestState
 from cnbrain.placement.registry import FILTERS
 
@@ -32,6 +39,7 @@ REASONS: Final = frozenset(
         "no_route",
         "quota",
         "federation",
+        "steering",
         "contention",
         "error",
         "other",
@@ -62,6 +70,8 @@ def _rejection(decision: Decision | None) -> str:
         return "contention"
     if decision.policy == FEDERATION_POLICY:
         return "federation"
+    if decision.status is DecisionStatus.REJECTED and decision.reason == STEERING_REASON:
+        return "steering"
     if decision.status is DecisionStatus.REJECTED and decision.site is not None:
         return "quota"
     explanation = decision.explanation

@@ -7,18 +7,21 @@ compute and its window; its path is computed again from the same access node to 
 site on the brain's router, avoiding the links that are down and those without the
 reservation's bandwidth free (its own given back). Then, in order:
 
-1. one unit of work releases the old reservation and takes the new one (the same compute,
+1. the new path is steered under its new reservation id: its headends replace the old ones'
+   routes for the job's address (the swap; make before break in the data plane);
+2. one unit of work releases the old reservation and takes the new one (the same compute,
    the new links), stores the new decision and appends the `rerouted` event: the ledger
    never holds both, nor neither;
-2. the new path is steered: its headends replace the old ones' routes for the job's address
-   (the swap; make before break in the data plane);
 3. what is left of the old path's steering (its policers) is removed.
 
 When no path avoids the links down, or the request moves data (its flows were planned on
 the old path), or its path crosses another brain's segments (a cross-region reservation,
-whose parts its owners hold), the request gets a `not_rerouted` event with the reason, once
-per set of links down, and keeps its reservation. When the new path cannot be steered, the
-ledger is moved back and the old path steered again.
+whose parts its owners hold), or the new path cannot be steered, the request gets a
+`not_rerouted` event with the reason (the data plane's details go to the log only), once
+per reservation and set of its links down while they stay down, and keeps its reservation
+and its old path's steering. When the unit of work fails, the old path's steering is put
+back and the new path's removed: the ledger is as it was (a reservation released meanwhile,
+by a cancel say, is left so, without an event).
 """
 
 import itertools
@@ -37,11 +40,12 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.steered_paths import SteeredPaths
 from cnbrain.ledger.claim import Claim
-from cnbrain.netmap.arrays import gbps_to_mbps
+from cnbrain.netmap.arrays import gbps_to_mbps, mbps_to_gbps
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.routing.router import Route
 from cnbrain.storage import ledger_store, request_events, requests
 from cnbrain.storage.clock import utcnow
+from cnbrain.storage.errors import LedgerStoreError
 
 log = logging.getLogger("cnbrain.regional")
 
@@ -68,14 +72,19 @@ class Rerouter:
         self._steered = steered
         self._owner = owner
         self._told: set[tuple[str, frozenset[str]]] = set()
-        """(reservation id, links down) of the `not_rerouted` events written."""
+        """(reservation id, its links down) of the `not_rerouted` events written."""
+
+    def keep(self, reservation_ids: set[str]) -> None:
+        """Forget the `not_rerouted` events written for every reservation but these (held,
+        with a link down): one whose links come up and go down again is told again."""
+        self._told = {told for told in self._told if told[0] in reservation_ids}
 
     async def __call__(self, decision: Decision, down: set[str]) -> None:
         """Re-route `decision`'s reservation off its links `down` (ids), and off every other
         link the data plane has down, or tell its request why not."""
         path = decision.path
         assert path is not None and decision.reservation_id is not None
-        cut = sorted({hop.link for s in path.segments for hop in s.hops} & down)
+        cut = frozenset({hop.link for s in path.segments for hop in s.hops} & down)
         async with self._sessions() as session:
             stored = await requests.get_request(
                 session, tenant_id=None, request_id=decision.request_id
@@ -87,26 +96,26 @@ class Rerouter:
         if old is None:
             return  # released meanwhile
         request = PlacementRequest.model_validate(stored.body)
-        why = f"link {', '.join(cut)} went down"
+        why = f"link {', '.join(sorted(cut))} went down"
         if self._owner is not None and any(s.owner != self._owner for s in path.segments):
             await self._not_rerouted(
-                decision, down, f"{why}; its path crosses other brains' segments"
+                decision, cut, f"{why}; its path crosses other brains' segments"
             )
             return
         if request.moves_data:
-            await self._not_rerouted(decision, down, f"{why}; its flows were planned on it")
+            await self._not_rerouted(decision, cut, f"{why}; its flows were planned on it")
             return
         every = [link.id for link in self._live_map.map.links]
         found = await self._new_route(decision, old, down | await self._steered.links_down(every))
         if found is None:
             await self._not_rerouted(
                 decision,
-                down,
+                cut,
                 f"{why}; no other path to {decision.site} has "
                 f"{path.bandwidth_gbps} Gbps free on every link",
             )
             return
-        await self._move(decision, old, *found, why)
+        await self._move(decision, old, *found, cut, why)
 
     async def _new_route(
         self, decision: Decision, old: Claim, down: set[str]
@@ -136,10 +145,16 @@ class Rerouter:
             blocked=blocked,
             max_latency_ms=math.inf,
         )
-        return (routes[0], [mbps / 1000 for mbps in free]) if routes else None
+        return (routes[0], [mbps_to_gbps(mbps) for mbps in free]) if routes else None
 
     async def _move(
-        self, decision: Decision, old: Claim, route: Route, free_gbps: list[float], why: str
+        self,
+        decision: Decision,
+        old: Claim,
+        route: Route,
+        free_gbps: list[float],
+        cut: frozenset[str],
+        why: str,
     ) -> None:
         engine = self._live_map.engine
         links = engine.arrays.map.links
@@ -149,19 +164,22 @@ class Rerouter:
         new_links = tuple(links[j].id for j in route.links)
         claim = replace(old, reservation_id=new_id, link_ids=new_links)
         try:
-            await self._swap_ledger(decision, old, claim, moved, why)
-        except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded) as error:
-            await self._not_rerouted(decision, set(), f"{why}; the new path was taken: {error}")
-            return
-        try:
             await self._steered.install([moved])
         except SteeringError as error:
-            log.warning("request %s: %s; moving it back", decision.request_id, error)
-            await self._swap_ledger(moved, claim, old, decision, None)
-            await self._steered.install([decision])
-            await self._steered.release([new_id])
-            await self._not_rerouted(decision, set(), f"{why}; the new path: {error}")
+            await self._not_rerouted(
+                decision, cut, f"{why}; the new path could not be established", detail=str(error)
+            )
             return
+        try:
+            await self._swap_ledger(decision, old, claim, moved, why)
+        except Exception as error:
+            await self._unsteer_new(decision, new_id)
+            if isinstance(error, ledger_store.CapacityConflict | ledger_store.QuotaExceeded):
+                await self._not_rerouted(decision, cut, f"{why}; the new path was taken: {error}")
+                return
+            if isinstance(error, LedgerStoreError):
+                return  # the old reservation was released meanwhile
+            raise
         await self._steered.release([str(decision.reservation_id)])
         log.info(
             "request %s: rerouted off %s (reservation %s -> %s)",
@@ -171,11 +189,21 @@ class Rerouter:
             new_id,
         )
 
+    async def _unsteer_new(self, decision: Decision, new_id: str) -> None:
+        """Put the old path's steering back in place of the new one's, and remove the new
+        one's (what of the old cannot be put back now, the steered paths put back once its
+        links are up)."""
+        try:
+            await self._steered.install([decision])
+        except SteeringError as error:
+            log.warning("request %s: %s", decision.request_id, error)
+        await self._steered.release([new_id])
+
     async def _swap_ledger(
-        self, decision: Decision, old: Claim, new: Claim, moved: Decision, why: str | None
+        self, decision: Decision, old: Claim, new: Claim, moved: Decision, why: str
     ) -> None:
         """One unit of work: `old` released, `new` taken, `moved` stored as the request's
-        decision, and (with `why`) its `rerouted` event appended."""
+        decision, and its `rerouted` event appended."""
         async with self._changes.begin() as (session, change):
             change.free()
             await ledger_store.release(session, reservation_id=old.reservation_id)
@@ -183,29 +211,35 @@ class Rerouter:
             await requests.save_decisions(
                 session, {decision.request_id: moved.model_dump(mode="json")}
             )
-            if why is not None:
-                event = RequestEvent.of(
-                    decision.request_id,
-                    RequestEventKind.REROUTED,
-                    utcnow(),
-                    reason=why,
-                    previous_reservation=old.reservation_id,
-                    reservation=new.reservation_id,
-                    hops=len(_hops(moved)),
-                )
-                await request_events.append_many(session, [event])
+            event = RequestEvent.of(
+                decision.request_id,
+                RequestEventKind.REROUTED,
+                utcnow(),
+                reason=why,
+                previous_reservation=old.reservation_id,
+                reservation=new.reservation_id,
+                hops=len(_hops(moved)),
+            )
+            await request_events.append_many(session, [event])
 
-    async def _not_rerouted(self, decision: Decision, down: set[str], reason: str) -> None:
-        key = (str(decision.reservation_id), frozenset(down))
-        if down and key in self._told:
+    async def _not_rerouted(
+        self, decision: Decision, cut: frozenset[str], reason: str, *, detail: str = ""
+    ) -> None:
+        """Tell the request `reason` in a `not_rerouted` event, once per reservation and set
+        of its links down `cut`; `detail` goes to the log only."""
+        key = (str(decision.reservation_id), cut)
+        if key in self._told:
             return
-        self._told.add(key)
         async with self._sessions.begin() as session:
             event = RequestEvent.of(
                 decision.request_id, RequestEventKind.NOT_REROUTED, utcnow(), reason=reason
             )
             await request_events.append_many(session, [event])
-        log.warning("request %s not rerouted: %s", decision.request_id, reason)
+        self._told.add(key)
+        if detail:
+            log.warning("request %s not rerouted: %s (%s)", decision.request_id, reason, detail)
+        else:
+            log.warning("request %s not rerouted: %s", decision.request_id, reason)
 
 
 def _hops(decision: Decision) -> list[str]:

@@ -69,7 +69,7 @@ class RequestUseCases:
         """The use cases of one brain, each handed only what it uses. `decided` is told of
         every new request decided (`SubmitRequest`), `preempted` of every preemption
         (`RequeueVictims`); `steered` (None: the brain steers nothing) steers what the
-        placer reserves and removes what a cancel releases."""
+        placer and the admission rounds reserve and removes what a cancel releases."""
         placer = Placer(
             sessions=sessions,
             changes=changes,
@@ -143,6 +143,7 @@ class RequestUseCases:
                 wake_jobs=wake_jobs,
                 preempt=preempt,
                 ask_every_s=settings.admission_interval_s,
+                steered=steered,
             ),
             make_room=MakeRoom(sessions=sessions, live_map=live_map, preempt=preempt),
             routes=ReadSiteRoutes(live_map=live_map, national=national),

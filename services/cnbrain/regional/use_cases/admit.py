@@ -18,7 +18,10 @@ lease (`regional.admission_loop`):
      (so a backfilled request takes only the gap it was planned in) and reserved with one
      unit of work, moving from queued to placed (event `admitted`); when that unit of work
      is refused (capacity taken meanwhile by a request that started at once, a tenant's
-     quota) they are reserved one by one, and those that still do not fit stay queued;
+     quota) they are reserved one by one, and those that still do not fit stay queued.
+     With steering, their paths are steered in the data plane before the unit of work
+     commits (and released again when it does not); a request whose path cannot be steered
+     stays queued, to be admitted by a later round or rejected once its max wait passes;
    - requests of a class that may preempt and have no start within their max wait get their
      victims requeued (`preempt`: work of lower classes holding what one of their options
      lacks now, compute on its site or bandwidth on a link of its path, each victim's
@@ -58,11 +61,13 @@ from typing import Any
 import anyio
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.dataplane.steering import SteeringError
 from cnbrain.domain.decision import DecisionStatus
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.steered_paths import Steered
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.claim import FlowHold, claim_from, duration_seconds
 from cnbrain.ledger.held_room import HeldSnapshot
@@ -152,7 +157,7 @@ class AdmitQueued:
     """One admission round of this brain's queue (module docstring). `wake_jobs()` tells the
     dispatcher that requests were placed; `preempt` requeues victims (None: no preemption);
     a request only the national brain can place is asked of it at most every
-    `ask_every_s`."""
+    `ask_every_s`; `steered` (None: the brain steers nothing) steers what it admits."""
 
     def __init__(
         self,
@@ -166,7 +171,9 @@ class AdmitQueued:
         preempt: RequeueVictims | None = None,
         ask_every_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        steered: Steered | None = None,
     ) -> None:
+        self._steered = steered
         self._sessions = sessions
         self._live_map = live_map
         self._changes = changes
@@ -454,7 +461,8 @@ class AdmitQueued:
         them admitted, in one unit of work; returns how many (0: none, the unit of work
         refused; they stay queued). A request with flows holds its compute from now to the
         end of its run, which starts once its staging is done, and each flow over its own
-        window (`flow_holds`)."""
+        window (`flow_holds`). With steering, their paths are steered first: when that
+        fails, none is reserved (0), and they stay queued."""
         engine = self._live_map.engine
         now_s = int(self._clock())
         claims = []
@@ -470,17 +478,29 @@ class AdmitQueued:
             if moving is not None:
                 flows += flow_holds(r.id, moving, start_s=now_s + lead, arrays=engine.arrays)
             outcomes.append(starting(o, now_s + lead) if lead and o.decision else o)
+        steering = [o.decision for o in outcomes if o.decision is not None]
+        if self._steered is not None and steering:
+            try:
+                await self._steered.install(steering)
+            except SteeringError as failed:
+                log.warning("admission of %d requests deferred: %s", len(decided), failed)
+                return 0
         try:
-            async with self._changes.begin() as (session, change):
-                await reserve_within_cohorts(session, claims=claims, flows=flows)
-                await write_outcomes(session, outcomes)
-                await jobs.queue_next_attempts(
-                    session,
-                    [o.request.id for o, _, _ in decided],
-                    message="admitted again after it was preempted",
-                )
-                for _, reservation, _ in decided:
-                    change.took(reservation)
+            try:
+                async with self._changes.begin() as (session, change):
+                    await reserve_within_cohorts(session, claims=claims, flows=flows)
+                    await write_outcomes(session, outcomes)
+                    await jobs.queue_next_attempts(
+                        session,
+                        [o.request.id for o, _, _ in decided],
+                        message="admitted again after it was preempted",
+                    )
+                    for _, reservation, _ in decided:
+                        change.took(reservation)
+            except BaseException:
+                if self._steered is not None and steering:
+                    await self._steered.release([str(d.reservation_id) for d in steering])
+                raise
         except (
             ledger_store.CapacityConflict,
             ledger_store.QuotaExceeded,

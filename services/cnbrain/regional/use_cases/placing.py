@@ -12,7 +12,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.dataplane.steering import SteeringError
-from cnbrain.domain.decision import Decision, DecisionStatus, SegmentKind
+from cnbrain.domain.decision import STEERING_REASON, Decision, DecisionStatus, SegmentKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
 from cnbrain.federation.steered_paths import Steered
@@ -88,7 +88,8 @@ class Placer:
     cached snapshot; `attempts` bounds the one-request way's decisions of one request;
     `queued()` is told when requests were queued (they wait for the admission loop). With
     `steered`, every reservation taken is steered in the data plane before its transaction
-    commits (a request whose path cannot be steered is rejected with the reason)."""
+    commits: a request whose path cannot be steered is rejected (its reason
+    `domain.decision.STEERING_REASON`, the data plane's details in the log)."""
 
     def __init__(
         self,
@@ -221,6 +222,9 @@ class Placer:
                 continue
             except (ledger_store.CapacityConflict, ledger_store.QuotaExceeded):
                 return None
+            except SteeringError as failed:
+                log.info("a batch could not be steered (%s); placing one by one", failed)
+                return None
             except Exception:
                 log.warning("a batch failed to commit; placing one by one", exc_info=True)
                 return None
@@ -258,7 +262,8 @@ class Placer:
                 await self.finish(outcome.refused(exceeded.refusal))
                 return
             except SteeringError as failed:
-                await self.finish(outcome.refused(str(failed)))
+                log.warning("request %s rejected: %s", request.id, failed)
+                await self.finish(outcome.refused(STEERING_REASON))
                 return
             return
         await self.finish(Outcome(request, None, RequestState.REJECTED, reason, actor))
