@@ -8,6 +8,7 @@
 #                                              tests/console load the web console headless
 #   zsh                        zsh             tests/cli checks the zsh completion script
 #   nft                        nftables        tests/dataplane: the netlab's policers and counters
+#   ip                         iproute2        tests/dataplane: the netlab's namespaces and links
 # Missing ones are installed together (as root). Prints a line per tool; exits non-zero with
 # the reason when a tool cannot be had.
 set -uo pipefail
@@ -19,8 +20,9 @@ declare -A package_of=(
     [chromedriver]=chromium-driver
     [zsh]=zsh
     [nft]=nftables
+    [ip]=iproute2
 )
-tools=(docker-compose promtool chromium chromedriver zsh nft)
+tools=(docker-compose promtool chromium chromedriver zsh nft ip)
 
 missing=()
 for tool in "${tools[@]}"; do

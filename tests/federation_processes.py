@@ -33,6 +33,8 @@ class Member:
     log: Path
     grpc_port: int
     rest_port: int | None = None
+    metrics_port: int | None = None
+    """A regional brain's metrics listener (`CNBRAIN_METRICS_PORT`)."""
     main: str = "cnbrain.cli.main"
     """The module run with `python -m`: the brain's command line, or a test's wrapper of it."""
     process: "subprocess.Popen[bytes] | None" = field(default=None, repr=False)
@@ -96,7 +98,7 @@ class LocalFederation:
             f"127.0.0.1:{m.grpc_port}" for m in self.members.values() if m.rest_port is None
         )
         for region in regions:
-            grpc_port, rest_port = port(), port()
+            grpc_port, rest_port, metrics_port = port(), port(), port()
             self.members[region] = Member(
                 name=region,
                 args=["brain", "regional", "--log-level", "warning"],
@@ -109,6 +111,7 @@ class LocalFederation:
                     "CNBRAIN_GRPC_PORT": str(grpc_port),
                     "CNBRAIN_NATIONAL_ENDPOINT": national_endpoint,
                     "CNBRAIN_PORT": str(rest_port),
+                    "CNBRAIN_METRICS_PORT": str(metrics_port),
                     "CNBRAIN_ADMIN_TOKEN": admin_token,
                     "CNBRAIN_ADMIN_TOKEN_FILE": str(workdir / f"{region}-admin.token"),
                     "CNBRAIN_SUMMARY_INTERVAL_S": "0.5",
@@ -116,6 +119,7 @@ class LocalFederation:
                 log=workdir / f"{region}.log",
                 grpc_port=grpc_port,
                 rest_port=rest_port,
+                metrics_port=metrics_port,
             )
         self.workdir = workdir
 

@@ -267,3 +267,36 @@ def test_routes_and_why_show_where_a_requests_data_moves(brain: str, tmp_path: P
     assert lines[2].startswith("  staging site SH-hub-qingpu: 10000 Mbps from "), told
     assert lines[3].startswith("  delivery province ZJ: 10000 Mbps from "), told
     cnbrain(brain, token, "requests", "cancel", made["id"])
+
+
+def test_a_request_id_is_one_segment_of_the_path_whatever_it_holds(brain: str) -> None:
+    cnbrain(brain, ADMIN, "tenant", "create", "cli-escape")
+    made = cnbrain(brain, ADMIN, "apikey", "create", "--tenant", "cli-escape", "--name", "cy")
+    user = made["user"]
+    hostile = f"../users/{user}/disable#"
+    for action in ("cancel", "show"):
+        command = [sys.executable, "-m", "cnbrain.cli.main", "requests", action, hostile]
+        done = subprocess.run(
+            [*command, "--url", brain, "--token", ADMIN],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2 and "404" in done.stderr, done.stderr
+    assert requests_answer(brain, made["token"]) == 200  # the user was not disabled
+
+
+@pytest.mark.parametrize("command", [["requests", "list"], ["queue"]])
+def test_a_limit_given_is_sent_whatever_it_is_and_the_api_bounds_it(
+    brain: str, command: list[str]
+) -> None:
+    listing = [sys.executable, "-m", "cnbrain.cli.main", *command, "--limit", "0"]
+    done = subprocess.run(
+        [*listing, "--url", brain, "--token", ADMIN],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "422" in done.stderr and "limit" in done.stderr, done.stderr

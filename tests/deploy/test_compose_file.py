@@ -119,3 +119,28 @@ def test_the_national_brain_runs_as_two_replicas_on_one_database(
     assert one["CNBRAIN_PEER_TOKEN"] == two["CNBRAIN_PEER_TOKEN"]
     assert two["CNBRAIN_GRPC_HOST"] == "0.0.0.0"
     assert second["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_prometheus_scrapes_every_brains_metrics_listener_which_is_not_published(
+    services: dict[str, Any],
+) -> None:
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    targets = {
+        job["job_name"]: sorted(t for c in job["static_configs"] for t in c["targets"])
+        for job in config["scrape_configs"]
+    }
+    regional = []
+    for region in REGIONS:
+        env = services[region]["environment"]
+        port = int(env["CNBRAIN_METRICS_PORT"])
+        assert port != int(env["CNBRAIN_PORT"])  # never the REST port
+        assert env["CNBRAIN_METRICS_HOST"] == "0.0.0.0"  # the compose network's
+        assert port not in [p["target"] for p in services[region].get("ports", [])]
+        regional.append(f"{region}:{port}")
+    assert targets["cnbrain-regional"] == sorted(regional)
+    national = []
+    for name in ("national", "national-2"):
+        port = int(services[name]["environment"]["CNBRAIN_HTTP_PORT"])
+        assert port not in [p["target"] for p in services[name].get("ports", [])]
+        national.append(f"{name}:{port}")
+    assert targets["cnbrain-national"] == sorted(national)

@@ -156,3 +156,17 @@ def test_the_documentation_names_every_metric() -> None:
         for family, kind in _families(registry).items():
             shown = family + "_total" if kind == "counter" else family
             assert f"`{shown}" in text, shown
+
+
+def test_every_two_phase_series_is_there_at_0_from_the_start() -> None:
+    """So that the first parts that fail after a start move a series Prometheus has seen
+    (the alert on failing commits takes its increase)."""
+    [family] = [f for f in _national().collect() if f.name == "cnbrain_two_phase_parts"]
+    totals = {
+        (s.labels["step"], s.labels["outcome"]): s.value
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    steps = ("prepare", "commit", "abort", "release")
+    outcomes = ("ok", "refused", "unavailable")
+    assert totals == {(step, outcome): 0 for step in steps for outcome in outcomes}

@@ -56,3 +56,16 @@ def test_an_alert_that_does_not_fire_as_expected_fails_its_unit_test(tmp_path: P
     done = _promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
     assert done.returncode != 0
     assert "CnbrainAcceleratorModelExhausted" in done.stdout + done.stderr
+
+
+def test_the_commit_alert_needs_the_series_the_brain_makes_at_its_start(tmp_path: Path) -> None:
+    """Its rule test feeds the two-phase series as a national brain exports them: absent
+    before it starts, 0 from its start. A series born at the first failure instead (what a
+    brain that made its series on first use exported) never fires the alert."""
+    (tmp_path / "alerts.yml").write_text(RULES.read_text())
+    born_failing = RULE_TESTS.read_text().replace('"_x5 0x10 3x15"', '"_x15 3x15"', 1)
+    assert born_failing != RULE_TESTS.read_text()
+    (tmp_path / "alerts_test.yml").write_text(born_failing)
+    done = _promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "CnbrainTwoPhaseCommitFailing" in done.stdout + done.stderr

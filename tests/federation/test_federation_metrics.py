@@ -1,5 +1,6 @@
 """End to end on separate processes and PostgreSQL: the metrics of every brain move with the
-federation's work. The national brain serves `GET /metrics` on its HTTP listener; after two
+federation's work. The national brain serves `GET /metrics` on its HTTP listener, each
+regional brain on its metrics listener (its REST port has none); after two
 cross-region submissions on the east (placed at a western hub: parts in the east, the
 national brain and the west), one submission forwarded from the east to the west, and the
 cancels, the national brain's two-phase commits, gRPC calls, forwarded calls, placements
@@ -39,14 +40,15 @@ def federation(tmp_path_factory: Any) -> Iterator[LocalFederation]:
         regions=["east", "west"],
         database_prefix="cnbrain_fedmetrics",
         national_env={"CNBRAIN_HTTP_PORT": str(free_port())},
-        shared_env={"CNBRAIN_TENANCY_INTERVAL_S": "0.5"},
+        shared_env={"CNBRAIN_TENANCY_INTERVAL_S": "0.5", "CNBRAIN_METRICS_MAX_AGE_S": "0"},
     )
 
 
 def _metrics_url(federation: LocalFederation, name: str) -> str:
     member = federation.members[name]
     if member.rest_port is not None:
-        return f"{member.url}/metrics"
+        assert httpx.get(f"{member.url}/metrics", timeout=10).status_code == 404
+        return f"http://127.0.0.1:{member.metrics_port}/metrics"
     return f"http://127.0.0.1:{member.env['CNBRAIN_HTTP_PORT']}/metrics"
 
 

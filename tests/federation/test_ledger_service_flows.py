@@ -2,7 +2,8 @@
 and SQLite, taking parts as a regional brain does (held to the cohorts' quotas): the national
 brain's participant sends a part's flows, the region holds them and, for a completed job,
 keeps its delivery on release; a part whose flow names a link the region does not own, or is
-malformed, is refused on its own, naming what is wrong, and holds nothing."""
+malformed, is refused on its own, naming what is wrong, and holds nothing; the parts a
+release names are counted released or not held."""
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -10,10 +11,12 @@ from dataclasses import dataclass
 import grpc
 import pytest
 import pytest_asyncio
+from prometheus_client import CollectorRegistry
 
 from cnbrain.federation.codec import MAX_PART_FLOWS, part_message
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.metrics import LedgerPartMetrics
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.national.participants import RemoteParticipant
@@ -44,6 +47,8 @@ class East:
     participant: RemoteParticipant
     own: tuple[str, str]
     backbone: str
+    counts: CollectorRegistry
+    """Where its ledger service counts the parts it takes."""
 
 
 @pytest_asyncio.fixture
@@ -53,8 +58,13 @@ async def east(sessions: Sessions) -> AsyncIterator[East]:
         await tenants.create_tenant(session, tenant_id="acme", name="Acme")
     live_map = LiveMap(sessions, owner=REGION, restrict=True)
     await live_map.reload()
+    counts = CollectorRegistry()
     servicer = LedgerServicer(
-        sessions, view=live_map.view, watch=live_map, take=CohortQuotas().take_parts
+        sessions,
+        view=live_map.view,
+        watch=live_map,
+        take=CohortQuotas().take_parts,
+        metrics=LedgerPartMetrics(counts),
     )
 
     def register(server: grpc.aio.Server) -> list[str]:
@@ -76,7 +86,8 @@ async def east(sessions: Sessions) -> AsyncIterator[East]:
         links = live_map.map.links
         own = [link.id for link in links if link.owner == REGION]
         backbone = next(link.id for link in links if link.owner == "national")
-        yield East(stub, RemoteParticipant(region, deadline_s=5.0), (own[0], own[1]), backbone)
+        participant = RemoteParticipant(region, deadline_s=5.0)
+        yield East(stub, participant, (own[0], own[1]), backbone, counts)
     finally:
         await channel.close()
         await server.stop(0.5)
@@ -192,3 +203,19 @@ async def test_a_part_with_too_many_flows_or_given_again_with_other_flows_is_ref
     assert once_result.prepared
     assert not again_result.prepared and "other flows" in again_result.reason
     assert [f.kind for f in await _held(sessions, "twice")] == ["staging"]
+
+
+async def test_a_release_counts_what_it_released_and_what_was_not_held(east: East) -> None:
+    def released(outcome: str) -> float | None:
+        labels = {"step": "release", "outcome": outcome}
+        return east.counts.get_sample_value("cnbrain_ledger_parts_total", labels)
+
+    assert (released("ok"), released("not_held")) == (0, 0)
+    assert await east.participant.prepare([_part("counted", epoch_s(utcnow()))], ttl_ms=60_000)
+    answer = await east.stub.Release(
+        ledger_pb2.ReleaseRequest(reservation_ids=["rsv-counted", "rsv-none-such"])
+    )
+    assert list(answer.released) == [True, False]
+    assert (released("ok"), released("not_held")) == (1, 1)
+    await east.stub.Release(ledger_pb2.ReleaseRequest(reservation_ids=["rsv-counted"]))
+    assert (released("ok"), released("not_held")) == (1, 2)  # released already

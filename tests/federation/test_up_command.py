@@ -38,10 +38,21 @@ class Up:
     rest_port: int
 
     @property
+    def metrics_ports(self) -> list[int]:
+        """The national brain's HTTP port (after the last region's REST port), then each
+        region's metrics port."""
+        return [self.rest_port + len(REGIONS) + i for i in range(1 + len(REGIONS))]
+
+    @property
     def ports(self) -> list[int]:
-        grpc = [self.grpc_port + REGION_GRPC_OFFSET + i for i in range(len(REGIONS))]
-        rest = [self.rest_port + i for i in range(len(REGIONS))]
-        return [self.grpc_port, *grpc, *rest]
+        return _ports(self.grpc_port, self.rest_port)
+
+
+def _ports(grpc_base: int, rest_base: int) -> list[int]:
+    """Every port `cnbrain up` listens on from these bases (by its defaults)."""
+    grpc = [grpc_base + REGION_GRPC_OFFSET + i for i in range(len(REGIONS))]
+    rest_and_metrics = [rest_base + i for i in range(2 * len(REGIONS) + 1)]
+    return [grpc_base, *grpc, *rest_and_metrics]
 
 
 def _free(port: int) -> bool:
@@ -58,12 +69,7 @@ def _port_bases() -> tuple[int, int]:
     rng = random.Random()
     while True:
         grpc, rest = rng.randrange(20_000, 40_000), rng.randrange(40_000, 60_000)
-        ports = [
-            grpc,
-            *(grpc + REGION_GRPC_OFFSET + i for i in range(len(REGIONS))),
-            *(rest + i for i in range(len(REGIONS))),
-        ]
-        if all(_free(p) for p in ports):
+        if all(_free(p) for p in _ports(grpc, rest)):
             return grpc, rest
 
 
@@ -155,11 +161,16 @@ def test_up_prints_every_endpoint_places_the_readme_example_and_stops_on_ctrl_c(
     with _up(tmp_path) as up:
         printed = "\n".join(up.output)
         assert f"national  gRPC 127.0.0.1:{up.grpc_port}" in printed
+        national_http, *metrics = up.metrics_ports
+        assert f"metrics http://127.0.0.1:{national_http}/metrics" in printed
         for i, region in enumerate(REGIONS):
             rest = f"REST http://127.0.0.1:{up.rest_port + i}"
             grpc = f"gRPC 127.0.0.1:{up.grpc_port + REGION_GRPC_OFFSET + i}"
-            assert f"{region:<9} {rest}  {grpc}" in printed
+            scraped = f"metrics http://127.0.0.1:{metrics[i]}/metrics"
+            assert f"{region:<9} {rest}  {grpc}  {scraped}" in printed
         assert all(_listening(p) for p in up.ports)
+        page = httpx.get(f"http://127.0.0.1:{metrics[0]}/metrics", timeout=30)
+        assert page.status_code == 200 and 'region="east"' in page.text
 
         token = (up.data_dir / "admin.token").read_text().strip()
         assert up.data_dir.stat().st_mode & 0o777 == 0o700

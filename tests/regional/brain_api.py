@@ -30,6 +30,8 @@ class Api:
     brain: Any
     cases: RequestUseCases | None = None
     """The brain's use cases, for tests that call them below the API."""
+    metrics_port: int | None = None
+    """The port of the brain's metrics listener, when it has one (`metrics_port` set)."""
 
     @property
     def use_cases(self) -> RequestUseCases:

@@ -1,18 +1,24 @@
-"""`GET /metrics` of a brain: its REST calls by route template and status, their durations,
-its decisions by outcome and reason with their latency, the capacity and reservations its
-ledger holds, moving with a burst of submissions; the admission queue by priority class
-with the classes' wait objectives, the admission rounds and a preemption, on the tiny map;
-and the ledger auditor's findings."""
+"""`GET /metrics` of a brain, on its metrics listener (not on the REST port): its REST calls
+by route template and status, their durations, its decisions by outcome and reason with
+their latency, the capacity and reservations its ledger holds, moving with a burst of
+submissions; the admission queue by priority class with the classes' wait objectives, the
+admission rounds and a preemption, on the tiny map; the ledger auditor's findings; and what
+a scrape reads from the database, shared by the scrapes within `metrics_max_age_s` and
+bounded by `metrics_read_timeout_s`. The brains here read at every scrape
+(`metrics_max_age_s=0`) unless a test says otherwise."""
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from cnbrain import __version__
 from cnbrain.ledger.audit import Kind
@@ -30,25 +36,52 @@ WITH_BANDWIDTH: dict[str, Any] = {**LOCAL_CPU, "constraints": {"min_bandwidth_gb
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def tiny(tmp_path_factory: Any) -> AsyncIterator[Api]:
-    """A brain on the tiny map, whose admission loop runs every 0.2 s."""
-    database = await create_postgres_database("cnbrain_metrics_queue")
+EVERY_SCRAPE = {"metrics_port": 0, "metrics_max_age_s": 0}
+"""A metrics listener on a free port of loopback, whose scrapes all read the database."""
+
+
+@contextlib.asynccontextmanager
+async def _brain(name: str, tmp: Any, **extra: Any) -> AsyncIterator[Api]:
+    """A brain on a database of its own and the test Redis, with `extra` settings."""
+    database = await create_postgres_database(name)
     redis = await require_redis()
-    tmp = tmp_path_factory.mktemp("metrics-queue")
-    (tmp / "map.json").write_text(json.dumps(tiny_map_raw()), encoding="utf-8")
-    settings = brain_settings(
-        database, redis, tmp, map=str(tmp / "map.json"), admission_interval_s=0.2
-    )
     try:
-        async with serving(settings) as (app, client):
-            yield Api(client=client, brain=app.state.brain, cases=app.state.brain.requests)
+        async with serving(brain_settings(database, redis, tmp, **extra)) as (app, client):
+            yield Api(
+                client=client,
+                brain=app.state.brain,
+                cases=app.state.brain.requests,
+                metrics_port=app.state.metrics_port,
+            )
     finally:
         await drop_postgres_database(database)
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(tmp_path_factory: Any) -> AsyncIterator[Api]:
+    """A brain on the built-in map with a metrics listener."""
+    async with _brain("cnbrain_metrics", tmp_path_factory.mktemp("metrics"), **EVERY_SCRAPE) as one:
+        yield one
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def tiny(tmp_path_factory: Any) -> AsyncIterator[Api]:
+    """A brain on the tiny map, whose admission loop runs every 0.2 s."""
+    tmp = tmp_path_factory.mktemp("metrics-queue")
+    (tmp / "map.json").write_text(json.dumps(tiny_map_raw()), encoding="utf-8")
+    extra = {"map": str(tmp / "map.json"), "admission_interval_s": 0.2, **EVERY_SCRAPE}
+    async with _brain("cnbrain_metrics_queue", tmp, **extra) as one:
+        yield one
+
+
+async def _scrape(api: Api) -> httpx.Response:
+    assert api.metrics_port is not None
+    async with httpx.AsyncClient() as client:
+        return await client.get(f"http://127.0.0.1:{api.metrics_port}/metrics", timeout=30)
+
+
 async def _samples(api: Api) -> Samples:
-    answer = await api.client.get("/metrics")
+    answer = await _scrape(api)
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -81,6 +114,18 @@ async def _until(api: Api, token: str, request_id: str, state: str) -> dict[str,
             return view
         await asyncio.sleep(0.1)
     raise AssertionError(f"request {request_id} stayed {view['state']}")
+
+
+async def _listed(api: Api, token: str, request_id: str) -> dict[str, Any]:
+    """The request's entry in the queue's listing once an admission round planned it
+    (polled; fails after 15 s)."""
+    for _ in range(150):
+        items: list[dict[str, Any]] = (await api.call(token, "GET", "/v1/queue")).json()["items"]
+        found = [item for item in items if item["id"] == request_id]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"request {request_id} is not in the queue's listing")
 
 
 async def test_a_burst_moves_the_calls_their_durations_and_the_decisions(api: Api) -> None:
@@ -171,10 +216,19 @@ async def test_the_queue_by_class_the_admission_rounds_and_a_preemption(tiny: Ap
     assert holder["state"] == "placed"
     waiting = await _submit(tiny, user, ascend_body(16, start="queue"))
     assert waiting["state"] == "queued"
+    entry = await _listed(tiny, user, waiting["id"])
+    before_scrape = datetime.now(UTC)
     queued = await _samples(tiny)
+    after_scrape = datetime.now(UTC)
     assert queued[_key("cnbrain_queue_length", {"class": "normal"})] == 1
     assert queued[_key("cnbrain_queue_length", {"class": "low"})] == 0
-    assert queued[_key("cnbrain_queue_oldest_wait_seconds", {"class": "normal"})] >= 0
+    queued_at = datetime.fromisoformat(entry["queued_at"])
+    assert queued_at >= datetime.fromisoformat(waiting["created_at"])
+    waited = queued[_key("cnbrain_queue_oldest_wait_seconds", {"class": "normal"})]
+    # The wait the metrics count is the one the queue lists: from when it was queued.
+    assert (before_scrape - queued_at).total_seconds() <= waited
+    assert waited <= (after_scrape - queued_at).total_seconds()
+    assert waited > 0
     assert _moved(start, queued, "cnbrain_decisions_total", outcome="queued", reason="waiting") == 1
     placed = {"outcome": "placed", "reason": "across_provinces"}  # AA to CC-hub
     assert _moved(start, queued, "cnbrain_decisions_total", **placed) == 1
@@ -203,3 +257,38 @@ async def test_the_queue_by_class_the_admission_rounds_and_a_preemption(tiny: Ap
     emptied = await _samples(tiny)
     assert all(emptied[_key("cnbrain_queue_length", {"class": n})] == 0 for n in ("low", "normal"))
     await tiny.invariants()
+
+
+async def test_the_metrics_are_on_their_own_listener_not_on_the_rest_port(api: Api) -> None:
+    assert (await api.client.get("/metrics")).status_code == 404
+    assert api.brain.settings.metrics_host == "127.0.0.1"  # loopback unless told otherwise
+    assert (await _scrape(api)).status_code == 200
+    # What the page tells of the sites, the REST API tells staff only.
+    assert (await api.client.get("/v1/capacity/sites")).status_code == 401
+
+
+async def test_a_database_that_does_not_answer_in_time_is_taken_for_down(api: Api) -> None:
+    assert (await _samples(api))[("cnbrain_ledger_read", ())] == 1
+    async with api.brain.sessions() as session, session.begin():
+        # Every read of the queue now waits for this transaction, which outlasts the
+        # scrape's read timeout: the scrape answers all the same, saying so.
+        await session.execute(text("LOCK TABLE placement_requests IN ACCESS EXCLUSIVE MODE"))
+        stalled = await _samples(api)
+    assert stalled[("cnbrain_ledger_read", ())] == 0
+    assert (await _samples(api))[("cnbrain_ledger_read", ())] == 1
+
+
+async def test_scrapes_within_the_max_age_share_the_reads_of_the_first(
+    tmp_path_factory: Any,
+) -> None:
+    tmp = tmp_path_factory.mktemp("metrics-cached")
+    async with _brain("cnbrain_metrics_cached", tmp, metrics_port=0) as one:
+        assert one.brain.settings.metrics_max_age_s > 0  # the default shares
+        _, _, user = await one.tenant()
+        first = await _samples(one)
+        await _submit(one, user, LOCAL_CPU)
+        second, third = await asyncio.gather(_samples(one), _samples(one))
+        held = _key("cnbrain_reservations", {"kind": "local", "state": "held"})
+        assert second[held] == third[held] == first[held]  # read before the submission
+        placed = _key("cnbrain_decisions_total", {"outcome": "placed", "reason": "local"})
+        assert second[placed] == first.get(placed, 0) + 1  # counted, not read: moves at once

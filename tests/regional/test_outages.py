@@ -137,7 +137,10 @@ async def proxied_database(tmp_path: Path) -> AsyncIterator[tuple[Settings, TcpP
     proxy = TcpProxy(*target_of(database))
     await proxy.open()
     try:
-        yield brain_settings(through_proxy(database, proxy), None, tmp_path), proxy
+        settings = brain_settings(
+            through_proxy(database, proxy), None, tmp_path, metrics_port=0, metrics_max_age_s=0
+        )
+        yield settings, proxy
     finally:
         await proxy.close()
         await drop_postgres_database(database)
@@ -156,12 +159,14 @@ async def test_a_database_outage_answers_503_and_the_brain_recovers(tmp_path: Pa
             assert_unavailable(await client.get("/v1/requests"), "database")
             assert_unavailable(await client.get("/readyz"), "database")
             app.state.brain.live_map.capacity_changed()  # no cached snapshot: a scrape reads
-            metrics = await client.get("/metrics")  # answered all the same, saying so
-            assert metrics.status_code == 200 and "cnbrain_ledger_read 0.0" in metrics.text
+            scrape = f"http://127.0.0.1:{app.state.metrics_port}/metrics"
+            async with httpx.AsyncClient() as scraper:
+                metrics = await scraper.get(scrape)  # answered all the same, saying so
+                assert metrics.status_code == 200 and "cnbrain_ledger_read 0.0" in metrics.text
 
-            await proxy.open()
-            assert (await client.get("/readyz")).status_code == 200
-            assert "cnbrain_ledger_read 1.0" in (await client.get("/metrics")).text
+                await proxy.open()
+                assert (await client.get("/readyz")).status_code == 200
+                assert "cnbrain_ledger_read 1.0" in (await scraper.get(scrape)).text
             assert (await client.post("/v1/requests", json=submission)).status_code == 201
             listed = await client.get("/v1/requests", params={"tenant": TENANT})
             assert listed.status_code == 200

@@ -1,10 +1,12 @@
 """With tracing on, each REST call is a server span named after its method and route
 template (never an id), the child of the caller's `traceparent`, with its status and the
-tenant of the caller's key; the brain's decision is a span inside it; probes get none."""
+tenant of the caller's key; the brain's decision is a span inside it; probes and the scrapes
+of the metrics listener get none."""
 
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -31,10 +33,13 @@ async def traced(tmp_path_factory: Any) -> AsyncIterator[tuple[Api, InMemorySpan
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     use_provider(provider)
     database = await create_postgres_database("cnbrain_rest_traces")
-    settings = brain_settings(database, await require_redis(), tmp_path_factory.mktemp("brain"))
+    settings = brain_settings(
+        database, await require_redis(), tmp_path_factory.mktemp("brain"), metrics_port=0
+    )
     try:
         async with serving(settings) as (app, client):
-            yield Api(client=client, brain=app.state.brain), exporter
+            api = Api(client=client, brain=app.state.brain, metrics_port=app.state.metrics_port)
+            yield api, exporter
     finally:
         use_provider(None)
         await drop_postgres_database(database)
@@ -89,7 +94,11 @@ async def test_probes_and_metrics_are_not_traced(
 ) -> None:
     api, exporter = traced
     exporter.clear()
-    for path in ("/healthz", "/readyz", "/metrics"):
+    for path in ("/healthz", "/readyz"):
         answer = await api.client.get(path)
         assert answer.status_code == 200, (path, answer.text)
+    assert api.metrics_port is not None
+    async with httpx.AsyncClient() as scraper:
+        scraped = await scraper.get(f"http://127.0.0.1:{api.metrics_port}/metrics")
+    assert scraped.status_code == 200, scraped.text
     assert exporter.get_finished_spans() == ()

@@ -1,6 +1,7 @@
 """Traces across gRPC hops: with tracing on, a client span per call and a server span per
-call handled, their context carried as `traceparent` in the metadata from brain to brain;
-with tracing off, no interceptor, no span and no `traceparent`."""
+call handled, their context carried as `traceparent` in the metadata from brain to brain,
+but none for a call refused for want of the peer token; with tracing off, no interceptor,
+no span and no `traceparent`."""
 
 from collections.abc import Iterator
 
@@ -13,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from cnbrain.rpc import PeerSecurity
 from cnbrain.rpc.tracing import tracing_client_interceptors, tracing_server_interceptors
 from cnbrain.telemetry.spans import use_provider
 from tests.rpc.probes import health_check
@@ -135,6 +137,28 @@ async def test_a_refused_call_fails_the_client_span_not_the_servers(
     assert (client.attributes or {})["rpc.grpc.status_code"] == invalid
     assert handled.status.status_code is StatusCode.UNSET
     assert (handled.attributes or {})["rpc.grpc.status_code"] == invalid
+
+
+async def test_a_call_without_the_peer_token_gets_no_span_whatever_trace_it_names(
+    rpc: Rpc, traced: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    _, exporter = traced
+    token = "peer-secret-0123456789"
+    server, ledger = await rpc.serve(security=PeerSecurity(token=token))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await rpc.ledger(server, security=PeerSecurity(token="wrong")).Prepare(
+            prepare_of("r1"), timeout=2
+        )
+    assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    [client] = exporter.get_finished_spans()  # the caller's own span, sent as its parent
+    assert client.kind is SpanKind.CLIENT and ledger.metadata == []
+    exporter.clear()
+    await rpc.ledger(server, security=PeerSecurity(token=token)).Prepare(
+        prepare_of("r2"), timeout=2
+    )
+    [handled] = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.SERVER]
+    [client] = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    assert _parent_id(handled) == _span_id(client)  # with the token, traced as before
 
 
 async def test_health_checks_are_not_traced(

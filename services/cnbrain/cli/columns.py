@@ -76,7 +76,7 @@ QUEUE: Final[tuple[Column[Item], ...]] = (
     Column("ID", _text_of("id")),
     Column("TENANT", _text_of("tenant")),
     Column("CLASS", lambda q: str(q.get("priority_class") or DEFAULT_CLASS)),
-    Column("WAITING", lambda q: age(q.get("submitted_at"))),
+    Column("WAITING", lambda q: age(q.get("queued_at"))),
     Column("STARTS IN", lambda q: until(q.get("estimated_start"))),
     Column("SITE", _text_of("site")),
     Column("SUBMITTED", _text_of("submitted_at"), wide=True),
@@ -84,8 +84,9 @@ QUEUE: Final[tuple[Column[Item], ...]] = (
     Column("PLANNED", _text_of("planned_at"), wide=True),
     Column("REASON", _text_of("reason"), wide=True),
 )
-"""A queued request (`QueueEntry`): waiting since its submission; `STARTS IN` from its
-estimated start (`-`: none within its max wait yet)."""
+"""A queued request (`QueueEntry`): `WAITING` since it was queued (`queued_at`: submitted
+to wait, or last preempted back into the queue); `STARTS IN` from its estimated start (`-`:
+none within its max wait yet)."""
 
 
 def _detail(event: Item) -> str:

@@ -4,6 +4,9 @@ request, oldest first, as a table (`-o wide`: with each event's age) or the API'
 With `--follow` the command goes on printing each new event as it comes (asking the brain
 every `--interval` seconds) until the request ends (a state no other follows), then exits
 0; with `-o json` it then prints one JSON object per event, a line each. Ctrl-C stops it.
+An event is known by what it is (its kind, time and detail: the API gives events no id),
+not by its place in the list, which the API orders by time: one stored late with an
+earlier time is printed when it comes, and none twice.
 """
 
 import argparse
@@ -11,6 +14,7 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import quote
@@ -89,14 +93,15 @@ def follow(
     pause: Callable[[], None],
 ) -> int:
     """Print the events `read` gives, each once, as they come, until `state` is one that
-    ends a request; `pause` between two asks. Exit status 0."""
-    shown = 0
+    ends a request; `pause` between two asks. Exit status 0. Events are known by identity
+    (`_identity`): one read before is not printed again wherever the list now puts it."""
+    shown: Counter[str] = Counter()
     header = output != JSON
     chosen = [c for c in columns.EVENTS if output == WIDE or not c.wide]
     while True:
         now = state()  # before the events: those read next include the last one
         seen = read()
-        fresh = seen[shown:]
+        fresh = _unseen(seen, shown)
         if output == JSON:
             for event in fresh:
                 print(json.dumps(event, ensure_ascii=False))
@@ -104,7 +109,27 @@ def follow(
             print_table(fresh, chosen, header=header)
             header = False
         sys.stdout.flush()
-        shown = len(seen)
         if now in ENDED_REQUEST:
             return 0
         pause()
+
+
+def _identity(event: dict[str, Any]) -> str:
+    """What tells one event from another: its id when the API gives one, else all of it."""
+    if "id" in event:
+        return f"id:{event['id']}"
+    return json.dumps(event, sort_keys=True, ensure_ascii=False)
+
+
+def _unseen(events: list[dict[str, Any]], shown: Counter[str]) -> list[dict[str, Any]]:
+    """Those of `events` not in `shown` (as many of each identity as were shown), in their
+    order; `shown` then counts them too. Two events alike in everything count twice."""
+    here: Counter[str] = Counter()
+    fresh = []
+    for event in events:
+        key = _identity(event)
+        here[key] += 1
+        if here[key] > shown[key]:
+            fresh.append(event)
+            shown[key] += 1
+    return fresh

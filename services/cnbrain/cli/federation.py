@@ -114,6 +114,14 @@ class Member:
     grpc_port: int
     http_port: int | None = None
     """The national brain's HTTP port (its metrics)."""
+    metrics_port: int | None = None
+    """A regional brain's metrics port."""
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port the member listens on."""
+        given = (self.grpc_port, self.rest_port, self.http_port, self.metrics_port)
+        return [port for port in given if port is not None]
 
 
 def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -158,6 +166,12 @@ def add_up_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
         help="the national brain's HTTP port (GET /metrics); replica k listens on it + k - 1 "
         "(default: the port after the last region's REST port, 8085 on china)",
     )
+    up.add_argument(
+        "--metrics-port",
+        type=int,
+        help="the first region's metrics port (GET /metrics); the others follow (default: "
+        "the port after the national brain's last HTTP port, 8086 on china)",
+    )
     up.set_defaults(run=run_up)
 
 
@@ -172,15 +186,21 @@ def federation_members(
     regional_config: Path | None = None,
     national_replicas: int = 1,
     national_http_port: int | None = None,
+    first_metrics_port: int | None = None,
 ) -> list[Member]:
     """The national brain (as `national_replicas` replicas on its one database, named
     national-1, national-2, ... when more than one) and one regional brain per region, on
     loopback ports; each brain on `databases[name]`, or a SQLite file in `data_dir`. The
     regional brains read their settings file `regional_config` (CNBRAIN_CONFIG_FILE), when
     given. Replica k of the national brain serves its metrics on `national_http_port` + k - 1
-    (None: the port after the last region's REST port + k - 1)."""
+    (None: the port after the last region's REST port + k - 1); region i serves its metrics
+    on `first_metrics_port` + i (None: the port after the national brain's last + i). Raises
+    ValueError when two ports are the same or one is not from 1 to 65535 (`check_ports`)."""
     http_base = (
         national_http_port if national_http_port is not None else first_rest_port + len(region_ids)
+    )
+    metrics_base = (
+        first_metrics_port if first_metrics_port is not None else http_base + national_replicas
     )
 
     def database(name: str) -> str:
@@ -209,6 +229,7 @@ def federation_members(
     for i, region in enumerate(region_ids):
         grpc_port = national_grpc_port + REGION_GRPC_OFFSET + i
         rest_port = first_rest_port + i
+        metrics_port = metrics_base + i
         members.append(
             Member(
                 name=region,
@@ -221,6 +242,7 @@ def federation_members(
                     "CNBRAIN_GRPC_PORT": str(grpc_port),
                     "CNBRAIN_NATIONAL_ENDPOINT": national_endpoint,
                     "CNBRAIN_PORT": str(rest_port),
+                    "CNBRAIN_METRICS_PORT": str(metrics_port),
                     "CNBRAIN_ADMIN_TOKEN_FILE": str(data_dir / f"{region}-admin.token"),
                     **(
                         {"CNBRAIN_CONFIG_FILE": str(regional_config)}
@@ -230,9 +252,27 @@ def federation_members(
                 },
                 rest_port=rest_port,
                 grpc_port=grpc_port,
+                metrics_port=metrics_port,
             )
         )
+    check_ports(members)
     return members
+
+
+def check_ports(members: list[Member]) -> None:
+    """Raise ValueError naming the members and the port when two of `members` listen on one
+    port, or when one of their ports is not from 1 to 65535."""
+    for member in members:
+        for port in member.ports:
+            if not 1 <= port <= 65535:
+                raise ValueError(f"{member.name}'s port {port} is not from 1 to 65535")
+    owner: dict[int, str] = {}
+    for member in members:
+        for port in member.ports:
+            if port in owner:
+                also = "twice" if owner[port] == member.name else f"and {owner[port]}'s"
+                raise ValueError(f"port {port} is {member.name}'s {also}: ports must differ")
+            owner[port] = member.name
 
 
 def write_regional_config(data_dir: Path, *, admin_token: str) -> Path:
@@ -271,17 +311,21 @@ def run_up(args: argparse.Namespace) -> int:
     )
     if args.redis_url:
         shared["CNBRAIN_REDIS_URL"] = args.redis_url
-    members = federation_members(
-        regions,
-        data_dir,
-        args.map,
-        databases,
-        national_grpc_port=args.grpc_port,
-        first_rest_port=args.rest_port,
-        regional_config=regional_config,
-        national_replicas=args.national_replicas,
-        national_http_port=args.national_http_port,
-    )
+    try:
+        members = federation_members(
+            regions,
+            data_dir,
+            args.map,
+            databases,
+            national_grpc_port=args.grpc_port,
+            first_rest_port=args.rest_port,
+            regional_config=regional_config,
+            national_replicas=args.national_replicas,
+            national_http_port=args.national_http_port,
+            first_metrics_port=args.metrics_port,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"cnbrain up: {exc}") from None
     _stop_on_signals()
     processes: list[tuple[Member, subprocess.Popen[bytes]]] = []
     try:
@@ -362,9 +406,8 @@ def _print_endpoints(
     print(f"local federation on map {map_name} (data in {data_dir}):")
     for member in members:
         rest = f"REST http://127.0.0.1:{member.rest_port}  " if member.rest_port else ""
-        metrics = (
-            f"  metrics http://127.0.0.1:{member.http_port}/metrics" if member.http_port else ""
-        )
+        metrics_port = member.http_port or member.metrics_port
+        metrics = f"  metrics http://127.0.0.1:{metrics_port}/metrics" if metrics_port else ""
         print(f"  {member.name:<9} {rest}gRPC 127.0.0.1:{member.grpc_port}{metrics}")
     print(f"  admin API key (every regional brain): {token_file}")
 

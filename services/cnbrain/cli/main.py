@@ -231,6 +231,13 @@ def _add_brain_commands(sub: Subcommands) -> None:
     regional.add_argument("--map", help="map loaded into an empty database (default china)")
     regional.add_argument("--host")
     regional.add_argument("--port", type=int)
+    regional.add_argument(
+        "--metrics-port",
+        type=int,
+        help="port of GET /metrics (Prometheus), apart from the REST port (default: "
+        "$CNBRAIN_METRICS_PORT, else none)",
+    )
+    regional.add_argument("--metrics-host", help="default: $CNBRAIN_METRICS_HOST, else 127.0.0.1")
     regional.add_argument("--region", help="join a federation as this region's brain")
     regional.add_argument("--national", help="host:port of the national brain's gRPC server")
     federation.add_grpc_options(regional)

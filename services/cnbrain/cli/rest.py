@@ -181,7 +181,7 @@ def apikey_create(args: argparse.Namespace) -> int:
             json={"name": args.name, "role": args.role, "tenant": args.tenant},
         )
         user_id = user["id"]
-    return _print(call(args, "POST", f"/v1/users/{user_id}/api-keys"))
+    return _print(call(args, "POST", f"/v1/users/{quote(user_id, safe='')}/api-keys"))
 
 
 def apikey_list(args: argparse.Namespace) -> int:
@@ -231,10 +231,12 @@ def submit_group(args: argparse.Namespace) -> int:
 
 
 def requests_list(args: argparse.Namespace) -> int:
+    """A page of the requests in the caller's scope; the options given (whatever their
+    value: the API bounds them) go as they are."""
     params = {
         k: v
         for k, v in (("state", args.state), ("limit", args.limit), ("cursor", args.cursor))
-        if v
+        if v is not None
     }
     page = call(args, "GET", "/v1/requests", params=params)
     show(page, page["items"], columns.REQUESTS, args)
@@ -243,14 +245,19 @@ def requests_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _request_path(request_id: str) -> str:
+    """The path of a request, its id escaped whole (a `/`, `..` or `#` in it stays in it)."""
+    return f"/v1/requests/{quote(request_id, safe='')}"
+
+
 def requests_show(args: argparse.Namespace) -> int:
-    return _print(call(args, "GET", f"/v1/requests/{args.id}"))
+    return _print(call(args, "GET", _request_path(args.id)))
 
 
 def requests_why(args: argparse.Namespace) -> int:
     """Where a queued request stands (its position, estimated start and what blocks it on
     its top candidates), or why it is not waiting."""
-    view = call(args, "GET", f"/v1/requests/{quote(args.id, safe='')}")
+    view = call(args, "GET", _request_path(args.id))
     queue = view.get("queue")
     if view["state"] != "queued":
         print(f"{view['id']} is {view['state']}, not waiting" + _because(view["reason"]))
@@ -320,7 +327,7 @@ def _because(reason: str | None) -> str:
 
 
 def requests_cancel(args: argparse.Namespace) -> int:
-    return _print(call(args, "POST", f"/v1/requests/{args.id}/cancel"))
+    return _print(call(args, "POST", f"{_request_path(args.id)}/cancel"))
 
 
 def priority_classes_list(args: argparse.Namespace) -> int:
@@ -360,6 +367,8 @@ def brain_regional(args: argparse.Namespace) -> int:
             ("map", args.map),
             ("host", args.host),
             ("port", args.port),
+            ("metrics_host", args.metrics_host),
+            ("metrics_port", args.metrics_port),
             ("region", args.region),
             ("national_endpoint", args.national),
         )
@@ -410,15 +419,15 @@ def worker_app() -> Any:
     settings = Settings()
     _log_as_brain(settings, os.environ.get(LOG_LEVEL_VARIABLE, "info"))
     _trace_as_brain(settings)
-    return create_app(settings)
+    return create_app(settings, shared_metrics_port=True)
 
 
 def _brain_workers(settings: Any, overrides: dict[str, Any], args: argparse.Namespace) -> int:
     """`args.workers` processes of one standalone brain on one port: replicas that share its
     database and Redis (each has its own instance id, so they hear each other on the capacity
-    bus). The first start (schema, map, first admin, requests left pending) runs once here,
-    before the workers start; each worker then builds its app from the environment
-    (`worker_app`)."""
+    bus), and its metrics port (each process answers a scrape with its own metrics). The
+    first start (schema, map, first admin, requests left pending) runs once here, before the
+    workers start; each worker then builds its app from the environment (`worker_app`)."""
     import asyncio
 
     import uvicorn

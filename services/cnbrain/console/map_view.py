@@ -14,7 +14,7 @@ from cnbrain.console.views import (
     SiteMark,
 )
 from cnbrain.ledger.snapshot import Snapshot
-from cnbrain.ledger.utilisation import link_utilisation, site_utilisation
+from cnbrain.ledger.utilisation import link_shares, site_shares
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 
 Loads = Sequence[float | None]
@@ -28,9 +28,10 @@ def snapshot_loads(
     snapshot: Snapshot, *, sites: np.ndarray, links: np.ndarray
 ) -> tuple[Loads, Loads]:
     """The load of each site and link of `snapshot`'s map, where the masks `sites` and `links`
-    (one bool each) say the snapshot holds it; None elsewhere."""
-    site_load = site_utilisation(snapshot).tolist()
-    link_load = link_utilisation(snapshot).tolist()
+    (one bool each) say the snapshot holds it; None elsewhere. A load is the share the REST
+    API's capacity reads and the metrics show (`ledger.utilisation`), from 0 to 1."""
+    site_load = site_shares(snapshot).tolist()
+    link_load = link_shares(snapshot).tolist()
     return (
         [_share(u) if mine else None for u, mine in zip(site_load, sites.tolist(), strict=True)],
         [_share(u) if mine else None for u, mine in zip(link_load, links.tolist(), strict=True)],
@@ -136,7 +137,7 @@ def without_load(view: MapView) -> MapView:
 
 
 def _share(value: float) -> float:
-    return round(max(float(value), 0.0), DIGITS)
+    return round(min(max(float(value), 0.0), 1.0), DIGITS)
 
 
 def _maybe_share(value: float | None) -> float | None:

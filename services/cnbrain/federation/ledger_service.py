@@ -156,7 +156,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             steered=self._steered,
         )
         if self._metrics is not None:
-            self._metrics.count("release", [None] * len(request.reservation_ids))
+            self._metrics.released(released)
         return ledger_pb2.ReleaseResponse(released=released)
 
 

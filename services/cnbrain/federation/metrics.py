@@ -8,7 +8,8 @@
 - `cnbrain_ledger_parts_total{step, outcome}`: the parts of cross-brain reservations this
   brain's LedgerService took from the national brain, by `step` (`prepare`, `commit`,
   `release`) and `outcome` (`ok`; `refused`, with a reason, such as no room or a part it
-  does not own);
+  does not own; for a release, `not_held`: an id it held no part of, or had released
+  already, as when a release is made again); every pair there from the start, at 0;
 - the ledger auditor's (`AuditCollector`), read from the auditor when scraped:
   `cnbrain_ledger_audits_total`, `cnbrain_ledger_audit_findings_total{kind}` and
   `cnbrain_ledger_audit_repairs_total{kind}` (since the brain started),
@@ -70,21 +71,32 @@ class LedgerPartMetrics:
         parts = Counter(
             "cnbrain_ledger_parts",
             "Parts of cross-brain reservations this brain's ledger service took, by step "
-            "(prepare, commit, release) and outcome (ok, refused).",
+            "(prepare, commit, release) and outcome (ok, refused; not_held for a release of "
+            "a part it did not hold).",
             ["step", "outcome"],
             registry=registry,
         )
         self._ok = {step: parts.labels(step, "ok") for step in STEPS}
-        self._refused = {step: parts.labels(step, "refused") for step in STEPS}
+        self._refused = {step: parts.labels(step, "refused") for step in ("prepare", "commit")}
+        self._not_held = parts.labels("release", "not_held")
 
     def count(self, step: str, reasons: Sequence[str | None]) -> None:
-        """Count the parts of one `step` call: None for a part taken, a reason for one
-        refused."""
+        """Count the parts of one `step` call (`prepare` or `commit`): None for a part
+        taken, a reason for one refused."""
         refused = sum(1 for reason in reasons if reason is not None)
         if refused:
             self._refused[step].inc(refused)
         if len(reasons) > refused:
             self._ok[step].inc(len(reasons) - refused)
+
+    def released(self, released: Sequence[bool]) -> None:
+        """Count the parts of one release call: True for a part it released, False for an
+        id it did not hold (`not_held`)."""
+        done = sum(released)
+        if done:
+            self._ok["release"].inc(done)
+        if len(released) > done:
+            self._not_held.inc(len(released) - done)
 
 
 class AuditCollector(Collector):

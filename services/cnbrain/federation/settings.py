@@ -56,6 +56,22 @@ class BrainSettings(BaseSettings):
         description="How long a reservation or part the auditor finds orphaned stays so "
         "before the auditor releases it.",
     )
+    metrics_max_age_s: float = Field(
+        default=7.5,
+        ge=0,
+        le=3600,
+        description="How long what a scrape of the metrics read from the database serves "
+        "the next scrapes (about half of Prometheus's scrape interval); 0: every scrape "
+        "reads (federation.scrape_reads).",
+    )
+    metrics_read_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="How long a scrape waits for each of its reads of the database; one "
+        "that takes longer counts as the database being down (its series keep their last "
+        "values).",
+    )
     steering: Literal["off", "netlab"] = Field(
         default="off",
         description="Where this brain steers its segments of the paths it reserves: nowhere, "

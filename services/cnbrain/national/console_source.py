@@ -13,7 +13,6 @@ from cnbrain.console.views import AcceleratorLoad, Brain, MapView, Page, RegionM
 from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.tenancy import STAFF
-from cnbrain.federation.ownership import Ownership
 from cnbrain.national.composition import NationalBrain
 from cnbrain.national.regions import Region
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -53,7 +52,7 @@ class NationalConsole:
     async def map_view(self) -> MapView:
         snapshot = (await self._brain.live_map.snapshot())[0]
         cmap = snapshot.arrays.map
-        owned = Ownership.of(cmap, NATIONAL_OWNER)
+        owned = self._brain.live_map.ownership
         site_load, link_load = snapshot_loads(snapshot, sites=owned.sites, links=owned.links)
         known = {region.id: region for region in self._brain.directory.all()}
         return map_view(

@@ -185,14 +185,14 @@ class Coordinator:
         then released), the AttemptError, by item."""
         failures: dict[int, AttemptError] = {}
         for plan in plans:
-            unknown = next(
-                (p.owner for p in plan.parts if self._participant(p.owner) is None), None
-            )
-            if unknown is not None:
+            unknown = [p.owner for p in plan.parts if self._participant(p.owner) is None]
+            if unknown:
                 failures[plan.item] = AttemptError(
-                    f"region {unknown!r} is not registered", region=unknown
+                    f"region {unknown[0]!r} is not registered", region=unknown[0]
                 )
-                self._counted("prepare", "unavailable", len(plan.parts))
+                # The parts of the owners that are not registered; the others' owners were
+                # never asked.
+                self._counted("prepare", "unavailable", len(unknown))
         ttl_ms = self._ttl_ms
         preparing = [plan for plan in plans if plan.item not in failures]
         if self._journal is not None and preparing:

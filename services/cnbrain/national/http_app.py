@@ -1,11 +1,13 @@
 """The national brain's HTTP app: `GET /metrics` (Prometheus) and `GET /healthz`, served by
-`national.http_server` in the brain's own event loop. It is a FastAPI app built by
+`federation.http_server` in the brain's own event loop. It is a FastAPI app built by
 `create_http_app`, which holds the running brain in `app.state.brain`: more routes (a web
 console, say) are routers that function includes.
 
-Both routes are unauthenticated, as a regional brain's are: they name no tenant and no
-request. The web console (`cnbrain.console`, at `/console/`) shows the whole country's map
-from the national brain's view to the federation's API keys.
+Both routes are unauthenticated: they name no tenant and no request, and the listener is
+bound to `http_host` (loopback by default). What a scrape reads from the database is read at
+most once per `metrics_max_age_s`, each read within `metrics_read_timeout_s`
+(`federation.scrape_reads`). The web console (`cnbrain.console`, at `/console/`) shows the
+whole country's map from the national brain's view to the federation's API keys.
 """
 
 import contextlib
@@ -20,9 +22,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cnbrain import __version__
 from cnbrain.console.mount import mount_console
+from cnbrain.federation.http_server import serving
+from cnbrain.federation.scrape_reads import ScrapeReads
 from cnbrain.national.composition import NationalBrain
 from cnbrain.national.console_source import NationalConsole
-from cnbrain.national.http_server import serving
 
 log = logging.getLogger("cnbrain.national")
 
@@ -48,12 +51,13 @@ async def healthz(request: Request) -> Health:
 async def metrics(request: Request) -> Response:
     """The brain process's Prometheus metrics (`national.metrics`). They answer while the
     database is down (what they read from it then keeps its last values)."""
-    brain = _brain(request)
-    try:
-        await brain.metrics.read(brain.sessions)
-    except (SQLAlchemyError, OSError) as exc:
-        log.warning("metrics: the database did not answer (%r); last values served", exc)
-    return Response(brain.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+    reads: ScrapeReads = request.app.state.scrape_reads
+    await reads.refresh()
+    return Response(_brain(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _database_down(exc: BaseException) -> bool:
+    return isinstance(exc, SQLAlchemyError | OSError)
 
 
 def create_http_app(brain: NationalBrain) -> FastAPI:
@@ -65,6 +69,13 @@ def create_http_app(brain: NationalBrain) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.brain = brain
+    settings = brain.settings
+    app.state.scrape_reads = ScrapeReads(
+        [lambda: brain.metrics.read(brain.sessions)],
+        max_age_s=settings.metrics_max_age_s,
+        timeout_s=settings.metrics_read_timeout_s,
+        is_outage=_database_down,
+    )
     app.include_router(router)
     mount_console(app, NationalConsole(brain))
     return app

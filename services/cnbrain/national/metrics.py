@@ -9,7 +9,7 @@ or a request.
   that failed or that a stopped replica left undecided) or `release` (of a placement that
   ended, or a release owed made again); `outcome` is `ok`, `refused` (the owner gave a
   reason: no room, a quota) or `unavailable` (the owner did not answer, or is not
-  registered);
+  registered); every pair is there from the start, at 0;
 - `cnbrain_two_phase_releases_owed`: releases owners could not make when asked, owed by
   this replica until they answer;
 - `cnbrain_cross_region_placements_total{outcome}`: placements asked of the national brain
@@ -48,6 +48,12 @@ REGION_UP_INTERVALS: Final = 3
 """A region is up while its latest summary is at most this many summary intervals old."""
 
 OPERATION_PREFIX: Final = "FORWARDED_OPERATION_"
+
+TWO_PHASE_STEPS: Final = ("prepare", "commit", "abort", "release")
+TWO_PHASE_OUTCOMES: Final = ("ok", "refused", "unavailable")
+"""Every pair of a step and an outcome has its `cnbrain_two_phase_parts_total` series from
+the start, at 0: the first parts counted after a start then move a series Prometheus has
+seen before, so that `increase()` over it (the alert on failing commits) sees them."""
 
 
 def operation_name(operation: int) -> str:
@@ -141,7 +147,11 @@ class NationalMetrics:
             ["step", "outcome"],
             registry=self.registry,
         )
-        self._parts: dict[tuple[str, str], Any] = {}
+        self._parts: dict[tuple[str, str], Any] = {
+            (step, outcome): self.two_phase_parts.labels(step, outcome)
+            for step in TWO_PHASE_STEPS
+            for outcome in TWO_PHASE_OUTCOMES
+        }
         self._owed = OwedCollector()
         self.registry.register(self._owed)
         placements = Counter(
@@ -183,11 +193,9 @@ class NationalMetrics:
         self._audit.watch(auditor)
 
     def two_phase(self, step: str, outcome: str, parts: int) -> None:
-        """Count `parts` taken through `step` with `outcome` (`coordinator.Count`)."""
-        counter = self._parts.get((step, outcome))
-        if counter is None:
-            counter = self._parts[(step, outcome)] = self.two_phase_parts.labels(step, outcome)
-        counter.inc(parts)
+        """Count `parts` taken through `step` with `outcome` (`coordinator.Count`): one of
+        `TWO_PHASE_STEPS` and one of `TWO_PHASE_OUTCOMES`, else KeyError."""
+        self._parts[(step, outcome)].inc(parts)
 
     def placed(self, outcome: str) -> None:
         """Count a placement answered `outcome` (`placed`, `rejected`)."""

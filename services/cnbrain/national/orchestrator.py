@@ -127,16 +127,17 @@ class CrossRegionPlacer:
         self._inflight[request.id] = future
         try:
             decision = await self._place(request, source_region)
-            future.set_result(decision)
-            if self._placed is not None:
-                self._placed(decision.status)
-            return decision
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved here, so an unawaited future logs nothing
             raise
+        else:
+            future.set_result(decision)
         finally:
             del self._inflight[request.id]
+        if self._placed is not None:  # the answer is given: what this raises is its own
+            self._placed(decision.status)
+        return decision
 
     async def release(
         self, reservation_id: str, reason: str, *, keep_delivery: bool = False

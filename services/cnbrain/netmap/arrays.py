@@ -31,6 +31,11 @@ def cores_to_millicores(cores: float) -> int:
     return math.ceil(round(cores * 1000, 6))
 
 
+def millicores_to_cores(millicores: int) -> float:
+    """The ledger's millicores as cores."""
+    return millicores / 1000
+
+
 def accelerators_to_milli(accelerators: int) -> int:
     """Whole accelerators in the ledger's unit, thousandths of one."""
     return accelerators * MILLI
@@ -43,6 +48,11 @@ def milli_to_accelerators(milli: int) -> float:
 
 def gib_to_mib(gib: float) -> int:
     return math.ceil(round(gib * 1024, 6))
+
+
+def mib_to_gib(mib: int) -> float:
+    """The ledger's MiB as GiB."""
+    return mib / 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,11 @@ def demand_units(demand: ResourceDemand) -> DemandUnits:
 
 def gbps_to_mbps(gbps: float) -> int:
     return math.ceil(round(gbps * 1000, 6))
+
+
+def mbps_to_gbps(mbps: int) -> float:
+    """The ledger's Mbps as Gbps."""
+    return mbps / 1000
 
 
 def whole_gib(gib: float) -> int:

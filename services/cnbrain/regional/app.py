@@ -14,6 +14,7 @@ from cnbrain.regional.composition import running
 from cnbrain.regional.console_source import RegionalConsole
 from cnbrain.regional.limits import BodyLimit, refuse_control_characters
 from cnbrain.regional.metrics import HttpMetrics, Metrics
+from cnbrain.regional.metrics_listener import metrics_listening
 from cnbrain.regional.request_ids import RequestIds
 from cnbrain.regional.routers import (
     audit,
@@ -47,13 +48,21 @@ Errors are problem details (RFC 9457) that name the field and the reason.
 """
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, shared_metrics_port: bool = False) -> FastAPI:
+    """The brain of `settings` (default: from the environment) as an ASGI app, started by its
+    lifespan: the REST API, and the metrics on their own listener when `metrics_port` is set
+    (`regional.metrics_listener`; its port bound in `app.state.metrics_port`, None without).
+    With `shared_metrics_port`, the processes of one brain's `--workers` share that port."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with running(settings, metrics) as brain:
+        async with (
+            running(settings, metrics) as brain,
+            metrics_listening(brain, metrics, shared=shared_metrics_port) as metrics_port,
+        ):
             app.state.brain = brain
+            app.state.metrics_port = metrics_port
             freeze_heap()
             yield
 

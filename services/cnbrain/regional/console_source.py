@@ -5,7 +5,6 @@ from collections.abc import Callable, Sequence
 
 from cnbrain.console.map_view import map_view, snapshot_loads
 from cnbrain.console.views import Brain, MapView, Page, Viewer
-from cnbrain.federation.ownership import Ownership
 from cnbrain.regional.composition import RegionalBrain
 
 PAGES: tuple[Page, ...] = ("map", "queue", "requests", "tenants")
@@ -42,7 +41,7 @@ class RegionalConsole:
         snapshot = (await live_map.snapshot())[0]
         cmap = snapshot.arrays.map
         owner = live_map.owner
-        owned = Ownership.of(cmap, owner) if owner else Ownership.everything(cmap)
+        owned = live_map.ownership
         site_load, link_load = snapshot_loads(snapshot, sites=owned.sites, links=owned.links)
         return map_view(
             cmap,

@@ -11,7 +11,6 @@ from cnbrain.regional.composition import RegionalBrain
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.regional.federated_reads import FederatedReads
 from cnbrain.regional.forwarding import Forwarder
-from cnbrain.regional.metrics import Metrics
 from cnbrain.regional.problems import ApiError, forbidden
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.settings import Settings
@@ -42,14 +41,6 @@ async def get_use_cases(brain: BrainDep) -> RequestUseCases:
 
 
 UseCasesDep = Annotated[RequestUseCases, Depends(get_use_cases)]
-
-
-async def get_metrics(request: Request) -> Metrics:
-    metrics: Metrics = request.app.state.metrics
-    return metrics
-
-
-MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 
 async def get_admin_use_cases(brain: BrainDep) -> AdminUseCases:

@@ -1,5 +1,6 @@
-"""The regional brain's Prometheus metrics, read at `GET /metrics` (the text exposition
-format). Each brain process has its own registry; no label names a tenant or a request.
+"""The regional brain's Prometheus metrics, read at `GET /metrics` of its metrics listener
+(`regional.metrics_listener`; the text exposition format). Each brain process has its own
+registry; no label names a tenant or a request.
 
 - `cnbrain_brain_info{brain, region, version}`: 1, naming the brain (`regional`,
   `standalone`), its region (empty when standalone) and cnbrain's version;
@@ -28,15 +29,17 @@ format). Each brain process has its own registry; no label names a tenant or a r
 - `cnbrain_site_capacity{site, resource}` and `cnbrain_site_free{site, resource}`: of the
   sites this brain owns, CPU cores, GiB of memory and each accelerator model (`resource` is
   `cpu_cores`, `memory_gib` or the model), as its ledger holds them when scraped;
-  `cnbrain_link_utilisation{link}`: the share of each of its links' bandwidth reserved;
-  `cnbrain_ledger_read` is 1 when the scrape read the ledger, 0 when its database did not
-  answer (the capacity series then keep their last values);
+  `cnbrain_link_utilisation{link}`: the share of each of its links' bandwidth reserved
+  (`ledger.utilisation`, the figures of the REST API's capacity reads);
+  `cnbrain_ledger_read` is 1 when the last reads of the database for a scrape answered, 0
+  when it did not answer (the series read from it then keep their last values);
 - every brain's (`federation.metrics`): the reservations its ledger holds, its ledger
   service's parts of cross-brain reservations and its ledger auditor's findings; and its
   gRPC server's (`rpc.metrics`), in a federation.
 
-What is read from the database at a scrape (`ledger`, `read`) keeps its last values while
-the database does not answer.
+What is read from the database at a scrape (`ledger`, `read`; at most once per
+`metrics_max_age_s`, `federation.scrape_reads`) keeps its last values while the database
+does not answer.
 """
 
 import time
@@ -47,11 +50,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cnbrain import __version__
-from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.decision import Decision
 from cnbrain.federation.metrics import AuditCollector, LedgerPartMetrics, ReservationCollector
 from cnbrain.federation.ownership import Ownership
 from cnbrain.ledger.snapshot import Snapshot
+from cnbrain.ledger.utilisation import link_uses, site_uses
 from cnbrain.regional.decision_reasons import reason_of
 from cnbrain.regional.queue_metrics import QueueCollector
 from cnbrain.regional.use_cases.admit import RoundReport
@@ -159,7 +162,7 @@ class Metrics:
         )
         self.ledger_read = Gauge(
             "cnbrain_ledger_read",
-            "1 when the last scrape read the ledger, 0 when its database did not answer.",
+            "1 when the last reads of a scrape found the database answering, 0 when not.",
             registry=self.registry,
         )
         self.queue = QueueCollector()
@@ -207,35 +210,22 @@ class Metrics:
         """Count an escalation answered `outcome` (`placed`, `rejected`, `unavailable`)."""
         self._escalations[outcome].inc()
 
-    def ledger(self, snapshot: Snapshot | None, ownership: Ownership) -> None:
+    def ledger(self, snapshot: Snapshot, ownership: Ownership) -> None:
         """Set the capacity series from `snapshot`, for the sites and links of `ownership`
-        (None: the ledger could not be read; the series keep their values)."""
-        self.ledger_read.set(0 if snapshot is None else 1)
-        if snapshot is None:
-            return
-        arrays = snapshot.arrays
-        cmap = arrays.map
-        models = cmap.accelerator_models
-        for i, site in enumerate(cmap.sites):
-            if not ownership.sites[i]:
-                continue
+        (`ledger.utilisation`: the figures the REST API's capacity reads show)."""
+        for site in site_uses(snapshot, owned=ownership.sites):
+            capacity, free = site.capacity, site.free
             amounts = [
-                ("cpu_cores", arrays.cap_cpu_m[i] / 1000, snapshot.free_cpu_m[i] / 1000),
-                ("memory_gib", arrays.cap_mem_mib[i] / 1024, snapshot.free_mem_mib[i] / 1024),
+                ("cpu_cores", capacity.cpu_cores, free.cpu_cores),
+                ("memory_gib", capacity.memory_gib, free.memory_gib),
+                *((m, n, free.accelerators[m]) for m, n in capacity.accelerators.items()),
             ]
-            amounts += [
-                (model, arrays.cap_acc[i, k] / MILLI, snapshot.free_acc[i, k] / MILLI)
-                for k, model in enumerate(models)
-                if arrays.cap_acc[i, k]
-            ]
-            for resource, capacity, free in amounts:
-                self.site_capacity.labels(site=site.id, resource=resource).set(capacity)
-                self.site_free.labels(site=site.id, resource=resource).set(max(free, 0.0))
-        for j, link in enumerate(cmap.links):
-            capacity = int(arrays.link_cap_mbps[j])
-            if capacity and ownership.links[j]:
-                used = capacity - int(snapshot.residual_mbps[j])
-                self.link_utilisation.labels(link=link.id).set(used / capacity)
+            for resource, held, left in amounts:
+                self.site_capacity.labels(site=site.site.id, resource=resource).set(held)
+                self.site_free.labels(site=site.site.id, resource=resource).set(left)
+        for link in link_uses(snapshot, owned=ownership.links):
+            if link.capacity_gbps:
+                self.link_utilisation.labels(link=link.link.id).set(link.utilisation)
 
     def exposition(self) -> bytes:
         """Every metric in the text exposition format."""

@@ -1,9 +1,11 @@
 """The admission queue's series of a regional brain, by priority class, read from the
-database at each scrape (`QueueCollector.read`), never counted per request:
+database for the scrapes (`QueueCollector.read`), never counted per request:
 
 - `cnbrain_queue_length{class}`: requests waiting in the queue;
 - `cnbrain_queue_oldest_wait_seconds{class}`: how long the longest-waiting of them has
-  waited (since it was queued, or queued again after a preemption); 0 for an empty class;
+  waited since it was queued (`storage.requests.QUEUED_AT`, the `queued_at` of
+  `GET /v1/queue`: submitted to wait, or last preempted back into the queue); 0 for an
+  empty class;
 - `cnbrain_queue_wait_objective_seconds{class}`: the class's wait objective, its
   `default_max_wait_s`: a request that names no max wait waits that long at most before it
   may preempt (or is rejected).

@@ -118,7 +118,11 @@ class QueueEntry(BaseModel):
     priority_class: str | None = Field(
         description="The priority class it names; null: the default class."
     )
-    submitted_at: datetime = Field(description="When it was submitted: it waits since then.")
+    submitted_at: datetime = Field(description="When it was submitted.")
+    queued_at: datetime = Field(
+        description="When it was queued: submitted to wait, or last preempted back into the "
+        "queue. It waits since then (the queue's metrics count its wait from it too)."
+    )
     position: int = Field(description="Its place in the admission order, 0 first.")
     estimated_start: datetime | None
     site: str | None

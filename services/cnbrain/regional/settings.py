@@ -45,6 +45,19 @@ class Settings(BrainSettings):
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        max_length=255,
+        description="Where the metrics listener answers GET /metrics: loopback by default, "
+        "since the page tells what the REST API shows to staff only.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="The metrics listener's port (GET /metrics, Prometheus), apart from the "
+        "REST port; 0: a free one; None: no listener.",
+    )
     max_body_bytes: int = Field(
         default=1 << 20,
         ge=1024,

@@ -6,9 +6,9 @@ each call gets a span of kind SERVER named after its method and route template
 for a path no route matches), the child of the caller's W3C `traceparent` when it sends
 one, current while the call is handled (so the gRPC calls it makes carry it on), with
 `http.route`, `http.response.status_code` and, once authenticated, `cnbrain.tenant`. The
-probes and the metrics (`PROBES`) get none. FastAPI's metrics, logs and spans of each
-dependency stay off, and so does its own exporter set-up (`cnbrain.telemetry.export` owns
-it).
+probes (`PROBES`) get none, and neither does the metrics listener, an app of its own.
+FastAPI's metrics, logs and spans of each dependency stay off, and so does its own exporter
+set-up (`cnbrain.telemetry.export` owns it).
 
 With tracing off, FastAPI's telemetry is off whole: it then asks nothing per call (left on,
 it would ask the environment on every call whether a provider is configured, about 5% of a
@@ -22,8 +22,8 @@ from fastapi.telemetry import TelemetryConfig
 
 from cnbrain.telemetry.spans import tracer_provider
 
-PROBES: frozenset[str] = frozenset(("/healthz", "/readyz", "/metrics"))
-"""Paths whose calls are not traced: polled by orchestrators and scrapers."""
+PROBES: frozenset[str] = frozenset(("/healthz", "/readyz"))
+"""Paths whose calls are not traced: polled by orchestrators."""
 
 OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 

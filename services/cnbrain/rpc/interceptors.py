@@ -2,9 +2,13 @@
 
 Server side (`server_interceptors`, in this order):
 
+- the tracing interceptor (`cnbrain.rpc.tracing`, only when tracing is on): each call runs
+  inside its server span; a call without the peer token gets none, and the trace context
+  it names is not followed.
 - `RequestIdInterceptor`: each call runs with a request id (the caller's `x-request-id` when
   it is valid, else a new one) set in `cnbrain.rpc.context`, and is logged when it ends with
-  its method, id, status code and duration. It is also the gRPC edge of the error tree
+  its method, id, status code and duration, and counted and timed then (`cnbrain.rpc.metrics`,
+  when the server has metrics). It is also the gRPC edge of the error tree
   (`cnbrain.domain.errors`): a handler's error of the tree ends the call with the status code
   of its kind and the error's message.
 - `PeerTokenInterceptor` (only when a token is configured): every call must carry
@@ -18,7 +22,6 @@ and, when a token is configured, `authorization: Bearer <token>`.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 import time
@@ -43,6 +46,9 @@ from cnbrain.rpc.context import (
     new_request_id,
     request_id_scope,
 )
+from cnbrain.rpc.metrics import GrpcServerMetrics
+from cnbrain.rpc.status import status_of
+from cnbrain.rpc.tracing import tracing_server_interceptors
 
 AUTHORIZATION_HEADER = "authorization"
 HEALTH_SERVICE = "grpc.health.v1.Health"
@@ -91,10 +97,17 @@ STATUS_OF_KIND: dict[ErrorKind, grpc.StatusCode] = {
 
 class RequestIdInterceptor(grpc.aio.ServerInterceptor):
     """Runs every call inside `request_id_scope`, ends one whose handler raised an error of the
-    tree with its kind's code (`STATUS_OF_KIND`) and logs its outcome (see the module doc)."""
+    tree with its kind's code (`STATUS_OF_KIND`), logs its outcome and, with `metrics`,
+    counts and times it there (see the module doc)."""
 
-    def __init__(self, *, quiet_services: Collection[str] = INFRASTRUCTURE_SERVICES) -> None:
+    def __init__(
+        self,
+        *,
+        quiet_services: Collection[str] = INFRASTRUCTURE_SERVICES,
+        metrics: GrpcServerMetrics | None = None,
+    ) -> None:
         self._quiet = frozenset(quiet_services)
+        self._metrics = metrics
 
     async def intercept_service(
         self,
@@ -107,50 +120,45 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         incoming = _metadata_value(handler_call_details.invocation_metadata, REQUEST_ID_HEADER)
         level = logging.DEBUG if service_of(method) in self._quiet else logging.INFO
+        series = None if self._metrics is None else self._metrics.method(method)
 
         @asynccontextmanager
         async def around(context: _Context) -> AsyncIterator[None]:
             request_id = (
                 incoming if incoming and is_valid_request_id(incoming) else new_request_id()
             )
+            if series is not None:
+                series.started.inc()
             started = time.perf_counter()
             code = "OK"
             with request_id_scope(request_id):
                 try:
                     yield
-                    code = _code_name(context)
-                except grpc.aio.AbortError:
-                    code = _code_name(context)
-                    raise
-                except asyncio.CancelledError:
-                    code = "CANCELLED"
-                    raise
+                    code = status_of(context, None).name
                 except CnbrainError as exc:
                     status = STATUS_OF_KIND[exc.kind]
                     code = status.name
                     if exc.kind == "internal":
                         log.exception("rpc %s failed", method, exc_info=exc)
                     await context.abort(status, str(exc))
-                except Exception:
-                    code = "UNKNOWN"
+                except BaseException as exc:
+                    code = status_of(context, exc).name
                     raise
                 finally:
+                    seconds = time.perf_counter() - started
+                    if series is not None:
+                        series.ended(code, seconds)
                     log.log(
                         level,
                         "rpc %s request_id=%s code=%s %.1f ms",
                         method,
                         request_id,
                         code,
-                        (time.perf_counter() - started) * 1000,
+                        seconds * 1000,
                         extra={"request_id": request_id},
                     )
 
         return wrap_handler(handler, around)
-
-
-def _code_name(context: _Context) -> str:
-    code = context.code()
-    return code.name if isinstance(code, grpc.StatusCode) else "OK"
 
 
 class PeerTokenInterceptor(grpc.aio.ServerInterceptor):
@@ -196,11 +204,19 @@ def _refuse(method: str) -> Callable[[_Context], AbstractAsyncContextManager[Non
     return around
 
 
-def server_interceptors(token: str | None) -> list[grpc.aio.ServerInterceptor]:
-    """The server interceptors, outermost first: request id, then the token check if any."""
-    interceptors: list[grpc.aio.ServerInterceptor] = [RequestIdInterceptor()]
-    if token is not None:
-        interceptors.append(PeerTokenInterceptor(token))
+def server_interceptors(
+    token: str | None, *, metrics: GrpcServerMetrics | None = None
+) -> list[grpc.aio.ServerInterceptor]:
+    """The server interceptors, outermost first (module docstring): tracing when it is on
+    (a call without the token, when there is one, untraced), the request id (counting into
+    `metrics`), then the token check if any."""
+    peer = None if token is None else PeerTokenInterceptor(token)
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        *tracing_server_interceptors(admitted=None if peer is None else peer.authorised),
+        RequestIdInterceptor(metrics=metrics),
+    ]
+    if peer is not None:
+        interceptors.append(peer)
     return interceptors
 
 

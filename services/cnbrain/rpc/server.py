@@ -1,7 +1,7 @@
 """Starting and stopping a brain's gRPC server.
 
 `start_server` builds a `grpc.aio` server with the interceptors of `cnbrain.rpc.interceptors`
-(and `cnbrain.rpc.tracing`'s when tracing is on), lets the caller add its servicers, adds the
+(with `cnbrain.rpc.tracing`'s when tracing is on), lets the caller add its servicers, adds the
 standard health service (grpc.health.v1) and reflection (grpc.reflection.v1alpha) for them,
 binds the address (TLS when configured) and starts. Shutdown is graceful: `RunningServer.stop`
 first reports NOT_SERVING, then refuses new calls and lets running ones finish within the
@@ -17,9 +17,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cnbrain.rpc.interceptors import server_interceptors
-from cnbrain.rpc.metrics import GrpcServerMetrics, MetricsInterceptor
+from cnbrain.rpc.metrics import GrpcServerMetrics
 from cnbrain.rpc.security import PeerSecurity
-from cnbrain.rpc.tracing import tracing_server_interceptors
 
 SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     # Never share a port with another process: a second server on a taken port fails to bind.
@@ -85,10 +84,7 @@ async def start_server(
     module imported), else ValueError. Raises RuntimeError when the address cannot be bound,
     OSError when a TLS file cannot be read.
     """
-    interceptors = server_interceptors(security.token)
-    interceptors[:0] = tracing_server_interceptors()  # none when tracing is off
-    if metrics is not None:
-        interceptors.insert(0, MetricsInterceptor(metrics))  # outermost: sees every call end
+    interceptors = server_interceptors(security.token, metrics=metrics)
     server = grpc.aio.server(interceptors=interceptors, options=SERVER_OPTIONS)
     services = tuple(register(server))
     pool = descriptor_pool.Default()

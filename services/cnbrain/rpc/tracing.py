@@ -12,7 +12,9 @@ give none, so an untraced brain runs no tracing code at all on a call.
   configured propagator, `OTEL_PROPAGATORS`, W3C trace context and baggage by default).
 - Server: each unary call runs inside a span of kind SERVER of the same name, the child of
   the caller's span when the metadata carries one (else the root of a new trace), current
-  for the handler: the calls it makes in turn carry it on.
+  for the handler: the calls it makes in turn carry it on. A call the server refuses for
+  want of the peer token gets no span: an unauthenticated caller cannot have a span made,
+  nor name the trace it joins.
 
 Both record `rpc.system`, `rpc.service`, `rpc.method` and `rpc.grpc.status_code`, and mark
 the span failed as OpenTelemetry's conventions say (the client on any code but OK, the
@@ -33,6 +35,7 @@ from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from cnbrain.rpc._handlers import wrap_handler
+from cnbrain.rpc.status import status_of
 from cnbrain.telemetry.spans import tracer
 
 _Req = TypeVar("_Req")
@@ -101,10 +104,15 @@ def _end_with(span: trace.Span, code: grpc.StatusCode, *, failed: bool) -> None:
 
 
 class TracingServerInterceptor(grpc.aio.ServerInterceptor):
-    """Runs every unary call of a traced service inside its server span (module doc)."""
+    """Runs every unary call of a traced service inside its server span (module doc); with
+    `admitted`, only the calls whose metadata it admits (the others the peer-token check
+    refuses)."""
 
-    def __init__(self, tracer: trace.Tracer) -> None:
+    def __init__(
+        self, tracer: trace.Tracer, *, admitted: Callable[[Metadata | None], bool] | None = None
+    ) -> None:
         self._tracer = tracer
+        self._admitted = admitted
 
     async def intercept_service(
         self,
@@ -117,7 +125,10 @@ class TracingServerInterceptor(grpc.aio.ServerInterceptor):
         name, attributes = _names(handler_call_details.method)
         if attributes["rpc.service"] in UNTRACED_SERVICES:
             return handler
-        parent = propagate.extract(handler_call_details.invocation_metadata or (), getter=_GETTER)
+        metadata = handler_call_details.invocation_metadata
+        if self._admitted is not None and not self._admitted(metadata):
+            return handler
+        parent = propagate.extract(metadata or (), getter=_GETTER)
         tracer = self._tracer
 
         @asynccontextmanager
@@ -132,28 +143,22 @@ class TracingServerInterceptor(grpc.aio.ServerInterceptor):
             ) as span:
                 try:
                     yield
-                except grpc.aio.AbortError:
-                    code = _code_of(context, grpc.StatusCode.UNKNOWN)
+                except grpc.aio.AbortError as exc:
+                    code = status_of(context, exc)
                     _end_with(span, code, failed=code in SERVER_ERRORS)
                     raise
                 except BaseException as exc:
                     # What escapes the other interceptors ends the call UNKNOWN (CANCELLED
                     # for a cancelled handler).
-                    cancelled = not isinstance(exc, Exception)
-                    if not cancelled:
+                    code = status_of(context, exc)
+                    if isinstance(exc, Exception):
                         span.record_exception(exc)
-                    code = grpc.StatusCode.CANCELLED if cancelled else grpc.StatusCode.UNKNOWN
-                    _end_with(span, code, failed=not cancelled)
+                    _end_with(span, code, failed=code is not grpc.StatusCode.CANCELLED)
                     raise
-                code = _code_of(context, grpc.StatusCode.OK)
+                code = status_of(context, None)
                 _end_with(span, code, failed=code in SERVER_ERRORS)
 
         return wrap_handler(handler, around)
-
-
-def _code_of(context: _Context, otherwise: grpc.StatusCode) -> grpc.StatusCode:
-    code = context.code()
-    return code if isinstance(code, grpc.StatusCode) else otherwise
 
 
 class TracingClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
@@ -204,10 +209,15 @@ class TracingClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
         return call
 
 
-def tracing_server_interceptors() -> list[grpc.aio.ServerInterceptor]:
-    """The tracing server interceptor when tracing is on, else none."""
+def tracing_server_interceptors(
+    *, admitted: Callable[[Metadata | None], bool] | None = None
+) -> list[grpc.aio.ServerInterceptor]:
+    """The tracing server interceptor when tracing is on, else none; with `admitted`, it
+    traces only the calls whose metadata it admits (those with the peer token)."""
     traced_by = tracer()
-    return [] if traced_by is None else [TracingServerInterceptor(traced_by)]
+    if traced_by is None:
+        return []
+    return [TracingServerInterceptor(traced_by, admitted=admitted)]
 
 
 def tracing_client_interceptors() -> list[grpc.aio.ClientInterceptor]:

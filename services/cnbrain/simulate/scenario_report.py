@@ -11,6 +11,7 @@ kind of resource and the resources themselves. A run marked `whole_life` plans w
 without windows, so the report shows what the model itself changes; it is no baseline.
 """
 
+import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -161,12 +162,20 @@ def sweep(
     on_run: Callable[[RunFigures], None] | None = None,
 ) -> list[RunFigures]:
     """Every run of `specs`, on `workers` processes (default: one per core), in the order
-    given; `on_run` sees each as it comes, in that order."""
+    given; `on_run` sees each as it comes, in that order (`worker_pool`)."""
     workers = workers or os.cpu_count() or 1
     if workers == 1:
         return _collect(map(run_one, specs), on_run)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:
         return _collect(pool.map(run_one, specs), on_run)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` processes started by a fork server, never forked from this
+    process: a thread of this one (a progress display's refresh, say) could hold a lock at
+    the fork that the child would then wait on for ever."""
+    context = multiprocessing.get_context("forkserver")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
 
 
 def _collect(

@@ -14,6 +14,7 @@ from cnbrain.domain.states import RequestState
 from cnbrain.storage.clock import as_utc
 from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.models import PlacementRequestRecord, QueuePlanRecord
+from cnbrain.storage.requests import QUEUED_AT
 
 _PLANS = cast("Table", QueuePlanRecord.__table__)
 
@@ -87,12 +88,14 @@ async def plans_of(session: AsyncSession, request_ids: Sequence[str]) -> dict[st
 
 @dataclass(frozen=True, slots=True)
 class Queued:
-    """A queued request's plan, with its tenant, when it was submitted and the priority class
-    it names (None: the default class)."""
+    """A queued request's plan, with its tenant, when it was submitted, when it was queued
+    (`requests.QUEUED_AT`: it waits since then) and the priority class it names (None: the
+    default class)."""
 
     plan: QueuePlan
     tenant_id: str
     submitted_at: datetime
+    queued_at: datetime
     priority_class: str | None
 
 
@@ -103,7 +106,7 @@ async def in_order(
     position after `after`, in queue order."""
     p, r = QueuePlanRecord, PlacementRequestRecord
     query = (
-        select(p, r.tenant_id, r.created_at, r.body["priority_class"].as_string())
+        select(p, r.tenant_id, r.created_at, QUEUED_AT, r.body["priority_class"].as_string())
         .join(r, r.id == p.request_id)
         .where(r.state == RequestState.QUEUED, p.position > after)
     )
@@ -115,9 +118,10 @@ async def in_order(
             plan=_plan(plan),
             tenant_id=str(tenant),
             submitted_at=as_utc(submitted),
+            queued_at=as_utc(queued),
             priority_class=None if named is None else str(named),
         )
-        for plan, tenant, submitted, named in rows
+        for plan, tenant, submitted, queued, named in rows
     ]
 
 

@@ -76,6 +76,13 @@ _PREDECESSORS: dict[str, list[str]] = {
 """The states each state may follow, as plain strings for the database."""
 
 _REQUESTS = cast("Table", PlacementRequestRecord.__table__)
+
+QUEUED_AT = PlacementRequestRecord.updated_at
+"""When a queued request was queued: when it last went to `queued` (submitted to wait, or
+preempted back into the queue); it waits since then. A request's row changes only with its
+state (`set_states`; a job's reason only while it runs), and `queued` never follows
+itself, so while a request is queued its `updated_at` is that moment. The queue's listing
+(`queue_plans.in_order`) and the queue's metrics (`queue_stats`) both read it."""
 _DECISIONS = cast("Table", DecisionRecord.__table__)
 
 

@@ -1,17 +1,15 @@
-"""Liveness, readiness and metrics."""
+"""Liveness and readiness. The metrics are on a listener of their own
+(`regional.metrics_listener`), not on the REST port."""
 
 import asyncio
 import logging
 from collections.abc import Awaitable
 
-from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST
+from fastapi import APIRouter
 from sqlalchemy import text
 
-from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.regional.composition import RegionalBrain
-from cnbrain.regional.deps import BrainDep, MetricsDep
-from cnbrain.regional.outages import outage_of
+from cnbrain.regional.deps import BrainDep
 from cnbrain.regional.problems import Dependency, responses, unavailable
 from cnbrain.regional.schemas import Health
 
@@ -26,27 +24,6 @@ CHECK_TIMEOUT_S = 3.0
 async def healthz(brain: BrainDep) -> Health:
     """200 while the process serves HTTP, whatever its database and cache do; no key needed."""
     return Health(status="ok", instance=brain.settings.instance_id)
-
-
-@router.get("/metrics", include_in_schema=False)
-async def metrics(metrics: MetricsDep, brain: BrainDep) -> Response:
-    """The brain process's Prometheus metrics (`cnbrain.regional.metrics`), unauthenticated
-    like the health checks: they name no tenant and no request. They answer while the
-    database is down (what they read from it then keeps its last values)."""
-    live_map = brain.live_map
-    try:
-        snapshot: Snapshot | None = (await live_map.snapshot())[0]
-    except Exception as exc:
-        if outage_of(exc) != "database":
-            raise
-        snapshot = None
-    metrics.ledger(snapshot, live_map.placement.ownership)
-    try:
-        await metrics.read(brain.sessions)
-    except Exception as exc:
-        if outage_of(exc) != "database":
-            raise
-    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get(

@@ -65,6 +65,7 @@ class ReadRequests:
                 tenant=row.tenant_id,
                 priority_class=row.priority_class,
                 submitted_at=row.submitted_at,
+                queued_at=row.queued_at,
                 position=row.plan.position,
                 estimated_start=row.plan.estimated_start,
                 site=_text(row.plan.detail.get("site")),

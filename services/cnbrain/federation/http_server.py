@@ -1,5 +1,6 @@
-"""Serving an ASGI app (the national brain's HTTP app) with uvicorn inside the running event
-loop, beside the brain's gRPC server, for as long as a context lasts.
+"""Serving an ASGI app (the national brain's HTTP app, a regional brain's metrics listener) with
+uvicorn inside the running event loop, beside the brain's other servers, for as long as a
+context lasts.
 
 The socket is bound before uvicorn starts, so a port that cannot be bound is an OSError
 here (uvicorn itself would exit the process); uvicorn takes no signals (the brain handles
@@ -25,13 +26,19 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serving(app: ASGIApp, *, host: str, port: int) -> AsyncIterator[int]:
+async def serving(
+    app: ASGIApp, *, host: str, port: int, shared: bool = False
+) -> AsyncIterator[int]:
     """Serve `app` on `host`:`port` (0: a free port) until the block ends; yields the port
-    bound. Raises OSError when it cannot be bound."""
+    bound. Raises OSError when it cannot be bound. With `shared`, processes that all bind
+    the port so share it (SO_REUSEPORT: the kernel spreads the connections among them, as
+    among the worker processes of one brain); without, a port taken is refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(128)
         sock.setblocking(False)
