@@ -322,3 +322,46 @@ async def test_the_national_brain_checks_what_peers_send_of_classes_and_endpoint
     )
     assert taken.status_code == 409, taken.text
     assert "already the value of class 'high'" in taken.json()["detail"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_the_national_brain_refuses_a_summary_whose_site_load_is_not_a_share(
+    federation: LocalFederation,
+) -> None:
+    token = federation.members["national"].env["CNBRAIN_PEER_TOKEN"]
+    metadata = (("authorization", f"Bearer {token}"),)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{federation.national_port}") as channel:
+        stub = national_pb2_grpc.NationalBrainServiceStub(channel)
+
+        async def report(*loads: tuple[str, float]) -> tuple[grpc.StatusCode, str]:
+            # Sequence 0: a summary taken is not newer than the east's own, which stay.
+            summary = national_pb2.RegionSummary(
+                region_id="east",
+                sequence=0,
+                site_loads=[national_pb2.SiteLoad(site_id=s, utilisation=u) for s, u in loads],
+            )
+            try:
+                answer = await stub.ReportSummaries(
+                    iter([national_pb2.ReportSummariesRequest(summary=summary)]),
+                    metadata=metadata,
+                    timeout=10,
+                )
+            except grpc.aio.AioRpcError as error:
+                return error.code(), error.details() or ""
+            return grpc.StatusCode.OK, str(answer.received)
+
+        for share in (math.nan, math.inf, -0.5, 1.5):
+            code, details = await report(("ZJ-dc-1", 0.5), ("SH-dc-1", share))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (share, code)
+            assert details.startswith("summary.site_loads[1].utilisation: must be finite"), details
+        code, details = await report(("ZJ-dc-1", 0.5), ("ZJ-dc-1", 0.5))
+        assert (code, details) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "summary.site_loads[1].site_id: site 'ZJ-dc-1' is named twice",
+        )
+        # A site of the west's, or none of the map's, is left out; the rest is taken.
+        assert await report(("ZJ-dc-1", 0.5), ("NX-hub-zhongwei", 0.5), ("nowhere", 1.0)) == (
+            grpc.StatusCode.OK,
+            "1",
+        )

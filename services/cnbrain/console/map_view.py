@@ -38,6 +38,12 @@ def snapshot_loads(
     )
 
 
+def loads_by_id(ids: Sequence[str], loads: Mapping[str, float]) -> Loads:
+    """The load `loads` holds of each of `ids`, rounded and within 0 to 1 as `snapshot_loads`
+    gives them; None for an id it does not hold."""
+    return [_maybe_share(loads.get(one)) for one in ids]
+
+
 def map_view(
     cmap: ComputeNetworkMap,
     *,

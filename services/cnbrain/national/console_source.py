@@ -1,14 +1,14 @@
 """What the national brain's console shows (`cnbrain.console`): the whole country's map as
 the national brain holds it, the load of the backbone links from its own ledger, and what
-each region's latest summary says (its accelerators, the load of its provinces' gateway
-links). The load of single sites is not the national brain's to know: its regional brain
-holds it. Callers authenticate with the federation's API keys (`national.tenancy` keeps
-them)."""
+each region's latest summary says (the load of each of its sites, its accelerators, the load
+of its provinces' gateway links), as old as that summary. The sites of a region without a
+summary yet have no load here. Callers authenticate with the federation's API keys
+(`national.tenancy` keeps them)."""
 
 import time
 from collections.abc import Sequence
 
-from cnbrain.console.map_view import map_view, snapshot_loads
+from cnbrain.console.map_view import loads_by_id, map_view, snapshot_loads
 from cnbrain.console.views import AcceleratorLoad, Brain, MapView, Page, RegionMark, Viewer
 from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.network import NATIONAL_OWNER
@@ -20,9 +20,12 @@ from cnbrain.storage import tenants
 
 PAGES: tuple[Page, ...] = ("map",)
 LOAD_NOTE = (
-    "backbone links from the national brain's ledger; the rings of provinces show the load of "
-    "their gateway links, and the regions their accelerators, from each region's latest "
-    "summary; sites' own load is held by their regional brains"
+    "sites from their regions' latest summaries, as each region's ledger held them when it "
+    "sent its summary (a region sends one every summary_interval_s, 2 s by default; the age "
+    "of each region's latest is in the table of regions; the sites of a region without one "
+    "are not known here); backbone links from the national brain's ledger; the rings of "
+    "provinces show the load of their gateway links, and the regions their accelerators, "
+    "from the same summaries"
 )
 
 
@@ -53,8 +56,17 @@ class NationalConsole:
         snapshot = (await self._brain.live_map.snapshot())[0]
         cmap = snapshot.arrays.map
         owned = self._brain.live_map.ownership
-        site_load, link_load = snapshot_loads(snapshot, sites=owned.sites, links=owned.links)
+        _, link_load = snapshot_loads(snapshot, sites=owned.sites, links=owned.links)
         known = {region.id: region for region in self._brain.directory.all()}
+        site_load = loads_by_id(
+            [site.id for site in cmap.sites],
+            {
+                site: load
+                for region in known.values()
+                if region.summary is not None
+                for site, load in region.site_loads.items()
+            },
+        )
         return map_view(
             cmap,
             owner=NATIONAL_OWNER,

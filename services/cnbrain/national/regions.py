@@ -4,14 +4,16 @@ restarted national brain reaches them at once, before they register again."""
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
 
+from cnbrain.domain.bounds import MAX_NAME_LENGTH
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.federation.site_loads import SiteLoads
 from cnbrain.netmap.arrays import demand_units
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.rpc.client import open_channel
@@ -19,6 +21,11 @@ from cnbrain.rpc.security import PeerSecurity
 from cnbrain.v1 import common_pb2, ledger_pb2_grpc, national_pb2, regional_pb2, regional_pb2_grpc
 
 log = logging.getLogger("cnbrain.national")
+
+
+def owned_sites(cmap: ComputeNetworkMap, provinces: frozenset[str]) -> frozenset[str]:
+    """The ids of the sites of `cmap` in `provinces`."""
+    return frozenset(site.id for site in cmap.sites if site.province in provinces)
 
 
 def owned_provinces(cmap: ComputeNetworkMap, region_id: str) -> frozenset[str] | None:
@@ -41,7 +48,8 @@ class KnownRegions(Protocol):
 @dataclass(slots=True)
 class Region:
     """A registered region: its provinces, its channel with the stubs of its brain and
-    ledger services, and its latest summary."""
+    ledger services, and its latest summary (with the load of its sites it carried, as
+    checked on receipt: `site_loads`, by site id)."""
 
     id: str
     endpoint: str
@@ -51,6 +59,9 @@ class Region:
     ledger: "ledger_pb2_grpc.LedgerServiceAsyncStub"
     summary: national_pb2.RegionSummary | None = None
     summary_at: float = field(default=0.0)
+    site_loads: Mapping[str, float] = field(default_factory=dict)
+    dropped_sites: frozenset[str] = frozenset()
+    """The site ids its summaries named lately that are not the region's on this map."""
 
     async def source_segments(
         self, requests_json: Sequence[str], *, paths: int, deadline_s: float
@@ -246,14 +257,27 @@ class RegionDirectory:
             await old.channel.close()
         return region
 
-    def report(self, summary: national_pb2.RegionSummary) -> bool:
-        """Keep `summary` if it is newer than the region's last; False for an unknown region."""
+    def report(self, summary: national_pb2.RegionSummary, sites: SiteLoads) -> bool:
+        """Keep `summary`, with the load of the region's sites checked from it (`sites`), if
+        it is newer than the region's last; False for an unknown region. Site ids named that
+        are not the region's are logged whenever they change."""
         region = self._regions.get(summary.region_id)
         if region is None:
             return False
+        if sites.dropped != region.dropped_sites:
+            region.dropped_sites = sites.dropped
+            if sites.dropped:
+                named = ", ".join(repr(s[:MAX_NAME_LENGTH]) for s in sorted(sites.dropped)[:5])
+                log.warning(
+                    "region %s: the load of %d sites that are not its own on this map left out: %s",
+                    region.id,
+                    len(sites.dropped),
+                    named,
+                )
         if region.summary is None or summary.sequence > region.summary.sequence:
             region.summary = summary
             region.summary_at = time.monotonic()
+            region.site_loads = sites.loads
         return True
 
     def choose(self, request: PlacementRequest, n: int, *, exclude: set[str]) -> list[Region]:

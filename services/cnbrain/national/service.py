@@ -1,7 +1,8 @@
 """NationalBrainService: region registration and summaries (with the regions' parts of the
-map), cross-region placement (and the plan of a cross-region request that waits) and quotes,
-the federation's weight matrix and tenancy (a change recorded, the changes after a
-version), and tenants' calls one region took that another answers (`forwarding`)."""
+map and the load of their sites, checked on receipt), cross-region placement (and the plan
+of a cross-region request that waits) and quotes, the federation's weight matrix and tenancy
+(a change recorded, the changes after a version), and tenants' calls one region took that
+another answers (`forwarding`)."""
 
 import re
 from collections.abc import AsyncIterator
@@ -19,11 +20,13 @@ from cnbrain.federation.class_wire import class_of, set_message
 from cnbrain.federation.codec import WireError, request_of
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.site_loads import site_loads_of
+from cnbrain.federation.summary_numbers import check_summary_numbers
 from cnbrain.national.forwarding import ForwardCalls
 from cnbrain.national.map_sync import MapSync
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.policy import FederationPolicy
-from cnbrain.national.regions import RegionDirectory, owned_provinces
+from cnbrain.national.regions import RegionDirectory, owned_provinces, owned_sites
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.site_routes import SiteRoutes
 from cnbrain.national.tenancy import FederationTenancy
@@ -119,15 +122,30 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         received = 0
         async for message in request_iterator:
             summary = message.summary
-            if not self._directory.report(summary):
+            region = self._directory.get(summary.region_id)
+            if region is None:
                 await context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"region {summary.region_id!r} has not registered",
                 )
-            region = self._directory.get(summary.region_id)
-            if summary.map_included and region is not None:
+            if summary.map_included:
                 await self._map_sync.apply(
                     region.id, region.provinces, list(summary.sites_json), list(summary.links_json)
+                )
+            # Checked on the map with the part this summary carried applied.
+            try:
+                check_summary_numbers(summary)
+                loads = site_loads_of(
+                    summary.site_loads,
+                    sites=owned_sites(self._live_map.map, region.provinces),
+                    field="summary.site_loads",
+                )
+            except WireError as wrong:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
+            if not self._directory.report(summary, loads):
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"region {summary.region_id!r} has not registered",
                 )
             received += 1
         return national_pb2.ReportSummariesResponse(received=received)

@@ -5,11 +5,11 @@
   brain's own links and ledger; the timelines of its sites and links (its calendar); room
   made on a site by preemption for a waiting cross-region request; and tenants' calls
   another region took that this one answers (`forwarding.ServeForwarded`).
-- `NationalLink` registers with the national brain, streams summaries of free capacity (with
-  this region's part of the map when it changed), escalates (and quotes) requests that cannot
-  be placed locally, releases cross-region reservations, sends and reads the federation's
-  weight matrix, priority classes and tenancy changes, and forwards tenants' calls another
-  region must answer.
+- `NationalLink` registers with the national brain, streams summaries of free capacity and
+  of its sites' load (with this region's part of the map when it changed), escalates (and
+  quotes) requests that cannot be placed locally, releases cross-region reservations, sends
+  and reads the federation's weight matrix, priority classes and tenancy changes, and
+  forwards tenants' calls another region must answer.
 """
 
 import asyncio
@@ -41,6 +41,7 @@ from cnbrain.federation.forward_wire import FORWARD_DEADLINE_S, check_answer
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.map_delta import RegionPart
 from cnbrain.federation.ownership import Ownership
+from cnbrain.federation.site_loads import site_load_messages
 from cnbrain.federation.timelines import timeline_message
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
@@ -936,7 +937,11 @@ class NationalLink:
             # region for that request's candidates, which leave the room to it alone.
             held, _ = await self._live_map.held_snapshot()
             summary = summarise(
-                self._live_map.ownership, self._region_id, held.free, self._sequence
+                self._live_map.ownership,
+                self._region_id,
+                held.free,
+                self._sequence,
+                in_use=held.seen_by(None, now_s=self._live_map.now()),
             )
             summary.map_digest, sites, links = self._map_part()
             if summary.map_digest != sent:
@@ -1014,10 +1019,12 @@ def _class_set(message: national_pb2.PriorityClassSet) -> PriorityClasses:
 
 
 def summarise(
-    ownership: Ownership, region_id: str, snapshot: Snapshot, sequence: int
+    ownership: Ownership, region_id: str, snapshot: Snapshot, sequence: int, *, in_use: Snapshot
 ) -> national_pb2.RegionSummary:
-    """Free capacity of region `region_id`'s sites: by accelerator model and by site kind, the CPU
-    price range, and the load of each province's gateway links."""
+    """Free capacity of region `region_id`'s sites in `snapshot`: by accelerator model and by
+    site kind, the CPU price range, and the load of each province's gateway links; and the
+    load of each of its sites as `in_use` shows it (what its capacity API and console show:
+    the room held for waiting requests counts as used there)."""
     arrays = snapshot.arrays
     owned = ownership.sites
     cmap = arrays.map
@@ -1070,4 +1077,5 @@ def summarise(
         cpu_price_min=float(prices.min()) if len(prices) else 0.0,
         cpu_price_max=float(prices.max()) if len(prices) else 0.0,
         gateways=gateways,
+        site_loads=site_load_messages(in_use, owned=owned),
     )

@@ -155,6 +155,33 @@ class GatewayLoad(_message.Message):
 Global___GatewayLoad: _TypeAlias = GatewayLoad  # noqa: Y015
 
 @_typing.final
+class SiteLoad(_message.Message):
+    """Load of one of a region's own sites, as its brain's ledger holds it when the summary is made."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    UTILISATION_FIELD_NUMBER: _builtins.int
+    site_id: _builtins.str
+    utilisation: _builtins.float
+    """Highest share (0..1) of the site's CPU, memory, storage or any accelerator model in use:
+    the figure the region's capacity API, metrics and console show.
+    """
+    def __init__(
+        self,
+        *,
+        site_id: _builtins.str = ...,
+        utilisation: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["site_id", b"site_id", "utilisation", b"utilisation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SiteLoad: _TypeAlias = SiteLoad  # noqa: Y015
+
+@_typing.final
 class RegionSummary(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -169,6 +196,7 @@ class RegionSummary(_message.Message):
     MAP_INCLUDED_FIELD_NUMBER: _builtins.int
     SITES_JSON_FIELD_NUMBER: _builtins.int
     LINKS_JSON_FIELD_NUMBER: _builtins.int
+    SITE_LOADS_FIELD_NUMBER: _builtins.int
     region_id: _builtins.str
     sequence: _builtins.int
     """Increases with every summary the region sends."""
@@ -196,6 +224,14 @@ class RegionSummary(_message.Message):
 
     @_builtins.property
     def links_json(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def site_loads(self) -> _containers.RepeatedCompositeFieldContainer[Global___SiteLoad]:
+        """The load of every site of the region's part of the map, one entry per site. The national
+        brain refuses the summary (INVALID_ARGUMENT) for a utilisation that is not finite within
+        [0, 1], a site named twice or more than 100 000 entries; an entry naming a site that is
+        not the region's on its map is left out.
+        """
+
     def __init__(
         self,
         *,
@@ -210,10 +246,11 @@ class RegionSummary(_message.Message):
         map_included: _builtins.bool = ...,
         sites_json: _abc.Iterable[_builtins.str] | None = ...,
         links_json: _abc.Iterable[_builtins.str] | None = ...,
+        site_loads: _abc.Iterable[Global___SiteLoad] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerators", b"accelerators", "cpu_price_max", b"cpu_price_max", "cpu_price_min", b"cpu_price_min", "gateways", b"gateways", "links_json", b"links_json", "map_digest", b"map_digest", "map_included", b"map_included", "region_id", b"region_id", "sequence", b"sequence", "site_kinds", b"site_kinds", "sites_json", b"sites_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerators", b"accelerators", "cpu_price_max", b"cpu_price_max", "cpu_price_min", b"cpu_price_min", "gateways", b"gateways", "links_json", b"links_json", "map_digest", b"map_digest", "map_included", b"map_included", "region_id", b"region_id", "sequence", b"sequence", "site_kinds", b"site_kinds", "site_loads", b"site_loads", "sites_json", b"sites_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
