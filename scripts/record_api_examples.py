@@ -22,6 +22,7 @@ import httpx
 from pydantic import SecretStr
 
 from cnbrain.regional.app import create_app
+from cnbrain.regional.schemas import EXAMPLE_REQUEST
 from cnbrain.regional.settings import Settings
 
 OUT = Path(__file__).resolve().parents[1] / "services/cnbrain/regional/api_examples.json"
@@ -29,14 +30,6 @@ TOKEN = f"ck_admin{secrets.token_hex(4)}.{secrets.token_urlsafe(24)}"
 ROOT = Path(__file__).resolve().parents[1]
 
 SHARED_INFERENCE = json.loads((ROOT / "examples/requests/shared-gpu-inference.json").read_text())
-TRAINING = {
-    "source_province": "ZJ",
-    "resources": {"cpu": 32, "memory_gib": 256, "accelerator": {"model": "A100", "count": 8}},
-    "constraints": {"max_latency_ms": 40, "min_bandwidth_gbps": 10, "interconnect": "ib"},
-    "duration_hours": 24,
-    "workload_class": "training",
-    "objective": {"cost": 1, "latency": 0.5, "energy": 1.5, "balance": 1},
-}
 
 
 JOB = {"command": "python train.py --epochs 3", "max_attempts": 1}
@@ -115,10 +108,10 @@ async def scenario(r: Recorder) -> None:
     await r.call("DELETE", "/v1/users/{user_id}/api-keys/{key_id}", f"{keys}/{spare['id']}")
     tenant_key = key["token"]
 
-    await r.call("POST", "/v1/quotes", body={**TRAINING, "tenant": "acme"}, token=tenant_key)
-    short = {**TRAINING, "tenant": "acme", "duration_hours": 0.001, "job": JOB}
+    await r.call("POST", "/v1/quotes", body={**EXAMPLE_REQUEST, "tenant": "acme"}, token=tenant_key)
+    short = {**EXAMPLE_REQUEST, "tenant": "acme", "duration_hours": 0.001, "job": JOB}
     ended = await r.call("POST", "/v1/requests", body=short, token=tenant_key)
-    long = {**TRAINING, "tenant": "acme", "job": JOB}
+    long = {**EXAMPLE_REQUEST, "tenant": "acme", "job": JOB}
     once = {"Idempotency-Key": "acme-train-0001"}
     placed = await r.call("POST", "/v1/requests", body=long, token=tenant_key, headers=once)
     await r.call("POST", "/v1/requests", body=long, token=tenant_key, headers=once)
@@ -176,6 +169,12 @@ async def scenario(r: Recorder) -> None:
         "/v1/links/{link_id}/usage",
         f"/v1/links/{direct_id}/usage",
         body={"bandwidth_gbps": min(40, made["bandwidth_gbps"] / 2)},
+    )
+    await r.call(
+        "PUT",
+        "/v1/links/{link_id}/state",
+        f"/v1/links/{direct_id}/state",
+        body={"state": "down", "reason": "fibre cut between the two nodes"},
     )
     await r.call("DELETE", "/v1/links/{link_id}", f"/v1/links/{direct_id}")
     await r.call("DELETE", "/v1/sites/{site_id}", f"/v1/sites/{new_site['id']}")

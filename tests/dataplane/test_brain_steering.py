@@ -4,7 +4,9 @@ the brain re-routes the reservation and the traffic follows the new path, or, wh
 left (or the new path cannot be steered), says why on the request, once, and keeps its
 reservation; a path whose link comes back up carries its traffic again; a request whose path
 cannot be steered is rejected with a reason that names nothing of the data plane; a cancel
-removes the steering."""
+removes the steering. An operator's report of a link down (`PUT /v1/links/{id}/state`)
+re-routes what crosses it as the data plane's link state does, though the netlab's link
+stays up; a report of an unknown link, or by a tenant's key, is refused."""
 
 import asyncio
 import secrets
@@ -256,3 +258,85 @@ def test_a_path_whose_first_link_comes_back_up_carries_its_traffic_again(
     cancelled = client.post(f"/v1/requests/{request_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     assert routed(lab, job_of(lab, moved)) == set()
+
+
+def tenant_key(client: httpx.Client) -> str:
+    """The API key of a new user of tenant acme."""
+    user = client.post("/v1/users", json={"name": "ann", "role": "tenant-user", "tenant": "acme"})
+    assert user.status_code == 201, user.text
+    key = client.post(f"/v1/users/{user.json()['id']}/api-keys")
+    assert key.status_code == 201, key.text
+    token: str = key.json()["token"]
+    return token
+
+
+def test_an_operators_report_of_a_link_down_reroutes_what_crosses_it(
+    brain: tuple[LabPlan, httpx.Client],
+) -> None:
+    lab, client = brain
+    request_id, decision = submit(client)
+    cut = lab.wire(*last_link(decision)).link
+    assert cut is not None
+
+    reported = client.put(
+        f"/v1/links/{cut}/state", json={"state": "down", "reason": "the site's uplink is cut"}
+    )
+    assert reported.status_code == 200, reported.text
+    assert reported.json() | {"reported_at": None} == {
+        "link": cut,
+        "owner": "east",
+        "state": "down",
+        "reason": "the site's uplink is cut",
+        "kept_by": "standalone",
+        "reported_at": None,
+    }
+    rerouted = wait_event(client, request_id, "rerouted")
+    moved = decision_of(client, request_id)
+
+    # The netlab's link is up: the report alone moved the path off it.
+    assert linux.links_down(lab, [cut]) == set()
+    assert rerouted["detail"]["reason"] == f"link {cut} went down"
+    assert rerouted["detail"]["previous_reservation"] == decision.reservation_id
+    assert moved.reservation_id == rerouted["detail"]["reservation"]
+    assert moved.site == decision.site
+    assert cut not in {link for _, link in hops_of(moved)}
+    got, hops = traffic(lab, moved, 100)
+    assert got == 100
+    assert hops == dict.fromkeys(hops_of(moved), 100)
+    audit = client.get("/v1/audit", params={"limit": 20}).json()["items"]
+    assert any(
+        e["action"] == "link.state_reported"
+        and e["object_id"] == cut
+        and e["detail"] == {"state": "down", "reason": "the site's uplink is cut"}
+        for e in audit
+    ), audit
+
+    # Reported up again: the path stays where it was moved.
+    again = client.put(f"/v1/links/{cut}/state", json={"state": "up"})
+    assert again.status_code == 200, again.text
+    assert again.json()["state"] == "up"
+    assert decision_of(client, request_id).reservation_id == moved.reservation_id
+    assert len(events_of(client, request_id, "rerouted")) == 1
+
+
+def test_a_report_of_a_links_state_is_refused_for_an_unknown_link_or_a_tenant(
+    brain: tuple[LabPlan, httpx.Client],
+) -> None:
+    lab, client = brain
+    link = lab.wire("AA-acc", "AA-gw").link
+    body = {"state": "down", "reason": "maintenance"}
+
+    unknown = client.put("/v1/links/AA-acc--nowhere/state", json=body)
+    assert unknown.status_code == 404, unknown.text
+    assert "AA-acc--nowhere" in unknown.json()["detail"]
+    tenant = client.put(
+        f"/v1/links/{link}/state",
+        json=body,
+        headers={"Authorization": f"Bearer {tenant_key(client)}"},
+    )
+    assert tenant.status_code == 403, tenant.text
+    for wrong in ({"state": "sideways"}, {"state": "down", "reason": "x" * 501}, {"down": True}):
+        refused = client.put(f"/v1/links/{link}/state", json=wrong)
+        assert refused.status_code == 422, (wrong, refused.text)
+    audit = client.get("/v1/audit", params={"limit": 50}).json()["items"]
+    assert not [e for e in audit if e["action"] == "link.state_reported"]

@@ -22,8 +22,8 @@ Kinds written today, and the request's state after each:
 | `attempt_ended` | an attempt ended without completing (failed, timeout, lost...) | unchanged |
 | `requeued` | the next attempt is queued on the same site | submitted |
 | `moved` | the request is placed again on another site, its next attempt queued there | unchanged |
-| `rerouted` | a link of its path went down and its reservation moved to another path | unchanged |
-| `not_rerouted` | a link of its path went down and no other path took it (the reason) | unchanged |
+| `rerouted` | a link of its path went down and its path (or one segment) moved | unchanged |
+| `not_rerouted` | a link of its path went down and no other path took it (why) | unchanged |
 | `ended` | its job completed; everything it held is released | completed |
 | `failed` | it could not be decided, or its last attempt ended it | failed |
 | `cancelled` | its tenant cancelled it; everything it held is released | cancelled |

@@ -16,7 +16,8 @@ else and is the safety net: every interval it
   has just released (a cancel that the ledger read in the same pass did not show yet);
 - releases what is steered and no longer held (a job's end, a preemption, the auditor), once
   SETTLE_S have passed since it was installed, and what a release could not remove;
-- hands the held reservations with a link of this brain's segments down to `reroute`;
+- hands the held reservations with a link of this brain's segments down (by `links`: the
+  data plane's state and the operators' reports, `federation.link_states`) to `reroute`;
 - installs again the steered reservations none of whose links is down and a headend of
   which is gone from the data plane (the kernel drops a route whose link goes down, and does
   not put it back when the link comes up).
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.dataplane.steering import Steering, SteeringError, steering_of
 from cnbrain.domain.decision import Decision
+from cnbrain.federation.link_states import AnyDown, LinkStates, ReportedLinks
 from cnbrain.federation.settings import BrainSettings
 from cnbrain.storage import steered
 
@@ -70,7 +72,8 @@ class Steered(Protocol):
 
 
 class SteeredPaths:
-    """`Steered` through `steering`; `sessions` reach the brain's ledger for `follow`."""
+    """`Steered` through `steering`; `sessions` reach the brain's ledger for `follow`;
+    `links` says which links are down (None: those the data plane has down)."""
 
     def __init__(
         self,
@@ -79,8 +82,10 @@ class SteeredPaths:
         sessions: async_sessionmaker[AsyncSession],
         reroute: Reroute | None = None,
         interval_s: float = 1.0,
+        links: LinkStates | None = None,
     ) -> None:
         self._steering = steering
+        self._links: LinkStates = steering if links is None else links
         self._sessions = sessions
         self.reroute = reroute
         """Where `follow` hands the reservations with a link down (None: nowhere)."""
@@ -109,8 +114,8 @@ class SteeredPaths:
         self._steering.close()
 
     async def links_down(self, link_ids: Iterable[str]) -> set[str]:
-        """Those of `link_ids` the data plane has down."""
-        return await self._steering.links_down(link_ids)
+        """Those of `link_ids` that are down (by `links`)."""
+        return await self._links.links_down(link_ids)
 
     def steered(self) -> dict[str, Decision]:
         """The decisions installed, by reservation id."""
@@ -275,7 +280,7 @@ class SteeredPaths:
             for decision in decisions
         }
         links = set().union(*mine.values()) if mine else set()
-        down = await self._steering.links_down(links) if links else set()
+        down = await self._links.links_down(links) if links else set()
         cut = {rid for rid, own in mine.items() if own & down}
         assert self.reroute is not None
         self.reroute.keep(cut)
@@ -297,10 +302,15 @@ def steered_paths(
 ) -> SteeredPaths | None:
     """The steered paths of brain `owner` (None: a standalone brain, every segment its own)
     as its settings ask (`steering`, `netlab`, `resteer_interval_s`); None when it steers
-    nothing."""
+    nothing. A link is down for it when the data plane has it down or its operator's last
+    report in the brain's database says so."""
     steering = steering_of(settings.steering, lab=settings.netlab, owner=owner)
     if steering is None:
         return None
     return SteeredPaths(
-        steering, sessions=sessions, reroute=reroute, interval_s=settings.resteer_interval_s
+        steering,
+        sessions=sessions,
+        reroute=reroute,
+        interval_s=settings.resteer_interval_s,
+        links=AnyDown(steering, ReportedLinks(sessions)),
     )

@@ -13,11 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.background import background
 from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.domain.rerouting import SegmentRerouting
 from cnbrain.federation.audit_loop import audit_forever
 from cnbrain.federation.auditor import LedgerAuditor, region_of_province
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
+from cnbrain.federation.segment_rerouting import SegmentRerouter
 from cnbrain.federation.steered_paths import steered_paths
 from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.forwarding import ForwardCalls
@@ -27,6 +29,11 @@ from cnbrain.national.map_sync import MapSync
 from cnbrain.national.metrics import NationalMetrics
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.participants import LocalParticipant, Participants
+from cnbrain.national.paths_service import (
+    NationalPathsServicer,
+    add_national_paths_service,
+    note_at,
+)
 from cnbrain.national.policy import FederationPolicy
 from cnbrain.national.regions import RegionDirectory, owned_provinces
 from cnbrain.national.release_backlog import DatabaseBacklog
@@ -72,9 +79,10 @@ async def running(
     the regions known from the database taken back, its lease kept, the parts of the
     placements that a run before (or a replica that stopped) left under way released, expiry
     of abandoned prepared parts running, retries of failed releases and the ledger auditor
-    running while this replica holds their lease (`national.replicas`), and gRPC served
-    (when `grpc_port` is set). Its parts count into `metrics` (None: a registry of its own,
-    which nothing reads)."""
+    running while this replica holds their lease (`national.replicas`), its backbone
+    segments steered and re-routed off links down (when it steers:
+    `federation.segment_rerouting`), and gRPC served (when `grpc_port` is set). Its parts
+    count into `metrics` (None: a registry of its own, which nothing reads)."""
     metrics = metrics or NationalMetrics()
     async with AsyncExitStack() as stack:
         database = create_engine(settings.database_url)
@@ -99,6 +107,13 @@ async def running(
         steered = steered_paths(settings, sessions=sessions, owner=NATIONAL_OWNER)
         if steered is not None:
             stack.callback(steered.close)
+
+            async def tell(region_id: str, news: SegmentRerouting) -> None:
+                await note_at(directory, region_id, news, deadline_s=settings.call_deadline_s)
+
+            steered.reroute = SegmentRerouter(
+                sessions=sessions, live_map=live_map, steered=steered, watch=live_map, tell=tell
+            )
             background(stack, steered.follow_forever(), "steering")
         local = LocalParticipant(
             sessions, arrays=lambda: live_map.engine.arrays, watch=live_map, steered=steered
@@ -200,10 +215,18 @@ async def running(
                 steered=steered,
             )
 
+            paths = NationalPathsServicer(
+                sessions=sessions,
+                live_map=live_map,
+                directory=directory,
+                deadline_s=settings.call_deadline_s,
+            )
+
             def register(grpc_server: grpc.aio.Server) -> list[str]:
                 return [
                     add_national_service(grpc_server, national),
                     add_ledger_service(grpc_server, ledger),
+                    add_national_paths_service(grpc_server, paths),
                 ]
 
             server = await start_server(

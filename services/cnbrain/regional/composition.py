@@ -28,6 +28,7 @@ from cnbrain.federation.auditor import LedgerAuditor, live_requests, region_of_p
 from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
+from cnbrain.federation.segment_rerouting import SegmentRerouter
 from cnbrain.federation.steered_paths import SteeredPaths, steered_paths
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
@@ -42,7 +43,10 @@ from cnbrain.regional.federation import (
 )
 from cnbrain.regional.forwarding import Forwarder, ServeForwarded
 from cnbrain.regional.metrics import Metrics
+from cnbrain.regional.national_paths import NationalPaths
+from cnbrain.regional.paths_service import RegionalPathsServicer, add_regional_paths_service
 from cnbrain.regional.replicas import Replicas
+from cnbrain.regional.rerouted_segments import SegmentNotes, tell_source
 from cnbrain.regional.rerouting import Rerouter
 from cnbrain.regional.security import Role
 from cnbrain.regional.settings import Settings
@@ -129,6 +133,7 @@ async def running(
         national, servicer = await _join_federation(
             stack, settings, sessions, live_map, replicas, cohorts, metrics, steered
         )
+        national_paths = _national_paths(stack, settings)
 
         auditor = LedgerAuditor(
             sessions,
@@ -150,14 +155,25 @@ async def running(
             cohorts,
             metrics,
             steered,
+            backbone=national_paths,
         )
         if steered is not None:
+            parts = None
+            if settings.region is not None:
+                parts = SegmentRerouter(
+                    sessions=sessions,
+                    live_map=live_map,
+                    steered=steered,
+                    watch=AnnouncingWatch(live_map, replicas),
+                    tell=tell_source(settings.region, SegmentNotes(sessions), national_paths),
+                )
             steered.reroute = Rerouter(
                 sessions=sessions,
                 changes=brain.changes,
                 live_map=live_map,
                 steered=steered,
                 owner=settings.region,
+                parts=parts,
             )
             background(stack, steered.follow_forever(), "steering")
         if servicer is not None and settings.region is not None:
@@ -209,8 +225,11 @@ def _assemble(
     cohorts: CohortQuotas,
     metrics: Metrics,
     steered: SteeredPaths | None = None,
+    *,
+    backbone: NationalPaths | None = None,
 ) -> RegionalBrain:
-    """The parts above the map and the federation, each handed what it uses."""
+    """The parts above the map and the federation, each handed what it uses; `backbone`
+    takes the operators' reports of backbone links to the national brain."""
     credentials = CredentialStore(settings.credentials)
     admission = AdmissionLoop(
         sessions=sessions,
@@ -307,6 +326,7 @@ def _assemble(
             replicas=replicas,
             credentials=credentials,
             policy=national,
+            backbone=backbone,
         ),
         priority_classes=ManagePriorityClasses(sessions, policy=national),
         dispatcher=dispatcher,
@@ -374,10 +394,13 @@ async def _join_federation(
             steered=steered,
         )
 
+        paths = RegionalPathsServicer(SegmentNotes(sessions))
+
         def register(grpc_server: grpc.aio.Server) -> list[str]:
             return [
                 add_regional_service(grpc_server, regional),
                 add_ledger_service(grpc_server, ledger),
+                add_regional_paths_service(grpc_server, paths),
             ]
 
         server = await start_server(
@@ -406,3 +429,18 @@ async def _join_federation(
     stack.push_async_callback(national.close)
     background(stack, national.run(), "national-link")
     return national, servicer
+
+
+def _national_paths(stack: AsyncExitStack, settings: Settings) -> NationalPaths | None:
+    """As a region's brain linked to a national brain (`region` and `national_endpoint`
+    set): its client of the national brain's NationalPathsService (None otherwise)."""
+    if settings.region is None or not settings.national_endpoint:
+        return None
+    paths = NationalPaths(
+        settings.national_endpoints,
+        security=settings.security(settings.region),
+        region_id=settings.region,
+        deadline_s=settings.call_deadline_s,
+    )
+    stack.push_async_callback(paths.close)
+    return paths

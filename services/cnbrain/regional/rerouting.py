@@ -14,9 +14,13 @@ reservation's bandwidth free (its own given back). Then, in order:
    never holds both, nor neither;
 3. what is left of the old path's steering (its policers) is removed.
 
+A part of a cross-brain reservation that this brain holds (not a reservation of its own)
+goes to `parts` (`federation.segment_rerouting`): each owner re-routes only its own
+segments, under the same reservation id.
+
 When no path avoids the links down, or the request moves data (its flows were planned on
-the old path), or its path crosses another brain's segments (a cross-region reservation,
-whose parts its owners hold), or the new path cannot be steered, the request gets a
+the old path), or its path crosses another brain's segments (a reservation of its own whose
+path is not all its own), or the new path cannot be steered, the request gets a
 `not_rerouted` event with the reason (the data plane's details go to the log only), once
 per reservation and set of its links down while they stay down, and keeps its reservation
 and its old path's steering. When the unit of work fails, the old path's steering is put
@@ -38,7 +42,7 @@ from cnbrain.domain.decision import Decision, NetworkPath
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.federation.steered_paths import SteeredPaths
+from cnbrain.federation.steered_paths import Reroute, SteeredPaths
 from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.arrays import gbps_to_mbps, mbps_to_gbps
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -55,7 +59,8 @@ K_PATHS = 3
 class Rerouter:
     """Re-routes held reservations of this brain (see the module docstring); `steered` is
     the brain's steering, `owner` the brain's region (None: a standalone brain, which owns
-    every segment)."""
+    every segment), `parts` what re-routes its parts of cross-brain reservations (None:
+    nothing; a standalone brain holds none)."""
 
     def __init__(
         self,
@@ -65,7 +70,9 @@ class Rerouter:
         live_map: LiveMap,
         steered: SteeredPaths,
         owner: str | None,
+        parts: Reroute | None = None,
     ) -> None:
+        self._parts = parts
         self._sessions = sessions
         self._changes = changes
         self._live_map = live_map
@@ -78,10 +85,13 @@ class Rerouter:
         """Forget the `not_rerouted` events written for every reservation but these (held,
         with a link down): one whose links come up and go down again is told again."""
         self._told = {told for told in self._told if told[0] in reservation_ids}
+        if self._parts is not None:
+            self._parts.keep(reservation_ids)
 
     async def __call__(self, decision: Decision, down: set[str]) -> None:
         """Re-route `decision`'s reservation off its links `down` (ids), and off every other
-        link the data plane has down, or tell its request why not."""
+        link that is down (`SteeredPaths.links_down`), or tell its request why not; a part
+        of a cross-brain reservation goes to `parts`."""
         path = decision.path
         assert path is not None and decision.reservation_id is not None
         cut = frozenset({hop.link for s in path.segments for hop in s.hops} & down)
@@ -90,11 +100,13 @@ class Rerouter:
                 session, tenant_id=None, request_id=decision.request_id
             )
             held = await ledger_store.held_claims(session, request_id=decision.request_id)
-        if stored is None:
-            return  # a part of another region's request: its source tells it
         old = next((c for c in held if c.reservation_id == decision.reservation_id), None)
         if old is None:
-            return  # released meanwhile
+            if self._parts is not None:
+                await self._parts(decision, down)  # a part (or released meanwhile)
+            return
+        if stored is None:
+            return
         request = PlacementRequest.model_validate(stored.body)
         why = f"link {', '.join(sorted(cut))} went down"
         if self._owner is not None and any(s.owner != self._owner for s in path.segments):

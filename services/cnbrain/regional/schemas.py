@@ -354,6 +354,35 @@ class LinkUsageReport(Strict):
     bandwidth_gbps: float = Field(ge=0, le=bounds.MAX_BANDWIDTH_GBPS)
 
 
+MAX_LINK_REASON = 500
+"""Characters of the reason of a report of a link's state."""
+
+
+class LinkStateReport(Strict):
+    """An operator's report of a link's state: down (it carries nothing: the reservations
+    over it are re-routed, and no re-routed path takes it) or up again."""
+
+    state: Literal["down", "up"]
+    reason: Annotated[
+        str, StringConstraints(max_length=MAX_LINK_REASON), AfterValidator(control_free)
+    ] = Field(default="", description="Why, in the operator's words.")
+
+
+class LinkStateView(BaseModel):
+    """A link's state as reported, and which brain keeps the report."""
+
+    link: str
+    owner: str = Field(description="The link's owner: a region id, or national (backbone).")
+    state: Literal["down", "up"]
+    reason: str
+    kept_by: str = Field(
+        description="The brain that keeps the report and re-routes off the link: this brain "
+        "(its region id, or standalone), or national for a backbone link, which this brain "
+        "forwards to the national brain."
+    )
+    reported_at: datetime
+
+
 class AuditView(BaseModel):
     id: int
     at: datetime

@@ -622,3 +622,17 @@ class TenancyLogRecord(Base):
     version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     change: Mapped[dict[str, Any]]
     recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LinkStateRecord(Base):
+    """An operator's last report of the state of link `link_id`: `down` (the brain's
+    re-routing takes it for down, as it takes a link the data plane has down) or `up`, with
+    its `reason`, the `actor` who made it and when (`storage.link_states`)."""
+
+    __tablename__ = "link_states"
+
+    link_id: Mapped[str] = mapped_column(ForeignKey("links.id"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(8))
+    reason: Mapped[str] = mapped_column(String(500))
+    actor: Mapped[str] = mapped_column(String(64))
+    reported_at: Mapped[datetime] = mapped_column(default=utcnow)

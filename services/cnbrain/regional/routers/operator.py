@@ -1,5 +1,5 @@
 """The operator API: register, update and retire sites and links (算力注册); report the
-capacity sites see in use (算力感知); the weight matrix."""
+capacity sites see in use (算力感知) and the state of links; the weight matrix."""
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -9,7 +9,13 @@ from cnbrain.domain.site import Site
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.deps import MapAdminDep, StaffDep
 from cnbrain.regional.problems import responses
-from cnbrain.regional.schemas import LinkUsageReport, SiteNodesView, SiteUsageReport
+from cnbrain.regional.schemas import (
+    LinkStateReport,
+    LinkStateView,
+    LinkUsageReport,
+    SiteNodesView,
+    SiteUsageReport,
+)
 
 router = APIRouter(prefix="/v1", tags=["operator"])
 
@@ -142,6 +148,38 @@ async def report_link_usage(
     """Staff only. Bandwidth of the link in use by traffic outside this brain, as reported; it
     replaces the last report, and routing counts it as taken."""
     await maps.report_link_usage(principal, link_id, report)
+
+
+LINK_STATE_ERRORS = responses(
+    {
+        401: "No valid API key.",
+        403: "Operators and admins only.",
+        404: "No such link (or, for a backbone link, none on the national brain's map).",
+        422: "Malformed, or a link of another region (report it to that region's brain).",
+        503: "A backbone link, and the national brain that keeps its state cannot be reached.",
+    }
+)
+
+
+@router.put(
+    "/links/{link_id}/state",
+    response_model=LinkStateView,
+    responses=LINK_STATE_ERRORS,
+    summary="Report a link down or up",
+)
+async def report_link_state(
+    link_id: str, report: LinkStateReport, maps: MapAdminDep, principal: StaffDep
+) -> LinkStateView:
+    """Staff only. The link is down (it carries nothing) or up again, as an operator sees
+    it; the report replaces the link's last one and is audited. A link down counts for
+    re-routing as a link the data plane has down: the reservations steered over it are
+    re-routed within a steering interval, each owner re-routing its own segment of a
+    cross-region path, and no re-routed path takes it (`docs/dataplane.md`). A link up
+    again takes nothing back: paths stay where they were moved. A link of this brain is
+    kept here; a backbone link is forwarded to the national brain, which keeps it and
+    re-routes the backbone segments (`kept_by` says which). A brain that steers nothing
+    keeps the report and re-routes nothing."""
+    return await maps.report_link_state(principal, link_id, report)
 
 
 @router.get(

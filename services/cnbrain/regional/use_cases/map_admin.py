@@ -1,6 +1,8 @@
 """The operators' changes of the map (算力注册): sites and links registered, updated and
-retired, capacity reported in use outside the brain (算力感知), and the weight matrix (in a
-federation the federation's, set through the national brain: `use_cases.policy_sync`).
+retired, capacity reported in use outside the brain (算力感知), links' states reported (down
+or up: the brain's re-routing takes a link reported down for down, `federation.link_states`;
+a backbone link's report is the national brain's), and the weight matrix (in a federation
+the federation's, set through the national brain: `use_cases.policy_sync`).
 
 Every change is one transaction with its audit entry. A change of the map then rebuilds this
 replica's map and tells the others; a report of capacity in use is a change of capacity, made
@@ -14,8 +16,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.backend_ref import SIMULATOR, BackendRef
-from cnbrain.domain.errors import Forbidden, Invalid, NotFound
-from cnbrain.domain.network import Link
+from cnbrain.domain.errors import Forbidden, Invalid, NotFound, Unavailable
+from cnbrain.domain.network import NATIONAL_OWNER, Link
 from cnbrain.domain.site import Site
 from cnbrain.execution import (
     BackendError,
@@ -36,11 +38,18 @@ from cnbrain.netmap.arrays import (
 )
 from cnbrain.placement.weights import WeightMatrix
 from cnbrain.regional.replicas import Replicas
-from cnbrain.regional.schemas import LinkUsageReport, PoolView, SiteNodesView, SiteUsageReport
+from cnbrain.regional.schemas import (
+    LinkStateReport,
+    LinkStateView,
+    LinkUsageReport,
+    PoolView,
+    SiteNodesView,
+    SiteUsageReport,
+)
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.unit_of_work import CapacityChanges
-from cnbrain.regional.use_cases.ports import NationalPolicy
-from cnbrain.storage import audit, ledger_store, registry
+from cnbrain.regional.use_cases.ports import BackboneLinks, NationalPolicy
+from cnbrain.storage import audit, ledger_store, link_states, registry
 from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
 
 
@@ -48,7 +57,7 @@ class MapAdministration:
     """The map changes of staff callers (the HTTP edge admits only operators and admins).
     Raises the error tree: Invalid (naming the field) for a change that would leave the map
     invalid, NotFound for an unknown site or link, Forbidden for a backend change by a
-    non-admin."""
+    non-admin. `backbone` (None: no national brain) takes the reports of backbone links."""
 
     def __init__(
         self,
@@ -59,7 +68,9 @@ class MapAdministration:
         replicas: Replicas,
         credentials: CredentialStore,
         policy: NationalPolicy | None = None,
+        backbone: BackboneLinks | None = None,
     ) -> None:
+        self._backbone = backbone
         self._sessions = sessions
         self._live_map = live_map
         self._changes = changes
@@ -171,6 +182,68 @@ class MapAdministration:
             await registry.report_link_usage(
                 session, link_id=link_id, mbps=gbps_to_mbps(report.bandwidth_gbps)
             )
+
+    async def report_link_state(
+        self, principal: Principal, link_id: str, report: LinkStateReport
+    ) -> LinkStateView:
+        """Keep `report` as the last of link `link_id`, with its audit entry: in this brain's
+        database when this brain owns the link (a standalone brain owns every link), where
+        its re-routing takes it for down from its next pass; for a backbone link of a
+        region's brain, in the national brain's (forwarded), whose re-routing of backbone
+        segments takes it. Raises NotFound for a link not on the map, Invalid for another
+        region's link, Unavailable (nothing kept) when the national brain cannot be reached
+        or this brain has none, and NotFound or Invalid when the national brain refuses it."""
+        arrays = self._live_map.engine.arrays
+        index = arrays.link_index.get(link_id)
+        if index is None:
+            raise NotFound(f"link {link_id!r} is not on the map")
+        link = arrays.map.links[index]
+        actor = principal.user_id[: link_states.MAX_ACTOR]
+        detail = {"state": report.state, "reason": report.reason}
+        if self._live_map.ownership.owns_link(index):
+            async with self._sessions.begin() as session:
+                kept = await link_states.report(
+                    session, link_id=link_id, state=report.state, reason=report.reason, actor=actor
+                )
+                await _audit(session, principal, "link.state_reported", "link", link_id, detail)
+            return LinkStateView(
+                link=link_id,
+                owner=link.owner,
+                state=report.state,
+                reason=report.reason,
+                kept_by=self._live_map.owner or "standalone",
+                reported_at=kept.at,
+            )
+        if link.owner != NATIONAL_OWNER:
+            raise Invalid(
+                f"link {link_id!r} is region {link.owner}'s: report it to that region's brain",
+                field="link_id",
+            )
+        if self._backbone is None:
+            raise Unavailable(
+                f"link {link_id!r} is a backbone link, whose state the national brain keeps, "
+                "and this brain is linked to none"
+            )
+        at = await self._backbone.report_link_state(
+            link_id, down=report.state == link_states.DOWN, reason=report.reason, actor=actor
+        )
+        async with self._sessions.begin() as session:
+            await _audit(
+                session,
+                principal,
+                "link.state_reported",
+                "link",
+                link_id,
+                {**detail, "kept_by": NATIONAL_OWNER},
+            )
+        return LinkStateView(
+            link=link_id,
+            owner=link.owner,
+            state=report.state,
+            reason=report.reason,
+            kept_by=NATIONAL_OWNER,
+            reported_at=at,
+        )
 
     async def weight_matrix(self) -> WeightMatrix:
         async with self._sessions() as session:

@@ -3,6 +3,7 @@ adapters that implement them live outside `use_cases` (the national link over gR
 `regional.federation.NationalLink`)."""
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from cnbrain.domain.decision import Decision
@@ -68,6 +69,18 @@ class NationalClient(Protocol):
         """The national brain's best routes between two sites, each segment computed by its
         owner. Raises Invalid naming a field the national brain refused, PeerUnavailable
         when it (or an owner) cannot be reached."""
+
+
+class BackboneLinks(Protocol):
+    """The national brain, which keeps the state of the backbone links."""
+
+    async def report_link_state(
+        self, link_id: str, *, down: bool, reason: str, actor: str
+    ) -> datetime:
+        """Have the national brain keep this report of backbone link `link_id`, made by
+        `actor` of this region; when it kept it. Raises NotFound when it is not a backbone
+        link of the national brain's map, Invalid for a field it refuses, PeerUnavailable
+        when it cannot be reached (then nothing is known to have changed)."""
 
 
 class NationalPolicy(Protocol):
