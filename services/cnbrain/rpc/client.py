@@ -19,7 +19,7 @@ import grpc
 from cnbrain.rpc.interceptors import client_interceptors
 from cnbrain.rpc.security import PeerSecurity
 from cnbrain.rpc.tracing import tracing_client_interceptors
-from cnbrain.v1 import ledger_pb2, national_pb2, regional_pb2
+from cnbrain.v1 import ledger_pb2, national_pb2, paths_pb2, regional_pb2
 
 DEADLINE_S = 2.0
 """Deadline of a control call: candidates, segments, prepare/commit/release, registration."""
@@ -31,7 +31,7 @@ MAX_ATTEMPTS = 3
 
 RETRIED_SERVICES: tuple[str, ...] = tuple(
     service.full_name
-    for module in (ledger_pb2, regional_pb2, national_pb2)
+    for module in (ledger_pb2, regional_pb2, national_pb2, paths_pb2)
     for service in module.DESCRIPTOR.services_by_name.values()
 )
 """The services whose calls are retried: all of cnbrain.v1."""
