@@ -2,7 +2,7 @@
 
 Revision ID: 0025
 Revises: 0024
-Create Date: 2026-12-20
+Create Date: 2026-12-06
 """
 
 from collections.abc import Sequence
