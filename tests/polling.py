@@ -37,3 +37,13 @@ async def wait_until(condition: Callable[[], bool], timeout_s: float) -> float:
         assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
         await asyncio.sleep(0.05)
     return time.monotonic() - start
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Check `condition()` every 0.2 s until it holds, outside an event loop; fail the test
+    naming `what` when `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout_s} s")
+        time.sleep(0.2)

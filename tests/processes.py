@@ -99,7 +99,13 @@ def brain_processes(
 
 @contextlib.contextmanager
 def brains_on_a_new_database(
-    count: int, *, prefix: str, map_spec: str, admin_token: str, workdir: Path
+    count: int,
+    *,
+    prefix: str,
+    map_spec: str,
+    admin_token: str,
+    workdir: Path,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[list[str], str]]:
     """`brain_processes` on a new PostgreSQL database (named `prefix_...`) and the test Redis;
     yields the brains' base URLs and the database URL, and drops the database afterwards."""
@@ -113,6 +119,7 @@ def brains_on_a_new_database(
             map_spec=map_spec,
             admin_token=admin_token,
             workdir=workdir,
+            extra_env=extra_env,
         ) as urls:
             yield urls, database
     finally:

@@ -8,8 +8,6 @@ removes the steering. An operator's report of a link down (`PUT /v1/links/{id}/s
 re-routes what crosses it as the data plane's link state does, though the netlab's link
 stays up; a report of an unknown link, or by a tenant's key, is refused."""
 
-import asyncio
-import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,15 +21,11 @@ from cnbrain.dataplane import linux
 from cnbrain.dataplane.plan import LabPlan, plan_lab
 from cnbrain.domain.decision import STEERING_REASON, Decision
 from cnbrain.netmap.compute_map import ComputeNetworkMap
-from cnbrain.netmap.document import MapDocument
-from cnbrain.netmap.files import write_map_document
-from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.dataplane.conftest import lab_up
 from tests.dataplane.paths import hops_of
 from tests.dataplane.traffic import job_of
 from tests.dataplane.traffic import traffic as traffic_from
-from tests.processes import brain_processes
-from tests.tiny_map import tiny_map_raw
+from tests.tiny_brain import tiny_brain
 
 pytestmark = pytest.mark.usefixtures("lab_tools")
 
@@ -42,35 +36,16 @@ USERS = f"{LAB}-AA-acc@users"
 @pytest.fixture
 def brain(tmp_path: Path, tiny_map: ComputeNetworkMap) -> Iterator[tuple[LabPlan, httpx.Client]]:
     """The tiny map's lab, and a regional brain on the tiny map that steers onto it."""
-    map_file = tmp_path / "tiny.yaml"
-    write_map_document(MapDocument.model_validate(tiny_map_raw()), map_file)
-    token = f"ck_{secrets.token_hex(8)}.{secrets.token_urlsafe(32)}"
-    database = asyncio.run(create_postgres_database("cnbrain_steering"))
-    try:
-        with (
-            lab_up(plan_lab(tiny_map, name=LAB)) as plan,
-            brain_processes(
-                1,
-                database_url=database,
-                redis_url=asyncio.run(require_redis()),
-                map_spec=str(map_file),
-                admin_token=token,
-                workdir=tmp_path,
-                extra_env={
-                    "CNBRAIN_STEERING": "netlab",
-                    "CNBRAIN_NETLAB": LAB,
-                    "CNBRAIN_RESTEER_INTERVAL_S": "0.2",
-                },
-            ) as [url],
-            httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
-            ) as client,
-        ):
-            made = client.post("/v1/tenants", json={"id": "acme", "name": "Acme"})
-            assert made.status_code == 201, made.text
-            yield plan, client
-    finally:
-        asyncio.run(drop_postgres_database(database))
+    steering = {
+        "CNBRAIN_STEERING": "netlab",
+        "CNBRAIN_NETLAB": LAB,
+        "CNBRAIN_RESTEER_INTERVAL_S": "0.2",
+    }
+    with (
+        lab_up(plan_lab(tiny_map, name=LAB)) as plan,
+        tiny_brain(tmp_path, prefix="cnbrain_steering", extra_env=steering) as client,
+    ):
+        yield plan, client
 
 
 def submit_body(client: httpx.Client) -> dict[str, Any]:

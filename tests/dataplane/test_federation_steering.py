@@ -9,28 +9,32 @@ reservation: its part moves to the new links, no other owner's part changes, the
 its source region gets a `rerouted` event naming the segment and its decision takes the new
 hops, and the traffic follows them."""
 
-import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 
 from cnbrain.dataplane import linux
 from cnbrain.dataplane.plan import LabPlan, job_address, plan_lab
-from cnbrain.domain.decision import Decision, Hop
+from cnbrain.domain.decision import Decision
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.netmap.files import write_map_document
-from cnbrain.storage.database import create_engine
 from tests.dataplane.conftest import lab_up
 from tests.dataplane.paths import grown, hops_of
 from tests.dataplane.traffic import Receiver, job_of, send, settle
 from tests.dataplane.traffic import traffic as traffic_from
-from tests.federation.member_requests import cancel, get, submit
+from tests.federation.member_requests import cancel, submit
+from tests.federation.rerouted_paths import (
+    decision_at_source,
+    links_of,
+    part_links,
+    placed,
+    wait_events,
+    wait_rerouted,
+)
 from tests.federation_processes import LocalFederation, local_federation
 from tests.tiny_map import ascend_body, tiny_map_raw
 
@@ -97,64 +101,6 @@ def test_three_brains_steer_their_segments_of_a_cross_region_path(
     cancelled: dict[str, Any] = cancel(brains, "east", decision.request_id)
     assert cancelled["state"] == "cancelled"
     assert set(routed(lab, job).values()) == {None}
-
-
-def placed(brains: LocalFederation) -> Decision:
-    """A request from AA placed on CC-hub by the federation, over three segments."""
-    view = submit(brains, "east", ascend_body(1, constraints={"min_bandwidth_gbps": 0.01}))
-    assert view["state"] == "placed", view
-    decision = Decision.model_validate(view["decision"])
-    assert decision.path is not None
-    assert [s.owner for s in decision.path.segments] == ["east", "national", "west"]
-    return decision
-
-
-def decision_at_source(brains: LocalFederation, request_id: str) -> Decision:
-    return Decision.model_validate(get(brains, "east", f"/v1/requests/{request_id}")["decision"])
-
-
-def wait_events(
-    brains: LocalFederation, request_id: str, kind: str, count: int
-) -> list[dict[str, Any]]:
-    """The request's `kind` events at its source region, once it has `count`."""
-    deadline = time.monotonic() + 30
-    found: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        events = get(brains, "east", f"/v1/requests/{request_id}/events")["events"]
-        found = [e for e in events if e["kind"] == kind]
-        if len(found) >= count:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not {count} {kind} events on {request_id}: {found}")
-
-
-def wait_rerouted(brains: LocalFederation, request_id: str, count: int) -> list[dict[str, Any]]:
-    return wait_events(brains, request_id, "rerouted", count)
-
-
-def part_links(brains: LocalFederation, reservation_id: str) -> dict[str, set[str]]:
-    """The links each owner's ledger holds for its part of the reservation."""
-
-    async def read(url: str) -> set[str]:
-        engine = create_engine(url)
-        try:
-            async with engine.connect() as connection:
-                rows = await connection.execute(
-                    text(
-                        "SELECT link_id FROM peer_reservation_links "
-                        "WHERE reservation_id = :reservation"
-                    ),
-                    {"reservation": reservation_id},
-                )
-                return {str(link) for (link,) in rows}
-        finally:
-            await engine.dispose()
-
-    return {name: asyncio.run(read(url)) for name, url in brains.databases.items()}
-
-
-def links_of(hops: tuple[Hop, ...]) -> set[str]:
-    return {hop.link for hop in hops}
 
 
 def check_follows(lab: LabPlan, brains: LocalFederation, before: Decision, cut: str) -> Decision:

@@ -1,10 +1,13 @@
 """`cnbrain netlab up`, `link`, `hops`, `down` and `bench` on a map file, as an operator runs
-them; a lab whose manifest cannot be kept is not left half built, and a manifest is read only
-from root's private directory and only when every field is of its kind."""
+them; a lab whose manifest cannot be kept, or whose build is interrupted, is not left half
+built, and a manifest is read only from root's private directory and only when every field
+is of its kind."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,6 +94,37 @@ def test_a_lab_whose_manifest_cannot_be_kept_is_removed(map_file: Path, tmp_path
     assert "Traceback" not in up.stderr
     assert linux.lab_namespaces(LAB) == []
     assert list(shared.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_build_leaves_no_lab(signum: signal.Signals) -> None:
+    lab = "cnli"
+    up = ["netlab", "up", "--map", "china", "--part", "provinces=ZJ,SH,NX", "--name", lab]
+    build = subprocess.Popen(
+        [sys.executable, "-m", "cnbrain.cli.main", *up],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not linux.lab_namespaces(lab):
+            assert build.poll() is None, build.communicate()
+            assert time.monotonic() < deadline, "no namespace of the lab within 60 s"
+            time.sleep(0.02)
+        build.send_signal(signum)
+        _, stderr = build.communicate(timeout=120)
+
+        assert build.returncode == 130, stderr
+        assert "Traceback" not in stderr, stderr
+        assert linux.lab_namespaces(lab) == []
+        assert manifest.read(lab) is None
+    finally:
+        if build.poll() is None:
+            build.kill()
+            build.wait()
+        linux.destroy(lab)
+        manifest.remove(lab)
 
 
 def test_a_manifest_is_read_only_when_private_and_of_its_kinds(

@@ -11,10 +11,12 @@ from sqlalchemy import update
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.claim import Claim, claim_from
+from cnbrain.ledger.keys import link_key
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.engine import PlacementEngine
-from cnbrain.storage import ledger_store, registry
+from cnbrain.storage import ledger_store, link_states, registry
+from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.models import SiteCapacity
 from cnbrain.storage.requests import NewRequest, insert_requests
@@ -193,6 +195,43 @@ async def test_external_use_and_retired_sites_count_against_room(
             )
         snapshot = await ledger_store.load_snapshot(session, arrays=ledger)
     assert snapshot.free_cpu_m[0] == 0 and not snapshot.free_acc[0].any()
+    await _check(sessions)
+
+
+async def test_a_link_reported_down_offers_nothing_until_reported_up(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    first, second = await _requests(sessions, 2)
+    link = _claim(ledger, first).link_ids[0]
+    index = [x.id for x in ledger.map.links].index(link)
+    now = epoch_s(utcnow())
+
+    async def report(state: str) -> None:
+        async with sessions.begin() as session:
+            await link_states.report(session, link_id=link, state=state, reason="", actor="u-1")
+
+    async def offered() -> tuple[int, int]:
+        """The link's free bandwidth in the snapshot, and its capacity on the calendar."""
+        async with sessions() as session:
+            snapshot = await ledger_store.load_snapshot(session, arrays=ledger)
+            calendar, _ = await ledger_store.calendar_and_holdings(session, arrays=ledger, now=now)
+        return int(snapshot.residual_mbps[index]), calendar.profile(link_key(index)).capacity
+
+    cap = int(ledger.link_cap_mbps[index])
+    assert await offered() == (cap, cap)
+    await report(link_states.DOWN)
+    assert await offered() == (0, 0)
+    async with sessions() as session:
+        with pytest.raises(CapacityConflict, match=f"link '{link}': reported down"):
+            await ledger_store.reserve_many(
+                session, claims=[_claim(ledger, first, reservation_id="r1")]
+            )
+    await report(link_states.UP)
+    assert await offered() == (cap, cap)
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(
+            session, claims=[_claim(ledger, second, reservation_id="r2")]
+        )
     await _check(sessions)
 
 

@@ -16,10 +16,11 @@ import hashlib
 import ipaddress
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,30 +119,66 @@ class LabError(Unavailable):
 def build(plan: LabPlan) -> None:
     """Make every namespace, wire, address and route of `plan`, and the policers' table in
     every router. LabError when a namespace of the lab exists already or a step fails; then,
-    as when the build is interrupted (KeyboardInterrupt, say, raised again), every namespace
-    of the lab is removed."""
+    as when the build is interrupted (KeyboardInterrupt raised again), every namespace of the
+    lab is removed. Built from the main thread, SIGINT and SIGTERM interrupt it only between
+    two steps (`_HeldSignals`), so no step is left half made."""
     existing = lab_namespaces(plan.name)
     if existing:
         raise LabError(
             f"netlab {plan.name!r} is up already ({len(existing)} namespaces): run netlab down"
         )
-    try:
-        _build(plan)
-    except BaseException as error:
-        destroy(plan.name)
-        if isinstance(error, LabError) or not isinstance(error, Exception):
-            raise
-        raise LabError(f"building netlab {plan.name!r}: {error}") from error
+    with _HeldSignals() as held:
+        try:
+            _build(plan, held.check)
+            held.check()
+        except BaseException as error:
+            destroy(plan.name)
+            if isinstance(error, LabError) or not isinstance(error, Exception):
+                raise
+            raise LabError(f"building netlab {plan.name!r}: {error}") from error
 
 
-def _build(plan: LabPlan) -> None:
+class _HeldSignals:
+    """While it is entered from the main thread, SIGINT and SIGTERM are held: `check`
+    raises KeyboardInterrupt once one has come. Elsewhere it holds nothing (and Python
+    delivers SIGINT to the main thread only)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._caught: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_HeldSignals":
+        if threading.current_thread() is threading.main_thread():
+            for held in self.SIGNALS:
+                self._previous[held] = signal.signal(held, self._hold)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for held, previous in self._previous.items():
+            signal.signal(held, previous)
+
+    def _hold(self, signum: int, _frame: object) -> None:
+        self._caught = signum
+
+    def check(self) -> None:
+        if self._caught is not None:
+            raise KeyboardInterrupt(f"signal {signal.Signals(self._caught).name}")
+
+
+def _build(plan: LabPlan, check: Callable[[], None]) -> None:
+    """Build `plan`, calling `check` between every two steps."""
     for host in plan.hosts:
+        check()
         netns.create(host.namespace)
         _run(["ip", "netns", "exec", host.namespace, "sysctl", "-qw", *SYSCTLS])
     with _Sockets() as sockets:
         for wire in plan.wires:
+            check()
             _add_wire(sockets, wire)
         for host in plan.hosts:
+            check()
             ip = sockets.of(host.namespace)
             lo = _index(ip, "lo")
             ip.link("set", index=lo, state="up")
@@ -160,10 +197,12 @@ def _build(plan: LabPlan) -> None:
                     oif=lo,
                 )
         for route in plan.routes:
+            check()
             _static_route(sockets.of(route.namespace), route.prefix, route.via, route.interface)
     for host in plan.hosts:
         if host.kind is HostKind.USERS:
             continue
+        check()
         policers = POLICERS if host.kind is HostKind.ROUTER else ""
         _nft(host.namespace, policers + hops_ruleset(host, plan.wires))
 

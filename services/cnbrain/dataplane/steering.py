@@ -3,10 +3,11 @@ and removes them when the reservation is released.
 
 `Steering` is the port the brain's steered paths call (`federation.steered_paths`);
 `NetlabSteering` its adapter onto a netlab: for every segment of a decision the brain owns, a
-headend at the segment's first node (`plan.headends`). Everything is keyed by the decision's
-reservation id: installing twice is installing once, removing what is not installed does
-nothing, and a reservation of the same request installed later takes the job's traffic over
-(the swap of a re-routed path) without the earlier one's removal undoing it.
+headend at the segment's first node (`plan.headends`); `NoDataPlane` the one of a brain that
+steers nothing. Everything is keyed by the decision's reservation id: installing twice is
+installing once, removing what is not installed does nothing, and a reservation of the same
+request installed later takes the job's traffic over (the swap of a re-routed path) without
+the earlier one's removal undoing it.
 """
 
 import asyncio
@@ -252,10 +253,43 @@ class NetlabSteering:
             del self._current[place]
 
 
-def steering_of(setting: str, *, lab: str, owner: str | None) -> NetlabSteering | None:
-    """The steering a brain's settings ask for (`steering`, `netlab`): None for "off"."""
-    if setting == "off":
+class NoDataPlane:
+    """`Steering` of a brain without a data plane (`steering = off`): it installs and removes
+    nothing and has no link down, so the brain's steered paths follow its ledger only, to
+    re-route what crosses a link an operator reported down."""
+
+    GENERATION = "no-data-plane"
+
+    def __init__(self, *, owner: str | None) -> None:
+        self._owner = owner
+
+    @property
+    def owner(self) -> str | None:
+        return self._owner
+
+    async def install(self, decisions: Sequence[Decision]) -> None:
         return None
+
+    async def remove(self, decisions: Sequence[Decision]) -> None:
+        return None
+
+    async def missing(self, decisions: Sequence[Decision]) -> list[Decision]:
+        return []
+
+    async def links_down(self, link_ids: Iterable[str]) -> set[str]:
+        return set()
+
+    async def generation(self) -> str | None:
+        return self.GENERATION
+
+    def close(self) -> None:
+        return None
+
+
+def steering_of(setting: str, *, lab: str, owner: str | None) -> NetlabSteering | NoDataPlane:
+    """The steering a brain's settings ask for (`steering`, `netlab`)."""
+    if setting == "off":
+        return NoDataPlane(owner=owner)
     if setting == "netlab":
         return NetlabSteering(lab=lab, owner=owner)
     raise ValueError(f"steering {setting!r}: off or netlab")

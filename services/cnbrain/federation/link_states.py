@@ -39,6 +39,11 @@ class ReportedLinks:
         async with self._sessions() as session:
             return await link_states.down_links(session, wanted)
 
+    async def any_down(self) -> bool:
+        """Whether any link's last report says down."""
+        async with self._sessions() as session:
+            return bool(await link_states.down_links(session))
+
 
 class AnyDown:
     """The links that any of `sources` has down."""

@@ -22,41 +22,56 @@ steered as stored instead), and for each, in order:
    part (`storage.part_routes.drop_links`);
 5. the request's source region (the owner of the path's first segment) is told, through
    `tell`: its request gets a `rerouted` event naming the segment and its new hops, and its
-   decision takes them.
+   decision takes them. The note is kept as owed (`storage.owed_notes`) in step 4's
+   transaction and forgotten once told: a source region that cannot be told now is told at
+   a later pass (`retell`, oldest first), after its outage or this brain's restart.
 
 Where it cannot (no path between a segment's nodes within free bandwidth, the part holds
 flows planned on the old path, the new links were taken meanwhile, or the new path could
 not be steered), the source region is told why (a `not_rerouted` event), once per
 reservation and set of its links down while they stay down, and the part keeps its links
-and steering: when step 3 fails, step 2 is undone. A part released meanwhile (a cancel) is
-left so, untold.
+and steering: when step 3 fails, step 2 is undone; that note is owed and told as step 5's.
+A part released meanwhile (a cancel) is left so, untold. A note not told within
+MAX_NOTE_AGE_S is given up, with a warning in the log.
 """
 
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 
+from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.dataplane.steering import SteeringError
 from cnbrain.domain.decision import Decision, Hop, Segment, SegmentKind
 from cnbrain.domain.rerouting import SegmentRerouting, with_segment
+from cnbrain.federation.codec import WireError
+from cnbrain.federation.detours import ToldOnce, blocked_links
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import CapacityWatch, local_change
+from cnbrain.federation.rerouting_wire import rerouting_message, rerouting_of
 from cnbrain.federation.steered_paths import SteeredPaths
-from cnbrain.netmap.arrays import mbps_to_gbps
 from cnbrain.routing.paths import Blocked, GraphPath
-from cnbrain.storage import part_routes
+from cnbrain.storage import owed_notes, part_routes
+from cnbrain.storage.clock import utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.part_routes import HeldPart, PartChanged
+from cnbrain.v1 import paths_pb2
 
 log = logging.getLogger("cnbrain.federation")
 
 K_PATHS = 3
 
+MAX_NOTE_AGE_S = 86_400.0
+"""How long a note is owed to a source region that cannot be told before it is given up."""
+
+NOTES_PER_PASS = 100
+"""Owed notes read by one `retell`."""
+
 Tell = Callable[[str, SegmentRerouting], Awaitable[None]]
 """Tells region `source` (the request's source) what became of a segment; raises when it
-cannot (the re-route stands: the caller logs it)."""
+cannot (the re-route stands, and the note stays owed)."""
 
 
 class SegmentRerouter:
@@ -80,13 +95,69 @@ class SegmentRerouter:
         self._steered = steered
         self._watch = watch
         self._tell = tell
-        self._told: set[tuple[str, frozenset[str]]] = set()
+        self._told = ToldOnce()
         """(reservation id, its links down) of the `not_rerouted` outcomes told."""
+        self._unreachable: set[str] = set()
+        """The source regions owed notes that could not be told them at the last try."""
 
     def keep(self, reservation_ids: set[str]) -> None:
         """Forget the `not_rerouted` outcomes told of every reservation but these (held,
         with a link down): one whose links come up and go down again is told again."""
-        self._told = {told for told in self._told if told[0] in reservation_ids}
+        self._told.keep(reservation_ids)
+
+    async def retell(self) -> None:
+        """Tell the source regions the notes owed them, oldest first, and forget those told.
+        A region that cannot be told keeps its notes, in order, for the next call (a warning
+        is logged when it first cannot be); a note older than MAX_NOTE_AGE_S, or one that does
+        not decode, is given up (logged)."""
+        async with self._sessions() as session:
+            notes = await owed_notes.owed(session, limit=NOTES_PER_PASS)
+        if not notes:
+            return
+        oldest = utcnow() - timedelta(seconds=MAX_NOTE_AGE_S)
+        settled: list[int] = []
+        stuck: set[str] = set()
+        for note in notes:
+            if note.region_id in stuck:
+                continue
+            if note.since < oldest:
+                log.warning(
+                    "request %s: region %s was not told of a re-routed segment within %.0f s; "
+                    "given up",
+                    note.request_id,
+                    note.region_id,
+                    MAX_NOTE_AGE_S,
+                )
+                settled.append(note.id)
+                continue
+            try:
+                news = rerouting_of(paths_pb2.SegmentRerouting.FromString(note.message))
+            except (DecodeError, WireError) as error:
+                log.error("owed note %d does not decode (%s); given up", note.id, error)
+                settled.append(note.id)
+                continue
+            try:
+                await self._tell(note.region_id, news)
+            except Exception as error:
+                stuck.add(note.region_id)
+                if note.region_id not in self._unreachable:
+                    log.warning(
+                        "region %s could not be told what became of segment %d of request "
+                        "%s: %s; telling it again at every pass",
+                        note.region_id,
+                        news.position,
+                        news.request_id,
+                        error,
+                    )
+                    self._unreachable.add(note.region_id)
+                continue
+            if note.region_id in self._unreachable:
+                log.info("region %s told again what it was owed", note.region_id)
+                self._unreachable.discard(note.region_id)
+            settled.append(note.id)
+        if settled:
+            async with self._sessions.begin() as session:
+                await owed_notes.settle(session, settled)
 
     async def __call__(self, decision: Decision, down: set[str]) -> None:
         """Re-route this brain's segments of `decision`'s part that cross a link of `down`
@@ -125,7 +196,13 @@ class SegmentRerouter:
             )
             return
         own = [link.id for link in self._live_map.map.links if link.owner == self._owner]
-        blocked, free_gbps = await self._blocked(part, down | await self._steered.links_down(own))
+        snapshot, _ = await self._live_map.snapshot()
+        blocked, free_gbps = blocked_links(
+            snapshot,
+            held=part.link_ids,
+            mbps=part.mbps,
+            down=down | await self._steered.links_down(own),
+        )
         moved = decision
         for position in cut_at:
             segment = path.segments[position]
@@ -143,23 +220,6 @@ class SegmentRerouter:
             new, sids = self._segment(segment, found, free_gbps)
             moved = with_segment(moved, position, new, sids)
         await self._move(decision, moved, part, cut_at, cut, why)
-
-    async def _blocked(self, part: HeldPart, down: set[str]) -> tuple[Blocked, list[float]]:
-        """The links a new path may not take (down, or without the part's bandwidth free,
-        its own given back), by index; and the free bandwidth of every link (Gbps, its own
-        given back)."""
-        arrays = self._live_map.engine.arrays
-        snapshot, _ = await self._live_map.snapshot()
-        own = {arrays.link_index[link] for link in part.link_ids if link in arrays.link_index}
-        free = [
-            int(mbps) + (part.mbps if j in own else 0)
-            for j, mbps in enumerate(snapshot.residual_mbps)
-        ]
-        need = part.mbps
-        blocked = frozenset(
-            j for j, link in enumerate(arrays.map.links) if link.id in down or free[j] < need
-        )
-        return blocked, [mbps_to_gbps(mbps) for mbps in free]
 
     def _best_path(self, segment: Segment, site: str, blocked: Blocked) -> GraphPath | None:
         """The best path between `segment`'s first and last nodes, on the graph of its kind
@@ -244,6 +304,23 @@ class SegmentRerouter:
                 detail=str(error),
             )
             return
+        path = moved.path
+        assert path is not None
+        news = []
+        for position in positions:
+            segment = path.segments[position]
+            start = sum(len(s.hops) for s in path.segments[:position])
+            news.append(
+                SegmentRerouting(
+                    request_id=moved.request_id,
+                    reservation_id=str(moved.reservation_id),
+                    position=position,
+                    owner=self._owner,
+                    reason=why,
+                    segment=segment,
+                    sids=tuple(path.srv6_segment_list[start : start + len(segment.hops)]),
+                )
+            )
         try:
             async with local_change(self._watch) as change, self._sessions.begin() as session:
                 await part_routes.drop_links(
@@ -253,27 +330,12 @@ class SegmentRerouter:
                     dropped=dropped,
                     decision=moved.model_dump(mode="json"),
                 )
+                for one in news:
+                    await _owe(session, moved, one)
                 change.free()
         except PartChanged:
             return  # released meanwhile: its release gave every link back
-        path = moved.path
-        assert path is not None
-        for position in positions:
-            segment = path.segments[position]
-            start = sum(len(s.hops) for s in path.segments[:position])
-            sids = path.srv6_segment_list[start : start + len(segment.hops)]
-            await self._say(
-                moved,
-                SegmentRerouting(
-                    request_id=moved.request_id,
-                    reservation_id=str(moved.reservation_id),
-                    position=position,
-                    owner=self._owner,
-                    reason=why,
-                    segment=segment,
-                    sids=tuple(sids),
-                ),
-            )
+        await self.retell()
         log.info(
             "request %s: %s segments %s rerouted off %s (reservation %s)",
             moved.request_id,
@@ -323,33 +385,28 @@ class SegmentRerouter:
         key = (str(decision.reservation_id), cut)
         if key in self._told:
             return
-        self._told.add(key)
         said = f"{reason} ({detail})" if detail else reason
         log.warning("request %s not rerouted by %s: %s", decision.request_id, self._owner, said)
-        await self._say(
-            decision,
-            SegmentRerouting(
-                request_id=decision.request_id,
-                reservation_id=str(decision.reservation_id),
-                position=position,
-                owner=self._owner,
-                reason=reason,
-            ),
+        news = SegmentRerouting(
+            request_id=decision.request_id,
+            reservation_id=str(decision.reservation_id),
+            position=position,
+            owner=self._owner,
+            reason=reason,
         )
+        async with self._sessions.begin() as session:
+            await _owe(session, decision, news)
+        self._told.add(key)
+        await self.retell()
 
-    async def _say(self, decision: Decision, news: SegmentRerouting) -> None:
-        """Tell `news` to the source region of `decision` (the owner of its first segment);
-        a failure is logged (the ledger and the data plane stand as they are)."""
-        assert decision.path is not None
-        source = decision.path.segments[0].owner
-        try:
-            await self._tell(source, news)
-        except Exception as error:
-            log.warning(
-                "request %s: region %s could not be told of segment %d (%s): %s",
-                news.request_id,
-                source,
-                news.position,
-                "rerouted" if news.rerouted else "not rerouted",
-                error,
-            )
+
+async def _owe(session: AsyncSession, decision: Decision, news: SegmentRerouting) -> None:
+    """Keep `news` owed to the source region of `decision` (the owner of its first segment),
+    in `session`'s transaction."""
+    assert decision.path is not None
+    await owed_notes.owe(
+        session,
+        region_id=decision.path.segments[0].owner,
+        request_id=news.request_id,
+        message=rerouting_message(news).SerializeToString(),
+    )

@@ -74,8 +74,9 @@ class BrainSettings(BaseSettings):
     )
     steering: Literal["off", "netlab"] = Field(
         default="off",
-        description="Where this brain steers its segments of the paths it reserves: nowhere, "
-        "or onto the netlab named by `netlab` (docs/dataplane.md).",
+        description="Where this brain steers its segments of the paths it reserves: nowhere "
+        "(it still re-routes reservations off links its operators report down), or onto the "
+        "netlab named by `netlab` (docs/dataplane.md).",
     )
     netlab: str = Field(
         default="cnl",
@@ -86,8 +87,9 @@ class BrainSettings(BaseSettings):
         default=1.0,
         ge=0.1,
         le=3600,
-        description="How often a steering brain checks the netlab's links of its steered "
-        "paths, and re-routes the reservations over a link that went down.",
+        description="How often a brain checks the links of the paths it holds (the netlab's "
+        "when it steers, and its operators' reports) and re-routes the reservations over a "
+        "link that went down.",
     )
 
     @field_validator("otlp_endpoint")

@@ -16,23 +16,28 @@ else and is the safety net: every interval it
   has just released (a cancel that the ledger read in the same pass did not show yet);
 - releases what is steered and no longer held (a job's end, a preemption, the auditor), once
   SETTLE_S have passed since it was installed, and what a release could not remove;
+- has `reroute` tell again what it could not tell other brains before;
 - hands the held reservations with a link of this brain's segments down (by `links`: the
   data plane's state and the operators' reports, `federation.link_states`) to `reroute`;
 - installs again the steered reservations none of whose links is down and a headend of
   which is gone from the data plane (the kernel drops a route whose link goes down, and does
   not put it back when the link comes up).
+
+A brain without a data plane (`steering = off`) has steered paths too, over `NoDataPlane`:
+nothing is installed, its ledgers do not call them at commit and release (`steers`), and
+following the ledger, only while a link is reported down, serves the re-routing off it.
 """
 
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.dataplane.steering import Steering, SteeringError, steering_of
+from cnbrain.dataplane.steering import NoDataPlane, Steering, SteeringError, steering_of
 from cnbrain.domain.decision import Decision
 from cnbrain.federation.link_states import AnyDown, LinkStates, ReportedLinks
 from cnbrain.federation.settings import BrainSettings
@@ -58,6 +63,9 @@ class Reroute(Protocol):
     def keep(self, reservation_ids: set[str]) -> None:
         """Forget what it told of every reservation but these (held, with a link down)."""
 
+    async def retell(self) -> None:
+        """Tell again what could not be told before (other brains' outages)."""
+
 
 class Steered(Protocol):
     """The steering the ledgers call (None where a brain steers nothing)."""
@@ -73,7 +81,9 @@ class Steered(Protocol):
 
 class SteeredPaths:
     """`Steered` through `steering`; `sessions` reach the brain's ledger for `follow`;
-    `links` says which links are down (None: those the data plane has down)."""
+    `links` says which links are down (None: those the data plane has down); `active`, when
+    given, says whether `follow` has anything to follow (over `NoDataPlane`: whether a link
+    is reported down), and a pass does no more than `retell` while it answers False."""
 
     def __init__(
         self,
@@ -83,8 +93,10 @@ class SteeredPaths:
         reroute: Reroute | None = None,
         interval_s: float = 1.0,
         links: LinkStates | None = None,
+        active: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._steering = steering
+        self._active = active
         self._links: LinkStates = steering if links is None else links
         self._sessions = sessions
         self.reroute = reroute
@@ -109,6 +121,12 @@ class SteeredPaths:
     @property
     def owner(self) -> str | None:
         return self._steering.owner
+
+    @property
+    def steers(self) -> bool:
+        """Whether there is a data plane to steer onto: False over `NoDataPlane`, whose
+        ledgers need not call `install` and `release` at their commits and releases."""
+        return not isinstance(self._steering, NoDataPlane)
 
     def close(self) -> None:
         self._steering.close()
@@ -176,6 +194,12 @@ class SteeredPaths:
 
     async def follow(self) -> None:
         """One pass of following the ledger (module docstring)."""
+        if self.reroute is not None:
+            await self.reroute.retell()
+        if self._active is not None and not await self._active():
+            if self.reroute is not None:
+                self.reroute.keep(set())  # no link down: every failure is told anew
+            return
         if not await self._same_data_plane():
             return
         now = time.monotonic()
@@ -299,18 +323,19 @@ def steered_paths(
     sessions: async_sessionmaker[AsyncSession],
     owner: str | None,
     reroute: Reroute | None = None,
-) -> SteeredPaths | None:
+) -> SteeredPaths:
     """The steered paths of brain `owner` (None: a standalone brain, every segment its own)
-    as its settings ask (`steering`, `netlab`, `resteer_interval_s`); None when it steers
-    nothing. A link is down for it when the data plane has it down or its operator's last
-    report in the brain's database says so."""
+    as its settings ask (`steering`, `netlab`, `resteer_interval_s`); with `steering = off`,
+    over `NoDataPlane` (`steers` is False), for re-routing only, following the ledger only
+    while a link is reported down. A link is down for it when the data plane has it down or
+    its operator's last report in the brain's database says so."""
     steering = steering_of(settings.steering, lab=settings.netlab, owner=owner)
-    if steering is None:
-        return None
+    reported = ReportedLinks(sessions)
     return SteeredPaths(
         steering,
         sessions=sessions,
         reroute=reroute,
         interval_s=settings.resteer_interval_s,
-        links=AnyDown(steering, ReportedLinks(sessions)),
+        links=AnyDown(steering, reported),
+        active=reported.any_down if isinstance(steering, NoDataPlane) else None,
     )

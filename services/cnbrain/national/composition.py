@@ -78,10 +78,10 @@ async def running(
     the built-in map and priority classes loaded into an empty database, the engine built,
     the regions known from the database taken back, its lease kept, the parts of the
     placements that a run before (or a replica that stopped) left under way released, expiry
-    of abandoned prepared parts running, retries of failed releases and the ledger auditor
-    running while this replica holds their lease (`national.replicas`), its backbone
-    segments steered and re-routed off links down (when it steers:
-    `federation.segment_rerouting`), and gRPC served (when `grpc_port` is set). Its parts
+    of abandoned prepared parts running, retries of failed releases, the ledger auditor and
+    the following of its backbone segments (steered when it steers, and re-routed off links
+    down: `federation.segment_rerouting`) running while this replica holds their lease
+    (`national.replicas`), and gRPC served (when `grpc_port` is set). Its parts
     count into `metrics` (None: a registry of its own, which nothing reads)."""
     metrics = metrics or NationalMetrics()
     async with AsyncExitStack() as stack:
@@ -105,18 +105,17 @@ async def running(
         if known:
             log.info("regions known from the database: %s", ", ".join(known))
         steered = steered_paths(settings, sessions=sessions, owner=NATIONAL_OWNER)
-        if steered is not None:
-            stack.callback(steered.close)
+        stack.callback(steered.close)
 
-            async def tell(region_id: str, news: SegmentRerouting) -> None:
-                await note_at(directory, region_id, news, deadline_s=settings.call_deadline_s)
+        async def tell(region_id: str, news: SegmentRerouting) -> None:
+            await note_at(directory, region_id, news, deadline_s=settings.call_deadline_s)
 
-            steered.reroute = SegmentRerouter(
-                sessions=sessions, live_map=live_map, steered=steered, watch=live_map, tell=tell
-            )
-            background(stack, steered.follow_forever(), "steering")
+        steered.reroute = SegmentRerouter(
+            sessions=sessions, live_map=live_map, steered=steered, watch=live_map, tell=tell
+        )
+        data_plane = steered if steered.steers else None
         local = LocalParticipant(
-            sessions, arrays=lambda: live_map.engine.arrays, watch=live_map, steered=steered
+            sessions, arrays=lambda: live_map.engine.arrays, watch=live_map, steered=data_plane
         )
         coordinator = Coordinator(
             Participants(local, directory, deadline_s=settings.call_deadline_s),
@@ -169,6 +168,7 @@ async def running(
                         "ledger-audit",
                         lambda: audit_forever(auditor, interval_s=settings.audit_interval_s),
                     ),
+                    ("steering", steered.follow_forever),
                 ]
             ),
             "duties",
@@ -212,7 +212,7 @@ async def running(
                 view=live_map.view,
                 watch=live_map,
                 metrics=metrics.ledger_parts,
-                steered=steered,
+                steered=data_plane,
             )
 
             paths = NationalPathsServicer(

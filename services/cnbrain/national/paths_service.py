@@ -1,8 +1,9 @@
 """NationalPathsService: operators' reports of the backbone links' states, taken by the
 regional brains (kept as each link's last report, audited; the national brain's re-routing
-takes a link reported down for down: `federation.link_states`), and the regions' outcomes of
-re-routing their segments, relayed to the requests' source regions (`note_at`, which the
-national brain's own re-routing of backbone segments uses too)."""
+takes a link reported down for down, `federation.link_states`, and new placements keep off
+it), and the regions' outcomes of re-routing their segments, relayed to the requests' source
+regions (`note_at`, which the national brain's own re-routing of backbone segments uses
+too)."""
 
 from typing import Any
 
@@ -84,6 +85,7 @@ class NationalPathsServicer(paths_pb2_grpc.NationalPathsServiceServicer):
                 object_id=request.link_id,
                 detail={"state": state, "reason": request.reason},
             )
+        self._live_map.capacity_changed()
         return paths_pb2.ReportLinkStateResponse(reported_at_ms=int(kept.at.timestamp() * 1000))
 
     @override

@@ -29,7 +29,7 @@ from cnbrain.federation.ledger_service import LedgerServicer, add_ledger_service
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.federation.segment_rerouting import SegmentRerouter
-from cnbrain.federation.steered_paths import SteeredPaths, steered_paths
+from cnbrain.federation.steered_paths import Steered, steered_paths
 from cnbrain.netmap.load import load_document
 from cnbrain.private_files import write_private
 from cnbrain.regional.admission_loop import AdmissionLoop
@@ -128,10 +128,10 @@ async def running(
         background(stack, replicas.follow(), "replicas")
         cohorts = CohortQuotas()
         steered = steered_paths(settings, sessions=sessions, owner=settings.region)
-        if steered is not None:
-            stack.callback(steered.close)
+        stack.callback(steered.close)
+        data_plane = steered if steered.steers else None
         national, servicer = await _join_federation(
-            stack, settings, sessions, live_map, replicas, cohorts, metrics, steered
+            stack, settings, sessions, live_map, replicas, cohorts, metrics, data_plane
         )
         national_paths = _national_paths(stack, settings)
 
@@ -154,28 +154,27 @@ async def running(
             auditor,
             cohorts,
             metrics,
-            steered,
+            data_plane,
             backbone=national_paths,
         )
-        if steered is not None:
-            parts = None
-            if settings.region is not None:
-                parts = SegmentRerouter(
-                    sessions=sessions,
-                    live_map=live_map,
-                    steered=steered,
-                    watch=AnnouncingWatch(live_map, replicas),
-                    tell=tell_source(settings.region, SegmentNotes(sessions), national_paths),
-                )
-            steered.reroute = Rerouter(
+        parts = None
+        if settings.region is not None:
+            parts = SegmentRerouter(
                 sessions=sessions,
-                changes=brain.changes,
                 live_map=live_map,
                 steered=steered,
-                owner=settings.region,
-                parts=parts,
+                watch=AnnouncingWatch(live_map, replicas),
+                tell=tell_source(settings.region, SegmentNotes(sessions), national_paths),
             )
-            background(stack, steered.follow_forever(), "steering")
+        steered.reroute = Rerouter(
+            sessions=sessions,
+            changes=brain.changes,
+            live_map=live_map,
+            steered=steered,
+            owner=settings.region,
+            parts=parts,
+        )
+        background(stack, steered.follow_forever(), "steering")
         if servicer is not None and settings.region is not None:
             servicer.make_room = brain.requests.make_room
             servicer.serve_forwarded = ServeForwarded(
@@ -224,7 +223,7 @@ def _assemble(
     auditor: LedgerAuditor,
     cohorts: CohortQuotas,
     metrics: Metrics,
-    steered: SteeredPaths | None = None,
+    steered: Steered | None = None,
     *,
     backbone: NationalPaths | None = None,
 ) -> RegionalBrain:
@@ -364,7 +363,7 @@ async def _join_federation(
     replicas: Replicas,
     cohorts: CohortQuotas,
     metrics: Metrics,
-    steered: SteeredPaths | None = None,
+    steered: Steered | None = None,
 ) -> tuple[NationalLink | None, RegionalServicer | None]:
     """As a region's brain (`region` set): expire the parts peers prepared here and left,
     serve the national brain over gRPC (when `grpc_port` is set; its LedgerService holds the

@@ -41,10 +41,10 @@ from cnbrain.dataplane.steering import SteeringError
 from cnbrain.domain.decision import Decision, NetworkPath
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.detours import ToldOnce, blocked_links
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.steered_paths import Reroute, SteeredPaths
 from cnbrain.ledger.claim import Claim
-from cnbrain.netmap.arrays import gbps_to_mbps, mbps_to_gbps
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.routing.router import Route
 from cnbrain.storage import ledger_store, request_events, requests
@@ -78,15 +78,20 @@ class Rerouter:
         self._live_map = live_map
         self._steered = steered
         self._owner = owner
-        self._told: set[tuple[str, frozenset[str]]] = set()
+        self._told = ToldOnce()
         """(reservation id, its links down) of the `not_rerouted` events written."""
 
     def keep(self, reservation_ids: set[str]) -> None:
         """Forget the `not_rerouted` events written for every reservation but these (held,
         with a link down): one whose links come up and go down again is told again."""
-        self._told = {told for told in self._told if told[0] in reservation_ids}
+        self._told.keep(reservation_ids)
         if self._parts is not None:
             self._parts.keep(reservation_ids)
+
+    async def retell(self) -> None:
+        """What `parts` could not tell other regions before, told again."""
+        if self._parts is not None:
+            await self._parts.retell()
 
     async def __call__(self, decision: Decision, down: set[str]) -> None:
         """Re-route `decision`'s reservation off its links `down` (ids), and off every other
@@ -138,26 +143,17 @@ class Rerouter:
         path = decision.path
         assert path is not None and decision.site is not None
         engine = self._live_map.engine
-        arrays = engine.arrays
         snapshot, _ = await self._live_map.snapshot()
-        need = gbps_to_mbps(path.bandwidth_gbps)
-        own = {arrays.link_index[link] for link in old.link_ids if link in arrays.link_index}
-        free = [
-            int(mbps) + (old.mbps if j in own else 0)
-            for j, mbps in enumerate(snapshot.residual_mbps)
-        ]
-        blocked = frozenset(
-            j for j, link in enumerate(arrays.map.links) if link.id in down or free[j] < need
-        )
+        blocked, free_gbps = blocked_links(snapshot, held=old.link_ids, mbps=old.mbps, down=down)
         access = path.segments[0].hops[0].from_node
         [routes] = engine.router.routes(
             access_node=access,
-            sites=[arrays.map.site_index[decision.site]],
+            sites=[engine.arrays.map.site_index[decision.site]],
             k=K_PATHS,
             blocked=blocked,
             max_latency_ms=math.inf,
         )
-        return (routes[0], [mbps_to_gbps(mbps) for mbps in free]) if routes else None
+        return (routes[0], free_gbps) if routes else None
 
     async def _move(
         self,

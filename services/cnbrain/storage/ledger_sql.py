@@ -17,6 +17,8 @@ from typing import Any, Protocol, cast
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    FromClause,
+    Join,
     Select,
     Table,
     and_,
@@ -32,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import ReservationState
 from cnbrain.ledger.claim import Claim
+from cnbrain.storage import link_states
 from cnbrain.storage._sql import driver_sql, execute_counted
 from cnbrain.storage.clock import moment_of
 from cnbrain.storage.database import Dialect, dialect_of
@@ -39,6 +42,7 @@ from cnbrain.storage.errors import LedgerStoreError
 from cnbrain.storage.models import (
     LinkCapacity,
     LinkRecord,
+    LinkStateRecord,
     Quota,
     ReservationFlow,
     ReservationFlowLink,
@@ -48,6 +52,12 @@ from cnbrain.storage.models import (
     SiteCapacity,
     SiteRecord,
 )
+
+ACTIVE = "active"
+"""The status of a site or link in use (a retired one keeps its row)."""
+
+REPORTED_DOWN = link_states.DOWN
+"""The status `link_status` gives an active link whose operator reported it down."""
 
 SITE_RESOURCES = (("cpu", "cpu_m_"), ("memory", "mem_mib_"), ("storage", "storage_gib_"))
 """(name, column prefix) of what a site capacity row holds, in the order of `Sums.sites`."""
@@ -99,7 +109,8 @@ class LedgerSql(Protocol):
     async def free_capacity(self) -> FreeCapacity: ...
 
     async def share_lock_links(self, ids: Sequence[str]) -> dict[str, str]:
-        """Share-lock the link rows in id order; id -> status."""
+        """Share-lock the link rows in id order; id -> status, `REPORTED_DOWN` for an
+        active link whose operator's last report says down (`link_states`)."""
         ...
 
     async def share_lock_sites(self, ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
@@ -127,6 +138,21 @@ class LedgerSql(Protocol):
         `claims` as reservations held since `at`, each over its window; the rows changed in
         site capacity, pools, links and quotas."""
         ...
+
+
+def link_status() -> ColumnElement[str]:
+    """A link's status: its row's (`ACTIVE`, or retired), but `REPORTED_DOWN` for an active
+    link whose operator's last report says down; over `with_link_states`."""
+    state = _LINK_STATES.c.state
+    return case(
+        (and_(_LINKS.c.status == ACTIVE, state == REPORTED_DOWN), literal(REPORTED_DOWN)),
+        else_=_LINKS.c.status,
+    )
+
+
+def with_link_states(joined: FromClause) -> Join:
+    """`joined` (a FROM clause with `links`) left-joined to the links' reported states."""
+    return joined.outerjoin(_LINK_STATES, _LINK_STATES.c.link_id == _LINKS.c.id)
 
 
 def ledger_sql(session: AsyncSession) -> LedgerSql:
@@ -199,8 +225,8 @@ class _PortableSql:
             )
         )
         links = await self._session.execute(
-            select(lc.link_id, _LINKS.c.status, _sql(free("link_capacity", "mbps_"))).join(
-                _LINKS, _LINKS.c.id == lc.link_id
+            select(lc.link_id, link_status(), _sql(free("link_capacity", "mbps_"))).select_from(
+                with_link_states(_LINK_CAPACITY.join(_LINKS, _LINKS.c.id == lc.link_id))
             )
         )
         return (
@@ -212,7 +238,11 @@ class _PortableSql:
     async def share_lock_links(self, ids: Sequence[str]) -> dict[str, str]:
         c = _LINKS.c
         rows = await self._session.execute(
-            select(c.id, c.status).where(c.id.in_(ids)).order_by(c.id).with_for_update(read=True)
+            select(c.id, link_status())
+            .select_from(with_link_states(_LINKS))
+            .where(c.id.in_(ids))
+            .order_by(c.id)
+            .with_for_update(read=True, of=_LINKS)
         )
         return dict(rows.all())
 
@@ -351,7 +381,9 @@ class _PostgresSql:
 
     async def share_lock_links(self, ids: Sequence[str]) -> dict[str, str]:
         rows = await self._sql(
-            "SELECT id, status FROM links WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE",
+            f"SELECT l.id, {_LINK_STATUS_SQL}"
+            " FROM links AS l LEFT JOIN link_states AS s ON s.link_id = l.id"
+            " WHERE l.id = ANY($1::text[]) ORDER BY l.id FOR SHARE OF l",
             list(ids),
         )
         return dict(rows.all())
@@ -473,6 +505,7 @@ _RESERVATIONS = cast("Table", ReservationRecord.__table__)
 _RESERVATION_LINKS = cast("Table", ReservationLink.__table__)
 _SITES = cast("Table", SiteRecord.__table__)
 _LINKS = cast("Table", LinkRecord.__table__)
+_LINK_STATES = cast("Table", LinkStateRecord.__table__)
 _SITE_CAPACITY = cast("Table", SiteCapacity.__table__)
 _ACCELERATORS = cast("Table", SiteAccelerators.__table__)
 _LINK_CAPACITY = cast("Table", LinkCapacity.__table__)
@@ -517,17 +550,25 @@ def _locked(key: Any, where: ColumnElement[bool]) -> Select[Any]:
     return select(key).where(where).order_by(key).with_for_update()
 
 
+_LINK_STATUS_SQL = (
+    f"CASE WHEN l.status = '{ACTIVE}' AND s.state = '{REPORTED_DOWN}' THEN '{REPORTED_DOWN}'"
+    " ELSE l.status END"
+)
+"""`link_status` in SQL, over `links AS l LEFT JOIN link_states AS s`."""
+
 _CAPACITY_ROWS = (
     f"SELECT 0, c.site_id, NULL::text, s.status, {free('c', 'cpu_m_')},"
     f" {free('c', 'mem_mib_')}, {free('c', 'storage_gib_')}"
     " FROM site_capacity AS c JOIN sites AS s ON s.id = c.site_id"
     f" UNION ALL SELECT 1, a.site_id, a.model, s.status, {free('a')}, 0, 0"
     " FROM site_accelerators AS a JOIN sites AS s ON s.id = a.site_id"
-    f" UNION ALL SELECT 2, c.link_id, NULL, l.status, {free('c', 'mbps_')}, 0, 0"
+    f" UNION ALL SELECT 2, c.link_id, NULL, {_LINK_STATUS_SQL}, {free('c', 'mbps_')}, 0, 0"
     " FROM link_capacity AS c JOIN links AS l ON l.id = c.link_id"
+    " LEFT JOIN link_states AS s ON s.link_id = l.id"
 )
-"""Free capacity of every site, accelerator pool and link, with its status, in one query:
-(kind 0/1/2, site or link id, model, status, free amounts)."""
+"""Free capacity of every site, accelerator pool and link, with its status (a link's as
+`link_status` gives it), in one query: (kind 0/1/2, site or link id, model, status, free
+amounts)."""
 
 _LOCK_SITES = (
     "SELECT c.site_id, "

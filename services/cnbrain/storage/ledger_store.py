@@ -64,6 +64,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    join,
     literal,
     select,
     update,
@@ -92,11 +93,15 @@ from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.clock import epoch_s, moment_of, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
+    ACTIVE,
     QUOTA_COLUMNS,
+    REPORTED_DOWN,
     SITE_RESOURCES,
     Sums,
     give_back,
     ledger_sql,
+    link_status,
+    with_link_states,
 )
 from cnbrain.storage.models import (
     LinkCapacity,
@@ -137,7 +142,6 @@ __all__ = [
     "usages",
 ]
 
-ACTIVE = "active"
 OVERDUE_S = 1
 """How long the calendar holds a reservation or part that is still held after its window
 ended, from now: its end is not known (its job is in the backend's grace, or its release is
@@ -175,7 +179,8 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     ends (whenever their windows are): a request decided on the snapshot holds from now, and
     what it takes then fits the link's calendar over time.
 
-    Retired sites and links show nothing free. Raises LedgerStoreError naming a site or link
+    Retired sites and links, and links reported down (`storage.link_states`), show nothing
+    free. Raises LedgerStoreError naming a site or link
     of `arrays` that the database does not know.
     """
     n, m = arrays.n_sites, len(arrays.accelerator_column)
@@ -357,7 +362,8 @@ async def calendar_and_holdings(
     has a pool of).
 
     Each resource's capacity is what is not used from outside: cap - external, never below
-    0, and 0 on a retired site or link, as `load_snapshot` counts it. Every held reservation
+    0, and 0 on a retired site or link and on a link reported down, as `load_snapshot` counts
+    it. Every held reservation
     and every prepared or held cross-brain part takes its amounts over its window, from now
     on: a window that has ended holds nothing, unless the reservation or part is still held
     then (its end passed, its release not yet written); that one holds over
@@ -462,10 +468,11 @@ def _peak_flows(flows: Sequence[FlowHold]) -> dict[str, int]:
 async def _link_capacities(
     session: AsyncSession, link_ids: Collection[str] | None = None
 ) -> dict[str, int]:
-    """What each link (of `link_ids`, or every link) offers: cap - external, 0 when retired."""
+    """What each link (of `link_ids`, or every link) offers: cap - external, 0 when retired
+    or reported down."""
     lc, lr = LinkCapacity, LinkRecord
-    query = select(lc.link_id, lr.status, lc.mbps_cap - lc.mbps_external).join(
-        lr, lr.id == lc.link_id
+    query = select(lc.link_id, link_status(), lc.mbps_cap - lc.mbps_external).select_from(
+        with_link_states(join(lc, lr, lr.id == lc.link_id))
     )
     if link_ids is not None:
         query = query.where(lc.link_id.in_(sorted(link_ids)))
@@ -711,7 +718,10 @@ async def _take(
     if links:
         link_status = await sql.share_lock_links(links)
         for link in links:
-            if link_status.get(link) != ACTIVE:
+            status = link_status.get(link)
+            if status == REPORTED_DOWN:
+                raise CapacityConflict(f"link {link!r}", "reported down by its operator")
+            if status != ACTIVE:
                 raise CapacityConflict(f"link {link!r}", "not registered, or retired")
     held = _Held()
     if sums.sites:

@@ -1,6 +1,7 @@
 """Operators' reports of the state of links: the last report of each link, down or up, with
 its reason, who made it and when. A link whose last report says down is down for the
-brain's re-routing (`federation.link_states`), whatever the data plane says of it.
+brain's re-routing (`federation.link_states`), whatever the data plane says of it, and offers
+nothing to new reservations (`ledger_store`: the snapshot, the calendar and every take).
 
 Nothing here commits: the caller owns the transaction (and its audit entry)."""
 
@@ -60,8 +61,14 @@ async def report(
     return LinkReport(link=link_id, state=state, reason=reason, actor=actor, at=now)
 
 
-async def down_links(session: AsyncSession, link_ids: Collection[str]) -> set[str]:
-    """Those of `link_ids` whose last report says down."""
+async def down_links(session: AsyncSession, link_ids: Collection[str] | None = None) -> set[str]:
+    """Those of `link_ids` (None: of every link) whose last report says down."""
+    if link_ids is None:
+        return set(
+            await session.scalars(
+                select(LinkStateRecord.link_id).where(LinkStateRecord.state == DOWN)
+            )
+        )
     ids = sorted(set(link_ids))
     found: set[str] = set()
     for start in range(0, len(ids), CHUNK):

@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -622,6 +623,19 @@ class TenancyLogRecord(Base):
     version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     change: Mapped[dict[str, Any]]
     recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OwedNoteRecord(Base):
+    """What became of a segment this brain re-routed (`message`, as on the wire), owed to the
+    request's source region `region_id` until it is told (`storage.owed_notes`)."""
+
+    __tablename__ = "owed_notes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    region_id: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str] = mapped_column(String(64))
+    message: Mapped[bytes] = mapped_column(LargeBinary)
+    since: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class LinkStateRecord(Base):

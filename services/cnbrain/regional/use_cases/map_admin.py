@@ -187,12 +187,13 @@ class MapAdministration:
         self, principal: Principal, link_id: str, report: LinkStateReport
     ) -> LinkStateView:
         """Keep `report` as the last of link `link_id`, with its audit entry: in this brain's
-        database when this brain owns the link (a standalone brain owns every link), where
-        its re-routing takes it for down from its next pass; for a backbone link of a
-        region's brain, in the national brain's (forwarded), whose re-routing of backbone
-        segments takes it. Raises NotFound for a link not on the map, Invalid for another
-        region's link, Unavailable (nothing kept) when the national brain cannot be reached
-        or this brain has none, and NotFound or Invalid when the national brain refuses it."""
+        database when this brain owns the link (a standalone brain owns every link): from
+        then on the link offers nothing to new reservations, and the brain's re-routing
+        moves those crossing it from its next pass; for a backbone link of a region's brain,
+        in the national brain's (forwarded), which does the same for the backbone. Raises
+        NotFound for a link not on the map, Invalid for another region's link, Unavailable
+        (nothing kept) when the national brain cannot be reached or this brain has none, and
+        NotFound or Invalid when the national brain refuses it."""
         arrays = self._live_map.engine.arrays
         index = arrays.link_index.get(link_id)
         if index is None:
@@ -201,11 +202,12 @@ class MapAdministration:
         actor = principal.user_id[: link_states.MAX_ACTOR]
         detail = {"state": report.state, "reason": report.reason}
         if self._live_map.ownership.owns_link(index):
-            async with self._sessions.begin() as session:
+            async with self._capacity_change(
+                principal, "link.state_reported", "link", link_id, detail
+            ) as session:
                 kept = await link_states.report(
                     session, link_id=link_id, state=report.state, reason=report.reason, actor=actor
                 )
-                await _audit(session, principal, "link.state_reported", "link", link_id, detail)
             return LinkStateView(
                 link=link_id,
                 owner=link.owner,
