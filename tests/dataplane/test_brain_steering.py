@@ -216,11 +216,12 @@ def test_a_path_whose_first_link_comes_back_up_carries_its_traffic_again(
     wait_event(client, request_id, "not_rerouted")
     assert routed(lab, job_of(lab, moved)) == set()
 
-    # That link comes back up: the brain installs the headend again, and the traffic flows.
+    # That link comes back up: the brain installs the headend again, and the traffic flows
+    # (a burst sent while the route goes back in arrives only in part).
     linux.set_link(lab, *first_link(moved), up=True)
     deadline = time.monotonic() + 30
     got, hops = traffic(lab, moved, 20)
-    while got == 0 and time.monotonic() < deadline:
+    while got < 20 and time.monotonic() < deadline:
         got, hops = traffic(lab, moved, 20)
     assert got == 20
     assert hops == dict.fromkeys(hops_of(moved), 20)
