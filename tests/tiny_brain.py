@@ -4,6 +4,7 @@ import contextlib
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -38,3 +39,20 @@ def tiny_brain(
         made = client.post("/v1/tenants", json={"id": "acme", "name": "Acme"})
         assert made.status_code == 201, made.text
         yield client
+
+
+def submit_from_aa(client: httpx.Client, *, gbps: float) -> dict[str, Any]:
+    """An hour of one core for tenant acme, from AA's users with `gbps` to its site,
+    submitted through `client`; the request's view."""
+    answer = client.post(
+        "/v1/requests",
+        json={
+            "tenant": "acme",
+            "source_province": "AA",
+            "resources": {"cpu": 1, "memory_gib": 1},
+            "duration_hours": 1,
+            "constraints": {"min_bandwidth_gbps": gbps},
+        },
+    )
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())

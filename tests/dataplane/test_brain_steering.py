@@ -25,7 +25,7 @@ from tests.dataplane.conftest import lab_up
 from tests.dataplane.paths import hops_of
 from tests.dataplane.traffic import job_of
 from tests.dataplane.traffic import traffic as traffic_from
-from tests.tiny_brain import tiny_brain
+from tests.tiny_brain import submit_from_aa, tiny_brain
 
 pytestmark = pytest.mark.usefixtures("lab_tools")
 
@@ -49,18 +49,7 @@ def brain(tmp_path: Path, tiny_map: ComputeNetworkMap) -> Iterator[tuple[LabPlan
 
 
 def submit_body(client: httpx.Client) -> dict[str, Any]:
-    answer = client.post(
-        "/v1/requests",
-        json={
-            "tenant": "acme",
-            "source_province": "AA",
-            "resources": {"cpu": 1, "memory_gib": 1},
-            "duration_hours": 1,
-            "constraints": {"min_bandwidth_gbps": 0.01},
-        },
-    )
-    assert answer.status_code == 201, answer.text
-    return dict(answer.json())
+    return submit_from_aa(client, gbps=0.01)
 
 
 def submit(client: httpx.Client) -> tuple[str, Decision]:

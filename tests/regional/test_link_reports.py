@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from cnbrain.domain.decision import Decision
-from tests.tiny_brain import tiny_brain
+from tests.tiny_brain import submit_from_aa, tiny_brain
 
 ACCESS_LINKS = {"AA-acc--AA-gw", "AA-acc--AA-agg1"}
 """AA's access node's two links: every path from AA's users starts on one of them."""
@@ -31,18 +31,7 @@ def client(tmp_path: Path) -> Iterator[httpx.Client]:
 
 
 def submit(client: httpx.Client) -> dict[str, Any]:
-    answer = client.post(
-        "/v1/requests",
-        json={
-            "tenant": "acme",
-            "source_province": "AA",
-            "resources": {"cpu": 1, "memory_gib": 1},
-            "duration_hours": 1,
-            "constraints": {"min_bandwidth_gbps": 1},
-        },
-    )
-    assert answer.status_code == 201, answer.text
-    return dict(answer.json())
+    return submit_from_aa(client, gbps=1)
 
 
 def links_of(decision: Decision) -> set[str]:
