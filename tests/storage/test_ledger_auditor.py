@@ -12,10 +12,11 @@ from sqlalchemy import select, update
 
 from cnbrain.federation.auditor import LedgerAuditor
 from cnbrain.federation.errors import PeerUnavailable
-from cnbrain.ledger.claim import Claim
+from cnbrain.ledger.calendar import Window
+from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, peer_ledger, requests
-from cnbrain.storage.clock import utcnow
+from cnbrain.storage.clock import epoch_s, utcnow
 from cnbrain.storage.models import AuditEntry, PeerReservation, ReservationRecord, SiteCapacity
 from cnbrain.storage.requests import NewRequest, StateChange
 from cnbrain.storage.tenants import create_tenant, create_user
@@ -168,6 +169,37 @@ async def test_a_held_reservation_of_an_ended_request_is_released_once_the_grace
         ("ledger-auditor", "reservation.release", "res-ended", TENANT)
     ]
     assert (await later.audit()).found == {}
+
+
+async def test_the_release_of_a_completed_requests_reservation_keeps_its_delivery(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    link = ledger.map.links[0].id
+    now = epoch_s(utcnow())
+    delivery = Window(now + 3600, now + 7200)
+    for request_id, ended in (("r-done", "completed"), ("r-cancelled", "cancelled")):
+        await _request(sessions, request_id, ["placed", "submitted", "running"])
+        reservation_id = f"res-{request_id}"
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(
+                session,
+                claims=[_claim(ledger, reservation_id, request_id)],
+                flows=[FlowHold(reservation_id, "delivery", "ZJ", (link,), 100, delivery)],
+            )
+        async with sessions.begin() as session:  # its end forgot its reservation
+            await requests.set_states(session, [StateChange(request_id, ended)])
+
+    auditor, _ = _auditor(sessions, region="east", sources=None, later_s=GRACE_S)
+    await auditor.audit()
+    audit = await auditor.audit()
+
+    assert audit.found == {}
+    async with sessions() as session:
+        kept = await ledger_store.held_flows(session, request_id="r-done")
+        gone = await ledger_store.held_flows(session, request_id="r-cancelled")
+    assert [(f.kind, f.window) for f in kept] == [("delivery", delivery)]
+    assert gone == []
+    await _check(sessions)
 
 
 async def test_held_parts_are_released_when_their_request_is_not_live_at_its_source(

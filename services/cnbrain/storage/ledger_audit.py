@@ -22,7 +22,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.domain.states import ENDED_REQUEST, HOLDING, ReservationState
+from cnbrain.domain.states import ENDED_REQUEST, HOLDING, RequestState, ReservationState
 from cnbrain.ledger.audit import HeldReservation, Usage
 from cnbrain.storage import audit, ledger_store, peer_ledger
 from cnbrain.storage.clock import as_utc
@@ -131,13 +131,16 @@ async def release(
 ) -> tuple[list[str], list[str]]:
     """Release the held `reservations` and the prepared or held `parts` (each id -> why) and
     record each release (`tenants`: the tenant of a part, when known); the ids of the
-    reservations and of the parts this call released. A reservation released by another
-    transaction after this one read it raises LedgerStoreError (the caller rolls back and
-    audits again later)."""
+    reservations and of the parts this call released. A reservation of a request that
+    completed keeps its delivery until its window ends, as the job's own release keeps it.
+    A reservation released by another transaction after this one read it raises
+    LedgerStoreError (the caller rolls back and audits again later)."""
     released_reservations = []
     owners = dict(tenants)
-    for reservation_id in await _held(session, sorted(reservations)):
-        record = await ledger_store.release(session, reservation_id=reservation_id)
+    for reservation_id, completed in await _held(session, sorted(reservations)):
+        record = await ledger_store.release(
+            session, reservation_id=reservation_id, keep_delivery=completed
+        )
         released_reservations.append(reservation_id)
         owners[reservation_id] = record.tenant_id
     part_ids = sorted(parts)
@@ -164,11 +167,15 @@ async def release(
     return released_reservations, released_parts
 
 
-async def _held(session: AsyncSession, ids: Sequence[str]) -> list[str]:
+async def _held(session: AsyncSession, ids: Sequence[str]) -> list[tuple[str, bool]]:
+    """The held ones of reservations `ids`, each with whether its request completed."""
     if not ids:
         return []
-    r = ReservationRecord
-    rows = await session.scalars(
-        select(r.id).where(r.id.in_(list(ids)), r.state == ReservationState.HELD).order_by(r.id)
+    r, q = ReservationRecord, PlacementRequestRecord
+    rows = await session.execute(
+        select(r.id, q.state == RequestState.COMPLETED)
+        .outerjoin(q, q.id == r.request_id)
+        .where(r.id.in_(list(ids)), r.state == ReservationState.HELD)
+        .order_by(r.id)
     )
-    return list(rows)
+    return [(str(rid), bool(completed)) for rid, completed in rows]
