@@ -180,8 +180,8 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     what it takes then fits the link's calendar over time.
 
     Retired sites and links, and links reported down (`storage.link_states`), show nothing
-    free. Raises LedgerStoreError naming a site or link
-    of `arrays` that the database does not know.
+    free. Raises LedgerStoreError naming a site or link of `arrays` that the database does
+    not know.
     """
     n, m = arrays.n_sites, len(arrays.accelerator_column)
     site_index, link_index = arrays.map.site_index, arrays.link_index
@@ -362,19 +362,19 @@ async def calendar_and_holdings(
     has a pool of).
 
     Each resource's capacity is what is not used from outside: cap - external, never below
-    0, and 0 on a retired site or link and on a link reported down, as `load_snapshot` counts
-    it. Every held reservation
-    and every prepared or held cross-brain part takes its amounts over its window, from now
-    on: a window that has ended holds nothing, unless the reservation or part is still held
-    then (its end passed, its release not yet written); that one holds over
-    [now, now + OVERDUE_S). So the free amount of every resource at `now` is the snapshot's
-    (`load_snapshot`), whenever the `used` columns sum the holdings (`check_invariants`), but
-    on a link that flows cross, where the snapshot counts the most they hold at once.
-    A released reservation or part holds nothing: its release gave back the rest of its
-    window. Every flow takes its bandwidth over its own window, until that ends. On a
-    resource whose holdings exceed its capacity (caps lowered, or external use reported
-    after the reservations were taken) each window takes only what is still free over it,
-    so nothing goes below 0, as in the snapshot. What lies outside `arrays`' map is left out.
+    0, and 0 on a retired site or link and on a link reported down, as `load_snapshot`
+    counts it. Every held reservation and every prepared or held cross-brain part takes its
+    amounts over its window, from now on: a window that has ended holds nothing, unless the
+    reservation or part is still held then (its end passed, its release not yet written);
+    that one holds over [now, now + OVERDUE_S). So the free amount of every resource at
+    `now` is the snapshot's (`load_snapshot`), whenever the `used` columns sum the holdings
+    (`check_invariants`), but on a link that flows cross, where the snapshot counts the most
+    they hold at once. A released reservation or part holds nothing: its release gave back
+    the rest of its window. Every flow takes its bandwidth over its own window, until that
+    ends. On a resource whose holdings exceed its capacity (caps lowered, or external use
+    reported after the reservations were taken) each window takes only what is still free
+    over it, so nothing goes below 0, as in the snapshot. What lies outside `arrays`' map is
+    left out.
 
     With it, every holding as it counts it: its demand on `arrays`' map and its window (the
     overdue ones over [now, now + OVERDUE_S)), before capping at what is free.
@@ -716,9 +716,9 @@ async def _take(
             if raw:
                 pools[site] = _parsed_pools(json.dumps(raw, sort_keys=True))
     if links:
-        link_status = await sql.share_lock_links(links)
+        statuses = await sql.share_lock_links(links)
         for link in links:
-            status = link_status.get(link)
+            status = statuses.get(link)
             if status == REPORTED_DOWN:
                 raise CapacityConflict(f"link {link!r}", "reported down by its operator")
             if status != ACTIVE:
