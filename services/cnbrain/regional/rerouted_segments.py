@@ -10,9 +10,8 @@ route (its nodes and links); a segment that could not be re-routed gets a `not_r
 event saying why. Both are written in one transaction, the request's row locked, so that the
 outcomes of several segments never overwrite one another. Noting is idempotent: a segment
 already in place, or a `not_rerouted` event that is the request's latest already, is not
-told again. `tell_source` is how this
-region's own re-routing reaches a request's source region: here, or through the national
-brain."""
+told again. `tell_source` is how this region's own re-routing reaches a request's source
+region: here, or through the national brain."""
 
 from typing import Protocol
 

@@ -52,9 +52,7 @@ from cnbrain.storage.models import (
     SiteCapacity,
     SiteRecord,
 )
-
-ACTIVE = "active"
-"""The status of a site or link in use (a retired one keeps its row)."""
+from cnbrain.storage.registry import ACTIVE
 
 REPORTED_DOWN = link_states.DOWN
 """The status `link_status` gives an active link whose operator reported it down."""

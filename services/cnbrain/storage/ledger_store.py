@@ -93,7 +93,6 @@ from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.clock import epoch_s, moment_of, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
 from cnbrain.storage.ledger_sql import (
-    ACTIVE,
     QUOTA_COLUMNS,
     REPORTED_DOWN,
     SITE_RESOURCES,
@@ -118,6 +117,7 @@ from cnbrain.storage.models import (
     SiteCapacity,
     SiteRecord,
 )
+from cnbrain.storage.registry import ACTIVE
 
 __all__ = [
     "OVERDUE_S",

@@ -75,7 +75,10 @@ __all__ = [
 ]
 
 ACTIVE = "active"
+"""The status of a site or link in use (the ledgers' too: `ledger_sql`)."""
 RETIRED = "retired"
+"""The status of a site or link taken off the map; it keeps its row, which reservations
+refer to."""
 _FRAME_FIELDS = frozenset({"sites", "links"})
 
 
