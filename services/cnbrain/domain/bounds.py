@@ -86,6 +86,9 @@ MAX_NAME_LENGTH: Final = 128
 MAX_TEXT_LENGTH: Final = 4096
 """A job environment variable's value."""
 
+MAX_LINK_REASON: Final = 500
+"""The reason of an operator's report of a link's state (its column's length)."""
+
 MAX_LABELS: Final = 64
 """Labels of a site, or labels a request asks for."""
 

@@ -354,17 +354,13 @@ class LinkUsageReport(Strict):
     bandwidth_gbps: float = Field(ge=0, le=bounds.MAX_BANDWIDTH_GBPS)
 
 
-MAX_LINK_REASON = 500
-"""Characters of the reason of a report of a link's state."""
-
-
 class LinkStateReport(Strict):
     """An operator's report of a link's state: down (it carries nothing: the reservations
-    over it are re-routed, and no re-routed path takes it) or up again."""
+    over it are re-routed, and no new or re-routed path takes it) or up again."""
 
     state: Literal["down", "up"]
     reason: Annotated[
-        str, StringConstraints(max_length=MAX_LINK_REASON), AfterValidator(control_free)
+        str, StringConstraints(max_length=bounds.MAX_LINK_REASON), AfterValidator(control_free)
     ] = Field(default="", description="Why, in the operator's words.")
 
 

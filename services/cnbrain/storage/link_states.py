@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.bounds import MAX_LINK_REASON
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.models import LinkStateRecord
@@ -20,7 +21,7 @@ DOWN = "down"
 UP = "up"
 STATES = (DOWN, UP)
 
-MAX_REASON = 500
+MAX_REASON = MAX_LINK_REASON
 """Characters of a report's reason."""
 
 MAX_ACTOR = 64

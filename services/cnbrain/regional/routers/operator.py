@@ -171,14 +171,14 @@ async def report_link_state(
     link_id: str, report: LinkStateReport, maps: MapAdminDep, principal: StaffDep
 ) -> LinkStateView:
     """Staff only. The link is down (it carries nothing) or up again, as an operator sees
-    it; the report replaces the link's last one and is audited. A link down counts for
-    re-routing as a link the data plane has down: the reservations steered over it are
-    re-routed within a steering interval, each owner re-routing its own segment of a
-    cross-region path, and no re-routed path takes it (`docs/dataplane.md`). A link up
-    again takes nothing back: paths stay where they were moved. A link of this brain is
-    kept here; a backbone link is forwarded to the national brain, which keeps it and
-    re-routes the backbone segments (`kept_by` says which). A brain that steers nothing
-    keeps the report and re-routes nothing."""
+    it; the report replaces the link's last one and is audited. A link down offers nothing
+    to new reservations, and counts for re-routing as a link the data plane has down,
+    whether the brain steers or not: the reservations over it are re-routed within a
+    steering interval, each owner re-routing its own segment of a cross-region path, and
+    no new or re-routed path takes it (`docs/dataplane.md`). A link up again offers its
+    bandwidth again, and takes nothing back: paths stay where they were moved. A link of
+    this brain is kept here; a backbone link is forwarded to the national brain, which
+    keeps it and re-routes the backbone segments (`kept_by` says which)."""
     return await maps.report_link_state(principal, link_id, report)
 
 
