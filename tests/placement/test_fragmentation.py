@@ -1,6 +1,7 @@
 """Packing tasks onto nodes device by device: what fits where, fragmentation as the FGD paper
 defines it (the array form equal to the plain one), placements that never oversubscribe a
-node and refuse only what no node fits, and FGD choosing differently from best fit."""
+node and refuse only what no node fits, FGD choosing differently from best fit, and what our
+FGD adds to the paper's: shapes weighted by scarcity, and devices their node cannot feed."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,6 +10,7 @@ from cnbrain.placement.fragmentation import (
     MILLI,
     POLICIES,
     Cluster,
+    Feed,
     NodeState,
     Packer,
     Shapes,
@@ -16,6 +18,7 @@ from cnbrain.placement.fragmentation import (
     choices,
     fits,
     fragmentation,
+    scarcity_weighted,
     workload_of,
 )
 
@@ -60,6 +63,51 @@ def test_fgd_keeps_a_device_whole_for_the_shapes_to_come_where_best_fit_fills_a_
     # Best fit leaves 200 on the second node, which no half can use; FGD halves the first.
     assert best.place(HALF) == 1 and fgd.place(HALF) == 0
     assert best.fragmented() == 0.2 and fgd.fragmented() == 0.0
+
+
+def _fresh(cpu_cores: int, devices: int) -> NodeState:
+    return (cpu_cores * 1000, 524_288, "G2", (MILLI,) * devices)
+
+
+RARE = Task(cpu_milli=120_000, mem_mib=1024, gpus=8, gpu_milli=MILLI)
+"""A shape only a node with more than 96 cores can run."""
+
+
+def test_a_shape_weighs_its_popularity_over_the_square_of_its_reach() -> None:
+    nodes = [_fresh(96, 8)] * 3 + [_fresh(128, 8), _fresh(64, 0)]
+    weights = scarcity_weighted({RARE: 0.2, WHOLE: 0.6, CPU_ONLY: 0.2}, nodes)
+    # RARE reaches 8 of 32 devices: 0.2 / 0.25**2 = 3.2; WHOLE all of them; CPU_ONLY as it was.
+    assert weights[RARE] == 3.2 / 4.0 and weights[WHOLE] == 0.6 / 4.0
+    assert weights[CPU_ONLY] == 0.2 / 4.0
+    nowhere = Task(cpu_milli=500_000, mem_mib=1, gpus=1, gpu_milli=MILLI)
+    assert scarcity_weighted({nowhere: 0.5, WHOLE: 0.5}, nodes) == {nowhere: 0.0, WHOLE: 1.0}
+
+
+def test_fgd_keeps_whole_the_only_node_a_rare_shape_can_run_where_the_paper_does_not() -> None:
+    nodes = [_fresh(96, 8), _fresh(128, 8)]
+    wide = Task(cpu_milli=24_000, mem_mib=1024, gpus=1, gpu_milli=MILLI)
+    share = Task(cpu_milli=16_000, mem_mib=1024, gpus=1, gpu_milli=300)
+    workload = {RARE: 0.1, wide: 0.45, share: 0.45}
+    ours, paper = Cluster(nodes), Cluster(nodes)
+    fgd, fgd_paper = Packer(ours, "fgd", workload), Packer(paper, "fgd-paper", workload)
+    tasks = (share, wide, share, wide)
+    assert [fgd.place(t) for t in tasks] == [0, 0, 0, 0]
+    assert [fgd_paper.place(t) for t in tasks] == [0, 0, 0, 1]
+    assert fits(ours.states[1], RARE) and not any(fits(s, RARE) for s in paper.states)
+
+
+def test_fgd_leaves_no_device_its_node_cannot_feed_where_the_paper_sees_a_tie() -> None:
+    small = Task(cpu_milli=4000, mem_mib=1024, gpus=1, gpu_milli=MILLI)
+    hungry = Task(cpu_milli=6000, mem_mib=1024, gpus=1, gpu_milli=MILLI)
+    nodes = [_fresh(12, 3), _fresh(64, 3)]
+    feed = Feed.of({small: 1.0})
+    assert (feed.cpu, feed.mem) == (4.0, 1.024)
+    # On the first node, 6 cores are left for 2 devices: enough for one and a half.
+    assert feed.unfed((6000, 524_288, "G2", (0, MILLI, MILLI))) == 500
+    assert feed.unfed(_fresh(12, 3)) == 0
+    # The paper's measure sees no fragment on either (`small` still fits): best fit decides.
+    assert Packer(Cluster(nodes), "fgd-paper", {small: 1.0}).place(hungry) == 0
+    assert Packer(Cluster(nodes), "fgd", {small: 1.0}).place(hungry) == 1
 
 
 _devices = st.lists(st.integers(0, MILLI), min_size=0, max_size=8)

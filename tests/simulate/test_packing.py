@@ -101,12 +101,17 @@ def test_the_command_reports_every_policy_and_the_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "frag"
-    assert _command(out, "--load", "0.2", "--policies", "fgd,best-fit", "--workers", "1") == 0
+    policies = ("--policies", "fgd,fgd-paper,best-fit", "--workers", "1")
+    assert _command(out, "--load", "0.2", *policies) == 0
     report = (out / "report.md").read_text()
     assert "## openb_pod_list_default_head400" in report
-    assert "| fgd | 0.2 |" in report and "| best-fit | 0.2 |" in report
+    assert "| fgd | 0.2 |" in report and "| fgd-paper | 0.2 |" in report
+    assert "| best-fit | 0.2 |" in report
     assert "- load 0.2: fgd " in report and "best baseline best-fit" in report
     assert (out / "runs.json").exists()
+    # The paper's measure alone is ours without what we add, not a baseline: no verdict.
+    assert _command(out, "--load", "0.2", "--policies", "fgd,fgd-paper", "--workers", "1") == 0
+    assert "- load 0.2" not in (out / "report.md").read_text()
     capsys.readouterr()
     assert _command(out, "--load", "5") == 2
     assert "every load must be at most 4" in capsys.readouterr().out

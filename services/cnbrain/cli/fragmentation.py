@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from cnbrain.cli.simulate import known_names, parse_loads
-from cnbrain.placement.fragmentation import POLICIES, NodeState, Policy, Task
+from cnbrain.placement.fragmentation import BASELINES, POLICIES, NodeState, Policy, Task
 from cnbrain.simulate.packing import PackingInputError, PackingRun, read_nodes, read_tasks, run
 
 MAX_LOAD = 4.0
@@ -116,7 +116,7 @@ def _verdict(runs: Sequence[PackingRun]) -> str | None:
     """`fgd` against the baseline that stranded the fewest devices: it wins with
     `WIN_FEWER` fewer stranded devices and at least as large a share of tasks placed."""
     ours = next((r for r in runs if r.policy == "fgd"), None)
-    baselines = [r for r in runs if r.policy != "fgd"]
+    baselines = [r for r in runs if r.policy in BASELINES]
     if ours is None or not baselines:
         return None
     best = min(baselines, key=lambda r: (r.stranded_devices, -r.placed_share))
