@@ -1,6 +1,7 @@
 """End to end on separate processes and PostgreSQL: every brain's ledger auditor releases a
 held part whose request is not live at its source once the grace has passed, reports it, and
-leaves alone the parts of a live cross-region request.
+leaves alone the parts of a live cross-region request; a part of a request that completed at
+its source keeps its delivery.
 
 The orphans are written straight into the databases of the west and of the national brain:
 a held part for a request that its source (the east) never had, with the `used` columns
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from tests.databases import libpq_url
-from tests.federation.ledgers import check_invariants, rows, unreleased
+from tests.federation.ledgers import all_released_and_sound, check_invariants, rows, unreleased
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
@@ -179,6 +180,67 @@ async def test_the_auditors_release_orphaned_parts_after_the_grace_and_keep_live
     for url in federation.databases.values():
         assert await unreleased(url) == []
         await check_invariants(url)
+
+
+async def _add_delivery(url: str, part_id: str) -> None:
+    """A delivery flow of 10 Mbps for part `part_id`, from an hour to two hours from now, on
+    the first link of the database at `url`."""
+    connection = await asyncpg.connect(libpq_url(url))
+    now = datetime.now(UTC)
+    try:
+        async with connection.transaction():
+            link_id = await connection.fetchval("SELECT id FROM links ORDER BY id LIMIT 1")
+            await connection.execute(
+                "INSERT INTO reservation_flows (id, reservation_id, kind, peer, mbps, start_at,"
+                " end_at) VALUES ($1, $2, 'delivery', 'ZJ', 10, $3, $4)",
+                f"{part_id}/0",
+                part_id,
+                now + timedelta(hours=1),
+                now + timedelta(hours=2),
+            )
+            await connection.execute(
+                "INSERT INTO reservation_flow_links (flow_id, position, link_id)"
+                " VALUES ($1, 0, $2)",
+                f"{part_id}/0",
+                link_id,
+            )
+    finally:
+        await connection.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_part_of_a_request_that_completed_at_its_source_keeps_its_delivery(
+    federation: LocalFederation,
+) -> None:
+    body = {
+        **GPU_REQUEST,
+        "constraints": {**GPU_REQUEST["constraints"], "regions_allowed": ["west"]},
+    }
+    done = submit(federation, "east", body)
+    assert done["state"] == "placed", done
+    west = federation.databases["west"]
+    (part_id,) = [r["id"] for r in await unreleased(west)]
+    await _add_delivery(west, part_id)
+    # The job ended at the east, whose own end forgot the west's part.
+    connection = await asyncpg.connect(libpq_url(federation.databases["east"]))
+    try:
+        await connection.execute(
+            "UPDATE placement_requests SET state = 'completed' WHERE id = $1", done["id"]
+        )
+    finally:
+        await connection.close()
+
+    async def released() -> dict[str, Any] | None:
+        found = await _state(west, part_id)
+        return found if found["state"] == "released" else None
+
+    await until(released, f"{part_id} released", 30)
+    flows = await rows(
+        west, "SELECT kind FROM reservation_flows WHERE reservation_id = $1", part_id
+    )
+    assert flows == [{"kind": "delivery"}]
+    await all_released_and_sound(federation.databases.values())
 
 
 def test_the_ledger_audit_is_for_admins_only(federation: LocalFederation) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 
 from cnbrain.federation.auditor import LedgerAuditor
 from cnbrain.federation.errors import PeerUnavailable
+from cnbrain.ledger.audit import Liveness
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import Claim, FlowHold
 from cnbrain.netmap.arrays import MapArrays
@@ -54,12 +55,18 @@ async def _request(sessions: Sessions, request_id: str, states: Sequence[str] = 
 
 
 async def _held_part(
-    sessions: Sessions, arrays: MapArrays, part_id: str, request_id: str, province: str
+    sessions: Sessions,
+    arrays: MapArrays,
+    part_id: str,
+    request_id: str,
+    province: str,
+    flows: Sequence[FlowHold] = (),
 ) -> None:
-    """A part of `request_id` (of `province`) prepared and committed here."""
+    """A part of `request_id` (of `province`) prepared and committed here, with `flows`."""
     claim = _claim(arrays, part_id, request_id)
+    expires_at = utcnow() + timedelta(minutes=5)
     async with sessions.begin() as session:
-        await peer_ledger.prepare(session, claim=claim, expires_at=utcnow() + timedelta(minutes=5))
+        await peer_ledger.prepare(session, claim=claim, expires_at=expires_at, flows=flows)
         request = {"id": request_id, "source_province": province}
         assert (
             await peer_ledger.commit(
@@ -70,18 +77,27 @@ async def _held_part(
 
 
 class Sources:
-    """The other regions as the auditor asks them: the live request ids of each region, and
-    the regions that do not answer."""
+    """The other regions as the auditor asks them: the live and the completed request ids of
+    each region, and the regions that do not answer."""
 
-    def __init__(self, live: dict[str, set[str]], down: frozenset[str] = frozenset()) -> None:
-        self.live, self.down = live, down
+    def __init__(
+        self,
+        live: dict[str, set[str]],
+        down: frozenset[str] = frozenset(),
+        completed: dict[str, set[str]] | None = None,
+    ) -> None:
+        self.live, self.down, self.completed = live, down, completed or {}
         self.asked: list[tuple[str, list[str]]] = []
 
-    async def __call__(self, region: str, request_ids: Sequence[str]) -> set[str]:
+    async def __call__(self, region: str, request_ids: Sequence[str]) -> Liveness:
         self.asked.append((region, list(request_ids)))
         if region in self.down:
             raise PeerUnavailable(region, "unavailable")
-        return self.live.get(region, set()) & set(request_ids)
+        return Liveness.among(
+            request_ids,
+            live=self.live.get(region, set()),
+            completed=self.completed.get(region, set()),
+        )
 
 
 class Clock:
@@ -229,6 +245,43 @@ async def test_held_parts_are_released_when_their_request_is_not_live_at_its_sou
         ("part.release", "p-east-ghost"),
         ("part.release", "p-west-ghost"),
     }
+
+
+async def test_the_release_of_a_part_of_a_completed_request_keeps_its_delivery(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    link = ledger.map.links[0].id
+    now = epoch_s(utcnow())
+    delivery = Window(now + 3600, now + 7200)
+    for request_id, ended in (("r-east-done", "completed"), ("r-east-cancelled", "cancelled")):
+        await _request(sessions, request_id, ["placed", "submitted", "running", ended])
+    parts = {
+        "p-east-done": ("r-east-done", "ZJ"),
+        "p-east-cancelled": ("r-east-cancelled", "ZJ"),
+        "p-west-done": ("r-west-done", "SC"),
+        "p-west-gone": ("r-west-gone", "SC"),
+    }
+    for part_id, (request_id, province) in parts.items():
+        flow = FlowHold(part_id, "delivery", province, (link,), 100, delivery)
+        await _held_part(sessions, ledger, part_id, request_id, province, [flow])
+    sources = Sources({"west": set()}, completed={"west": {"r-west-done"}})
+
+    auditor, _ = _auditor(sessions, region="east", sources=sources, later_s=GRACE_S)
+    audit = await auditor.audit()
+
+    assert audit.repaired == {"not_live_at_source": 4}
+    assert set((await _states(sessions, PeerReservation)).values()) == {"released"}
+    async with sessions() as session:
+        kept = {
+            request_id: [(f.kind, f.window) for f in flows]
+            for request_id, _ in parts.values()
+            if (flows := await ledger_store.held_flows(session, request_id=request_id))
+        }
+    assert kept == {
+        "r-east-done": [("delivery", delivery)],
+        "r-west-done": [("delivery", delivery)],
+    }
+    await _check(sessions)
 
 
 async def test_parts_whose_source_cannot_be_asked_are_only_reported(

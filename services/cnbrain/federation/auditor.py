@@ -4,7 +4,8 @@ An audit reads the ledger in one consistent view (`storage.ledger_audit.read`), 
 source region of every held part of another region's request whether that request is live
 there (`LiveAt`, grouped by region; a region that does not answer leaves its parts
 unverified), finds what is wrong (`cnbrain.ledger.audit`), releases what is provably
-orphaned after the grace (`ledger_audit.release`, one transaction, an audit-log entry each)
+orphaned after the grace (`ledger_audit.release`, one transaction, an audit-log entry each;
+what a completed request holds keeps its deliveries)
 and keeps the report of the audit (`last`) and the counts of every audit since the start
 (`found_total`, `repaired_total`). Over-commit and mismatched `used` columns are only
 reported.
@@ -23,6 +24,7 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.audit import (
     Finding,
     Kind,
+    Liveness,
     Part,
     Report,
     Suspicions,
@@ -35,9 +37,9 @@ from cnbrain.storage.clock import as_utc
 
 log = logging.getLogger("cnbrain.audit")
 
-LiveAt = Callable[[str, Sequence[str]], Awaitable[set[str]]]
-"""The live ones of some request ids at their source region (region id, request ids);
-raises Unavailable when the region cannot be asked."""
+LiveAt = Callable[[str, Sequence[str]], Awaitable[Liveness]]
+"""The live and the completed ones of some request ids at their source region (region id,
+request ids); raises Unavailable when the region cannot be asked."""
 
 LOCAL = ""
 """The source of a part whose request is recorded in this brain (a region id otherwise)."""
@@ -85,18 +87,28 @@ class LedgerAuditor:
             parts = [self._part(row) for row in rows.parts]
             local = sorted({p.request_id for p in parts if p.source == LOCAL})
             live: dict[str, bool | None] = {}
+            completed: set[str] = set()
             for start in range(0, len(local), ASK_BATCH):
                 batch = local[start : start + ASK_BATCH]
                 here = await ledger_audit.live_requests(session, request_ids=batch)
-                live.update({rid: rid in here for rid in batch})
-        live.update(await self._ask_sources(parts))
+                live.update({rid: rid in here.live for rid in batch})
+                completed |= here.completed
+        await self._ask_sources(parts, live, completed)
         now = self._clock()
         findings = [
             *usage_findings(rows.usages),
             *holding_findings(reservations=rows.reservations, parts=parts, live=live, now_s=now),
         ]
         due = self._suspicions.lasting(findings, now_s=now, grace_s=self._grace_s)
-        repairs = await self._repair(due, {row.id: row.tenant_id for row in rows.parts})
+        repairs = await self._repair(
+            due,
+            {row.id: row.tenant_id for row in rows.parts},
+            completed_parts={
+                p.id
+                for p in parts
+                if p.state == ReservationState.HELD and p.request_id in completed
+            },
+        )
         repaired = {f.key for f in repairs}
         self._suspicions.update([f for f in findings if f.key not in repaired], now)
         audit_report = report(now, findings, repairs)
@@ -121,40 +133,48 @@ class LedgerAuditor:
             source=source,
         )
 
-    async def _ask_sources(self, parts: Sequence[Part]) -> dict[str, bool | None]:
-        """Whether the request of every held part of another region is live at its source
-        (None: not known)."""
+    async def _ask_sources(
+        self, parts: Sequence[Part], live: dict[str, bool | None], completed: set[str]
+    ) -> None:
+        """Put in `live` whether the request of every held part of another region is live at
+        its source (None: not known), and in `completed` those that completed there."""
         by_region: dict[str, list[str]] = {}
         for p in parts:
             if p.state == ReservationState.HELD and p.source not in (None, LOCAL):
                 assert p.source is not None
                 by_region.setdefault(p.source, []).append(p.request_id)
-        answers: dict[str, bool | None] = {}
         for region, ids in sorted(by_region.items()):
             unique = sorted(set(ids))
             for start in range(0, len(unique), ASK_BATCH):
                 batch = unique[start : start + ASK_BATCH]
                 if self._live_at is None:
-                    answers.update(dict.fromkeys(batch))
+                    live.update(dict.fromkeys(batch))
                     continue
                 try:
                     found = await self._live_at(region, batch)
                 except Unavailable as why:
                     log.warning("ledger audit: region %s cannot be asked: %s", region, why)
-                    answers.update(dict.fromkeys(batch))
+                    live.update(dict.fromkeys(batch))
                     continue
-                answers.update({rid: rid in found for rid in batch})
-        return answers
+                live.update({rid: rid in found.live for rid in batch})
+                completed.update(rid for rid in batch if rid in found.completed)
 
-    async def _repair(self, due: Sequence[Finding], tenants: dict[str, str]) -> list[Finding]:
-        """Release what `due` is about, in one transaction; the findings repaired."""
+    async def _repair(
+        self, due: Sequence[Finding], tenants: dict[str, str], *, completed_parts: set[str]
+    ) -> list[Finding]:
+        """Release what `due` is about, in one transaction (`completed_parts`: the held parts
+        whose request completed, which keep their deliveries); the findings repaired."""
         if not due:
             return []
         reservations = {f.object_id: f.detail for f in due if f.kind is Kind.ENDED_REQUEST}
         parts = {f.object_id: f.detail for f in due if f.kind is not Kind.ENDED_REQUEST}
         async with self._sessions.begin() as session:
             released_reservations, released_parts = await ledger_audit.release(
-                session, reservations=reservations, parts=parts, tenants=tenants
+                session,
+                reservations=reservations,
+                parts=parts,
+                tenants=tenants,
+                completed_parts=completed_parts,
             )
         released = {*released_reservations, *released_parts}
         if released:
@@ -189,11 +209,11 @@ def region_of_province(live_map: LiveMap) -> Callable[[str], str | None]:
 
 def live_requests(
     sessions: async_sessionmaker[AsyncSession],
-) -> Callable[[Sequence[str]], Awaitable[set[str]]]:
-    """The live ones of some request ids in this brain's database (at most
+) -> Callable[[Sequence[str]], Awaitable[Liveness]]:
+    """The live and the completed ones of some request ids in this brain's database (at most
     `ledger_audit.MAX_IDS`; Invalid for more): what its GetLiveRequests answers."""
 
-    async def live(request_ids: Sequence[str]) -> set[str]:
+    async def live(request_ids: Sequence[str]) -> Liveness:
         if len(request_ids) > ledger_audit.MAX_IDS:
             raise Invalid(
                 f"at most {ledger_audit.MAX_IDS} request ids, not {len(request_ids)}",

@@ -66,6 +66,29 @@ class HeldReservation:
 
 
 @dataclass(frozen=True, slots=True)
+class Liveness:
+    """What a brain says of some request ids it was asked about: those recorded there and not
+    ended (`live`), and those that completed (`completed`: their results may still be on
+    their way, so a release of what they hold keeps their deliveries). An id in neither ended
+    otherwise, or is not known there."""
+
+    live: frozenset[str] = frozenset()
+    completed: frozenset[str] = frozenset()
+
+    @classmethod
+    def among(
+        cls, asked: Iterable[str], *, live: Iterable[str], completed: Iterable[str]
+    ) -> "Liveness":
+        """What an answer naming `live` and `completed` ids says of the ids `asked`: an id it
+        names that was not asked is left out."""
+        wanted = set(asked)
+        return cls(
+            live=frozenset(wanted.intersection(live)),
+            completed=frozenset(wanted.intersection(completed)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Part:
     """A prepared or held part of a cross-brain reservation held here. `source` names where
     its request is recorded (a region, or this brain; None: not known, no request recorded),

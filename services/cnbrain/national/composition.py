@@ -21,6 +21,7 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.local_ledger import expire_forever
 from cnbrain.federation.segment_rerouting import SegmentRerouter
 from cnbrain.federation.steered_paths import steered_paths
+from cnbrain.ledger.audit import Liveness
 from cnbrain.national.coordinator import Coordinator
 from cnbrain.national.forwarding import ForwardCalls
 from cnbrain.national.inflight import DatabaseJournal
@@ -140,7 +141,7 @@ async def running(
         )
         background(stack, expire_forever(sessions, changed=live_map.capacity_changed), "expiry")
 
-        async def live_at(region_id: str, request_ids: Sequence[str]) -> set[str]:
+        async def live_at(region_id: str, request_ids: Sequence[str]) -> Liveness:
             return await directory.live_requests(
                 region_id, request_ids, deadline_s=settings.call_deadline_s
             )

@@ -14,6 +14,7 @@ from cnbrain.domain.bounds import MAX_NAME_LENGTH
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.site_loads import SiteLoads
+from cnbrain.ledger.audit import Liveness
 from cnbrain.netmap.arrays import demand_units
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.rpc.client import open_channel
@@ -150,16 +151,18 @@ class Region:
         except grpc.aio.AioRpcError as error:
             raise unavailable(self.id, error) from error
 
-    async def live_requests(self, request_ids: Sequence[str], *, deadline_s: float) -> set[str]:
-        """The live ones of `request_ids` in the region (GetLiveRequests). Raises
-        PeerUnavailable when it does not answer in `deadline_s`."""
+    async def live_requests(self, request_ids: Sequence[str], *, deadline_s: float) -> Liveness:
+        """The live and the completed ones of `request_ids` in the region (GetLiveRequests).
+        Raises PeerUnavailable when it does not answer in `deadline_s`."""
         try:
             answer = await self.brain.GetLiveRequests(
                 regional_pb2.GetLiveRequestsRequest(request_ids=request_ids), timeout=deadline_s
             )
         except grpc.aio.AioRpcError as error:
             raise unavailable(self.id, error) from error
-        return set(answer.live_request_ids)
+        return Liveness.among(
+            request_ids, live=answer.live_request_ids, completed=answer.completed_request_ids
+        )
 
     async def serve_forwarded(
         self, call: common_pb2.ForwardedCall, from_region: str, *, deadline_s: float
@@ -216,9 +219,9 @@ class RegionDirectory:
 
     async def live_requests(
         self, region_id: str, request_ids: Sequence[str], *, deadline_s: float
-    ) -> set[str]:
-        """The live ones of `request_ids` in region `region_id`. Raises PeerUnavailable when
-        it has not registered or does not answer in `deadline_s`."""
+    ) -> Liveness:
+        """The live and the completed ones of `request_ids` in region `region_id`. Raises
+        PeerUnavailable when it has not registered or does not answer in `deadline_s`."""
         region = self._regions.get(region_id)
         if region is None:
             raise PeerUnavailable(region_id, "unregistered", "the region has not registered")

@@ -378,7 +378,8 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
         except PeerUnavailable as why:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(why))
         return national_pb2.GetSourceLiveRequestsResponse(
-            live_request_ids=[rid for rid in request.request_ids if rid in live]
+            live_request_ids=[rid for rid in request.request_ids if rid in live.live],
+            completed_request_ids=[rid for rid in request.request_ids if rid in live.completed],
         )
 
     @override

@@ -280,7 +280,7 @@ class PlaceOrPlan:
                 except PeerUnavailable as error:
                     log.info("region %s could not say which plans are live: %s", region_id, error)
                     continue
-                ended += [one for one in asked if one not in live]
+                ended += [one for one in asked if one not in live.live]
         if not ended:
             return plans
         async with self._sessions.begin() as session:

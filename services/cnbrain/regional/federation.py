@@ -43,6 +43,7 @@ from cnbrain.federation.map_delta import RegionPart
 from cnbrain.federation.ownership import Ownership
 from cnbrain.federation.site_loads import site_load_messages
 from cnbrain.federation.timelines import timeline_message
+from cnbrain.ledger.audit import Liveness
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
@@ -74,8 +75,9 @@ log = logging.getLogger("cnbrain.regional")
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
-LiveRequests = Callable[[Sequence[str]], Awaitable[set[str]]]
-"""The live ones of some request ids in this brain (Invalid for too many)."""
+LiveRequests = Callable[[Sequence[str]], Awaitable[Liveness]]
+"""The live and the completed ones of some request ids in this brain (Invalid for too
+many)."""
 
 ESCALATION_DEADLINE_S = 15.0
 """Deadline of one cross-region placement (candidates, segments, solve, two phases) or quote."""
@@ -404,7 +406,8 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
         return regional_pb2.GetLiveRequestsResponse(
             region_id=self._region_id,
-            live_request_ids=[rid for rid in request.request_ids if rid in live],
+            live_request_ids=[rid for rid in request.request_ids if rid in live.live],
+            completed_request_ids=[rid for rid in request.request_ids if rid in live.completed],
         )
 
     @override
@@ -887,9 +890,10 @@ class NationalLink:
         except Invalid as wrong:
             raise PeerUnavailable(NATIONAL_PEER, "invalid_answer", str(wrong)) from None
 
-    async def live_requests(self, region_id: str, request_ids: Sequence[str]) -> set[str]:
-        """The live ones of `request_ids` in their source region `region_id`, asked through
-        the national brain. Raises PeerUnavailable when it, or that region, cannot be asked."""
+    async def live_requests(self, region_id: str, request_ids: Sequence[str]) -> Liveness:
+        """The live and the completed ones of `request_ids` in their source region
+        `region_id`, asked through the national brain. Raises PeerUnavailable when it, or that
+        region, cannot be asked."""
         try:
             answer = await self._national.call(
                 lambda stub: stub.GetSourceLiveRequests(
@@ -901,7 +905,9 @@ class NationalLink:
             )
         except grpc.aio.AioRpcError as error:
             raise _national_unavailable(error) from error
-        return set(answer.live_request_ids)
+        return Liveness.among(
+            request_ids, live=answer.live_request_ids, completed=answer.completed_request_ids
+        )
 
     async def _register(self, index: int) -> None:
         self._set_registered(index, False)

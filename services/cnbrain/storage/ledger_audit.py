@@ -7,15 +7,17 @@ Contract:
   prepared or held parts of cross-brain reservations with the source province of their
   recorded request, in one consistent view: it is the first statement of a fresh
   transaction, which it makes REPEATABLE READ on PostgreSQL.
-- `live_requests` answers which of some request ids are live in this brain: recorded here
-  and not ended (pending, queued or runnable).
+- `live_requests` answers which of some request ids are live in this brain (recorded here
+  and not ended: pending, queued or runnable) and which completed.
 - `release` releases reservations and parts through the ledger's own release paths
   (`ledger_store.release`, `peer_ledger.release_many`), so the `used` columns stay the sums
   of what is held, and appends an audit-log entry for each one it released, in the caller's
-  transaction. A reservation or part that is no longer held is left as it is.
+  transaction. A reservation or part whose request completed keeps its deliveries until
+  their windows end, as the job's own release keeps them. A reservation or part that is no
+  longer held is left as it is.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.states import ENDED_REQUEST, HOLDING, RequestState, ReservationState
-from cnbrain.ledger.audit import HeldReservation, Usage
+from cnbrain.ledger.audit import HeldReservation, Liveness, Usage
 from cnbrain.storage import audit, ledger_store, peer_ledger
 from cnbrain.storage.clock import as_utc
 from cnbrain.storage.database import on_postgresql
@@ -108,18 +110,21 @@ async def read(session: AsyncSession) -> LedgerRows:
     return LedgerRows(usages=usages, reservations=reservations, parts=parts)
 
 
-async def live_requests(session: AsyncSession, *, request_ids: Sequence[str]) -> set[str]:
-    """The ids of `request_ids` (at most MAX_IDS; LedgerStoreError for more) recorded here
-    and not ended."""
+async def live_requests(session: AsyncSession, *, request_ids: Sequence[str]) -> Liveness:
+    """Which of `request_ids` (at most MAX_IDS; LedgerStoreError for more) are recorded here
+    and not ended, and which completed."""
     if len(request_ids) > MAX_IDS:
         raise LedgerStoreError(f"at most {MAX_IDS} request ids, not {len(request_ids)}")
     if not request_ids:
-        return set()
+        return Liveness()
     q = PlacementRequestRecord
-    rows = await session.scalars(
-        select(q.id).where(q.id.in_(sorted(set(request_ids))), q.state.not_in(_ENDED))
+    rows = (
+        await session.execute(select(q.id, q.state).where(q.id.in_(sorted(set(request_ids)))))
+    ).all()
+    return Liveness(
+        live=frozenset(rid for rid, state in rows if state not in _ENDED),
+        completed=frozenset(rid for rid, state in rows if state == RequestState.COMPLETED),
     )
-    return set(rows)
 
 
 async def release(
@@ -128,11 +133,13 @@ async def release(
     reservations: Mapping[str, str],
     parts: Mapping[str, str],
     tenants: Mapping[str, str | None],
+    completed_parts: Collection[str] = frozenset(),
 ) -> tuple[list[str], list[str]]:
     """Release the held `reservations` and the prepared or held `parts` (each id -> why) and
     record each release (`tenants`: the tenant of a part, when known); the ids of the
     reservations and of the parts this call released. A reservation of a request that
-    completed keeps its delivery until its window ends, as the job's own release keeps it.
+    completed (here), and each of `completed_parts` (whose request completed at its source),
+    keeps its deliveries until their windows end, as the job's own release keeps them.
     A reservation released by another transaction after this one read it raises
     LedgerStoreError (the caller rolls back and audits again later)."""
     released_reservations = []
@@ -143,9 +150,13 @@ async def release(
         )
         released_reservations.append(reservation_id)
         owners[reservation_id] = record.tenant_id
-    part_ids = sorted(parts)
-    done = await peer_ledger.release_many(session, reservation_ids=part_ids)
-    released_parts = [rid for rid, ok in zip(part_ids, done, strict=True) if ok]
+    released_parts: list[str] = []
+    for keep_delivery in (False, True):
+        part_ids = sorted(p for p in parts if (p in completed_parts) is keep_delivery)
+        done = await peer_ledger.release_many(
+            session, reservation_ids=part_ids, keep_delivery=keep_delivery
+        )
+        released_parts += [rid for rid, ok in zip(part_ids, done, strict=True) if ok]
     await audit.record_many(
         session,
         [

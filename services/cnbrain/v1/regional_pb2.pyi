@@ -576,20 +576,28 @@ class GetLiveRequestsResponse(_message.Message):
 
     REGION_ID_FIELD_NUMBER: _builtins.int
     LIVE_REQUEST_IDS_FIELD_NUMBER: _builtins.int
+    COMPLETED_REQUEST_IDS_FIELD_NUMBER: _builtins.int
     region_id: _builtins.str
     @_builtins.property
     def live_request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The live ones of request_ids; the others are ended or not known here."""
+
+    @_builtins.property
+    def completed_request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The completed ones of request_ids: their results may still be on their way, so a release
+        of what they hold keeps their deliveries.
+        """
 
     def __init__(
         self,
         *,
         region_id: _builtins.str = ...,
         live_request_ids: _abc.Iterable[_builtins.str] | None = ...,
+        completed_request_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["live_request_ids", b"live_request_ids", "region_id", b"region_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_request_ids", b"completed_request_ids", "live_request_ids", b"live_request_ids", "region_id", b"region_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
