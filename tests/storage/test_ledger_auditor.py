@@ -76,6 +76,12 @@ async def _held_part(
         )
 
 
+def _delivery(arrays: MapArrays) -> tuple[str, Window]:
+    """The first link, and a delivery's window from an hour to two hours from now."""
+    now = epoch_s(utcnow())
+    return arrays.map.links[0].id, Window(now + 3600, now + 7200)
+
+
 class Sources:
     """The other regions as the auditor asks them: the live and the completed request ids of
     each region, and the regions that do not answer."""
@@ -190,9 +196,7 @@ async def test_a_held_reservation_of_an_ended_request_is_released_once_the_grace
 async def test_the_release_of_a_completed_requests_reservation_keeps_its_delivery(
     sessions: Sessions, ledger: MapArrays
 ) -> None:
-    link = ledger.map.links[0].id
-    now = epoch_s(utcnow())
-    delivery = Window(now + 3600, now + 7200)
+    link, delivery = _delivery(ledger)
     for request_id, ended in (("r-done", "completed"), ("r-cancelled", "cancelled")):
         await _request(sessions, request_id, ["placed", "submitted", "running"])
         reservation_id = f"res-{request_id}"
@@ -250,9 +254,7 @@ async def test_held_parts_are_released_when_their_request_is_not_live_at_its_sou
 async def test_the_release_of_a_part_of_a_completed_request_keeps_its_delivery(
     sessions: Sessions, ledger: MapArrays
 ) -> None:
-    link = ledger.map.links[0].id
-    now = epoch_s(utcnow())
-    delivery = Window(now + 3600, now + 7200)
+    link, delivery = _delivery(ledger)
     for request_id, ended in (("r-east-done", "completed"), ("r-east-cancelled", "cancelled")):
         await _request(sessions, request_id, ["placed", "submitted", "running", ended])
     parts = {
