@@ -83,6 +83,10 @@ def test_stranded_devices_are_the_refused_demand_below_load_one_and_idle_ones_ab
         refused = r.asked_devices - r.placed_devices
         idle = r.unallocated_devices
         assert r.capacity_devices == 4
+        # A device partly used holds one 0.7 share (two never fit): 0.3 of it is free.
+        slivers = r.partly_used_devices / 0.3
+        assert slivers == pytest.approx(round(slivers))
+        assert r.partly_used_devices <= r.unallocated_devices
         if r.asked_devices <= r.capacity_devices:
             assert r.stranded_devices == pytest.approx(refused)
         else:

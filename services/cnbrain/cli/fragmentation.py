@@ -92,8 +92,8 @@ def render(runs: Sequence[PackingRun]) -> str:
             f"## {trace}",
             "",
             "| policy | load | tasks arrived | placed | devices asked | placed | unallocated |"
-            " stranded | fragmentation |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            " stranded | on devices partly used | fragmentation |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         mine = [r for r in runs if r.trace == trace]
         for r in mine:
@@ -101,7 +101,7 @@ def render(runs: Sequence[PackingRun]) -> str:
                 f"| {r.policy} | {r.load:g} | {r.arrived:,} | {r.placed_share:.1%} |"
                 f" {r.asked_devices:,.1f} | {r.placed_devices:,.1f} |"
                 f" {r.unallocated_devices:,.1f} | {r.stranded_devices:,.1f} |"
-                f" {r.fragmentation_devices:,.1f} |"
+                f" {r.partly_used_devices:,.1f} | {r.fragmentation_devices:,.1f} |"
             )
         lines.append("")
         for load in dict.fromkeys(r.load for r in mine):

@@ -11,8 +11,9 @@ alone, so every policy sees the same arrivals. The lists need no times, which le
 Per run: tasks arrived and placed; the device share asked and placed; the devices left
 unallocated; the devices **stranded** (left unallocated although the arrivals asked for them:
 unallocated beyond what the arrivals left free, so the device share of refused tasks below
-load 1, every unallocated device above it); and the fragmentation of the workload (the
-policy-independent measure of the paper, in devices).
+load 1, every unallocated device above it); of the devices unallocated, the free share of
+those partly used (slivers that only small shares can use); and the fragmentation of the
+workload (the policy-independent measure of the paper, in devices).
 
 Files: nodes as `sn,cpu_milli,memory_mib,gpu,model` (`openb_node_list_*.csv`); tasks as
 `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]` (`openb_pod_list_*.csv`:
@@ -69,6 +70,7 @@ class PackingRun:
     capacity_devices: float
     unallocated_devices: float
     stranded_devices: float
+    partly_used_devices: float
     fragmentation_devices: float
     seconds: float
 
@@ -121,6 +123,10 @@ def run(
         capacity_devices=cluster.capacity / MILLI,
         unallocated_devices=unallocated / MILLI,
         stranded_devices=(unallocated - max(0, cluster.capacity - asked)) / MILLI,
+        partly_used_devices=sum(
+            free for state in cluster.states for free in state[3] if 0 < free < MILLI
+        )
+        / MILLI,
         fragmentation_devices=packer.fragmented(),
         seconds=time.perf_counter() - started,
     )
