@@ -198,6 +198,8 @@ class Feed:
 
     @classmethod
     def of(cls, workload: Workload) -> "Feed":
+        """The feed of `workload`; zero when no shape asks for a device, and then `unfed`
+        counts nothing."""
         shares = sum(w * t.demand for t, w in workload.items() if t.gpus)
         if not shares:
             return cls(0.0, 0.0)
