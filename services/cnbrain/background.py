@@ -3,9 +3,11 @@ links to peers), cancelled and awaited when the brain stops."""
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def background(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -18,3 +20,18 @@ async def stop_task(task: "asyncio.Task[Any]") -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def finished(work: Awaitable[T]) -> T:
+    """`work`, run to its end even when the caller is cancelled meanwhile; the cancellation
+    takes effect once it has ended. For a short transaction a loop must not cut in the
+    middle: a cut one is rolled back while its connection is torn down, and on SQLite the
+    next one (a lease let go at the stop, say) could wait out the busy timeout behind it."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # its failure, if any, gives way to the cancellation
+        raise

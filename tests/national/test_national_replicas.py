@@ -120,3 +120,37 @@ async def test_a_live_replica_renews_its_lease_and_lets_it_go_when_it_stops(
     finally:
         await stop_task(living)
     assert [p.reservation_id for p in await b.orphaned()] == ["ra"]  # let go at once
+
+
+class GatedReplica(Replica):
+    """A replica whose renewals wait at a gate before they reach the database."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        super().__init__(sessions, name="a", lease_s=LEASE_S)
+        self.at_gate = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.renewed = 0
+
+    async def hold(self, lease: str) -> bool:
+        self.at_gate.set()
+        await self.gate.wait()
+        held = await super().hold(lease)
+        self.renewed += 1
+        return held
+
+
+async def test_a_stop_lets_a_renewal_under_way_finish_then_lets_the_lease_go(
+    sessions: Sessions,
+) -> None:
+    a = GatedReplica(sessions)
+    b = DatabaseJournal(sessions, replica="b")
+    await DatabaseJournal(sessions, replica="a").begin([_one("ra")])
+    living = asyncio.create_task(a.live_forever())
+    await asyncio.wait_for(a.at_gate.wait(), timeout=30)
+    stopping = asyncio.create_task(stop_task(living))
+    await asyncio.sleep(0.1)  # the cancellation reaches the renewal at its gate
+    assert not stopping.done()
+    a.gate.set()
+    await asyncio.wait_for(stopping, timeout=30)
+    assert a.renewed == 1
+    assert [p.reservation_id for p in await b.orphaned()] == ["ra"]  # let go after it

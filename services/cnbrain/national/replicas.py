@@ -8,7 +8,8 @@ releases its placements under way at its next look (`recover_forever`, every hal
 `lease_s`; `Coordinator.recover`). Releasing is idempotent in every owner, so two replicas
 releasing the same placement do no harm. The duties' lease `national-duties` is held the same
 way: its holder runs the duties, and another replica takes them over once it lapses. A
-replica that stops cleanly lets both leases go, so the others take over at once.
+replica that stops cleanly lets both leases go, so the others take over at once; a renewal
+under way when it stops is finished first, never cut in the middle of its transaction.
 """
 
 import asyncio
@@ -19,7 +20,7 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from cnbrain.background import stop_task
+from cnbrain.background import finished, stop_task
 from cnbrain.national.coordinator import Coordinator
 from cnbrain.storage import leases
 from cnbrain.storage.clock import utcnow
@@ -68,7 +69,7 @@ class Replica:
         try:
             while True:
                 try:
-                    await self.hold(own)
+                    await finished(self.hold(own))
                 except Exception:
                     log.warning("replica %s: its lease was not renewed", self._name, exc_info=True)
                 await asyncio.sleep(self._lease_s / 3)
@@ -96,7 +97,7 @@ class Replica:
         try:
             while True:
                 try:
-                    holding = await self.hold(DUTIES_LEASE)
+                    holding = await finished(self.hold(DUTIES_LEASE))
                 except Exception:
                     log.warning("replica %s: the duties' lease was not renewed", self._name)
                     holding = False

@@ -20,6 +20,7 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.background import finished
 from cnbrain.regional.use_cases.admit import RoundReport
 from cnbrain.storage import leases
 from cnbrain.storage.clock import utcnow
@@ -78,7 +79,7 @@ class AdmissionLoop:
             while True:
                 self._woken.clear()
                 try:
-                    self.holding = await self._hold()
+                    self.holding = await finished(self._hold())
                     if self.holding:
                         started = time.perf_counter()
                         report = await round()
