@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import Invalid, Unavailable
-from cnbrain.domain.states import ReservationState
+from cnbrain.domain.states import RequestState, ReservationState
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.audit import (
     Finding,
@@ -103,10 +103,13 @@ class LedgerAuditor:
         repairs = await self._repair(
             due,
             {row.id: row.tenant_id for row in rows.parts},
-            completed_parts={
-                p.id
-                for p in parts
-                if p.state == ReservationState.HELD and p.request_id in completed
+            keep_deliveries={
+                *(r.id for r in rows.reservations if r.request_state == RequestState.COMPLETED),
+                *(
+                    p.id
+                    for p in parts
+                    if p.state == ReservationState.HELD and p.request_id in completed
+                ),
             },
         )
         repaired = {f.key for f in repairs}
@@ -160,10 +163,10 @@ class LedgerAuditor:
                 completed.update(rid for rid in batch if rid in found.completed)
 
     async def _repair(
-        self, due: Sequence[Finding], tenants: dict[str, str], *, completed_parts: set[str]
+        self, due: Sequence[Finding], tenants: dict[str, str], *, keep_deliveries: set[str]
     ) -> list[Finding]:
-        """Release what `due` is about, in one transaction (`completed_parts`: the held parts
-        whose request completed, which keep their deliveries); the findings repaired."""
+        """Release what `due` is about, in one transaction (`keep_deliveries`: the held
+        reservations and parts whose request completed); the findings repaired."""
         if not due:
             return []
         reservations = {f.object_id: f.detail for f in due if f.kind is Kind.ENDED_REQUEST}
@@ -174,7 +177,7 @@ class LedgerAuditor:
                 reservations=reservations,
                 parts=parts,
                 tenants=tenants,
-                completed_parts=completed_parts,
+                keep_deliveries=keep_deliveries,
             )
         released = {*released_reservations, *released_parts}
         if released:

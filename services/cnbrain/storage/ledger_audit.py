@@ -133,26 +133,25 @@ async def release(
     reservations: Mapping[str, str],
     parts: Mapping[str, str],
     tenants: Mapping[str, str | None],
-    completed_parts: Collection[str] = frozenset(),
+    keep_deliveries: Collection[str] = frozenset(),
 ) -> tuple[list[str], list[str]]:
     """Release the held `reservations` and the prepared or held `parts` (each id -> why) and
     record each release (`tenants`: the tenant of a part, when known); the ids of the
-    reservations and of the parts this call released. A reservation of a request that
-    completed (here), and each of `completed_parts` (whose request completed at its source),
-    keeps its deliveries until their windows end, as the job's own release keeps them.
-    A reservation released by another transaction after this one read it raises
-    LedgerStoreError (the caller rolls back and audits again later)."""
+    reservations and of the parts this call released. Those of them in `keep_deliveries`
+    (their request completed) keep their deliveries until their windows end, as the job's
+    own release keeps them. A reservation released by another transaction after this one
+    read it raises LedgerStoreError (the caller rolls back and audits again later)."""
     released_reservations = []
     owners = dict(tenants)
-    for reservation_id, completed in await _held(session, sorted(reservations)):
+    for reservation_id in await _held(session, sorted(reservations)):
         record = await ledger_store.release(
-            session, reservation_id=reservation_id, keep_delivery=completed
+            session, reservation_id=reservation_id, keep_delivery=reservation_id in keep_deliveries
         )
         released_reservations.append(reservation_id)
         owners[reservation_id] = record.tenant_id
     released_parts: list[str] = []
     for keep_delivery in (False, True):
-        part_ids = sorted(p for p in parts if (p in completed_parts) is keep_delivery)
+        part_ids = sorted(p for p in parts if (p in keep_deliveries) is keep_delivery)
         done = await peer_ledger.release_many(
             session, reservation_ids=part_ids, keep_delivery=keep_delivery
         )
@@ -178,15 +177,12 @@ async def release(
     return released_reservations, released_parts
 
 
-async def _held(session: AsyncSession, ids: Sequence[str]) -> list[tuple[str, bool]]:
-    """The held ones of reservations `ids`, each with whether its request completed."""
+async def _held(session: AsyncSession, ids: Sequence[str]) -> list[str]:
+    """The held ones of reservations `ids`."""
     if not ids:
         return []
-    r, q = ReservationRecord, PlacementRequestRecord
-    rows = await session.execute(
-        select(r.id, q.state == RequestState.COMPLETED)
-        .outerjoin(q, q.id == r.request_id)
-        .where(r.id.in_(list(ids)), r.state == ReservationState.HELD)
-        .order_by(r.id)
+    r = ReservationRecord
+    rows = await session.scalars(
+        select(r.id).where(r.id.in_(list(ids)), r.state == ReservationState.HELD).order_by(r.id)
     )
-    return [(str(rid), bool(completed)) for rid, completed in rows]
+    return list(rows)
