@@ -3,6 +3,7 @@ last report of each link counts, and a link is down while its last report says s
 
 import pytest
 
+from cnbrain.domain.bounds import MAX_LINK_REASON
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import link_states
 from tests.databases import Sessions
@@ -40,7 +41,7 @@ async def test_the_last_report_of_a_link_says_whether_it_is_down(
 
 async def test_a_report_out_of_bounds_is_refused(sessions: Sessions, seeded: MapArrays) -> None:
     link = seeded.map.links[0].id
-    for state, reason in (("sideways", ""), (link_states.DOWN, "x" * (link_states.MAX_REASON + 1))):
+    for state, reason in (("sideways", ""), (link_states.DOWN, "x" * (MAX_LINK_REASON + 1))):
         with pytest.raises(ValueError, match=r"state|reason"):
             async with sessions.begin() as session:
                 await link_states.report(

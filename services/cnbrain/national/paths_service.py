@@ -11,7 +11,7 @@ import grpc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from typing_extensions import override
 
-from cnbrain.domain.bounds import has_control_characters
+from cnbrain.domain.bounds import MAX_LINK_REASON, has_control_characters
 from cnbrain.domain.network import NATIONAL_OWNER
 from cnbrain.domain.rerouting import SegmentRerouting
 from cnbrain.federation.codec import WireError
@@ -52,7 +52,7 @@ class NationalPathsServicer(paths_pb2_grpc.NationalPathsServiceServicer):
     ) -> paths_pb2.ReportLinkStateResponse:
         for field, value, most in (
             ("link_id", request.link_id, MAX_LINK_ID),
-            ("reason", request.reason, link_states.MAX_REASON),
+            ("reason", request.reason, MAX_LINK_REASON),
             ("actor", request.actor, link_states.MAX_ACTOR),
         ):
             if len(value) > most or has_control_characters(value):

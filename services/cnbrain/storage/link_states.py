@@ -21,9 +21,6 @@ DOWN = "down"
 UP = "up"
 STATES = (DOWN, UP)
 
-MAX_REASON = MAX_LINK_REASON
-"""Characters of a report's reason."""
-
 MAX_ACTOR = 64
 """Characters of a report's actor."""
 
@@ -47,12 +44,12 @@ async def report(
 ) -> LinkReport:
     """Keep this report as the last of link `link_id` (a link of the registry: the caller
     checked it), replacing the one before; the report kept. ValueError for a state that is
-    not `DOWN` or `UP`, a reason longer than `MAX_REASON` or an actor longer than
+    not `DOWN` or `UP`, a reason longer than `MAX_LINK_REASON` or an actor longer than
     `MAX_ACTOR` (the caller's bounds)."""
     if state not in STATES:
         raise ValueError(f"state must be {DOWN!r} or {UP!r}, not {state!r}")
-    if len(reason) > MAX_REASON or len(actor) > MAX_ACTOR:
-        raise ValueError(f"a reason of at most {MAX_REASON}, an actor of at most {MAX_ACTOR}")
+    if len(reason) > MAX_LINK_REASON or len(actor) > MAX_ACTOR:
+        raise ValueError(f"a reason of at most {MAX_LINK_REASON}, an actor of at most {MAX_ACTOR}")
     now = utcnow()
     row = {"state": state, "reason": reason, "actor": actor, "reported_at": now}
     statement = insert_on_conflict(session, LinkStateRecord).values(link_id=link_id, **row)
