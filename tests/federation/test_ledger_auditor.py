@@ -223,13 +223,12 @@ async def test_a_part_of_a_request_that_completed_at_its_source_keeps_its_delive
     (part_id,) = [r["id"] for r in await unreleased(west)]
     await _add_delivery(west, part_id)
     # The job ended at the east, whose own end forgot the west's part.
-    connection = await asyncpg.connect(libpq_url(federation.databases["east"]))
-    try:
-        await connection.execute(
-            "UPDATE placement_requests SET state = 'completed' WHERE id = $1", done["id"]
-        )
-    finally:
-        await connection.close()
+    ended = await rows(
+        federation.databases["east"],
+        "UPDATE placement_requests SET state = 'completed' WHERE id = $1 RETURNING id",
+        done["id"],
+    )
+    assert ended == [{"id": done["id"]}]
 
     async def released() -> dict[str, Any] | None:
         found = await _state(west, part_id)
