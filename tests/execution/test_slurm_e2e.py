@@ -213,14 +213,18 @@ async def test_a_two_node_gang_runs_on_two_slurm_nodes_and_is_metered_for_both(
     assert usage["compute_cost_cny"] == pytest.approx(hours * 2 * (0.05 + 0.25 * 0.01 + 9.0))
 
 
+@pytest.mark.parametrize(
+    ("name", "fraction"),
+    [("milli", {"milli": 250}), ("memory", {"memory_gib": 20})],  # 20 of the A100's 80 GiB
+)
 async def test_a_fraction_of_a_gpu_runs_on_its_shards_and_is_metered_at_its_share(
-    brain: Brain, slurm: SlurmBackend
+    brain: Brain, slurm: SlurmBackend, name: str, fraction: dict[str, int]
 ) -> None:
-    tenant, user = await brain.tenant_user("e2e-share")
-    out = job_output("shards.out")
+    tenant, user = await brain.tenant_user(f"e2e-share-{name}")
+    out = job_output(f"shards-{name}.out")
     body = job_request(
         SITE,
-        resources={**GPU_JOB, "accelerator": {"model": "A100", "milli": 250}},
+        resources={**GPU_JOB, "accelerator": {"model": "A100", **fraction}},
         duration_hours=0.05,
         job={"command": f'echo "$SLURM_SHARDS_ON_NODE" > {out}; sleep 3', "max_attempts": 1},
     )

@@ -41,6 +41,45 @@ def good() -> dict[str, Any]:
             ),
             "resources.nodes",
         ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=0),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=float("nan")),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=80),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=79.99),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib="20"),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=20, milli=250),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=20, count=2),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: r["resources"]["accelerator"].update(memory_gib=20, model="B200"),
+            "resources.accelerator.memory_gib",
+        ),
+        (
+            lambda r: (
+                r["resources"]["accelerator"].update(memory_gib=20),
+                r["resources"].update(nodes=2),
+            ),
+            "resources.nodes",
+        ),
         (lambda r: r["resources"].update(cpu=-2), "resources.cpu"),
         (lambda r: r["objective"].update(cost="cheap"), "objective.cost"),
         (lambda r: r["objective"].update(latency="1"), "objective.latency"),

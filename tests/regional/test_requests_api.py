@@ -311,9 +311,20 @@ async def test_a_fraction_of_an_accelerator_is_placed_and_counts_its_share(api: 
     assert made.json()["state"] == "placed"
     quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
     assert quota["used_accelerators"] == 0.25
+    by_memory = {"model": "T4", "memory_gib": 6}  # 6 of the T4's 16 GiB: 375 thousandths
+    body = {**inference, "resources": {**inference["resources"], "accelerator": by_memory}}
+    made = await api.call(user, "POST", "/v1/requests", json=body)
+    assert made.status_code == 201, made.text
+    assert made.json()["state"] == "placed"
+    accelerator = made.json()["request"]["resources"]["accelerator"]
+    assert accelerator == {**by_memory, "count": 1, "milli": None}
+    quota = (await api.call(user, "GET", f"/v1/tenants/{tenant}/quota")).json()
+    assert quota["used_accelerators"] == 0.625
     for accelerator, field in (
         ({"model": "T4", "milli": 250, "count": 2}, "resources.accelerator.milli"),
         ({"model": "T4", "milli": 1000}, "resources.accelerator.milli"),
+        ({"model": "T4", "memory_gib": 16}, "resources.accelerator.memory_gib"),
+        ({"model": "T4", "memory_gib": 4, "milli": 250}, "resources.accelerator.memory_gib"),
     ):
         body = {**inference, "resources": {**inference["resources"], "accelerator": accelerator}}
         refused = await api.call(user, "POST", "/v1/requests", json=body)

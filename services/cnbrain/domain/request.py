@@ -7,7 +7,12 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from cnbrain.domain import bounds
-from cnbrain.domain.accelerators import MILLI
+from cnbrain.domain.accelerators import (
+    ACCELERATOR_MEMORY_GIB,
+    MAX_DEVICE_MEMORY_GIB,
+    MILLI,
+    memory_milli,
+)
 from cnbrain.domain.bounds import Name, Text
 from cnbrain.domain.enums import CpuArch, Interconnect, Objective, WorkloadClass
 from cnbrain.domain.flows import Flows
@@ -15,8 +20,9 @@ from cnbrain.domain.model import DomainModel
 
 
 class AcceleratorDemand(DomainModel):
-    """`count` whole accelerators of `model` on each node; or, with `milli`, that many
-    thousandths of one accelerator, which the job shares with others (count 1, one node)."""
+    """`count` whole accelerators of `model` on each node; or a fraction of one accelerator,
+    which the job shares with others (count 1, one node): `milli` thousandths of it, or
+    `memory_gib` of its device memory (`fraction_milli`)."""
 
     model: Name = Field(min_length=1, description="Accelerator model from the catalog, e.g. A100.")
     count: int = Field(
@@ -35,6 +41,17 @@ class AcceleratorDemand(DomainModel):
         "other jobs may share; with count 1 on one node. None: whole accelerators.",
     )
 
+    memory_gib: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEVICE_MEMORY_GIB,
+        strict=True,
+        allow_inf_nan=False,
+        description="A fraction of one accelerator stated as device memory (GiB), instead of "
+        "milli: the share is this over the model's device memory in the catalog, rounded up "
+        "to a thousandth; less than the whole device, with count 1 on one node.",
+    )
+
     @field_validator("milli")
     @classmethod
     def _one_device(cls, milli: int | None, info: ValidationInfo) -> int | None:
@@ -42,10 +59,39 @@ class AcceleratorDemand(DomainModel):
             raise ValueError("a fraction is of one accelerator: count must be 1")
         return milli
 
+    @field_validator("memory_gib")
+    @classmethod
+    def _part_of_one_device(cls, memory_gib: float | None, info: ValidationInfo) -> float | None:
+        if memory_gib is None:
+            return None
+        if info.data.get("milli") is not None:
+            raise ValueError("a fraction is milli or memory_gib, not both")
+        if info.data.get("count", 1) != 1:
+            raise ValueError("a fraction is of one accelerator: count must be 1")
+        model = info.data.get("model")
+        if not isinstance(model, str) or model not in ACCELERATOR_MEMORY_GIB:
+            raise ValueError(f"the device memory of model {model!r} is not in the catalog")
+        device = ACCELERATOR_MEMORY_GIB[model]
+        if memory_milli(model, memory_gib) >= MILLI:
+            raise ValueError(
+                f"{memory_gib:g} GiB is all of one {model} ({device:g} GiB): ask for whole "
+                "accelerators instead"
+            )
+        return memory_gib
+
+    @property
+    def fraction_milli(self) -> int | None:
+        """The fraction of one accelerator asked, in thousandths: `milli`, or `memory_gib`
+        over the model's device memory rounded up; None for whole accelerators."""
+        if self.memory_gib is not None:
+            return memory_milli(self.model, self.memory_gib)
+        return self.milli
+
     @property
     def per_node_milli(self) -> int:
         """What each node holds, in thousandths of an accelerator."""
-        return self.milli if self.milli is not None else self.count * MILLI
+        fraction = self.fraction_milli
+        return fraction if fraction is not None else self.count * MILLI
 
 
 class ResourceDemand(DomainModel):
@@ -89,7 +135,7 @@ class ResourceDemand(DomainModel):
     @classmethod
     def _totals_bounded(cls, nodes: int, info: ValidationInfo) -> int:
         accelerator = info.data.get("accelerator")
-        if accelerator is not None and accelerator.milli is not None and nodes != 1:
+        if accelerator is not None and accelerator.fraction_milli is not None and nodes != 1:
             raise ValueError("a fraction of one accelerator runs on one node")
         for what, per_node, bound in (
             ("CPU cores", info.data.get("cpu", 0.0), bounds.MAX_CPU_CORES),

@@ -35,7 +35,7 @@ def job_spec(request: PlacementRequest, *, attempt: int) -> JobSpec:
         cpus=max(1, math.ceil(request.resources.cpu)),
         memory_mib=max(1, math.ceil(request.resources.memory_gib * 1024)),
         gpus=accelerator.count if accelerator is not None else 0,
-        gpu_milli=accelerator.milli if accelerator is not None else None,
+        gpu_milli=accelerator.fraction_milli if accelerator is not None else None,
         gpu_type=accelerator.model if accelerator is not None else None,
         time_limit_s=duration_s + GRACE_S,
         environment={**job.environment, "CNBRAIN_ATTEMPT": str(attempt)},

@@ -49,7 +49,7 @@ def usage_of(
     hours = accounting.elapsed_s / 3600
     memory_gib = accounting.memory_mib / 1024
     accelerator = request.resources.accelerator
-    fraction = accelerator.milli if accelerator is not None else None
+    fraction = accelerator.fraction_milli if accelerator is not None else None
     held = accounting.gpus > 0 or fraction is not None
     model = accelerator.model if accelerator is not None and held else None
     prices = site.prices
