@@ -1,6 +1,12 @@
-"""Slurm's node list read into node reports: GPUs by type from every GRES form it prints."""
+"""Slurm's node list read into node reports: GPUs by type from every GRES form it prints, and
+whether a node takes new jobs; the reports summarised per node pool of the site."""
 
+import pytest
+
+from cnbrain.execution.jobs import NodeReport
+from cnbrain.execution.pool_reports import reported_summaries
 from cnbrain.execution.slurm_payloads import gpu_counts, nodes_from
+from cnbrain.ledger.nodes import Pool
 
 
 def test_gpu_counts_read_every_form_slurm_prints() -> None:
@@ -23,6 +29,7 @@ def test_a_node_list_keeps_named_nodes_and_what_jobs_hold() -> None:
                 "alloc_memory": 64_000,
                 "gres": "gpu:a100:8",
                 "gres_used": "gpu:a100:3(IDX:0-2)",
+                "state_flags": ["DRAIN", 7, "x" * 65],
             },
             {"state": "idle"},
             "not a node",
@@ -32,3 +39,77 @@ def test_a_node_list_keeps_named_nodes_and_what_jobs_hold() -> None:
     assert (node.name, node.state, node.cpus, node.cpus_allocated) == ("n1", "mixed", 64, 16)
     assert (node.memory_mib, node.memory_allocated_mib) == (512_000, 64_000)
     assert node.gpus == {"a100": 8} and node.free_gpus == {"a100": 5}
+    assert node.state_flags == ("DRAIN",) and not node.takes_jobs
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "takes"),
+    [
+        ("idle", (), True),
+        ("MIXED", (), True),
+        ("allocated", ("COMPLETING",), True),
+        ("idle", ("DRAIN",), False),
+        ("idle", ("maint",), False),
+        ("mixed", ("NOT_RESPONDING",), False),
+        ("down", (), False),
+        ("future", (), False),
+        ("unknown", (), False),
+    ],
+)
+def test_a_node_takes_jobs_only_when_up_and_not_drained(
+    state: str, flags: tuple[str, ...], takes: bool
+) -> None:
+    node = NodeReport(
+        name="n",
+        state=state,
+        state_flags=flags,
+        cpus=4,
+        cpus_allocated=0,
+        memory_mib=1,
+        memory_allocated_mib=0,
+    )
+    assert node.takes_jobs is takes
+
+
+def node(
+    name: str,
+    *,
+    gpus: dict[str, int] | None = None,
+    used: dict[str, int] | None = None,
+    state: str = "idle",
+    flags: tuple[str, ...] = (),
+    cpus: int = 64,
+    cpus_allocated: int = 0,
+) -> NodeReport:
+    return NodeReport(
+        name=name,
+        state=state,
+        state_flags=flags,
+        cpus=cpus,
+        cpus_allocated=cpus_allocated,
+        memory_mib=512_000,
+        memory_allocated_mib=0,
+        gpus=gpus or {},
+        gpus_used=used or {},
+    )
+
+
+def test_reported_nodes_are_summarised_per_pool_of_the_site() -> None:
+    pools = (
+        Pool("gpu", 3, 64_000, 512_000 * 1024, "A100", 8),
+        Pool("cpu", 2, 32_000, 256_000 * 1024, None, 0),
+    )
+    nodes = [
+        node("g1", gpus={"a100": 8}, used={"a100": 3}),
+        node("g2", gpus={"a100": 8}, flags=("DRAIN",)),
+        node("g3", gpus={"a100": 4}),  # not the pool's shape: left out
+        node("g4", gpus={"a100": 8}, cpus_allocated=64),  # no CPU left: none free
+        node("g5", gpus={"a100": 8}),  # the pool has three nodes: left out
+        node("c1", cpus=48, cpus_allocated=20),
+    ]
+    gpu, cpu = reported_summaries(pools, nodes, {"A100": "a100"})
+    assert gpu.nodes_by_free == (2, 0, 0, 0, 0, 1, 0, 0, 0)
+    assert cpu.nodes_by_free[28] == 1  # c1: 28 cores free
+    assert cpu.nodes_by_free[0] == 1  # the second CPU node is not reported
+    assert sum(cpu.nodes_by_free) == 2
+    assert reported_summaries(pools[:1], nodes, {})[0].free_nodes(1) == 0  # type "A100" unseen

@@ -170,3 +170,59 @@ def test_takes_beyond_a_node_are_refused_and_change_nothing() -> None:
 def test_malformed_gangs_are_invalid(bad: dict[str, object]) -> None:
     with pytest.raises(Invalid):
         Gang(**bad)  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    devices=st.integers(1, 8),
+    pairs=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)), min_size=1, max_size=8),
+    asked=gangs,
+)
+def test_a_summary_within_a_report_shows_no_more_free_than_either(
+    devices: int, pairs: list[tuple[int, int]], asked: Gang
+) -> None:
+    pool = gpu_pool(len(pairs), devices)
+    mine = PoolSummary.of_free_units(pool, (a for a, _ in pairs))
+    theirs = PoolSummary.of_free_units(pool, (b for _, b in pairs))
+    bounded = mine.within(theirs)
+    assert sum(bounded.nodes_by_free) == pool.count
+    for k in range(devices + 1):
+        assert bounded.free_nodes(k) == min(mine.free_nodes(k), theirs.free_nodes(k))
+    assert bounded.fits(asked, pool) == (mine.fits(asked, pool) and theirs.fits(asked, pool))
+
+
+def test_a_summary_of_free_units_counts_every_node_of_the_pool() -> None:
+    pool = gpu_pool(count=4, devices=8)
+    assert PoolSummary.of_free_units(pool, [8, 3, 3]).nodes_by_free == (1, 0, 0, 2, 0, 0, 0, 0, 1)
+    assert PoolSummary.of_free_units(pool, [9, -1, 8, 8, 8]).nodes_by_free == (
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        3,
+    )
+
+
+def test_a_drained_node_in_the_report_is_no_longer_free() -> None:
+    pool = gpu_pool(count=2, devices=4)
+    state = NodeState(pool)
+    state.apply(state.pick(whole(1, 2), pool_index=0)[0])  # type: ignore[index]
+    mine = state.summary()
+    assert mine.nodes_by_free == (0, 0, 1, 0, 1)
+    drained = PoolSummary.of_free_units(pool, [4, 0])
+    bounded = mine.within(drained)
+    assert bounded.nodes_by_free == (1, 0, 0, 0, 1)
+    assert mine.fits(whole(2, 2), pool) and not bounded.fits(whole(2, 2), pool)
+    assert bounded.fits(whole(1, 4), pool)
+    assert mine.within(PoolSummary.empty(pool)) is mine
+
+
+def test_summaries_of_two_pools_do_not_bound_each_other() -> None:
+    with pytest.raises(Invalid):
+        PoolSummary.empty(gpu_pool(2, 4)).within(PoolSummary.empty(gpu_pool(3, 4)))
+    with pytest.raises(Invalid):
+        PoolSummary.empty(gpu_pool(2, 4)).within(PoolSummary.empty(gpu_pool(2, 8)))

@@ -3,7 +3,7 @@
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Self
+from typing import Final, Self
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 
@@ -141,13 +141,34 @@ class JobAccounting(DomainModel):
     source: str
 
 
+RUNNING_STATES: Final = frozenset({"idle", "mixed", "allocated", "completing"})
+"""A node's states (Slurm's words, any case) in which it may take a new job."""
+
+OUT_OF_SERVICE_FLAGS: Final = frozenset(
+    {
+        "DRAIN",
+        "FAIL",
+        "MAINT",
+        "NOT_RESPONDING",
+        "POWER_DOWN",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "REBOOT_REQUESTED",
+        "REBOOT_ISSUED",
+        "RESERVED",
+    }
+)
+"""A node's state flags (Slurm's words, any case) any one of which keeps new jobs off it."""
+
+
 class NodeReport(DomainModel):
-    """One node as its cluster scheduler reports it: `state` in the scheduler's words, its
-    CPUs and memory (MiB) with what jobs hold of them, and its GPUs by the scheduler's GPU
-    type name ("" when untyped) with how many jobs hold."""
+    """One node as its cluster scheduler reports it: `state` and `state_flags` in the
+    scheduler's words, its CPUs and memory (MiB) with what jobs hold of them, and its GPUs
+    by the scheduler's GPU type name ("" when untyped) with how many jobs hold."""
 
     name: str
     state: str
+    state_flags: tuple[str, ...] = ()
     cpus: int = Field(ge=0)
     cpus_allocated: int = Field(ge=0)
     memory_mib: int = Field(ge=0)
@@ -159,6 +180,14 @@ class NodeReport(DomainModel):
     def free_gpus(self) -> dict[str, int]:
         """GPUs no job holds, by type."""
         return {t: max(0, n - self.gpus_used.get(t, 0)) for t, n in self.gpus.items()}
+
+    @property
+    def takes_jobs(self) -> bool:
+        """Whether the node may take a new job: it is up (`RUNNING_STATES`) with no flag of
+        `OUT_OF_SERVICE_FLAGS` (drained, failed, in maintenance, powered down, ...)."""
+        return self.state.lower() in RUNNING_STATES and not any(
+            flag.upper() in OUT_OF_SERVICE_FLAGS for flag in self.state_flags
+        )
 
 
 def utc_from_epoch(seconds: float | None) -> datetime | None:

@@ -289,6 +289,7 @@ def nodes_from(body: Json) -> list[NodeReport]:
             NodeReport(
                 name=str(record["name"]),
                 state=str(record.get("state") or "unknown"),
+                state_flags=_flags(record.get("state_flags")),
                 cpus=max(0, _int(record.get("cpus")) or 0),
                 cpus_allocated=max(0, _int(record.get("alloc_cpus")) or 0),
                 memory_mib=max(0, _int(record.get("real_memory")) or 0),
@@ -298,6 +299,13 @@ def nodes_from(body: Json) -> list[NodeReport]:
             )
         )
     return nodes
+
+
+def _flags(flags: Any) -> tuple[str, ...]:
+    """A node's state flags (strings of at most 64 characters; anything else dropped)."""
+    if not isinstance(flags, list):
+        return ()
+    return tuple(flag for flag in flags if isinstance(flag, str) and 0 < len(flag) <= 64)
 
 
 def gpu_counts(gres: Any) -> dict[str, int]:

@@ -10,7 +10,9 @@ fits.
   (`NodeTake`), so it is exact for the brain's reservations.
 - `PoolSummary` is the compact form the placement engine and other brains see: how many
   nodes have each number of units free (whole accelerators; whole cores in a CPU pool), and
-  how many shared accelerators have each amount of free milli-accelerators.
+  how many shared accelerators have each amount of free milli-accelerators. What the site's
+  own scheduler reports free is a summary too (`PoolSummary.of_free_units`), and the one the
+  engine sees is the brain's bounded by it (`PoolSummary.within`).
 
 A `Gang` asks for `nodes` nodes, each with its CPU, memory and whole accelerators, all at once
 (on one pool: one shape, one fabric); or, with `milli`, a fraction of one accelerator, which
@@ -23,7 +25,7 @@ that fits the summary of a CPU pool always fits its nodes.
 
 import math
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -169,6 +171,40 @@ class PoolSummary:
         """The summary of `pool` with nothing taken (one object per pool shape: `is` tells
         an untouched pool)."""
         return _empty(pool)
+
+    @classmethod
+    def of_free_units(cls, pool: Pool, free_units: Iterable[int]) -> "PoolSummary":
+        """The summary of `pool` when its nodes have `free_units` units free, one number per
+        node (clipped to [0, a node's units]): numbers beyond the pool's count are left out,
+        and nodes the numbers do not reach count as none free. No shared accelerator."""
+        nodes = [0] * (pool.units + 1)
+        counted = 0
+        for units in free_units:
+            if counted == pool.count:
+                break
+            nodes[min(max(units, 0), pool.units)] += 1
+            counted += 1
+        nodes[0] += pool.count - counted
+        return cls(tuple(nodes))
+
+    def within(self, reported: "PoolSummary") -> "PoolSummary":
+        """This summary bounded by `reported`, a summary of the same pool from elsewhere (what
+        the site's scheduler reports): for every k, as many nodes with k units or more free
+        as the fewer of the two shows. Shared accelerators are this summary's. Raises
+        Invalid when the two are not of one pool (units per node or node count differ)."""
+        mine, theirs = self.nodes_by_free, reported.nodes_by_free
+        if len(mine) != len(theirs) or sum(mine) != sum(theirs):
+            raise Invalid(f"summaries of two pools: {mine} and {theirs}")
+        at_least = [0] * (len(mine) + 1)
+        have = told = 0
+        for k in range(len(mine) - 1, 0, -1):
+            have, told = have + mine[k], told + theirs[k]
+            at_least[k] = min(have, told)
+        at_least[0] = sum(mine)
+        nodes = tuple(at_least[k] - at_least[k + 1] for k in range(len(mine)))
+        if nodes == mine:
+            return self
+        return PoolSummary(nodes, self.shared_by_free)
 
     def free_nodes(self, units: int) -> int:
         """Nodes with at least `units` units free."""

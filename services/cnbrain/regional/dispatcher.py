@@ -17,7 +17,9 @@ request `placed`; one background task per brain instance (`Dispatcher.start`) do
    reason (and released). An attempt ended by its request's preemption counts for none of
    them (`jobs.counted`);
 6. write the usage record of every ended attempt from its scheduler's accounting;
-7. renew this instance's leases, and release the cross-region parts of ended requests.
+7. renew this instance's leases, and release the cross-region parts of ended requests;
+8. every `node_report_interval_s`, read what the schedulers of sites with node pools report
+   of their nodes (`cnbrain.regional.node_reports`).
 
 Every change is a conditional update in one transaction, so several instances (replicas on one
 database) never make the same change twice; each attempt is followed by one instance (its
@@ -56,6 +58,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.regional import job_outcomes
 from cnbrain.regional.job_specs import job_spec
 from cnbrain.regional.metering import NotMeterableError, usage_of
+from cnbrain.regional.node_reports import NodeReports
 from cnbrain.regional.replacement import BackendKind, PlaceElsewhere
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.simulated_time import RealTime
@@ -143,6 +146,12 @@ class Dispatcher:
             federated=settings.region is not None,
             backend_of=BackendKind(map),
         )
+        self.node_reports = NodeReports(
+            map=map,
+            backend_of=self.backend_of,
+            changes=changes,
+            interval_s=settings.node_report_interval_s,
+        )
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._round = asyncio.Lock()
@@ -197,6 +206,7 @@ class Dispatcher:
             async with self.sessions.begin() as session:
                 await jobs.renew_leases(session, owner=self.owner, until=self._lease())
             await job_outcomes.release_elsewhere(self.sessions, self._national)
+            await self.node_reports.run_if_due()
 
     # -------------------------------------------------------------------------------- helpers
 

@@ -325,7 +325,9 @@ class PoolView(BaseModel):
     """One node pool of a site: its nodes' shape and count, and what the brain's own
     reservations leave free on it: `nodes_by_free[k]` nodes with k accelerators free (whole
     cores, in a CPU pool), and `shared_by_free`, [free milli-accelerators, accelerators] of
-    the accelerators that fractions share."""
+    the accelerators that fractions share. `reported_nodes_by_free` is the same count as the
+    site's scheduler last reported it, while that report counts (null: none does); placement
+    sees, for every k, the fewer nodes with k or more free of the two."""
 
     name: str
     count: int
@@ -335,6 +337,7 @@ class PoolView(BaseModel):
     accelerators: int
     nodes_by_free: list[int]
     shared_by_free: list[tuple[int, int]]
+    reported_nodes_by_free: list[int] | None = None
 
 
 class SiteNodesView(BaseModel):

@@ -88,6 +88,13 @@ class Settings(BrainSettings):
         description="How long a brain instance keeps the jobs it follows without renewing; "
         "another instance takes them over after that.",
     )
+    node_report_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="How often the dispatcher reads what the schedulers of sites with node "
+        "pools report of their nodes; a report counts for three intervals.",
+    )
     credentials: dict[CredentialName, Credential] = Field(
         default_factory=dict,
         description="The credential store: name -> {url, token_file}. A Slurm site names one "

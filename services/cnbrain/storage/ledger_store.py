@@ -88,7 +88,7 @@ from cnbrain.ledger.keys import (
 from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, PoolSummary, pick_on
 from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, summaries_of
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.storage import room_holds
+from cnbrain.storage import node_reports, room_holds
 from cnbrain.storage._sql import execute_counted, fetch_scalar
 from cnbrain.storage.clock import epoch_s, moment_of, utcnow
 from cnbrain.storage.errors import CapacityConflict, LedgerStoreError, QuotaExceeded
@@ -180,8 +180,10 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     what it takes then fits the link's calendar over time.
 
     Retired sites and links, and links reported down (`storage.link_states`), show nothing
-    free. Raises LedgerStoreError naming a site or link of `arrays` that the database does
-    not know.
+    free. A node pool shows what the brain's own reservations leave free on it, bounded by
+    what the site's scheduler reports free on it (`storage.node_reports`, while the report
+    has not expired). Raises LedgerStoreError naming a site or link of `arrays` that the
+    database does not know.
     """
     n, m = arrays.n_sites, len(arrays.accelerator_column)
     site_index, link_index = arrays.map.site_index, arrays.link_index
@@ -221,14 +223,15 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         j = link_index.get(link_id)
         if j is not None:
             mbps[j] = max(0, mbps[j] - peak)
-    pools = site_pools(arrays)
-    states = await _node_states(
-        session, {arrays.map.sites[i].id: p for i, p in pools.items()}, every_site=True
-    )
+    pools = {arrays.map.sites[i].id: p for i, p in site_pools(arrays).items()}
+    states = await _node_states(session, pools, every_site=True)
     nodes = dict(all_free(arrays))
     for site_id, site_states in states.items():
         site = site_index[site_id]
         nodes[site] = summaries_of(arrays, site, site_states)
+    for site_id, reported in (await node_reports.current(session, pools=pools)).items():
+        site = site_index[site_id]
+        nodes[site] = _within(nodes[site], reported)
 
     return Snapshot.of_free(
         arrays,
@@ -240,6 +243,18 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
         residual_mbps=mbps,
         nodes=nodes,
     )
+
+
+def _within(
+    summaries: tuple[PoolSummary, ...], reported: tuple[PoolSummary | None, ...]
+) -> tuple[PoolSummary, ...]:
+    """`summaries` (a site's pools) each bounded by its pool's report, if any; `summaries`
+    itself when no report takes anything more away."""
+    bounded = tuple(
+        mine if theirs is None else mine.within(theirs)
+        for mine, theirs in zip(summaries, reported, strict=True)
+    )
+    return summaries if all(a is b for a, b in zip(bounded, summaries, strict=True)) else bounded
 
 
 async def _node_states(

@@ -312,6 +312,19 @@ class NodeTakeRecord(Base):
     mem_mib: Mapped[int] = mapped_column(BigInteger)
 
 
+class NodeReportRecord(Base):
+    """What site `site_id`'s scheduler last reported free on the site's node pools, when, and
+    until when it counts (`storage.node_reports`): `pools` is `{"pools": [{"name", "count",
+    "units", "nodes_by_free"}, ...]}`, one entry per pool of the site's map entry then."""
+
+    __tablename__ = "node_reports"
+
+    site_id: Mapped[str] = mapped_column(ForeignKey("sites.id"), primary_key=True)
+    pools: Mapped[dict[str, Any]]
+    reported_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+
 class ReservationFlowLink(Base):
     """Link number `position` (from 0) of flow `flow_id`'s route."""
 

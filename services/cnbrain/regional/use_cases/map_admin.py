@@ -49,7 +49,7 @@ from cnbrain.regional.schemas import (
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.ports import BackboneLinks, NationalPolicy
-from cnbrain.storage import audit, ledger_store, link_states, registry
+from cnbrain.storage import audit, ledger_store, link_states, node_reports, registry
 from cnbrain.storage.weights import get_weight_matrix, set_weight_matrix
 
 
@@ -85,18 +85,22 @@ class MapAdministration:
         return list(self._live_map.map.links)
 
     async def site_nodes(self, site_id: str) -> SiteNodesView:
-        """The site's node pools with what the brain's own reservations leave free on them,
-        and its nodes as its scheduler reports them now (Slurm's node list; none from a
-        simulator). Raises NotFound for a site not on the map."""
+        """The site's node pools with what the brain's own reservations leave free on them and
+        what the site's last report that still counts says free, and its nodes as its
+        scheduler reports them now (Slurm's node list; none from a simulator). Raises
+        NotFound for a site not on the map."""
         cmap = self._live_map.map
         if site_id not in cmap.site_index:
             raise NotFound(f"site {site_id!r} is not on the map")
         site = cmap.site(site_id)
         pools = tuple(Pool.of(pool) for pool in site.node_pools)
         free: tuple[PoolSummary, ...] = ()
+        reports: tuple[PoolSummary | None, ...] = ()
         if pools:
             async with self._sessions() as session:
                 free = (await ledger_store.node_summaries(session, pools={site_id: pools}))[site_id]
+                current = await node_reports.current(session, pools={site_id: pools})
+            reports = current.get(site_id, (None,) * len(pools))
         reported, error = await self._reported_nodes(site.execution)
         return SiteNodesView(
             site=site_id,
@@ -105,8 +109,9 @@ class MapAdministration:
                     **pool.model_dump(),
                     nodes_by_free=list(summary.nodes_by_free),
                     shared_by_free=list(summary.shared_by_free),
+                    reported_nodes_by_free=None if report is None else list(report.nodes_by_free),
                 )
-                for pool, summary in zip(site.node_pools, free, strict=True)
+                for pool, summary, report in zip(site.node_pools, free, reports, strict=True)
             ],
             reported=reported,
             reported_error=error,

@@ -1,0 +1,145 @@
+"""What the real local Slurm (scripts/slurm.sh) reports of its nodes enters what the brain sees
+free on the site's node pool: with one of its two nodes drained, a gang of both nodes is not
+placed while a gang of one is; once the node is back, the gang of both is placed and runs. A
+site whose scheduler cannot be reached is told once and has no report."""
+
+import logging
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from cnbrain.regional.node_reports import NodeReports
+from tests.execution.execution_brain import (
+    SLURM,
+    Brain,
+    job_request,
+    running_brain,
+    site_registration,
+)
+from tests.execution.local_slurm import CREDENTIALS, TOKEN_FILE, start_slurm
+from tests.polling import until
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SITE = "AA-slurm-pool"
+POOL = {
+    "name": "gpu",
+    "count": 2,
+    "cpu_cores": 2,
+    "memory_gib": 9,
+    "accelerator": "A100",
+    "accelerators": 4,
+}
+"""The local Slurm's two nodes: 2 CPUs, 9642 MiB and 4 GPUs (type "fake") each."""
+DRAINED = "node2"
+UNREACHABLE_SITE = "AA-slurm-gone"
+UNREACHABLE = "http://127.0.0.1:9"
+"""A Slurm site with the same pool whose scheduler cannot be reached (nothing listens there)."""
+
+
+def scontrol_update(state: str, *, check: bool = True) -> None:
+    subprocess.run(
+        ["scontrol", "update", f"nodename={DRAINED}", f"state={state}", "reason=cnbrain test"],
+        check=check,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
+    start_slurm()
+    registration = site_registration(
+        SITE, execution=SLURM, cores=4, memory_gib=18, a100=8, labels={"pools": "yes"}
+    )
+    registration["site"]["node_pools"] = [POOL]
+    gone = site_registration(
+        UNREACHABLE_SITE,
+        execution={**SLURM, "url": UNREACHABLE, "credential": "slurm-down"},
+        cores=4,
+        memory_gib=18,
+        a100=8,
+    )
+    gone["site"]["node_pools"] = [POOL]
+    down = {"url": UNREACHABLE, "token_file": str(TOKEN_FILE)}
+    credentials = {**CREDENTIALS, "slurm-down": down}
+    async with running_brain(
+        tmp_path_factory.mktemp("slurm-nodes"), credentials=credentials
+    ) as running:
+        await running.register_site(registration)
+        await running.register_site(gone)
+        try:
+            yield running
+        finally:
+            scontrol_update("resume", check=False)  # refused when it is not drained
+
+
+def gang(nodes: int) -> dict[str, Any]:
+    resources = {
+        "cpu": 1,
+        "memory_gib": 0.25,
+        "nodes": nodes,
+        "accelerator": {"model": "A100", "count": 4},
+    }
+    return job_request(SITE, resources=resources, duration_hours=0.05)
+
+
+async def reported(brain: Brain, nodes_by_free: list[int]) -> None:
+    """Read the site's node list until its pool's report is `nodes_by_free` (Slurm may take a
+    moment to show a change of a node's state)."""
+
+    async def probe() -> bool | None:
+        await brain.dispatcher.node_reports.run_once()
+        view = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
+        [pool] = view["pools"]
+        return True if pool["reported_nodes_by_free"] == nodes_by_free else None
+
+    await until(probe, f"the report {nodes_by_free}", every_s=0.5)
+
+
+async def test_a_drained_node_keeps_a_gang_of_both_nodes_off_the_site(brain: Brain) -> None:
+    _, user = await brain.tenant_user("drained")
+    await reported(brain, [0, 0, 0, 0, 2])
+    scontrol_update("drain")
+    await reported(brain, [1, 0, 0, 0, 1])
+
+    both = await brain.call(user, "POST", "/v1/requests", json=gang(2))
+    assert both.status_code == 201, both.text
+    assert both.json()["state"] == "rejected"
+    assert "at most 1 such nodes free (AA-slurm-pool)" in both.json()["reason"]
+    one = await brain.submit(user, gang(1))
+    assert one["state"] == "placed" and one["site"] == SITE
+    seen = await brain.states_until(user, one["id"], "completed", "failed", timeout_s=60)
+    assert seen[-1] == "completed", seen
+
+    scontrol_update("resume")
+    await reported(brain, [0, 0, 0, 0, 2])
+    made = await brain.submit(user, gang(2))
+    assert made["state"] == "placed" and made["site"] == SITE
+    seen = await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60)
+    assert seen[-1] == "completed", seen
+    await brain.invariants()
+
+
+async def test_a_site_whose_scheduler_cannot_be_read_is_told_once_and_has_no_report(
+    brain: Brain, caplog: pytest.LogCaptureFixture
+) -> None:
+    reports = NodeReports(  # a new one, as another instance's: it has told nothing yet
+        map=lambda: brain.brain.live_map.map,
+        backend_of=brain.dispatcher.backend_of,
+        changes=brain.brain.changes,
+        interval_s=30,
+    )
+    with caplog.at_level(logging.WARNING, logger="cnbrain.regional"):
+        await reports.run_once()
+        await reports.run_once()
+    told = [r for r in caplog.records if "no node list" in r.getMessage()]
+    assert len(told) == 1 and UNREACHABLE_SITE in told[0].getMessage()
+    view = (await brain.as_admin("GET", f"/v1/sites/{UNREACHABLE_SITE}/nodes")).json()
+    assert [pool["reported_nodes_by_free"] for pool in view["pools"]] == [None]
+    assert view["reported_error"] is not None
+    reported = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
+    assert reported["pools"][0]["reported_nodes_by_free"] == [0, 0, 0, 0, 2]
