@@ -77,15 +77,15 @@ async def current(
 
 
 def _summary(pool: Pool, entry: Any) -> PoolSummary | None:
-    if not isinstance(entry, dict) or {k: entry.get(k) for k in ("name", "count", "units")} != {
-        "name": pool.name,
-        "count": pool.count,
-        "units": pool.units,
-    }:
+    """What `entry` (of a stored report) says free on `pool`; None when it describes another
+    pool or is malformed."""
+    if not isinstance(entry, dict):
         return None
+    described = (entry.get("name"), entry.get("count"), entry.get("units"))
     nodes = entry.get("nodes_by_free")
     if (
-        not isinstance(nodes, list)
+        described != (pool.name, pool.count, pool.units)
+        or not isinstance(nodes, list)
         or len(nodes) != pool.units + 1
         or not all(isinstance(n, int) and n >= 0 for n in nodes)
         or sum(nodes) != pool.count
