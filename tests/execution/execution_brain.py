@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from cnbrain.domain.backend_ref import BackendRef
+from cnbrain.execution import backend_for
 from cnbrain.regional.dispatcher import Dispatcher
 from cnbrain.storage import ledger_store
+from cnbrain.storage.models import JobRecord
 from tests.databases import create_postgres_database, drop_postgres_database, require_redis
 from tests.execution import local_slurm
 from tests.regional.brain_api import Api, brain_settings, serving
@@ -219,3 +222,20 @@ async def running_brain(
     finally:
         if not embedded:
             await drop_postgres_database(database)
+
+
+async def cancel_every_job(brain: Brain) -> None:
+    """Cancel in the local Slurm every job the brain's attempts submitted there."""
+    async with brain.brain.sessions() as session:
+        ids = list(
+            await session.scalars(
+                JobRecord.__table__.select()
+                .with_only_columns(JobRecord.backend_job_id)
+                .where(JobRecord.backend == "slurm", JobRecord.backend_job_id.is_not(None))
+            )
+        )
+    async with contextlib.aclosing(
+        backend_for(BackendRef.model_validate(SLURM), credentials=local_slurm.credential_store())
+    ) as backend:
+        for job_id in ids:
+            await backend.cancel(job_id)

@@ -11,7 +11,6 @@ Every Slurm job a test causes is cancelled at the end of the module.
 
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from cnbrain.storage.models import JobRecord
 from tests.execution.execution_brain import (
     SLURM,
     Brain,
+    cancel_every_job,
     job_request,
     running_brain,
     site_registration,
@@ -52,7 +52,7 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
         try:
             yield running
         finally:
-            await _cancel_every_job(running)
+            await cancel_every_job(running)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -63,22 +63,6 @@ async def slurm() -> AsyncIterator[SlurmBackend]:
         yield backend
     finally:
         await backend.aclose()
-
-
-async def _cancel_every_job(brain: Brain) -> None:
-    async with brain.brain.sessions() as session:
-        ids = list(
-            await session.scalars(
-                JobRecord.__table__.select()
-                .with_only_columns(JobRecord.backend_job_id)
-                .where(JobRecord.backend == "slurm", JobRecord.backend_job_id.is_not(None))
-            )
-        )
-    async with aclosing(
-        backend_for(BackendRef.model_validate(SLURM), credentials=credential_store())
-    ) as backend:
-        for job_id in ids:
-            await backend.cancel(job_id)
 
 
 async def final_accounting(slurm: SlurmBackend, job_id: str) -> JobAccounting:

@@ -1,7 +1,8 @@
 """What the real local Slurm (scripts/slurm.sh) reports of its nodes enters what the brain sees
 free on the site's node pool: with one of its two nodes drained, a gang of both nodes is not
 placed while a gang of one is; once the node is back, the gang of both is placed and runs. A
-site whose scheduler cannot be reached is told once and has no report."""
+GPU that a fraction's shards run on is not free. A site whose scheduler cannot be reached is
+told once and has no report."""
 
 import logging
 import subprocess
@@ -15,6 +16,7 @@ from cnbrain.regional.node_reports import NodeReports
 from tests.execution.execution_brain import (
     SLURM,
     Brain,
+    cancel_every_job,
     job_request,
     running_brain,
     site_registration,
@@ -75,6 +77,7 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
             yield running
         finally:
             scontrol_update("resume", check=False)  # refused when it is not drained
+            await cancel_every_job(running)
 
 
 def gang(nodes: int) -> dict[str, Any]:
@@ -122,6 +125,19 @@ async def test_a_drained_node_keeps_a_gang_of_both_nodes_off_the_site(brain: Bra
     seen = await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60)
     assert seen[-1] == "completed", seen
     await brain.invariants()
+
+
+async def test_a_gpu_that_a_fraction_runs_on_is_not_free_in_the_report(brain: Brain) -> None:
+    _, user = await brain.tenant_user("sharing")
+    resources = {"cpu": 1, "memory_gib": 0.25, "accelerator": {"model": "A100", "milli": 250}}
+    body = job_request(SITE, resources=resources, job={"command": "sleep 120", "max_attempts": 1})
+    made = await brain.submit(user, body)
+    assert made["state"] == "placed" and made["site"] == SITE
+    await brain.states_until(user, made["id"], "running", timeout_s=60)
+    await reported(brain, [0, 0, 0, 1, 1])  # Slurm gives no GPU with shards in use whole
+    cancelled = await brain.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    await reported(brain, [0, 0, 0, 0, 2])
 
 
 async def test_a_site_whose_scheduler_cannot_be_read_is_told_once_and_has_no_report(

@@ -5,7 +5,7 @@ import pytest
 
 from cnbrain.execution.jobs import NodeReport
 from cnbrain.execution.pool_reports import reported_summaries
-from cnbrain.execution.slurm_payloads import gpu_counts, nodes_from
+from cnbrain.execution.slurm_payloads import gpu_counts, nodes_from, shared_gpus
 from cnbrain.ledger.nodes import Pool
 
 
@@ -15,6 +15,14 @@ def test_gpu_counts_read_every_form_slurm_prints() -> None:
     assert gpu_counts("gpu:a100:4(S:0-1),gpu:t4:2,mps:100") == {"a100": 4, "t4": 2}
     assert gpu_counts("gpu:2") == {"": 2}
     assert gpu_counts(None) == gpu_counts("") == gpu_counts("gpu:x:many") == {}
+
+
+def test_gpus_that_shards_use_are_read_from_their_indices() -> None:
+    assert shared_gpus("gpu:fake:0(IDX:N/A),shard:fake:1(IDX:0)") == {"fake": 1}
+    assert shared_gpus("gpu:a:1(IDX:0),shard:a:30(IDX:0-2),shard:b:5(IDX:3)") == {"a": 2, "b": 1}
+    assert shared_gpus("gpu:fake:2(IDX:0-1),shard:fake:0(IDX:N/A)") == {}
+    assert shared_gpus("shard:x:1(IDX:0-99999999)") == {"x": 1024}
+    assert shared_gpus(None) == shared_gpus("shard:x:1(S:0)") == shared_gpus("junk") == {}
 
 
 def test_a_node_list_keeps_named_nodes_and_what_jobs_hold() -> None:
@@ -28,7 +36,7 @@ def test_a_node_list_keeps_named_nodes_and_what_jobs_hold() -> None:
                 "real_memory": 512_000,
                 "alloc_memory": 64_000,
                 "gres": "gpu:a100:8",
-                "gres_used": "gpu:a100:3(IDX:0-2)",
+                "gres_used": "gpu:a100:3(IDX:0-2),shard:a100:7(IDX:2-3)",
                 "state_flags": ["DRAIN", 7, "x" * 65],
             },
             {"state": "idle"},
@@ -38,7 +46,8 @@ def test_a_node_list_keeps_named_nodes_and_what_jobs_hold() -> None:
     [node] = nodes_from(body)
     assert (node.name, node.state, node.cpus, node.cpus_allocated) == ("n1", "mixed", 64, 16)
     assert (node.memory_mib, node.memory_allocated_mib) == (512_000, 64_000)
-    assert node.gpus == {"a100": 8} and node.free_gpus == {"a100": 5}
+    assert node.gpus == {"a100": 8} and node.gpus_shared == {"a100": 1}
+    assert node.free_gpus == {"a100": 4}  # 3 held whole, 1 with shards in use
     assert node.state_flags == ("DRAIN",) and not node.takes_jobs
 
 

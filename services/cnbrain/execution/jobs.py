@@ -164,7 +164,8 @@ OUT_OF_SERVICE_FLAGS: Final = frozenset(
 class NodeReport(DomainModel):
     """One node as its cluster scheduler reports it: `state` and `state_flags` in the
     scheduler's words, its CPUs and memory (MiB) with what jobs hold of them, and its GPUs
-    by the scheduler's GPU type name ("" when untyped) with how many jobs hold."""
+    by the scheduler's GPU type name ("" when untyped) with how many jobs hold whole and how
+    many others jobs share (`gpus_shared`: shards in use on them)."""
 
     name: str
     state: str
@@ -175,11 +176,15 @@ class NodeReport(DomainModel):
     memory_allocated_mib: int = Field(ge=0)
     gpus: dict[str, int] = Field(default_factory=dict)
     gpus_used: dict[str, int] = Field(default_factory=dict)
+    gpus_shared: dict[str, int] = Field(default_factory=dict)
 
     @property
     def free_gpus(self) -> dict[str, int]:
-        """GPUs no job holds, by type."""
-        return {t: max(0, n - self.gpus_used.get(t, 0)) for t, n in self.gpus.items()}
+        """GPUs no job holds, whole or in part, by type."""
+        return {
+            t: max(0, n - self.gpus_used.get(t, 0) - self.gpus_shared.get(t, 0))
+            for t, n in self.gpus.items()
+        }
 
     @property
     def takes_jobs(self) -> bool:

@@ -296,6 +296,7 @@ def nodes_from(body: Json) -> list[NodeReport]:
                 memory_allocated_mib=max(0, _int(record.get("alloc_memory")) or 0),
                 gpus=gpu_counts(record.get("gres")),
                 gpus_used=gpu_counts(record.get("gres_used")),
+                gpus_shared=shared_gpus(record.get("gres_used")),
             )
         )
     return nodes
@@ -321,6 +322,42 @@ def gpu_counts(gres: Any) -> dict[str, int]:
         if number is not None and number >= 0:
             counts[kind] = counts.get(kind, 0) + number
     return counts
+
+
+_GRES = re.compile(
+    r"(?P<name>[A-Za-z_]+)(?::(?P<kind>[^:,()]+))?:(?P<count>\d+)(?:\((?P<detail>[^)]*)\))?"
+)
+"""One entry of a GRES list: name, type, count and what Slurm adds in parentheses."""
+
+MAX_GPU_INDEX = 1024
+"""GPU indices of a node at or above this are left out."""
+
+
+def shared_gpus(gres_used: Any) -> dict[str, int]:
+    """GPUs by type that shards are in use on and that no job holds whole, from a node's
+    `gres_used` ("gpu:fake:1(IDX:0),shard:fake:1(IDX:0-2)": two of type fake). Slurm gives a
+    GPU with shards in use to no job that asks for whole GPUs."""
+    whole: dict[str, set[int]] = {}
+    shards: dict[str, set[int]] = {}
+    for entry in _GRES.finditer(str(gres_used or "")):
+        held = {"gpu": whole, "shard": shards}.get(entry["name"])
+        if held is not None:
+            held.setdefault(entry["kind"] or "", set()).update(_indices(entry["detail"] or ""))
+    counts = {kind: len(used - whole.get(kind, set())) for kind, used in shards.items()}
+    return {kind: n for kind, n in counts.items() if n}
+
+
+def _indices(detail: str) -> set[int]:
+    """The device indices of an entry's detail ("IDX:0,2-3"; "IDX:N/A" and others: none)."""
+    if not detail.startswith("IDX:"):
+        return set()
+    found: set[int] = set()
+    for part in detail[4:].split(","):
+        first, _, last = part.partition("-")
+        low, high = _int(first), _int(last or first)
+        if low is not None and high is not None and 0 <= low <= high:
+            found.update(range(low, min(high, MAX_GPU_INDEX - 1) + 1))
+    return found
 
 
 def errors_of(body: Json) -> list[Json]:
