@@ -55,14 +55,19 @@ def test_fragmentation_counts_what_each_shape_cannot_use() -> None:
     assert fragmentation(_node(0, 0), {WHOLE: 1.0}) == 0
 
 
-def test_fgd_keeps_a_device_whole_for_the_shapes_to_come_where_best_fit_fills_a_gap() -> None:
+def test_the_papers_fgd_keeps_a_device_whole_for_shapes_to_come_where_best_fit_fills_a_gap() -> (
+    None
+):
     nodes = [_node(MILLI), _node(700)]
     workload = {HALF: 1.0}
-    fgd = Packer(Cluster(nodes), "fgd", workload)
+    fgd = Packer(Cluster(nodes), "fgd-paper", workload)
     best = Packer(Cluster(nodes), "best-fit", workload)
     # Best fit leaves 200 on the second node, which no half can use; FGD halves the first.
     assert best.place(HALF) == 1 and fgd.place(HALF) == 0
     assert best.fragmented() == 0.2 and fgd.fragmented() == 0.0
+    # Counting copies, the 700 holds one half and 200 more either way: a tie that best fit
+    # breaks, and the whole device stays whole.
+    assert Packer(Cluster(nodes), "fgd", workload).place(HALF) == 1
 
 
 def _fresh(cpu_cores: int, devices: int) -> NodeState:
@@ -110,6 +115,23 @@ def test_fgd_leaves_no_device_its_node_cannot_feed_where_the_paper_sees_a_tie() 
     assert Packer(Cluster(nodes), "fgd", {small: 1.0}).place(hungry) == 1
 
 
+def test_fgd_fills_a_partly_used_device_where_the_paper_breaks_a_whole_one() -> None:
+    share = Task(cpu_milli=1000, mem_mib=1024, gpus=1, gpu_milli=470)
+    node: NodeState = (64_000, 524_288, "T4", (530, MILLI))
+    assert fragmentation(node, {share: 1.0}) == 0
+    assert fragmentation(node, {share: 1.0}, copies=True) == 60 + 60
+    # The paper sees no fragment on the node now, and 60 if the share fills the device with
+    # 530 free: it takes the whole device. Counting copies, both leave 60 per device.
+    placed = {}
+    for policy in ("fgd-paper", "fgd"):
+        cluster = Cluster([node])
+        Packer(cluster, policy, {share: 1.0}).place(share)
+        placed[policy] = cluster.states[0][3]
+    assert placed == {"fgd-paper": (530, 530), "fgd": (60, MILLI)}
+    assert fits((64_000, 524_288, "T4", placed["fgd"]), WHOLE)
+    assert not fits((64_000, 524_288, "T4", placed["fgd-paper"]), WHOLE)
+
+
 _devices = st.lists(st.integers(0, MILLI), min_size=0, max_size=8)
 _tasks = st.builds(
     Task,
@@ -129,12 +151,13 @@ _states = st.builds(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_states, st.lists(_tasks, min_size=1, max_size=12))
+@given(_states, st.lists(_tasks, min_size=1, max_size=12), st.booleans())
 def test_the_array_form_of_fragmentation_equals_the_plain_one(
-    state: NodeState, tasks: list[Task]
+    state: NodeState, tasks: list[Task], copies: bool
 ) -> None:
     workload = workload_of(tasks)
-    assert abs(Shapes(workload).fragmentation(state) - fragmentation(state, workload)) < 1e-6
+    array = Shapes(workload, copies=copies).fragmentation(state)
+    assert abs(array - fragmentation(state, workload, copies=copies)) < 1e-6
 
 
 @settings(max_examples=150, deadline=None)
