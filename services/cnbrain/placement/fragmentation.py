@@ -302,8 +302,8 @@ def _sorted(state: NodeState) -> NodeState:
 
 class Packer:
     """Places tasks one by one on `cluster` by `policy`, the FGD policies measuring against
-    `workload` (ours with scarcity over the nodes as it finds them, and feeding: module
-    docstring). `seed` drives `random`."""
+    `workload` (ours with scarcity over the nodes as it finds them, feeding and copies:
+    module docstring). `seed` drives `random`."""
 
     def __init__(
         self, cluster: Cluster, policy: Policy, workload: Workload, *, seed: int = 0
