@@ -22,6 +22,7 @@ def test_gpus_that_shards_use_are_read_from_their_indices() -> None:
     assert shared_gpus("gpu:a:1(IDX:0),shard:a:30(IDX:0-2),shard:b:5(IDX:3)") == {"a": 2, "b": 1}
     assert shared_gpus("gpu:fake:2(IDX:0-1),shard:fake:0(IDX:N/A)") == {}
     assert shared_gpus("shard:x:1(IDX:0-99999999)") == {"x": 1024}
+    assert shared_gpus("shard:x:1(IDX:" + "0-5000," * 100_000 + "7)") == {"x": 1024}
     assert shared_gpus(None) == shared_gpus("shard:x:1(S:0)") == shared_gpus("junk") == {}
 
 
@@ -49,6 +50,8 @@ def test_a_node_list_keeps_named_nodes_and_what_jobs_hold() -> None:
     assert node.gpus == {"a100": 8} and node.gpus_shared == {"a100": 1}
     assert node.free_gpus == {"a100": 4}  # 3 held whole, 1 with shards in use
     assert node.state_flags == ("DRAIN",) and not node.takes_jobs
+    [flagged] = nodes_from({"nodes": [{"name": "n2", "state_flags": ["X"] * 1000}]})
+    assert flagged.state_flags == ("X",) * 32
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ How a job is tagged: its Slurm name is `<request id>/<name>` and its comment
 CNBRAIN_REQUEST_ID.
 """
 
+import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -302,11 +303,17 @@ def nodes_from(body: Json) -> list[NodeReport]:
     return nodes
 
 
+MAX_STATE_FLAGS = 32
+"""State flags of a node kept, at most (Slurm has fewer than this)."""
+
+
 def _flags(flags: Any) -> tuple[str, ...]:
-    """A node's state flags (strings of at most 64 characters; anything else dropped)."""
+    """A node's state flags: the first `MAX_STATE_FLAGS` strings of 1 to 64 characters
+    (anything else dropped)."""
     if not isinstance(flags, list):
         return ()
-    return tuple(flag for flag in flags if isinstance(flag, str) and 0 < len(flag) <= 64)
+    kept = (flag for flag in flags if isinstance(flag, str) and 0 < len(flag) <= 64)
+    return tuple(itertools.islice(kept, MAX_STATE_FLAGS))
 
 
 def gpu_counts(gres: Any) -> dict[str, int]:
@@ -353,6 +360,8 @@ def _indices(detail: str) -> set[int]:
         return set()
     found: set[int] = set()
     for part in detail[4:].split(","):
+        if len(found) == MAX_GPU_INDEX:
+            break
         first, _, last = part.partition("-")
         low, high = _int(first), _int(last or first)
         if low is not None and high is not None and 0 <= low <= high:
