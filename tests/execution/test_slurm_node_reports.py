@@ -4,6 +4,7 @@ placed while a gang of one is; once the node is back, the gang of both is placed
 GPU that a fraction's shards run on is not free. A site whose scheduler cannot be reached is
 told once and has no report."""
 
+import asyncio
 import logging
 import subprocess
 from collections.abc import AsyncIterator
@@ -37,6 +38,9 @@ POOL = {
 }
 """The local Slurm's two nodes: 2 CPUs, 9642 MiB and 4 GPUs (type "fake") each."""
 DRAINED = "node2"
+REPORT_INTERVAL_S = 1.0
+"""How often the brain reads the node lists by itself (the sites are registered after it
+starts, so its first read finds none)."""
 UNREACHABLE_SITE = "AA-slurm-gone"
 UNREACHABLE = "http://127.0.0.1:9"
 """A Slurm site with the same pool whose scheduler cannot be reached (nothing listens there)."""
@@ -69,7 +73,9 @@ async def brain(tmp_path_factory: Any) -> AsyncIterator[Brain]:
     down = {"url": UNREACHABLE, "token_file": str(TOKEN_FILE)}
     credentials = {**CREDENTIALS, "slurm-down": down}
     async with running_brain(
-        tmp_path_factory.mktemp("slurm-nodes"), credentials=credentials
+        tmp_path_factory.mktemp("slurm-nodes"),
+        credentials=credentials,
+        node_report_interval_s=REPORT_INTERVAL_S,
     ) as running:
         await running.register_site(registration)
         await running.register_site(gone)
@@ -96,11 +102,21 @@ async def reported(brain: Brain, nodes_by_free: list[int]) -> None:
 
     async def probe() -> bool | None:
         await brain.dispatcher.node_reports.run_once()
-        view = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
-        [pool] = view["pools"]
-        return True if pool["reported_nodes_by_free"] == nodes_by_free else None
+        return True if await pool_report(brain) == nodes_by_free else None
 
     await until(probe, f"the report {nodes_by_free}", every_s=0.5)
+
+
+async def pool_report(brain: Brain) -> list[int] | None:
+    """What the brain shows of SITE's pool as its scheduler reported it (None: no report)."""
+    view = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
+    found: list[int] | None = view["pools"][0]["reported_nodes_by_free"]
+    return found
+
+
+async def test_the_running_brain_reads_its_slurm_sites_reports_by_itself(brain: Brain) -> None:
+    found = await until(lambda: pool_report(brain), "the brain's own read", timeout_s=10)
+    assert found == [0, 0, 0, 0, 2]
 
 
 async def test_a_drained_node_keeps_a_gang_of_both_nodes_off_the_site(brain: Brain) -> None:
@@ -143,12 +159,15 @@ async def test_a_gpu_that_a_fraction_runs_on_is_not_free_in_the_report(brain: Br
 async def test_a_site_whose_scheduler_cannot_be_read_is_told_once_and_has_no_report(
     brain: Brain, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # The brain's own reads tell of the other site once, within their first intervals.
+    await asyncio.sleep(3 * REPORT_INTERVAL_S)
     reports = NodeReports(  # a new one, as another instance's: it has told nothing yet
         map=lambda: brain.brain.live_map.map,
         backend_of=brain.dispatcher.backend_of,
         changes=brain.brain.changes,
         interval_s=30,
     )
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="cnbrain.regional"):
         await reports.run_once()
         await reports.run_once()
@@ -157,5 +176,4 @@ async def test_a_site_whose_scheduler_cannot_be_read_is_told_once_and_has_no_rep
     view = (await brain.as_admin("GET", f"/v1/sites/{UNREACHABLE_SITE}/nodes")).json()
     assert [pool["reported_nodes_by_free"] for pool in view["pools"]] == [None]
     assert view["reported_error"] is not None
-    reported = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
-    assert reported["pools"][0]["reported_nodes_by_free"] == [0, 0, 0, 0, 2]
+    assert await pool_report(brain) == [0, 0, 0, 0, 2]

@@ -17,9 +17,11 @@ request `placed`; one background task per brain instance (`Dispatcher.start`) do
    reason (and released). An attempt ended by its request's preemption counts for none of
    them (`jobs.counted`);
 6. write the usage record of every ended attempt from its scheduler's accounting;
-7. renew this instance's leases, and release the cross-region parts of ended requests;
-8. every `node_report_interval_s`, read what the schedulers of sites with node pools report
-   of their nodes (`cnbrain.regional.node_reports`).
+7. renew this instance's leases, and release the cross-region parts of ended requests.
+
+Beside the rounds, a task of its own reads, every `node_report_interval_s`, what the schedulers
+of sites with node pools report of their nodes (`cnbrain.regional.node_reports`), so that a
+scheduler slow to answer delays no round.
 
 Every change is a conditional update in one transaction, so several instances (replicas on one
 database) never make the same change twice; each attempt is followed by one instance (its
@@ -36,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from cnbrain.background import stop_task
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.domain.decision import Decision
 from cnbrain.domain.events import RequestEvent, RequestEventKind
@@ -153,6 +156,7 @@ class Dispatcher:
             interval_s=settings.node_report_interval_s,
         )
         self._task: asyncio.Task[None] | None = None
+        self._reports: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._round = asyncio.Lock()
         self._problems: dict[str, str] = {}
@@ -160,18 +164,21 @@ class Dispatcher:
     # ------------------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Run rounds in the background until `stop`."""
+        """Run rounds, and the reads of node reports, in the background until `stop`."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="cnbrain-dispatcher")
+            self._reports = asyncio.create_task(
+                self.node_reports.run_forever(), name="cnbrain-node-reports"
+            )
 
     async def stop(self) -> None:
-        """Stop the rounds and close every backend. Attempts stay in the database: another
-        instance (or this one, started again) takes them over when their leases lapse."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop the rounds and the reads and close every backend. Attempts stay in the
+        database: another instance (or this one, started again) takes them over when their
+        leases lapse."""
+        tasks, self._task, self._reports = (self._task, self._reports), None, None
+        for task in tasks:
+            if task is not None:
+                await stop_task(task)
         await self.backends.aclose()
 
     def wake(self) -> None:
@@ -206,7 +213,6 @@ class Dispatcher:
             async with self.sessions.begin() as session:
                 await jobs.renew_leases(session, owner=self.owner, until=self._lease())
             await job_outcomes.release_elsewhere(self.sessions, self._national)
-            await self.node_reports.run_if_due()
 
     # -------------------------------------------------------------------------------- helpers
 

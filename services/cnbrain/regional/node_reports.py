@@ -12,11 +12,11 @@ snapshot is dropped, the other replicas are told, and the admission loop wakes.
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Final
 
+from cnbrain.background import finished
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import BackendError, ClusterBackend, SlurmBackend
 from cnbrain.execution.pool_reports import reported_summaries
@@ -34,8 +34,8 @@ REPORT_LIFETIMES: Final = 3
 
 class NodeReports:
     """Reads the node lists of `map()`'s Slurm sites with node pools (through `backend_of`, a
-    site id to its reference and backend) and keeps them through `changes`, at most once
-    every `interval_s` (module docstring)."""
+    site id to its reference and backend) and keeps them through `changes`, every
+    `interval_s` (`run_forever`; module docstring)."""
 
     def __init__(
         self,
@@ -49,15 +49,17 @@ class NodeReports:
         self._backend_of = backend_of
         self._changes = changes
         self._interval_s = interval_s
-        self._last: float | None = None
         self._failing: set[str] = set()
 
-    async def run_if_due(self) -> None:
-        """`run_once` when `interval_s` has passed since the last read began (or none did)."""
-        now = time.monotonic()
-        if self._last is None or now - self._last >= self._interval_s:
-            self._last = now
-            await self.run_once()
+    async def run_forever(self) -> None:
+        """`run_once` every `interval_s` until cancelled; a read that fails (the database
+        down, say) is logged, and the next one tries again."""
+        while True:
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("reading the sites' node reports failed; the next read tries again")
+            await asyncio.sleep(self._interval_s)
 
     async def run_once(self) -> None:
         """Read every such site's node list now (all at once) and keep what it reports. A
@@ -70,7 +72,7 @@ class NodeReports:
         read = await asyncio.gather(*(self._read(site_id, pools) for site_id, pools in sites))
         for (site_id, pools), summaries in zip(sites, read, strict=True):
             if summaries is not None:
-                await self._keep(site_id, pools, summaries)
+                await finished(self._keep(site_id, pools, summaries))
 
     async def _read(self, site_id: str, pools: tuple[Pool, ...]) -> list[PoolSummary] | None:
         ref, backend = await self._backend_of(site_id)
