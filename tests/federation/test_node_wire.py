@@ -57,7 +57,7 @@ def test_a_parts_nodes_travel_with_it_and_a_bad_count_is_refused() -> None:
 
 def test_pool_summaries_round_trip_and_a_mismatch_reads_as_none() -> None:
     sent = (
-        PoolSummary((1, 0, 0, 0, 0, 0, 0, 0, 3), ((250, 2), (900, 1))),
+        PoolSummary((1, 0, 0, 0, 0, 0, 0, 0, 3), ((250, 2), (900, 1)), ((0, 100, 1), (8, 0, 1))),
         PoolSummary(tuple([0] * 64 + [2])),
     )
     assert pool_summaries(pools_message(sent), POOLS) == sent
@@ -66,5 +66,13 @@ def test_pool_summaries_round_trip_and_a_mismatch_reads_as_none() -> None:
         PoolSummary((1, 0, 0, 0, 0, 0, 0, 0, 4)),  # 5 nodes in a pool of 4
         PoolSummary((4,)),  # not one entry per number of free accelerators
         PoolSummary((0,) * 8 + (4,), ((1000, 1),)),  # a whole accelerator is not shared
+        PoolSummary((0,) * 8 + (4,), (), ((9, 0, 1),)),  # a node has 8 accelerators
+        PoolSummary((0,) * 8 + (4,), (), ((0, 1000, 1),)),  # a whole one is no fraction
+        PoolSummary((0,) * 8 + (4,), (), ((1, 500, 1),)),  # whole and a fraction at once
+        PoolSummary((0,) * 8 + (4,), (), ((1, 0, 0),)),  # no take
+        PoolSummary((0,) * 8 + (4,), (), ((1, 0, 32_001),)),  # more than 1000 per accelerator
+        PoolSummary((0,) * 8 + (4,), (), ((1, 0, 1), (1, 0, 2))),  # a shape twice
     ):
         assert pool_summaries(pools_message((wrong, sent[1])), POOLS) is None
+    cpu_holding = PoolSummary(tuple([0] * 64 + [2]), (), ((0, 0, 1),))  # a CPU pool holds none
+    assert pool_summaries(pools_message((sent[0], cpu_holding)), POOLS) is None

@@ -125,11 +125,12 @@ def test_fractions_share_an_accelerator_before_opening_another() -> None:
         [take] = state.pick(fraction(milli), pool_index=0) or []
         assert take.shared == 0
         state.apply(take)
-    assert state.summary() == PoolSummary((0, 1, 0), ())  # device 0 full, device 1 whole
+    held = ((0, 200, 1), (0, 300, 1), (0, 500, 1))
+    assert state.summary() == PoolSummary((0, 1, 0), (), held)  # device 0 full, device 1 whole
     [take] = state.pick(fraction(600), pool_index=0) or []
     assert take.shared == 1
     state.apply(take)
-    assert state.summary() == PoolSummary((1, 0, 0), ((400, 1),))
+    assert state.summary() == PoolSummary((1, 0, 0), ((400, 1),), (*held, (0, 600, 1)))
     assert state.pick(whole(1, 1), pool_index=0) is None
     assert state.pick(fraction(500), pool_index=0) is None
     assert state.summary().fits(fraction(400), pool)

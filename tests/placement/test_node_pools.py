@@ -130,3 +130,44 @@ def test_fractions_pack_onto_one_accelerator_and_count_their_share(
     assert engine.place(a_share(400)).site == "BB-hub"
     assert engine.place(a_share(1)).status is DecisionStatus.REJECTED
     assert int(engine.ledger.snapshot().free_acc[hub, a100]) == 0
+
+
+def pools_on_hub(*pools: tuple[str, int, int]) -> ComputeNetworkMap:
+    """The tiny map with BB-hub's A100 as pools of `(name, nodes, A100 a node)`, its A100
+    count their total."""
+    raw = tiny_map_raw()
+    hub = next(site for site in raw["sites"] if site["id"] == "BB-hub")
+    hub["capacity"]["accelerators"]["A100"] = sum(count * each for _, count, each in pools)
+    hub["node_pools"] = [
+        {
+            **GPU_POOL,
+            "name": name,
+            "count": count,
+            "accelerators": each,
+            "cpu_cores": 32,
+            "memory_gib": 256,
+        }
+        for name, count, each in pools
+    ]
+    return ComputeNetworkMap.from_document(parse_map_document(raw))
+
+
+def test_a_gang_goes_to_the_pool_it_fits_best() -> None:
+    cmap = pools_on_hub(("eight", 1, 8), ("pair", 4, 2))
+    engine = PlacementEngine(cmap)
+    assert engine.place(on_hub(1, 2)).site == "BB-hub"  # a node of "pair", not "eight"'s
+    eight, pair = engine.ledger.snapshot().nodes[cmap.site_index["BB-hub"]]
+    assert eight.nodes_by_free == (0,) * 8 + (1,) and pair.nodes_by_free == (1, 0, 3)
+    assert engine.place(on_hub(1, 8)).site == "BB-hub"
+
+
+def test_a_gang_leaves_what_the_shapes_held_on_the_site_can_use() -> None:
+    # A 3 is held. A 2 on a 4-node would leave 2 there, which no 3 can use: it goes to an
+    # 8-node and leaves 6. So a 6, an 8 and a 3 still fit; best fit would refuse the 3.
+    cmap = pools_on_hub(("eight", 2, 8), ("four", 2, 4))
+    engine = PlacementEngine(cmap)
+    sizes = [3, 2, 6, 8, 3]
+    assert [engine.place(on_hub(1, a100)).site for a100 in sizes] == ["BB-hub"] * 5
+    eight, four = engine.ledger.snapshot().nodes[cmap.site_index["BB-hub"]]
+    assert eight.nodes_by_free == (2,) + (0,) * 8 and four.nodes_by_free == (0, 2, 0, 0, 0)
+    assert eight.held == ((2, 0, 1), (6, 0, 1), (8, 0, 1)) and four.held == ((3, 0, 2),)

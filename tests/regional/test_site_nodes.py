@@ -29,12 +29,14 @@ async def test_a_sites_pools_show_what_its_reservations_leave_free(api: Api) -> 
     a100 = next(p for p in view["pools"] if p["accelerator"] == "A100")
     assert (a100["count"], a100["accelerators"]) == (4, 8)
     assert a100["nodes_by_free"] == [0] * 8 + [4] and a100["shared_by_free"] == []
+    assert a100["held"] == []
     _, _, user = await api.tenant()
     made = await api.call(user, "POST", "/v1/requests", json=BEIJING_A100)
     assert made.json()["site"] == "BJ-dc-1", made.text
     after = (await api.as_admin("GET", "/v1/sites/BJ-dc-1/nodes")).json()
     a100 = next(p for p in after["pools"] if p["accelerator"] == "A100")
     assert a100["nodes_by_free"] == [0, 0, 2, 0, 0, 0, 0, 0, 2]
+    assert a100["held"] == [[6, 0, 2]]  # two node takes of 6 A100
     cancelled = await api.call(user, "POST", f"/v1/requests/{made.json()['id']}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     again = (await api.as_admin("GET", "/v1/sites/BJ-dc-1/nodes")).json()

@@ -147,3 +147,24 @@ async def test_fractions_share_one_accelerator_and_count_their_thousandths(
     assert await free_a100() == whole - 1050
     async with sessions() as session:
         await ledger_store.check_invariants(session)
+
+
+async def test_gangs_keep_the_free_accelerators_the_held_shapes_use(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    for n, (nodes, a100) in enumerate([(1, 4), (1, 3), (2, 4)]):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[gang(n, nodes, a100)])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0, 1, 0, 0, 2, 0, 0, 0, 1)
+    # Three node takes of 4 and one of 3 are held: two nodes of 2 come from a node with 8
+    # free (leaving 6) and one with 4, not from both 4s as best fit would, and so two nodes
+    # of 4 still fit.
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(3, 2, 2)])
+    held = await a100_nodes(sessions, ledger)
+    assert held.nodes_by_free == (0, 1, 1, 0, 1, 0, 1, 0, 0)
+    assert held.held == ((2, 0, 2), (3, 0, 1), (4, 0, 3))
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(4, 2, 4)])
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)

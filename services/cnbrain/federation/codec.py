@@ -114,6 +114,9 @@ def pools_message(summaries: Sequence[PoolSummary]) -> list[regional_pb2.PoolFre
             nodes_by_free=list(s.nodes_by_free),
             shared_free_milli=[free for free, _ in s.shared_by_free],
             shared_count=[count for _, count in s.shared_by_free],
+            held_devices=[devices for devices, _, _ in s.held],
+            held_milli=[milli for _, milli, _ in s.held],
+            held_count=[count for _, _, count in s.held],
         )
         for s in summaries
     ]
@@ -123,8 +126,8 @@ def pool_summaries(
     messages: Sequence[regional_pb2.PoolFree], pools: Sequence[Pool]
 ) -> tuple[PoolSummary, ...] | None:
     """The summaries a region sent for a site whose map pools are `pools`; None when they do
-    not match them (another count of pools, another number of units or nodes, a fraction out
-    of bounds), so that the caller takes the pools as all free."""
+    not match them (another count of pools, another number of units or nodes, a fraction or
+    a held shape out of bounds), so that the caller takes the pools as all free."""
     if len(messages) != len(pools):
         return None
     summaries = []
@@ -138,10 +141,29 @@ def pool_summaries(
             or len(message.shared_free_milli) != len(message.shared_count)
             or any(not 0 < free < MILLI or count < 1 for free, count in shared)
             or sum(count for _, count in shared) > pool.count * pool.devices
+            or not _held_fits(message, pool)
         ):
             return None
-        summaries.append(PoolSummary(nodes, tuple(sorted(shared))))
+        held = zip(message.held_devices, message.held_milli, message.held_count, strict=False)
+        summaries.append(PoolSummary(nodes, tuple(sorted(shared)), tuple(sorted(held))))
     return tuple(summaries)
+
+
+def _held_fits(message: regional_pb2.PoolFree, pool: Pool) -> bool:
+    """Whether the held shapes of `message` could be held on `pool`: each once, a number of
+    a node's accelerators or a fraction of one, with 1 to a thousand node takes per
+    accelerator of the pool (a CPU pool holds none)."""
+    shapes = list(zip(message.held_devices, message.held_milli, message.held_count, strict=False))
+    if not (len(message.held_devices) == len(message.held_milli) == len(message.held_count)):
+        return False
+    if pool.model is None or len({(d, m) for d, m, _ in shapes}) != len(shapes):
+        return not shapes
+    most = pool.count * pool.devices * MILLI
+    return all(
+        1 <= count <= most
+        and ((milli == 0 and 0 <= devices <= pool.devices) or (devices == 0 and 0 < milli < MILLI))
+        for devices, milli, count in shapes
+    )
 
 
 def part_message(claim: Claim, flows: Sequence[FlowHold] = ()) -> ledger_pb2.PartClaim:

@@ -15,12 +15,17 @@ fits.
   engine sees is the brain's bounded by it (`PoolSummary.within`).
 
 A `Gang` asks for `nodes` nodes, each with its CPU, memory and whole accelerators, all at once
-(on one pool: one shape, one fabric); or, with `milli`, a fraction of one accelerator, which
-goes to the shared accelerator with the least room that still holds it, else to a whole free
-accelerator of the node with the fewest free. A gang takes the nodes with the fewest units
-free that still hold it (best fit). `PoolSummary.fits` and `take` do on the summary what
-`NodeState.pick` does node by node: when CPU and memory do not bind, they agree, and a gang
-that fits the summary of a CPU pool always fits its nodes.
+(on one pool: one shape, one fabric); or, with `milli`, a fraction of one accelerator, on a
+shared accelerator or a whole free one. Where on a site it goes, the pool, the nodes and the
+accelerator, is where the fragmentation of the site's free accelerators grows least against
+the shapes the site's reservations hold (`cnbrain.ledger.fragments`). Ties, and every
+choice on a site that holds nothing, go to best fit: the pool and the nodes left with the
+fewest units free that still hold it, and for a fraction the shared accelerator with the
+least room that still holds it, else a whole free one of the node with the fewest free; then
+to the first pool.
+`PoolSummary.fits` and `take` do on the summary what `NodeState.pick` does node by node, and
+`take_on` what `pick_on` does on a site: when CPU and memory do not bind, they agree, and a
+gang that fits the summary of a CPU pool always fits its nodes.
 """
 
 import math
@@ -33,6 +38,7 @@ from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.errors import Conflict, Invalid
 from cnbrain.domain.request import ResourceDemand
 from cnbrain.domain.site import NodePool
+from cnbrain.ledger.fragments import NO_MIX, Held, Mix
 from cnbrain.netmap.arrays import demand_units
 
 
@@ -157,14 +163,24 @@ class NodeTake:
     mem_mib: int
 
 
+Rank = tuple[int, int, int]
+"""How a pool's take of a gang ranks against the other pools' (lowest first): the growth of
+fragmentation, then the best fit; for whole accelerators `(growth, units the nodes taken keep
+free, 0)`, for a fraction `(growth, 0, free milli)` on a shared accelerator and `(growth, 1,
+whole accelerators free)` on a node whose whole one it opens."""
+
+
 @dataclass(frozen=True, slots=True)
 class PoolSummary:
     """`nodes_by_free[k]`: the pool's nodes with `k` units free (k from 0 to a node's units);
     `shared_by_free`: `(free milli, accelerators)` of the shared accelerators with room left,
-    by free milli ascending."""
+    by free milli ascending; `held`: in an accelerator pool, the shapes the brain's
+    reservations hold on its nodes, `(devices, milli, node takes)` by shape (the mix of
+    `cnbrain.ledger.fragments`)."""
 
     nodes_by_free: tuple[int, ...]
     shared_by_free: tuple[tuple[int, int], ...] = ()
+    held: Held = ()
 
     @classmethod
     def empty(cls, pool: Pool) -> "PoolSummary":
@@ -190,8 +206,9 @@ class PoolSummary:
     def within(self, reported: "PoolSummary") -> "PoolSummary":
         """This summary bounded by `reported`, a summary of the same pool from elsewhere (what
         the site's scheduler reports): for every k, as many nodes with k units or more free
-        as the fewer of the two shows. Shared accelerators are this summary's. Raises
-        Invalid when the two are not of one pool (units per node or node count differ)."""
+        as the fewer of the two shows. Shared accelerators and held shapes are this
+        summary's. Raises Invalid when the two are not of one pool (units per node or node
+        count differ)."""
         mine, theirs = self.nodes_by_free, reported.nodes_by_free
         if len(mine) != len(theirs) or sum(mine) != sum(theirs):
             raise Invalid(f"summaries of two pools: {mine} and {theirs}")
@@ -204,7 +221,7 @@ class PoolSummary:
         nodes = tuple(at_least[k] - at_least[k + 1] for k in range(len(mine)))
         if nodes == mine:
             return self
-        return PoolSummary(nodes, self.shared_by_free)
+        return PoolSummary(nodes, self.shared_by_free, self.held)
 
     def free_nodes(self, units: int) -> int:
         """Nodes with at least `units` units free."""
@@ -220,36 +237,63 @@ class PoolSummary:
             )
         return self.free_nodes(gang.units(pool)) >= gang.nodes
 
-    def take(self, gang: Gang, pool: Pool) -> "PoolSummary":
-        """This summary less `gang`, taken as `NodeState.pick` takes it. Raises NodeConflict
-        when it does not fit."""
+    def take(self, gang: Gang, pool: Pool, mix: Mix = NO_MIX) -> "PoolSummary":
+        """This summary less `gang`, taken as `NodeState.pick` takes it against `mix`. Raises
+        NodeConflict when it does not fit."""
+        return self.taken(gang, pool, mix)[0]
+
+    def taken(self, gang: Gang, pool: Pool, mix: Mix = NO_MIX) -> tuple["PoolSummary", Rank]:
+        """`take`'s summary, and the rank of the take among the takes of `gang` on other
+        pools of the site (lowest first: `Rank`)."""
         if not self.fits(gang, pool):
             raise NodeConflict(f"{gang} does not fit pool {pool.name!r}")
         nodes = list(self.nodes_by_free)
         shared = list(self.shared_by_free)
+        held = _held(self.held, gang, pool)
         if gang.milli:
-            fitting = [i for i, (free, _) in enumerate(shared) if free >= gang.milli]
-            if fitting:
-                free = shared[fitting[0]][0]
-                _drop_one(shared, fitting[0])
-                left = free - gang.milli
-            else:
-                k = next(k for k in range(1, len(nodes)) if nodes[k])
-                nodes[k] -= 1
-                nodes[k - 1] += 1
+            options = [
+                (mix.shared_growth(free, gang.milli), 0, free)
+                for free, _ in shared
+                if free >= gang.milli
+            ]
+            options += [
+                (mix.opened_growth(k, gang.milli), 1, k) for k in range(1, len(nodes)) if nodes[k]
+            ]
+            rank = min(options)
+            _, opens, at = rank
+            if opens:
+                nodes[at] -= 1
+                nodes[at - 1] += 1
                 left = MILLI - gang.milli
+            else:
+                _drop_one(shared, next(i for i, (free, _) in enumerate(shared) if free == at))
+                left = at - gang.milli
             if left:
                 _add_one(shared, left)
-            return PoolSummary(tuple(nodes), tuple(shared))
-        need, wanted = gang.units(pool), gang.nodes
-        for k in range(need, len(nodes)):
-            took = min(nodes[k], wanted)
+            return PoolSummary(tuple(nodes), tuple(shared), held), rank
+        need, wanted, growth, left = gang.units(pool), gang.nodes, 0, 0
+        for k, grows in mix.levels(need, len(nodes) - 1):
+            took = min(self.nodes_by_free[k], wanted)  # of the nodes free before: each once
+            if not took:
+                continue
             nodes[k] -= took
             nodes[k - need] += took
+            growth += took * grows
+            left += took * (k - need)
             wanted -= took
             if not wanted:
                 break
-        return PoolSummary(tuple(nodes), tuple(shared))
+        return PoolSummary(tuple(nodes), tuple(shared), held), (growth, left, 0)
+
+
+def _held(held: Held, gang: Gang, pool: Pool) -> Held:
+    """`held` with `gang`'s node takes added; unchanged in a CPU pool."""
+    if pool.model is None:
+        return held
+    counts = {(d, m): n for d, m, n in held}
+    shape = (gang.devices, gang.milli)
+    counts[shape] = counts.get(shape, 0) + gang.nodes
+    return tuple((d, m, n) for (d, m), n in sorted(counts.items()))
 
 
 @lru_cache(maxsize=4096)
@@ -279,7 +323,7 @@ class NodeState:
     the nodes something takes are kept (the others are whole), and the counts the summary
     shows are kept as takes are applied, so neither walks the pool's nodes."""
 
-    __slots__ = ("_by_units", "_full", "_shared", "_shared_free", "_used", "pool")
+    __slots__ = ("_by_units", "_full", "_held", "_shared", "_shared_free", "_used", "pool")
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -291,6 +335,8 @@ class NodeState:
         self._by_units = [0] * pool.units + [pool.count]
         self._shared_free: dict[int, int] = {}
         """Shared accelerators with room left, by their free milli-accelerators."""
+        self._held: dict[tuple[int, int], int] = {}
+        """Node takes by shape (devices, milli), in an accelerator pool."""
 
     def _free(self, n: int) -> tuple[int, int, int]:
         return self._used.get(n, self._full)
@@ -298,10 +344,12 @@ class NodeState:
     def _units_of(self, free: tuple[int, int, int]) -> int:
         return free[0] if self.pool.model is not None else free[1] // 1000
 
-    def apply(self, take: NodeTake, *, sign: int = 1) -> None:
-        """Take (`sign` 1) or give back (-1) `take` on its node. Raises NodeConflict, and
-        changes nothing, when that leaves an amount outside [0, the node's shape] or names
-        no node or accelerator of the pool."""
+    def apply(self, take: NodeTake, *, sign: int = 1, takes: int = 1) -> None:
+        """Take (`sign` 1) or give back (-1) `take` on its node: one node take, or the sum
+        of `takes` node takes of one shape (each `take.devices // takes` accelerators, or
+        `take.milli // takes` of one), as a store that sums them reads them. Raises
+        NodeConflict, and changes nothing, when that leaves an amount outside [0, the
+        node's shape] or names no node or accelerator of the pool."""
         pool, n = self.pool, take.node
         if not 0 <= n < pool.count or take.shared >= pool.devices:
             raise NodeConflict(f"pool {pool.name!r} has no node {n} or accelerator {take.shared}")
@@ -326,6 +374,13 @@ class NodeState:
             self._used.pop(n, None)
         else:
             self._used[n] = now
+        if pool.model is not None:
+            shape = (take.devices // takes, take.milli // takes if take.shared >= 0 else 0)
+            held = self._held.get(shape, 0) + sign * takes
+            if held > 0:
+                self._held[shape] = held
+            else:
+                self._held.pop(shape, None)
         if after is not None:
             self._count_shared(before, -1)
             on_node = self._shared.setdefault(n, {})
@@ -345,14 +400,14 @@ class NodeState:
             else:
                 del self._shared_free[free]
 
-    def pick(self, gang: Gang, *, pool_index: int) -> list[NodeTake] | None:
-        """The takes of `gang` on this pool's nodes (best fit, module docstring), or None
-        when it does not fit. Nothing is taken: `apply` the result."""
+    def pick(self, gang: Gang, *, pool_index: int, mix: Mix = NO_MIX) -> list[NodeTake] | None:
+        """The takes of `gang` on this pool's nodes, chosen against `mix` (module docstring),
+        or None when it does not fit. Nothing is taken: `apply` the result."""
         pool = self.pool
         if not gang.suits(pool):
             return None
         if gang.milli:
-            return self._pick_fraction(gang, pool_index)
+            return self._pick_fraction(gang, pool_index, mix)
         need = gang.units(pool)
         if sum(self._by_units[need:]) < gang.nodes:
             return None
@@ -362,71 +417,133 @@ class NodeState:
                 self._units_of(free) >= need and free[1] >= gang.cpu_m and free[2] >= gang.mem_mib
             )
 
-        # Fewest units free first (best fit), then the lowest node; whole nodes come last,
-        # in node order, after the nodes in use with as many units free.
+        # By level of units free, in the mix's order; within a level, in node order. Whole
+        # nodes are the last level's: the nodes in use with all units free and the untouched.
         full = self._units_of(self._full)
-        used = sorted((self._units_of(free), n) for n, free in self._used.items() if holds(free))
-        chosen = [n for units, n in used if units < full][: gang.nodes]
-        if len(chosen) < gang.nodes and holds(self._full):
-            for n in range(pool.count):
-                if n not in self._used or (n not in chosen and holds(self._used[n])):
-                    chosen.append(n)
+        by_level: dict[int, list[int]] = {}
+        for n, free in sorted(self._used.items()):
+            if holds(free):
+                by_level.setdefault(self._units_of(free), []).append(n)
+        chosen: list[int] = []
+        for level, _ in mix.levels(need, full):
+            if level < full:
+                chosen += by_level.get(level, [])[: gang.nodes - len(chosen)]
+            elif holds(self._full):
+                whole_in_use = set(by_level.get(full, ()))
+                for n in range(pool.count):
                     if len(chosen) == gang.nodes:
                         break
-        elif len(chosen) < gang.nodes:
-            chosen += [n for units, n in used if units == full][: gang.nodes - len(chosen)]
-        if len(chosen) < gang.nodes:
-            return None
-        return [
-            NodeTake(pool_index, n, gang.devices, -1, 0, gang.cpu_m, gang.mem_mib)
-            for n in sorted(chosen)
-        ]
+                    if n not in self._used or n in whole_in_use:
+                        chosen.append(n)
+            else:
+                chosen += by_level.get(full, [])[: gang.nodes - len(chosen)]
+            if len(chosen) == gang.nodes:
+                return [
+                    NodeTake(pool_index, n, gang.devices, -1, 0, gang.cpu_m, gang.mem_mib)
+                    for n in sorted(chosen)
+                ]
+        return None
 
-    def _pick_fraction(self, gang: Gang, pool_index: int) -> list[NodeTake] | None:
+    def _pick_fraction(self, gang: Gang, pool_index: int, mix: Mix) -> list[NodeTake] | None:
         def roomy(free: tuple[int, int, int]) -> bool:
             return free[1] >= gang.cpu_m and free[2] >= gang.mem_mib
 
-        shared = [
-            (left, n, device)
+        options = [
+            (mix.shared_growth(left, gang.milli), 0, left, n, device)
             for n, on_node in self._shared.items()
             for device, left in on_node.items()
             if left >= gang.milli and roomy(self._free(n))
         ]
-        if shared:
-            _, n, device = min(shared)
-        else:
-            whole = [(f[0], n) for n, f in self._used.items() if f[0] >= 1 and roomy(f)]
-            if self._full[0] >= 1 and roomy(self._full):
-                untouched = next((n for n in range(self.pool.count) if n not in self._used), None)
-                if untouched is not None:
-                    whole.append((self._full[0], untouched))
-            if not whole:
-                return None
-            _, n = min(whole)
+        whole = [(f[0], n) for n, f in self._used.items() if f[0] >= 1 and roomy(f)]
+        if self._full[0] >= 1 and roomy(self._full):
+            untouched = next((n for n in range(self.pool.count) if n not in self._used), None)
+            if untouched is not None:
+                whole.append((self._full[0], untouched))
+        options += [(mix.opened_growth(k, gang.milli), 1, k, n, -1) for k, n in whole]
+        if not options:
+            return None
+        _, _, _, n, device = min(options)
+        if device < 0:
             device = min(set(range(self.pool.devices)) - set(self._shared.get(n, {})))
         return [NodeTake(pool_index, n, 0, device, gang.milli, gang.cpu_m, gang.mem_mib)]
+
+    @property
+    def held(self) -> Held:
+        """The shapes held on the pool's nodes, as its summary shows them."""
+        return tuple((d, m, n) for (d, m), n in sorted(self._held.items()))
 
     def summary(self) -> PoolSummary:
         """The pool's `PoolSummary` now (`PoolSummary.empty`'s object when nothing is
         taken)."""
         if not self._used and not self._shared:
             return PoolSummary.empty(self.pool)
-        return PoolSummary(tuple(self._by_units), tuple(sorted(self._shared_free.items())))
+        return PoolSummary(
+            tuple(self._by_units), tuple(sorted(self._shared_free.items())), self.held
+        )
+
+
+def site_mix(pools: Sequence[Pool], helds: Sequence[Held], gang: Gang) -> Mix:
+    """The mix a gang is placed against on a site of `pools` (with the shapes held on each):
+    the shapes held on the pools of its accelerator model; none for a gang of no
+    accelerator."""
+    if gang.model is None:
+        return NO_MIX
+    return Mix.of(held for pool, held in zip(pools, helds, strict=True) if pool.model == gang.model)
+
+
+def pool_order(
+    pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang, mix: Mix
+) -> list[tuple[int, PoolSummary]]:
+    """The pools whose summaries `gang` fits, by the rank of its take against `mix` (least
+    growth of fragmentation, then best fit: `Rank`), then in their order: each pool's index
+    and its summary less the gang."""
+    ranked = []
+    for i, (pool, summary) in enumerate(zip(pools, summaries, strict=True)):
+        if summary.fits(gang, pool):
+            taken, rank = summary.taken(gang, pool, mix)
+            ranked.append((rank, i, taken))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [(i, taken) for _, i, taken in ranked]
+
+
+def take_on(
+    pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang
+) -> tuple[PoolSummary, ...] | None:
+    """The summaries of a site's `pools` less `gang`, taken from the pool `pick_on` takes it
+    from; None when it fits none."""
+    suited = [i for i, pool in enumerate(pools) if gang.suits(pool)]
+    if not suited:
+        return None
+    mix = site_mix(pools, [summary.held for summary in summaries], gang)
+    if len(suited) == 1:
+        i = suited[0]
+        if not summaries[i].fits(gang, pools[i]):
+            return None
+        taken = summaries[i].take(gang, pools[i], mix)
+    else:
+        order = pool_order(pools, summaries, gang, mix)
+        if not order:
+            return None
+        i, taken = order[0]
+    return (*summaries[:i], taken, *summaries[i + 1 :])
 
 
 def pick_on(states: Sequence[NodeState], gang: Gang) -> list[NodeTake] | None:
-    """The takes of `gang` on the first of `states` (a site's pools, in order) whose nodes
-    hold it; None when none does."""
-    for i, state in enumerate(states):
-        picked = state.pick(gang, pool_index=i)
+    """The takes of `gang` on a site's pools (`states`, in order): on the pool `pool_order`
+    puts first whose nodes hold it, against the site's mix; None when none does."""
+    pools = [state.pool for state in states]
+    suited = [i for i, pool in enumerate(pools) if gang.suits(pool)]
+    mix = site_mix(pools, [state.held for state in states], gang) if suited else NO_MIX
+    if len(suited) > 1:
+        summaries = [state.summary() for state in states]
+        suited = [i for i, _ in pool_order(pools, summaries, gang, mix)]
+    for i in suited:
+        picked = states[i].pick(gang, pool_index=i, mix=mix)
         if picked is not None:
             return picked
     return None
 
 
-def fitting_pool(pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang) -> int | None:
-    """The first of `pools` (with their `summaries`) that `gang` fits, or None."""
-    for i, (pool, summary) in enumerate(zip(pools, summaries, strict=True)):
-        if summary.fits(gang, pool):
-            return i
-    return None
+def fits_on(pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang) -> bool:
+    """Whether `gang` fits one of `pools` (with their `summaries`)."""
+    return any(s.fits(gang, p) for p, s in zip(pools, summaries, strict=True))

@@ -8,7 +8,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from cnbrain.ledger.nodes import Gang, NodeState, Pool, PoolSummary, fitting_pool
+from cnbrain.ledger.nodes import Gang, NodeState, Pool, PoolSummary, take_on
 from cnbrain.ledger.reservation import ComputeClaim, Reservation, gang_held
 from cnbrain.netmap.arrays import IntArray, MapArrays
 
@@ -150,19 +150,17 @@ class Snapshot:
         )
 
     def _nodes_less(self, compute: ComputeClaim) -> SiteNodes:
-        """`nodes` with `compute`'s gang taken from the first pool of its site that fits it
-        (as they are when none does, or the site has no pools)."""
+        """`nodes` with `compute`'s gang taken from its site's pools as the ledgers take it
+        (`take_on`; as they are when it fits none, or the site has no pools)."""
         pools = site_pools(self.arrays).get(compute.site)
         if not pools:
             return self.nodes
         gang = gang_held(compute, self.arrays.map.accelerator_models)
         summaries = self.nodes.get(compute.site) or tuple(map(PoolSummary.empty, pools))
-        pool = fitting_pool(pools, summaries, gang)
-        if pool is None:
+        taken = take_on(pools, summaries, gang)
+        if taken is None:
             return self.nodes
-        taken = list(summaries)
-        taken[pool] = summaries[pool].take(gang, pools[pool])
-        return MappingProxyType({**self.nodes, compute.site: tuple(taken)})
+        return MappingProxyType({**self.nodes, compute.site: taken})
 
     def less(self, computes: Sequence[ComputeClaim]) -> "Snapshot":
         """A copy of this snapshot with the compute of every claim of `computes` taken (free

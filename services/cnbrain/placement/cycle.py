@@ -8,7 +8,7 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
-from cnbrain.ledger.nodes import PoolSummary, fitting_pool
+from cnbrain.ledger.nodes import PoolSummary, fits_on, take_on
 from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, suited_sites
 from cnbrain.netmap.arrays import FloatArray, IntArray, MapArrays
 from cnbrain.placement.batch import RequestBatch
@@ -168,7 +168,7 @@ class CycleState:
         gangs = self.batch.gang_kinds
         for k, site in set(zip(kinds[unknown].tolist(), sites[unknown].tolist(), strict=True)):
             pools, summaries = self.pools[site], self.nodes[site]
-            self._node_fit[k, site] = fitting_pool(pools, summaries, gangs[k]) is not None
+            self._node_fit[k, site] = fits_on(pools, summaries, gangs[k])
             self._node_known[k, site] = True
 
     def options(
@@ -284,11 +284,9 @@ class CycleState:
         if b.acc_milli[row] > 0:
             self.free_acc[site, b.acc_column[row]] -= b.acc_milli[row]
         if site in self.nodes:
-            pools, summaries = self.pools[site], list(self.nodes[site])
-            pool = fitting_pool(pools, summaries, b.gangs[row])
-            if pool is not None:
-                summaries[pool] = summaries[pool].take(b.gangs[row], pools[pool])
-                self.nodes[site] = tuple(summaries)
+            taken = take_on(self.pools[site], self.nodes[site], b.gangs[row])
+            if taken is not None:
+                self.nodes[site] = taken
                 self._node_known[:, site] = False
         if option.route.links and b.need_mbps[row] > 0:
             self.residual_mbps[option.route.link_array] -= b.need_mbps[row]

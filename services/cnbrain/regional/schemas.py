@@ -327,7 +327,10 @@ class PoolView(BaseModel):
     cores, in a CPU pool), and `shared_by_free`, [free milli-accelerators, accelerators] of
     the accelerators that fractions share. `reported_nodes_by_free` is the same count as the
     site's scheduler last reported it, while that report counts (null: none does); placement
-    sees, for every k, the fewer nodes with k or more free of the two."""
+    sees, for every k, the fewer nodes with k or more free of the two. `held`, in an
+    accelerator pool: [accelerators, milli-accelerators, node takes] of each shape the
+    reservations hold on its nodes, the mix against which the brain places the next gangs
+    where they fragment least."""
 
     name: str
     count: int
@@ -338,6 +341,7 @@ class PoolView(BaseModel):
     nodes_by_free: list[int]
     shared_by_free: list[tuple[int, int]]
     reported_nodes_by_free: list[int] | None = None
+    held: list[tuple[int, int, int]] = []
 
 
 class SiteNodesView(BaseModel):

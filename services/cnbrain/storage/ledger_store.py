@@ -262,9 +262,10 @@ async def _node_states(
 ) -> dict[str, list[NodeState]]:
     """Per site of `pools` that some node take holds nodes of, the state of each of its
     pools' nodes with every take applied (`every_site`: `pools` names every site with pools,
-    so no site filter is needed). The takes are summed per node (and shared accelerator) by
-    the database, so the rows read are the nodes in use, not the takes. A sum that no longer
-    fits its pool (the site's pools were changed since) is left out."""
+    so no site filter is needed). The takes are summed per node (and shared accelerator) and
+    shape by the database, so the rows read are the shapes held on each node in use, not the
+    takes. A sum that no longer fits its pool (the site's pools were changed since) is left
+    out."""
     if not pools:
         return {}
     t = NodeTakeRecord
@@ -280,11 +281,12 @@ async def _node_states(
         total(t.milli),
         total(t.cpu_m),
         total(t.mem_mib),
-    ).group_by(*keys, t.shared)
+        func.count(),
+    ).group_by(*keys, t.shared, t.devices, t.milli)
     if not every_site:
         query = query.where(t.site_id.in_(sorted(pools)))
     states: dict[str, list[NodeState]] = {}
-    for site_id, *amounts in await session.execute(query):
+    for site_id, *amounts, takes in await session.execute(query):
         site_pools_ = pools.get(site_id)
         if site_pools_ is None:
             continue
@@ -294,7 +296,7 @@ async def _node_states(
         take = NodeTake(*amounts)
         if 0 <= take.pool < len(site_states):
             try:
-                site_states[take.pool].apply(take)
+                site_states[take.pool].apply(take, takes=takes)
             except NodeConflict:
                 continue
     return states

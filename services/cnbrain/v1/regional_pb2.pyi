@@ -102,6 +102,9 @@ class PoolFree(_message.Message):
     NODES_BY_FREE_FIELD_NUMBER: _builtins.int
     SHARED_FREE_MILLI_FIELD_NUMBER: _builtins.int
     SHARED_COUNT_FIELD_NUMBER: _builtins.int
+    HELD_DEVICES_FIELD_NUMBER: _builtins.int
+    HELD_MILLI_FIELD_NUMBER: _builtins.int
+    HELD_COUNT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def nodes_by_free(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """nodes_by_free[k]: the pool's nodes with k units free (accelerators, or whole cores in a
@@ -116,16 +119,30 @@ class PoolFree(_message.Message):
 
     @_builtins.property
     def shared_count(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def held_devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """In an accelerator pool, the shapes the region's reservations hold on its nodes (the mix
+        that decides where a gang goes: cnbrain.ledger.fragments): held_count[i] node takes of
+        held_devices[i] whole accelerators, or of held_milli[i] of one, by shape.
+        """
+
+    @_builtins.property
+    def held_milli(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def held_count(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
         nodes_by_free: _abc.Iterable[_builtins.int] | None = ...,
         shared_free_milli: _abc.Iterable[_builtins.int] | None = ...,
         shared_count: _abc.Iterable[_builtins.int] | None = ...,
+        held_devices: _abc.Iterable[_builtins.int] | None = ...,
+        held_milli: _abc.Iterable[_builtins.int] | None = ...,
+        held_count: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes_by_free", b"nodes_by_free", "shared_count", b"shared_count", "shared_free_milli", b"shared_free_milli"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["held_count", b"held_count", "held_devices", b"held_devices", "held_milli", b"held_milli", "nodes_by_free", b"nodes_by_free", "shared_count", b"shared_count", "shared_free_milli", b"shared_free_milli"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

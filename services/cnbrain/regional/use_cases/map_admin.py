@@ -110,6 +110,7 @@ class MapAdministration:
                     nodes_by_free=list(summary.nodes_by_free),
                     shared_by_free=list(summary.shared_by_free),
                     reported_nodes_by_free=None if report is None else list(report.nodes_by_free),
+                    held=list(summary.held),
                 )
                 for pool, summary, report in zip(site.node_pools, free, reports, strict=True)
             ],
