@@ -41,6 +41,21 @@ def place(states: list[NodeState], gang: Gang) -> bool:
     return picked is not None
 
 
+def best_fit_placed(pools: tuple[Pool, ...], asked: list[Gang]) -> list[bool]:
+    """Whether each of `asked` is placed, in turn, on a site of `pools` by best fit alone
+    (the choice against an empty mix)."""
+    states = [NodeState(pool) for pool in pools]
+    placed = []
+    for gang in asked:
+        summaries = [state.summary() for state in states]
+        order = [i for i, _ in pool_order(pools, summaries, gang, NO_MIX)]
+        picked = states[order[0]].pick(gang, pool_index=order[0]) if order else None
+        for take in picked or []:
+            states[take.pool].apply(take)
+        placed.append(picked is not None)
+    return placed
+
+
 def test_fragmentation_counts_what_the_held_shapes_cannot_use() -> None:
     mix = Mix.of([((4, 0, 3), (0, 300, 1)), ((4, 0, 1), (2, 0, 2))])
     assert mix == Mix(((0, 300, 1), (2, 0, 2), (4, 0, 4)))
@@ -68,14 +83,7 @@ def test_a_gang_keeps_the_free_accelerators_the_held_shapes_use() -> None:
     states = [NodeState(pool)]
     assert [place(states, gang) for gang in asked] == [True] * 5
     assert states[0].summary().nodes_by_free == (1, 1, 2, 0, 0, 0, 0, 0, 0)
-    best_fit = NodeState(pool)
-    placed = []
-    for gang in asked:
-        picked = best_fit.pick(gang, pool_index=0, mix=NO_MIX)
-        for take in picked or []:
-            best_fit.apply(take)
-        placed.append(picked is not None)
-    assert placed == [True, True, True, True, False]
+    assert best_fit_placed((pool,), asked) == [True, True, True, True, False]
 
 
 def test_with_nothing_held_a_gang_goes_to_the_pool_it_fits_best() -> None:
@@ -93,16 +101,7 @@ def test_a_gang_goes_to_the_pool_where_it_leaves_what_the_held_shapes_use() -> N
     asked = [whole(1, 3), whole(1, 2), whole(1, 6), whole(1, 8), whole(1, 3)]
     states = [NodeState(pool) for pool in pools]
     assert [place(states, gang) for gang in asked] == [True] * 5
-    best_fit = [NodeState(pool) for pool in pools]
-    placed = []
-    for gang in asked:
-        summaries = [state.summary() for state in best_fit]
-        order = [i for i, _ in pool_order(pools, summaries, gang, NO_MIX)]
-        picked = best_fit[order[0]].pick(gang, pool_index=order[0]) if order else None
-        for take in picked or []:
-            best_fit[take.pool].apply(take)
-        placed.append(picked is not None)
-    assert placed == [True, True, True, True, False]
+    assert best_fit_placed(pools, asked) == [True, True, True, True, False]
 
 
 def test_a_fraction_keeps_the_room_a_held_fraction_uses() -> None:
@@ -114,14 +113,7 @@ def test_a_fraction_keeps_the_room_a_held_fraction_uses() -> None:
     states = [NodeState(pool)]
     assert [place(states, gang) for gang in asked] == [True] * 5
     assert states[0].summary().shared_by_free == ((100, 1),)
-    best_fit = NodeState(pool)
-    placed = []
-    for gang in asked:
-        picked = best_fit.pick(gang, pool_index=0, mix=NO_MIX)
-        for take in picked or []:
-            best_fit.apply(take)
-        placed.append(picked is not None)
-    assert placed == [True, True, True, True, False]
+    assert best_fit_placed((pool,), asked) == [True, True, True, True, False]
 
 
 @st.composite

@@ -171,3 +171,12 @@ def test_a_gang_leaves_what_the_shapes_held_on_the_site_can_use() -> None:
     eight, four = engine.ledger.snapshot().nodes[cmap.site_index["BB-hub"]]
     assert eight.nodes_by_free == (2,) + (0,) * 8 and four.nodes_by_free == (0, 2, 0, 0, 0)
     assert eight.held == ((2, 0, 1), (6, 0, 1), (8, 0, 1)) and four.held == ((3, 0, 2),)
+
+
+def test_a_batch_takes_the_nodes_the_ledger_takes() -> None:
+    cmap = pools_on_hub(("eight", 2, 8), ("four", 2, 4))
+    engine = PlacementEngine(cmap)
+    decisions = engine.place_batch([on_hub(1, a100) for a100 in (3, 2, 6, 8, 3)])
+    assert [d.status for d in decisions] == [DecisionStatus.PLACED] * 5
+    eight, four = engine.ledger.snapshot().nodes[cmap.site_index["BB-hub"]]
+    assert eight.nodes_by_free == (2,) + (0,) * 8 and four.nodes_by_free == (0, 2, 0, 0, 0)
