@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnbrain.domain.accelerators import MILLI
-from cnbrain.ledger.fragments import NO_MIX, Mix
+from cnbrain.ledger.fragments import MAX_SHAPES, NO_MIX, Mix
 from cnbrain.ledger.nodes import (
     Gang,
     NodeState,
@@ -84,6 +84,15 @@ def test_a_gang_keeps_the_free_accelerators_the_held_shapes_use() -> None:
     assert [place(states, gang) for gang in asked] == [True] * 5
     assert states[0].summary().nodes_by_free == (1, 1, 2, 0, 0, 0, 0, 0, 0)
     assert best_fit_placed((pool,), asked) == [True, True, True, True, False]
+
+
+def test_a_mix_keeps_the_shapes_held_most() -> None:
+    many = tuple((0, milli, 1) for milli in range(1, 200))
+    mix = Mix.of([many, ((0, 500, 3), (8, 0, 2))])
+    assert len(mix.shapes) == MAX_SHAPES
+    assert mix.shapes[-2:] == ((0, 500, 3), (8, 0, 2))  # held most, then the smallest
+    assert mix.shapes[:-2] == tuple((0, milli, 1) for milli in range(1, MAX_SHAPES - 1))
+    assert Mix.of([many]) == Mix.of([many[:MAX_SHAPES]])
 
 
 def test_with_nothing_held_a_gang_goes_to_the_pool_it_fits_best() -> None:

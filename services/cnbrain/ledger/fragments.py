@@ -34,6 +34,11 @@ from typing import Final
 
 from cnbrain.domain.accelerators import MILLI
 
+MAX_SHAPES: Final = 32
+"""The most shapes a mix keeps, those held most: a fraction's choice weighs each shape on each
+shared accelerator, so a site holding hundreds of fractions of different sizes would otherwise
+cost as many times more."""
+
 Held = tuple[tuple[int, int, int], ...]
 """The shapes held on one pool: `(devices, milli, node takes)`, sorted by shape."""
 
@@ -59,15 +64,17 @@ class Mix:
 
     @classmethod
     def of(cls, helds: Iterable[Held]) -> "Mix":
-        """The mix of the shapes of `helds` (one per pool of the model), counts added."""
+        """The mix of the shapes of `helds` (one per pool of the model), counts added: the
+        `MAX_SHAPES` shapes held most (the fewest devices and thousandths first on a tie)."""
         helds = [held for held in helds if held]
-        if len(helds) == 1:
+        if len(helds) == 1 and len(helds[0]) <= MAX_SHAPES:
             return cls(helds[0])
         counts: dict[tuple[int, int], int] = {}
         for held in helds:
             for devices, milli, count in held:
                 counts[devices, milli] = counts.get((devices, milli), 0) + count
-        return cls(tuple((d, m, n) for (d, m), n in sorted(counts.items())))
+        most = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:MAX_SHAPES]
+        return cls(tuple((d, m, n) for (d, m), n in sorted(most)))
 
     def node(self, whole: int) -> int:
         """The fragmentation of a node's `whole` free accelerators."""
