@@ -173,3 +173,12 @@ def test_takes_summed_per_node_and_shape_count_as_the_takes_they_sum() -> None:
     summed.apply(NodeTake(0, 1, 0, 0, 500, 1000, 10), takes=2)
     assert summed.summary() == one_by_one.summary()
     assert summed.summary().held == ((0, 250, 2), (2, 0, 2))
+
+
+def test_a_take_of_nothing_is_held_like_any_other() -> None:
+    pool = a100("a100", 1, 8)
+    nothing = Gang(nodes=1, cpu_m=0, mem_mib=0, model="A100")
+    states = [NodeState(pool)]
+    assert place(states, nothing)
+    taken = take_on([pool], [PoolSummary.empty(pool)], nothing)
+    assert taken == (states[0].summary(),) and taken[0].held == ((0, 0, 1),)

@@ -475,7 +475,7 @@ class NodeState:
     def summary(self) -> PoolSummary:
         """The pool's `PoolSummary` now (`PoolSummary.empty`'s object when nothing is
         taken)."""
-        if not self._used and not self._shared:
+        if not self._used and not self._shared and not self._held:
             return PoolSummary.empty(self.pool)
         return PoolSummary(
             tuple(self._by_units), tuple(sorted(self._shared_free.items())), self.held
