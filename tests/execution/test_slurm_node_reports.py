@@ -145,6 +145,7 @@ async def test_a_drained_node_keeps_a_gang_of_both_nodes_off_the_site(brain: Bra
 
 async def test_a_gpu_that_a_fraction_runs_on_is_not_free_in_the_report(brain: Brain) -> None:
     _, user = await brain.tenant_user("sharing")
+    await reported(brain, [0, 0, 0, 0, 2])  # the jobs of the tests before have left the nodes
     resources = {"cpu": 1, "memory_gib": 0.25, "accelerator": {"model": "A100", "milli": 250}}
     body = job_request(SITE, resources=resources, job={"command": "sleep 120", "max_attempts": 1})
     made = await brain.submit(user, body)

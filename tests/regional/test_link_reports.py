@@ -4,7 +4,7 @@ reported down, and a request that can reach its site only over links down is rej
 reservation held over a link reported down is re-routed (a `rerouted` event, a new
 reservation on a path without it) or, with no other path, told why (`not_rerouted`); a
 link reported down shows nothing free; one reported up again offers its bandwidth to new
-placements."""
+placements, and the reservations held over links still down move onto it."""
 
 import time
 from collections.abc import Iterator
@@ -57,6 +57,17 @@ def wait_event(client: httpx.Client, request_id: str, kind: str) -> dict[str, An
     raise AssertionError(f"no {kind} event on {request_id}")
 
 
+def wait_path(client: httpx.Client, request_id: str, link: str) -> None:
+    """Wait until the request's path crosses `link` (it was re-routed onto it)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        decision = client.get(f"/v1/requests/{request_id}").json()["decision"]
+        if link in links_of(Decision.model_validate(decision)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{request_id} was not re-routed onto {link}")
+
+
 def free(client: httpx.Client) -> dict[str, float]:
     """Each AA access link's free bandwidth, in Gbps, as the brain's capacity view says."""
     answer = client.get("/v1/capacity/links")
@@ -100,9 +111,11 @@ def test_links_reported_down_are_kept_off_by_new_placements_and_reroute_held_one
     assert "Gbps free" in third["reason"], third
     assert free(client) == {taken: 0.0, other: 0.0}
 
-    # Reported up again: new placements may use it; the held paths stay where they are.
+    # Reported up again: new placements may use it, and the held reservations move onto it.
     report(client, taken, "up")
     fourth = submit(client)
     assert fourth["state"] == "placed", fourth
     assert taken in links_of(Decision.model_validate(fourth["decision"]))
-    assert free(client) == {taken: 99.0, other: 0.0}
+    for held in (first, second):
+        wait_path(client, held["id"], taken)
+    assert free(client) == {taken: 97.0, other: 0.0}
