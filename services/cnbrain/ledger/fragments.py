@@ -55,12 +55,15 @@ class Mix:
     """`(milli, count)` of the shapes of a fraction."""
     _rest_per_device: int = field(init=False, repr=False, compare=False)
     """What each whole free accelerator counts against the fractions."""
+    _whole_takes: int = field(init=False, repr=False, compare=False)
+    """The takes of the shapes of whole accelerators, which no shared one serves."""
 
     def __post_init__(self) -> None:
         fractions = tuple((m, n) for _, m, n in self.shapes if m)
         object.__setattr__(self, "_wholes", tuple((d, n) for d, m, n in self.shapes if not m))
         object.__setattr__(self, "_fractions", fractions)
         object.__setattr__(self, "_rest_per_device", sum(n * (MILLI % m) for m, n in fractions))
+        object.__setattr__(self, "_whole_takes", sum(n for _, m, n in self.shapes if not m))
 
     @classmethod
     def of(cls, helds: Iterable[Held]) -> "Mix":
@@ -85,7 +88,7 @@ class Mix:
 
     def shared(self, free: int) -> int:
         """The fragmentation of a shared accelerator with `free` thousandths free."""
-        total = free * sum(count for _, count in self._wholes)
+        total = free * self._whole_takes
         for milli, count in self._fractions:
             total += count * (free % milli if free >= milli else free)
         return total

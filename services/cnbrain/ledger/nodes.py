@@ -511,20 +511,11 @@ def take_on(
 ) -> tuple[PoolSummary, ...] | None:
     """The summaries of a site's `pools` less `gang`, taken from the pool `pick_on` takes it
     from; None when it fits none."""
-    suited = [i for i, pool in enumerate(pools) if gang.suits(pool)]
-    if not suited:
-        return None
     mix = site_mix(pools, [summary.held for summary in summaries], gang)
-    if len(suited) == 1:
-        i = suited[0]
-        if not summaries[i].fits(gang, pools[i]):
-            return None
-        taken = summaries[i].take(gang, pools[i], mix)
-    else:
-        order = pool_order(pools, summaries, gang, mix)
-        if not order:
-            return None
-        i, taken = order[0]
+    order = pool_order(pools, summaries, gang, mix)
+    if not order:
+        return None
+    i, taken = order[0]
     return (*summaries[:i], taken, *summaries[i + 1 :])
 
 
