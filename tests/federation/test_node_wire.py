@@ -76,3 +76,6 @@ def test_pool_summaries_round_trip_and_a_mismatch_reads_as_none() -> None:
         assert pool_summaries(pools_message((wrong, sent[1])), POOLS) is None
     cpu_holding = PoolSummary(tuple([0] * 64 + [2]), (), ((0, 0, 1),))  # a CPU pool holds none
     assert pool_summaries(pools_message((sent[0], cpu_holding)), POOLS) is None
+    uneven = pools_message(sent)
+    uneven[0].held_count.append(1)  # a count with no shape
+    assert pool_summaries(uneven, POOLS) is None

@@ -11,6 +11,7 @@ from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import FLOW_KINDS, MAX_FLOW_MBPS, Claim, FlowHold
+from cnbrain.ledger.fragments import Held
 from cnbrain.ledger.nodes import Pool, PoolSummary
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
@@ -141,29 +142,34 @@ def pool_summaries(
             or len(message.shared_free_milli) != len(message.shared_count)
             or any(not 0 < free < MILLI or count < 1 for free, count in shared)
             or sum(count for _, count in shared) > pool.count * pool.devices
-            or not _held_fits(message, pool)
+            or (held := _held_of(message, pool)) is None
         ):
             return None
-        held = zip(message.held_devices, message.held_milli, message.held_count, strict=False)
-        summaries.append(PoolSummary(nodes, tuple(sorted(shared)), tuple(sorted(held))))
+        summaries.append(PoolSummary(nodes, tuple(sorted(shared)), held))
     return tuple(summaries)
 
 
-def _held_fits(message: regional_pb2.PoolFree, pool: Pool) -> bool:
-    """Whether the held shapes of `message` could be held on `pool`: each once, a number of
-    a node's accelerators or a fraction of one, with 1 to a thousand node takes per
-    accelerator of the pool (a CPU pool holds none)."""
-    shapes = list(zip(message.held_devices, message.held_milli, message.held_count, strict=False))
+def _held_of(message: regional_pb2.PoolFree, pool: Pool) -> Held | None:
+    """The held shapes of `message`, by shape; None when they could not be held on `pool`.
+    They can when each is there once, a number of a node's accelerators or a fraction of
+    one, with 1 to a thousand node takes per accelerator of the pool; a CPU pool holds
+    none."""
     if not (len(message.held_devices) == len(message.held_milli) == len(message.held_count)):
-        return False
-    if pool.model is None or len({(d, m) for d, m, _ in shapes}) != len(shapes):
-        return not shapes
+        return None
+    held = tuple(
+        sorted(zip(message.held_devices, message.held_milli, message.held_count, strict=True))
+    )
+    if pool.model is None:
+        return held if not held else None
+    if len({(devices, milli) for devices, milli, _ in held}) != len(held):
+        return None
     most = pool.count * pool.devices * MILLI
-    return all(
+    fits = all(
         1 <= count <= most
         and ((milli == 0 and 0 <= devices <= pool.devices) or (devices == 0 and 0 < milli < MILLI))
-        for devices, milli, count in shapes
+        for devices, milli, count in held
     )
+    return held if fits else None
 
 
 def part_message(claim: Claim, flows: Sequence[FlowHold] = ()) -> ledger_pb2.PartClaim:
