@@ -1,7 +1,8 @@
 """What the real local Slurm (scripts/slurm.sh) reports of its nodes enters what the brain sees
 free on the site's node pool: with one of its two nodes drained, a gang of both nodes is not
-placed while a gang of one is; once the node is back, the gang of both is placed and runs. A
-GPU that a fraction's shards run on is not free. A site whose scheduler cannot be reached is
+placed while a gang of one is, and a second gang of one is not while the first holds the
+node in service, running or not yet; once the node is back, the gang of both is placed and
+runs. A GPU that a fraction's shards run on is not free. A site whose scheduler cannot be reached is
 told once and has no report."""
 
 import asyncio
@@ -140,6 +141,30 @@ async def test_a_drained_node_keeps_a_gang_of_both_nodes_off_the_site(brain: Bra
     assert made["state"] == "placed" and made["site"] == SITE
     seen = await brain.states_until(user, made["id"], "completed", "failed", timeout_s=60)
     assert seen[-1] == "completed", seen
+    await brain.invariants()
+
+
+async def test_a_gang_not_yet_running_and_a_drained_node_do_not_hide_each_other(
+    brain: Brain,
+) -> None:
+    _, user = await brain.tenant_user("unshown")
+    await reported(brain, [0, 0, 0, 0, 2])
+    scontrol_update("drain")
+    try:
+        await reported(brain, [1, 0, 0, 0, 1])
+        first = await brain.submit(user, gang(1))
+        assert first["state"] == "placed" and first["site"] == SITE
+        # The brain's nodes have one free; the report has one, which the first gang takes
+        # whether or not its job runs yet: the second is not placed.
+        second = await brain.call(user, "POST", "/v1/requests", json=gang(1))
+        assert second.status_code == 201, second.text
+        assert second.json()["state"] == "rejected"
+        assert "at most 0 such nodes free (AA-slurm-pool)" in second.json()["reason"]
+        seen = await brain.states_until(user, first["id"], "completed", "failed", timeout_s=60)
+        assert seen[-1] == "completed", seen
+    finally:
+        scontrol_update("resume")
+    await reported(brain, [0, 0, 0, 0, 2])
     await brain.invariants()
 
 

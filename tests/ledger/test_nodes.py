@@ -227,3 +227,54 @@ def test_summaries_of_two_pools_do_not_bound_each_other() -> None:
         PoolSummary.empty(gpu_pool(2, 4)).within(PoolSummary.empty(gpu_pool(3, 4)))
     with pytest.raises(Invalid):
         PoolSummary.empty(gpu_pool(2, 4)).within(PoolSummary.empty(gpu_pool(2, 8)))
+
+
+def less_node_by_node(free: list[int], takes: list[int]) -> list[int]:
+    """The model of `PoolSummary.less`, node by node: each take, the largest first, from the
+    node with the fewest free that holds it, else the node with the most, left with none."""
+    nodes = list(free)
+    for units in sorted((u for u in takes if u > 0), reverse=True):
+        holding = [i for i, f in enumerate(nodes) if f >= units]
+        if holding:
+            i = min(holding, key=lambda i: nodes[i])
+            nodes[i] -= units
+        elif any(nodes):
+            nodes[max(range(len(nodes)), key=lambda i: nodes[i])] = 0
+    return nodes
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    devices=st.integers(1, 8),
+    free=st.lists(st.integers(0, 8), min_size=1, max_size=8),
+    takes=st.lists(st.integers(0, 9), max_size=10),
+)
+def test_a_report_less_takes_it_does_not_show_matches_the_nodes_and_shows_no_more(
+    devices: int, free: list[int], takes: list[int]
+) -> None:
+    pool = gpu_pool(len(free), devices)
+    free = [min(f, devices) for f in free]
+    report = PoolSummary.of_free_units(pool, free)
+    less = report.less(takes)
+    assert less == PoolSummary.of_free_units(pool, less_node_by_node(free, takes))
+    for k in range(devices + 1):
+        assert less.free_nodes(k) <= report.free_nodes(k)
+    if not any(takes):
+        assert less is report
+
+
+def test_a_take_not_yet_running_and_a_drained_node_do_not_hide_each_other() -> None:
+    pool = gpu_pool(count=2, devices=4)
+    state = NodeState(pool)
+    state.apply(state.pick(whole(1, 2), pool_index=0)[0])  # type: ignore[index]
+    mine = state.summary()
+    drained = PoolSummary.of_free_units(pool, [4, 0])
+    # Bounded by the report alone, the brain's take and the drained node hide each other.
+    assert mine.within(drained).fits(whole(1, 4), pool)
+    # Less the take it does not show yet, the report leaves one node with 2 free.
+    shown = drained.less([2])
+    assert shown.nodes_by_free == (1, 0, 1, 0, 0)
+    assert mine.within(shown).nodes_by_free == (1, 0, 1, 0, 0)
+    assert not mine.within(shown).fits(whole(1, 4), pool)
+    # A take larger than any node's free leaves the fullest node with none.
+    assert PoolSummary.of_free_units(pool, [3, 1]).less([4]).nodes_by_free == (1, 1, 0, 0, 0)

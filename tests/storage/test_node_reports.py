@@ -1,16 +1,21 @@
-"""What a site's scheduler reports free on its node pools bounds what the snapshot shows free
+"""What a site's scheduler reports free on its node pools, less the takes of the brain's
+reservations whose jobs it does not show running yet, bounds what the snapshot shows free
 there, until the report expires; a report of pools the map no longer has counts for nothing."""
 
-from datetime import timedelta
+import dataclasses
+from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import select, update
 
+from cnbrain.domain.states import AttemptState
 from cnbrain.ledger.nodes import Pool, PoolSummary
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.storage import ledger_store, node_reports
+from cnbrain.storage import jobs, ledger_store, node_reports, peer_ledger
 from cnbrain.storage.clock import utcnow
+from cnbrain.storage.models import JobRecord, NodeReportRecord
 from tests.databases import Sessions
-from tests.storage.test_node_takes import SITE, a100_nodes, gang, ledger
+from tests.storage.test_node_takes import SITE, a100_nodes, fraction, gang, ledger
 
 pytestmark = pytest.mark.asyncio
 
@@ -46,11 +51,104 @@ async def test_a_report_bounds_what_the_snapshot_shows_free(
     assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1,) + (0,) * 7 + (3,)
     async with sessions.begin() as session:
         await ledger_store.reserve_many(session, claims=[gang(0, 1, 4)])
-    # The brain's own take and the drained node: at most three nodes with any A100 free.
-    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1,) + (0,) * 7 + (3,)
+    # Its job is not running, so the report does not show the brain's take: with the drained
+    # node, two nodes keep 8 A100 free and one 4.
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1, 0, 0, 0, 1, 0, 0, 0, 2)
     assert not await report(sessions, pools, [8, 8, 0, 8])  # the same again: no change
     assert await report(sessions, pools, [8, 8, 8, 8])  # back in service
     assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 4 + (1,) + (0,) * 3 + (3,)
+
+
+async def started(
+    sessions: Sessions, n: int, at: datetime, *, ended: datetime | None = None
+) -> None:
+    """Request n's first attempt on SITE started at `at` (and ended at `ended`)."""
+    async with sessions.begin() as session:
+        await jobs.queue_attempt(
+            session,
+            request_id=f"req-{n}",
+            tenant_id="acme",
+            attempt=1,
+            site_id=SITE,
+            backend="slurm",
+        )
+        state = AttemptState.RUNNING if ended is None else AttemptState.COMPLETED
+        await session.execute(
+            update(JobRecord)
+            .where(JobRecord.request_id == f"req-{n}")
+            .values(state=state, started_at=at, ended_at=ended)
+        )
+
+
+async def reported_at(sessions: Sessions) -> datetime:
+    """When SITE's report was read."""
+    async with sessions() as session:
+        found = await session.scalar(
+            select(NodeReportRecord.reported_at).where(NodeReportRecord.site_id == SITE)
+        )
+    assert found is not None
+    return found
+
+
+async def test_a_report_counts_the_takes_of_jobs_it_shows_running_once(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    pools = pools_of(ledger)
+    for n in range(4):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[gang(n, 1, 4)])
+    # The brain's takes: two nodes with 4 A100 taken twice (0 free), two whole.
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (2,) + (0,) * 7 + (2,)
+    # The scheduler shows request 0 and 1 running on one node; node 3 is drained.
+    await report(sessions, pools, [0, 8, 8, 0])
+    read = await reported_at(sessions)
+    await started(sessions, 0, read - timedelta(minutes=5))
+    await started(sessions, 1, read - timedelta(minutes=5))
+    # Request 2 started after the report was read, request 3 ended before it while its
+    # reservation still holds: neither is in the report, so each takes 4 of a node.
+    await started(sessions, 2, read + timedelta(seconds=1))
+    await started(sessions, 3, read - timedelta(minutes=9), ended=read - timedelta(minutes=1))
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (3,) + (0,) * 7 + (1,)
+    # With request 2 and 3 shown too (a report read later), the two 8s stay: each of the
+    # four takes counts once.
+    await report(sessions, pools, [0, 0, 8, 8])
+    async with sessions.begin() as session:
+        await session.execute(
+            update(JobRecord)
+            .where(JobRecord.request_id.in_(["req-2", "req-3"]))
+            .values(started_at=read, ended_at=None)
+        )
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (2,) + (0,) * 7 + (2,)
+
+
+async def test_a_shared_accelerator_counts_once_unless_a_running_job_shares_it(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    pools = pools_of(ledger)
+    for n, milli in enumerate((500, 250)):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 7 + (1, 3)
+    # Node 3 is drained and the scheduler shows no A100 in use: the two fractions, not
+    # running, share one A100 of another node, which it does not show yet.
+    await report(sessions, pools, [8, 8, 8, 0])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1,) + (0,) * 6 + (1, 2)
+    # The scheduler shows the 500 running on an A100: the 250 shares it, so it takes no
+    # other A100 of the report.
+    await report(sessions, pools, [7, 8, 8, 0])
+    await started(sessions, 0, await reported_at(sessions) - timedelta(minutes=1))
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1,) + (0,) * 6 + (1, 2)
+
+
+async def test_the_takes_of_cross_brain_parts_count_as_shown(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    part = dataclasses.replace(gang(5, 1, 8), counts_quota=False)
+    async with sessions.begin() as session:
+        await peer_ledger.prepare(session, claim=part, expires_at=utcnow() + timedelta(hours=1))
+    # The brain that submitted the part's job follows it; the report is taken as showing it.
+    await report(sessions, pools_of(ledger), [0, 8, 8, 8])
+    assert (await a100_nodes(sessions, ledger)).nodes_by_free == (1,) + (0,) * 7 + (3,)
 
 
 async def test_an_expired_report_counts_for_nothing(sessions: Sessions, ledger: MapArrays) -> None:

@@ -223,6 +223,28 @@ class PoolSummary:
             return self
         return PoolSummary(nodes, self.shared_by_free, self.held)
 
+    def less(self, takes: Iterable[int]) -> "PoolSummary":
+        """This summary (what a site's scheduler reports free) less node takes it does not
+        show yet, `takes` giving the units of each (whole accelerators, or whole cores in a
+        CPU pool): the largest first, each from the node with the fewest units free that
+        holds it (best fit), else from the node with the most, left with none; takes of no
+        unit count for nothing. Shared accelerators and held shapes are this summary's."""
+        nodes = list(self.nodes_by_free)
+        most = len(nodes) - 1
+        for units in sorted((u for u in takes if u > 0), reverse=True):
+            fit = next((k for k in range(units, most + 1) if nodes[k]), None)
+            if fit is not None:
+                nodes[fit] -= 1
+                nodes[fit - units] += 1
+                continue
+            largest = next((k for k in range(min(units, most), 0, -1) if nodes[k]), None)
+            if largest is not None:
+                nodes[largest] -= 1
+                nodes[0] += 1
+        if tuple(nodes) == self.nodes_by_free:
+            return self
+        return PoolSummary(tuple(nodes), self.shared_by_free, self.held)
+
     def free_nodes(self, units: int) -> int:
         """Nodes with at least `units` units free."""
         return sum(self.nodes_by_free[units:]) if units < len(self.nodes_by_free) else 0

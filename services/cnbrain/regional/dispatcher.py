@@ -396,12 +396,15 @@ class Dispatcher:
         running/suspended move a runnable request there; completed completes it and releases
         its reservation; any other end leaves the request for `_settle_stalled`. Each writes
         the request's event (`started`, `resumed`, `suspended`, `ended`, `attempt_ended`).
+        The attempt's first start drops the cached snapshot (`storage.node_reports.unshown`).
         """
         if update.state == JobState.COMPLETED:
             return await self._complete(job, update)
-        async with self.sessions.begin() as session:
+        async with self._changes.begin() as (session, change):
             if not await jobs.set_status(session, JobKey.of(job), update):
                 return False
+            if update.started_at is not None and job.started_at is None:
+                change.free()  # a node report that shows the job no longer counts it twice
             if update.state in (JobState.RUNNING, JobState.SUSPENDED):
                 before = await jobs.advance_request(
                     session, request_id=job.request_id, state=update.state

@@ -181,8 +181,9 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
 
     Retired sites and links, and links reported down (`storage.link_states`), show nothing
     free. A node pool shows what the brain's own reservations leave free on it, bounded by
-    what the site's scheduler reports free on it (`storage.node_reports`, while the report
-    has not expired). Raises LedgerStoreError naming a site or link of `arrays` that the
+    what the site's scheduler reports free on it less the takes of the reservations whose
+    jobs the report does not show running yet (`storage.node_reports`, while the report has
+    not expired). Raises LedgerStoreError naming a site or link of `arrays` that the
     database does not know.
     """
     n, m = arrays.n_sites, len(arrays.accelerator_column)
@@ -229,8 +230,16 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     for site_id, site_states in states.items():
         site = site_index[site_id]
         nodes[site] = summaries_of(arrays, site, site_states)
-    for site_id, reported in (await node_reports.current(session, pools=pools)).items():
+    reports = await node_reports.current(session, pools=pools)
+    unshown = await node_reports.unshown(session, pools={s: pools[s] for s in reports})
+    for site_id, reported in reports.items():
         site = site_index[site_id]
+        takes = unshown.get(site_id)
+        if takes is not None:
+            reported = tuple(
+                None if summary is None else summary.less(units)
+                for summary, units in zip(reported, takes, strict=True)
+            )
         nodes[site] = _within(nodes[site], reported)
 
     return Snapshot.of_free(
