@@ -2,7 +2,8 @@
 free on the site's node pool: with one of its two nodes drained, a gang of both nodes is not
 placed while a gang of one is, and a second gang of one is not while the first holds the
 node in service, running or not yet; once the node is back, the gang of both is placed and
-runs. A GPU that a fraction's shards run on is not free. A site whose scheduler cannot be reached is
+runs. A GPU that a fraction's shards run on is not free, and is reported shared with the
+shards its jobs leave. A site whose scheduler cannot be reached is
 told once and has no report."""
 
 import asyncio
@@ -177,6 +178,9 @@ async def test_a_gpu_that_a_fraction_runs_on_is_not_free_in_the_report(brain: Br
     assert made["state"] == "placed" and made["site"] == SITE
     await brain.states_until(user, made["id"], "running", timeout_s=60)
     await reported(brain, [0, 0, 0, 1, 1])  # Slurm gives no GPU with shards in use whole
+    # 25 of the GPU's 100 shards are in use: 750 thousandths of it are free.
+    view = (await brain.as_admin("GET", f"/v1/sites/{SITE}/nodes")).json()
+    assert view["pools"][0]["reported_shared_by_free"] == [[750, 1]]
     cancelled = await brain.call(user, "POST", f"/v1/requests/{made['id']}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     await reported(brain, [0, 0, 0, 0, 2])

@@ -5,7 +5,7 @@ import pytest
 
 from cnbrain.execution.jobs import NodeReport
 from cnbrain.execution.pool_reports import reported_summaries
-from cnbrain.execution.slurm_payloads import gpu_counts, nodes_from, shared_gpus
+from cnbrain.execution.slurm_payloads import gpu_counts, nodes_from, shards_in_use, shared_gpus
 from cnbrain.ledger.nodes import Pool
 
 
@@ -119,9 +119,60 @@ def test_reported_nodes_are_summarised_per_pool_of_the_site() -> None:
         node("g5", gpus={"a100": 8}),  # the pool has three nodes: left out
         node("c1", cpus=48, cpus_allocated=20),
     ]
-    gpu, cpu = reported_summaries(pools, nodes, {"A100": "a100"})
+    gpu, cpu = (r.summary for r in reported_summaries(pools, nodes, {"A100": "a100"}))
     assert gpu.nodes_by_free == (2, 0, 0, 0, 0, 1, 0, 0, 0)
     assert cpu.nodes_by_free[28] == 1  # c1: 28 cores free
     assert cpu.nodes_by_free[0] == 1  # the second CPU node is not reported
     assert sum(cpu.nodes_by_free) == 2
-    assert reported_summaries(pools[:1], nodes, {})[0].free_nodes(1) == 0  # type "A100" unseen
+    [unseen] = reported_summaries(pools[:1], nodes, {})  # type "A100" unseen
+    assert unseen.summary.free_nodes(1) == 0 and not unseen.shards
+
+
+def running(job_id: int, state: str, nodes: list[str], details: list[str]) -> dict[str, object]:
+    return {
+        "job_id": job_id,
+        "job_state": state,
+        "job_resources": {"allocated_nodes": [{"nodename": n} for n in nodes]},
+        "gres_detail": details,
+    }
+
+
+def test_the_shards_jobs_hold_are_read_per_gpu_of_each_node() -> None:
+    body = {
+        "jobs": [
+            running(1, "RUNNING", ["n1"], ["shard:25(IDX:0)"]),
+            running(2, "RUNNING", ["n1"], ["shard:fake:30(IDX:0)"]),
+            running(3, "SUSPENDED", ["n1", "n2"], ["shard:10(IDX:1)", "shard:10(IDX:3)"]),
+            running(4, "PENDING", ["n1"], ["shard:50(IDX:2)"]),
+            running(5, "COMPLETED", ["n1"], ["shard:50(IDX:2)"]),
+            running(6, "RUNNING", ["n2"], ["shard:150(IDX:0-1)"]),  # split unknown
+            running(7, "RUNNING", ["n1", "n2"], ["gpu:fake:1(IDX:2)", ""]),
+            running(8, "RUNNING", ["n1", "n2"], ["shard:5(IDX:2)"]),  # no entry per node
+            running(9, "RUNNING", ["n3"], ["shard:99999999(IDX:0)"]),
+            {"job_id": 10, "job_state": "RUNNING"},
+            "not a job",
+        ]
+    }
+    assert shards_in_use(body) == {
+        "n1": {0: 55, 1: 10},
+        "n2": {3: 10, 0: 150, 1: 150},
+        "n3": {0: 10**6},
+    }
+    assert shards_in_use({}) == shards_in_use({"jobs": "x"}) == {}
+
+
+def test_a_pool_of_a_site_with_shards_reports_its_shared_gpus() -> None:
+    pool = Pool("gpu", 3, 64_000, 512_000 * 1024, "A100", 4)
+    sharing = node("g1", gpus={"a100": 4}).model_copy(
+        update={"shards_used": {0: 25, 1: 100, 2: 99, 3: 0}}
+    )
+    drained = node("g2", gpus={"a100": 4}, flags=("DRAIN",)).model_copy(
+        update={"shards_used": {0: 50}}
+    )
+    mixed = node("g3", gpus={"a100": 4, "t4": 1}).model_copy(update={"shards_used": {0: 50}})
+    [report] = reported_summaries([pool], [sharing, drained, mixed], {"A100": "a100"}, 100)
+    # GPU 0 has 75 of 100 shards free (750 thousandths), GPU 2 one (10); GPU 1 is full. The
+    # drained node takes nothing, and the node of two types names no GPU by its shards.
+    assert report.shards and report.summary.shared_by_free == ((10, 1), (750, 1))
+    [unsharded] = reported_summaries([pool], [sharing], {"A100": "a100"})
+    assert not unsharded.shards and unsharded.summary.shared_by_free == ()

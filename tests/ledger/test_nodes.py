@@ -278,3 +278,26 @@ def test_a_take_not_yet_running_and_a_drained_node_do_not_hide_each_other() -> N
     assert not mine.within(shown).fits(whole(1, 4), pool)
     # A take larger than any node's free leaves the fullest node with none.
     assert PoolSummary.of_free_units(pool, [3, 1]).less([4]).nodes_by_free == (1, 1, 0, 0, 0)
+
+
+shared_lists = st.lists(st.integers(1, MILLI - 1), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mine=shared_lists, theirs=shared_lists, opened=shared_lists)
+def test_shared_accelerators_within_a_report_of_shards_show_no_more_free_than_either(
+    mine: list[int], theirs: list[int], opened: list[int]
+) -> None:
+    pool = gpu_pool(count=4, devices=8)
+    ours = PoolSummary.of_free_units(pool, [8] * 4, mine)
+    told = PoolSummary.of_free_units(pool, [8] * 4, theirs).less([1] * len(opened), opened)
+    assert sorted(f for f, n in told.shared_by_free for _ in range(n)) == sorted(theirs + opened)
+
+    def at_least(summary: PoolSummary, m: int) -> int:
+        return sum(n for free, n in summary.shared_by_free if free >= m)
+
+    bounded = ours.within(told, shared=True)
+    assert [f for f, _ in bounded.shared_by_free] == sorted({f for f, _ in bounded.shared_by_free})
+    for m in range(1, MILLI):
+        assert at_least(bounded, m) == min(at_least(ours, m), at_least(told, m))
+    assert ours.within(told).shared_by_free == ours.shared_by_free  # the report tells none

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select, update
 
 from cnbrain.domain.states import AttemptState
-from cnbrain.ledger.nodes import Pool, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolReport, PoolSummary
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import jobs, ledger_store, node_reports, peer_ledger
 from cnbrain.storage.clock import utcnow
@@ -27,18 +27,25 @@ def pools_of(arrays: MapArrays) -> tuple[Pool, ...]:
 
 
 async def report(
-    sessions: Sessions, pools: tuple[Pool, ...], a100_free: list[int], *, hours: float = 1
+    sessions: Sessions,
+    pools: tuple[Pool, ...],
+    a100_free: list[int],
+    *,
+    hours: float = 1,
+    shared: list[int] | None = None,
 ) -> bool:
-    """Keep a report of SITE whose first pool's nodes have `a100_free` free, the rest whole."""
-    summaries = [PoolSummary.of_free_units(pools[0], a100_free)] + [
-        PoolSummary.empty(pool) for pool in pools[1:]
+    """Keep a report of SITE whose first pool's nodes have `a100_free` free, the rest whole;
+    with `shared`, the first pool's shared A100 with those milli free (the site's shards)."""
+    first = PoolSummary.of_free_units(pools[0], a100_free, shared or ())
+    reports = [PoolReport(first, shards=shared is not None)] + [
+        PoolReport(PoolSummary.empty(pool)) for pool in pools[1:]
     ]
     async with sessions.begin() as session:
         return await node_reports.put(
             session,
             site_id=SITE,
             pools=pools,
-            summaries=summaries,
+            reports=reports,
             expires_at=utcnow() + timedelta(hours=hours),
         )
 
@@ -167,4 +174,44 @@ async def test_a_report_of_pools_the_map_no_longer_has_counts_for_nothing(
     async with sessions() as session:
         reported = await node_reports.current(session, pools={SITE: pools})
     assert reported[SITE][0] is None
-    assert reported[SITE][1:] == tuple(PoolSummary.empty(pool) for pool in pools[1:])
+    assert reported[SITE][1:] == tuple(PoolReport(PoolSummary.empty(pool)) for pool in pools[1:])
+
+
+async def test_a_report_of_shards_bounds_the_shared_accelerators_too(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    pools = pools_of(ledger)
+    for n, milli in enumerate((500, 250)):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    await started(sessions, 0, utcnow() - timedelta(minutes=5))
+    await started(sessions, 1, utcnow() - timedelta(minutes=5))
+    assert (await a100_nodes(sessions, ledger)).shared_by_free == ((250, 1),)
+    # A site without shards tells nothing of its shared accelerators.
+    await report(sessions, pools, [7, 8, 8, 8])
+    assert (await a100_nodes(sessions, ledger)).shared_by_free == ((250, 1),)
+    # One with shards: a job from outside the brain holds 150 more of that A100.
+    await report(sessions, pools, [7, 8, 8, 8], shared=[100])
+    assert (await a100_nodes(sessions, ledger)).shared_by_free == ((100, 1),)
+    # Shards of a second A100 in use from outside: for every amount, the fewer of the two
+    # views, one A100 with 250 or more free.
+    await report(sessions, pools, [6, 8, 8, 8], shared=[100, 600])
+    nodes = await a100_nodes(sessions, ledger)
+    assert nodes.shared_by_free == ((250, 1),) and nodes.nodes_by_free == (0,) * 6 + (1, 0, 3)
+    async with sessions() as session:
+        [stored, *_] = (await node_reports.current(session, pools={SITE: pools}))[SITE]
+    assert stored == PoolReport(PoolSummary((0,) * 6 + (1, 0, 3), ((100, 1), (600, 1))), True)
+
+
+async def test_fractions_not_yet_running_open_a_shared_accelerator_in_the_report(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    pools = pools_of(ledger)
+    for n, milli in enumerate((500, 250)):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    # The scheduler shows nothing shared yet: the brain's two fractions, not running, open
+    # an A100 with 250 free, which stays shared in what the snapshot shows.
+    await report(sessions, pools, [8, 8, 8, 8], shared=[])
+    nodes = await a100_nodes(sessions, ledger)
+    assert nodes.shared_by_free == ((250, 1),) and nodes.nodes_by_free == (0,) * 7 + (1, 3)

@@ -165,7 +165,9 @@ class NodeReport(DomainModel):
     """One node as its cluster scheduler reports it: `state` and `state_flags` in the
     scheduler's words, its CPUs and memory (MiB) with what jobs hold of them, and its GPUs
     by the scheduler's GPU type name ("" when untyped) with how many jobs hold whole and how
-    many others jobs share (`gpus_shared`: shards in use on them)."""
+    many others jobs share (`gpus_shared`: shards in use on them); `shards_used`, when the
+    site cuts its GPUs into shards, the shards jobs hold of each GPU that shards are in use
+    on, by the GPU's index on the node."""
 
     name: str
     state: str
@@ -177,6 +179,7 @@ class NodeReport(DomainModel):
     gpus: dict[str, int] = Field(default_factory=dict)
     gpus_used: dict[str, int] = Field(default_factory=dict)
     gpus_shared: dict[str, int] = Field(default_factory=dict)
+    shards_used: dict[int, int] = Field(default_factory=dict)
 
     @property
     def free_gpus(self) -> dict[str, int]:

@@ -47,6 +47,7 @@ from cnbrain.execution.slurm_payloads import (
     errors_of,
     nodes_from,
     request_comment,
+    shards_in_use,
     status_from_db,
     status_from_job,
     stopped_at_of,
@@ -130,13 +131,26 @@ class SlurmBackend(Closing):
             raise BackendUnavailable(f"{self.url}: ping failed: {describe_errors(errors)}")
 
     async def nodes(self) -> list[NodeReport]:
-        """The cluster's nodes as the controller reports them now (`nodes_from`). Raises
-        `BackendUnavailable` when it cannot tell."""
+        """The cluster's nodes as the controller reports them now (`nodes_from`); when the
+        site cuts its GPUs into shards (`gpu_shards`), with the shards its jobs hold of each
+        GPU (`shards_in_use`, from the job list). Raises `BackendUnavailable` when it cannot
+        tell."""
         body = await self._call("GET", f"/slurm/{API}/nodes")
         errors = errors_of(body)
         if errors:
             raise BackendUnavailable(f"{self.url}: no node list: {describe_errors(errors)}")
-        return nodes_from(body)
+        nodes = nodes_from(body)
+        if not self._gpu_shards:
+            return nodes
+        body = await self._call("GET", f"/slurm/{API}/jobs")
+        errors = errors_of(body)
+        if errors:
+            raise BackendUnavailable(f"{self.url}: no job list: {describe_errors(errors)}")
+        used = shards_in_use(body)
+        return [
+            node.model_copy(update={"shards_used": used[node.name]}) if node.name in used else node
+            for node in nodes
+        ]
 
     async def submit(self, job: JobSpec) -> str:
         body = await self._call(

@@ -303,6 +303,50 @@ def nodes_from(body: Json) -> list[NodeReport]:
     return nodes
 
 
+MAX_SHARDS = 10**6
+"""Shard counts above this in a job's GRES detail are taken as this."""
+
+MAX_JOB_NODES = 4096
+"""Nodes of one job read for its shards, at most."""
+
+
+def shards_in_use(body: Json) -> dict[str, dict[int, int]]:
+    """Shards in use on each GPU of each node, by node name and GPU index, from the
+    controller's `GET /slurm/v0.0.38/jobs`: the jobs that hold their resources (running or
+    suspended), each node of `job_resources.allocated_nodes` with its entry of
+    `gres_detail` ("shard:25(IDX:0)", "shard:fake:25(IDX:0)"), in that order. A job whose
+    shards span several GPUs of a node ("shard:150(IDX:0-1)") does not say how they split:
+    each of those GPUs counts them all, so none looks freer than it is."""
+    used: dict[str, dict[int, int]] = {}
+    for record in body.get("jobs") or []:
+        if not isinstance(record, dict):
+            continue
+        if state_of(str(record.get("job_state") or "")) not in (
+            JobState.RUNNING,
+            JobState.SUSPENDED,
+        ):
+            continue
+        resources = record.get("job_resources")
+        allocated = resources.get("allocated_nodes") if isinstance(resources, dict) else None
+        details = record.get("gres_detail")
+        if not isinstance(allocated, list) or not isinstance(details, list):
+            continue
+        if len(allocated) != len(details):
+            continue  # no entry per node (a job that holds no GRES): nothing to map
+        for node, detail in itertools.islice(zip(allocated, details, strict=True), MAX_JOB_NODES):
+            name = node.get("nodename") if isinstance(node, dict) else None
+            if not isinstance(name, str) or not name:
+                continue
+            for entry in _GRES.finditer(str(detail)):
+                if entry["name"] != "shard":
+                    continue
+                count = min(int(entry["count"]), MAX_SHARDS)
+                on_node = used.setdefault(name, {})
+                for index in _indices(entry["detail"] or ""):
+                    on_node[index] = on_node.get(index, 0) + count
+    return used
+
+
 MAX_STATE_FLAGS = 32
 """State flags of a node kept, at most (Slurm has fewer than this)."""
 

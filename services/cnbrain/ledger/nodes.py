@@ -28,6 +28,7 @@ to the first pool.
 gang that fits the summary of a CPU pool always fits its nodes.
 """
 
+import itertools
 import math
 from bisect import insort
 from collections.abc import Iterable, Sequence
@@ -189,10 +190,14 @@ class PoolSummary:
         return _empty(pool)
 
     @classmethod
-    def of_free_units(cls, pool: Pool, free_units: Iterable[int]) -> "PoolSummary":
+    def of_free_units(
+        cls, pool: Pool, free_units: Iterable[int], shared_free: Iterable[int] = ()
+    ) -> "PoolSummary":
         """The summary of `pool` when its nodes have `free_units` units free, one number per
         node (clipped to [0, a node's units]): numbers beyond the pool's count are left out,
-        and nodes the numbers do not reach count as none free. No shared accelerator."""
+        and nodes the numbers do not reach count as none free. `shared_free` gives the free
+        milli-accelerators of each shared accelerator: those from 1 to `MILLI - 1` count,
+        as many as the pool has accelerators at most."""
         nodes = [0] * (pool.units + 1)
         counted = 0
         for units in free_units:
@@ -201,14 +206,21 @@ class PoolSummary:
             nodes[min(max(units, 0), pool.units)] += 1
             counted += 1
         nodes[0] += pool.count - counted
-        return cls(tuple(nodes))
+        shared: dict[int, int] = {}
+        for free in itertools.islice(
+            (f for f in shared_free if 0 < f < MILLI), pool.count * pool.devices
+        ):
+            shared[free] = shared.get(free, 0) + 1
+        return cls(tuple(nodes), tuple(sorted(shared.items())))
 
-    def within(self, reported: "PoolSummary") -> "PoolSummary":
+    def within(self, reported: "PoolSummary", *, shared: bool = False) -> "PoolSummary":
         """This summary bounded by `reported`, a summary of the same pool from elsewhere (what
         the site's scheduler reports): for every k, as many nodes with k units or more free
-        as the fewer of the two shows. Shared accelerators and held shapes are this
-        summary's. Raises Invalid when the two are not of one pool (units per node or node
-        count differ)."""
+        as the fewer of the two shows; with `shared` (the report tells its shared
+        accelerators), for every m, as many shared accelerators with m milli-accelerators or
+        more free as the fewer shows. Otherwise shared accelerators, and always the held
+        shapes, are this summary's. Raises Invalid when the two are not of one pool (units
+        per node or node count differ)."""
         mine, theirs = self.nodes_by_free, reported.nodes_by_free
         if len(mine) != len(theirs) or sum(mine) != sum(theirs):
             raise Invalid(f"summaries of two pools: {mine} and {theirs}")
@@ -219,16 +231,19 @@ class PoolSummary:
             at_least[k] = min(have, told)
         at_least[0] = sum(mine)
         nodes = tuple(at_least[k] - at_least[k + 1] for k in range(len(mine)))
-        if nodes == mine:
+        bounded = _fewer_shared(self.shared_by_free, reported.shared_by_free) if shared else None
+        if nodes == mine and bounded in (None, self.shared_by_free):
             return self
-        return PoolSummary(nodes, self.shared_by_free, self.held)
+        return PoolSummary(nodes, self.shared_by_free if bounded is None else bounded, self.held)
 
-    def less(self, takes: Iterable[int]) -> "PoolSummary":
+    def less(self, takes: Iterable[int], opened: Iterable[int] = ()) -> "PoolSummary":
         """This summary (what a site's scheduler reports free) less node takes it does not
         show yet, `takes` giving the units of each (whole accelerators, or whole cores in a
         CPU pool): the largest first, each from the node with the fewest units free that
         holds it (best fit), else from the node with the most, left with none; takes of no
-        unit count for nothing. Shared accelerators and held shapes are this summary's."""
+        unit count for nothing. `opened` gives the free milli-accelerators of the shared
+        accelerators those takes open (each also one of `takes`), which join this summary's
+        shared accelerators; held shapes are this summary's."""
         nodes = list(self.nodes_by_free)
         most = len(nodes) - 1
         for units in sorted((u for u in takes if u > 0), reverse=True):
@@ -241,9 +256,13 @@ class PoolSummary:
             if largest is not None:
                 nodes[largest] -= 1
                 nodes[0] += 1
-        if tuple(nodes) == self.nodes_by_free:
+        shared = list(self.shared_by_free)
+        for free in opened:
+            if 0 < free < MILLI:
+                _add_one(shared, free)
+        if tuple(nodes) == self.nodes_by_free and tuple(shared) == self.shared_by_free:
             return self
-        return PoolSummary(tuple(nodes), self.shared_by_free, self.held)
+        return PoolSummary(tuple(nodes), tuple(shared), self.held)
 
     def free_nodes(self, units: int) -> int:
         """Nodes with at least `units` units free."""
@@ -306,6 +325,36 @@ class PoolSummary:
             if not wanted:
                 break
         return PoolSummary(tuple(nodes), tuple(shared), held), (growth, left, 0)
+
+
+def _fewer_shared(
+    mine: tuple[tuple[int, int], ...], theirs: tuple[tuple[int, int], ...]
+) -> tuple[tuple[int, int], ...]:
+    """Shared accelerators by free milli, for every m as many with m or more free as the
+    fewer of `mine` and `theirs` shows (both `(free, count)` by free ascending)."""
+    levels = sorted({free for free, _ in mine} | {free for free, _ in theirs}, reverse=True)
+    mine_left, theirs_left = dict(mine), dict(theirs)
+    out: list[tuple[int, int]] = []
+    have = told = shown = 0
+    for free in levels:
+        have += mine_left.get(free, 0)
+        told += theirs_left.get(free, 0)
+        at_least = min(have, told)
+        if at_least > shown:
+            out.append((free, at_least - shown))
+            shown = at_least
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReport:
+    """What a site's scheduler reports free on one pool: `summary`, its nodes by free units
+    and, when `shards` (the site cuts its accelerators into shards and its report counts the
+    shards in use on each), its shared accelerators by free milli-accelerators; without
+    `shards` it tells nothing of them."""
+
+    summary: PoolSummary
+    shards: bool = False
 
 
 def _held(held: Held, gang: Gang, pool: Pool) -> Held:

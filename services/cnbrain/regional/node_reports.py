@@ -20,7 +20,7 @@ from cnbrain.background import finished
 from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.execution import BackendError, ClusterBackend, SlurmBackend
 from cnbrain.execution.pool_reports import reported_summaries
-from cnbrain.ledger.nodes import Pool, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolReport
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.storage import node_reports
@@ -70,11 +70,11 @@ class NodeReports:
             if site.node_pools and site.execution.kind == "slurm"
         ]
         read = await asyncio.gather(*(self._read(site_id, pools) for site_id, pools in sites))
-        for (site_id, pools), summaries in zip(sites, read, strict=True):
-            if summaries is not None:
-                await finished(self._keep(site_id, pools, summaries))
+        for (site_id, pools), reports in zip(sites, read, strict=True):
+            if reports is not None:
+                await finished(self._keep(site_id, pools, reports))
 
-    async def _read(self, site_id: str, pools: tuple[Pool, ...]) -> list[PoolSummary] | None:
+    async def _read(self, site_id: str, pools: tuple[Pool, ...]) -> list[PoolReport] | None:
         ref, backend = await self._backend_of(site_id)
         if not isinstance(backend, SlurmBackend):
             return None
@@ -88,15 +88,13 @@ class NodeReports:
         if site_id in self._failing:
             log.info("site %s: its scheduler reports its nodes again", site_id)
             self._failing.discard(site_id)
-        return list(reported_summaries(pools, nodes, ref.gpu_types))
+        return list(reported_summaries(pools, nodes, ref.gpu_types, ref.gpu_shards))
 
-    async def _keep(
-        self, site_id: str, pools: tuple[Pool, ...], summaries: list[PoolSummary]
-    ) -> None:
+    async def _keep(self, site_id: str, pools: tuple[Pool, ...], reports: list[PoolReport]) -> None:
         expires_at = utcnow() + timedelta(seconds=self._interval_s * REPORT_LIFETIMES)
         async with self._changes.begin() as (session, change):
             changed = await node_reports.put(
-                session, site_id=site_id, pools=pools, summaries=summaries, expires_at=expires_at
+                session, site_id=site_id, pools=pools, reports=reports, expires_at=expires_at
             )
             if changed:
                 change.free()  # drops the cached snapshot, tells the replicas, wakes admission

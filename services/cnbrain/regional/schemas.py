@@ -326,8 +326,11 @@ class PoolView(BaseModel):
     reservations leave free on it: `nodes_by_free[k]` nodes with k accelerators free (whole
     cores, in a CPU pool), and `shared_by_free`, [free milli-accelerators, accelerators] of
     the accelerators that fractions share. `reported_nodes_by_free` is the same count as the
-    site's scheduler last reported it, while that report counts (null: none does); placement
-    sees, for every k, the fewer nodes with k or more free of the two. `held`, in an
+    site's scheduler last reported it, while that report counts (null: none does), and
+    `reported_shared_by_free` its shared accelerators, when the site cuts its accelerators
+    into shards (null otherwise); placement sees, for every k, the fewer nodes with k or more
+    free of the two, once the report is taken less the brain's reservations whose jobs it
+    does not show running yet, and likewise for the shared accelerators. `held`, in an
     accelerator pool: [accelerators, milli-accelerators, node takes] of each shape the
     reservations hold on its nodes, the mix against which the brain places the next gangs
     where they fragment least."""
@@ -341,6 +344,7 @@ class PoolView(BaseModel):
     nodes_by_free: list[int]
     shared_by_free: list[tuple[int, int]]
     reported_nodes_by_free: list[int] | None = None
+    reported_shared_by_free: list[tuple[int, int]] | None = None
     held: list[tuple[int, int, int]] = []
 
 

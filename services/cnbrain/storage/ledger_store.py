@@ -85,7 +85,15 @@ from cnbrain.ledger.keys import (
     link_key,
     site_key,
 )
-from cnbrain.ledger.nodes import NodeConflict, NodeState, NodeTake, Pool, PoolSummary, pick_on
+from cnbrain.ledger.nodes import (
+    NodeConflict,
+    NodeState,
+    NodeTake,
+    Pool,
+    PoolReport,
+    PoolSummary,
+    pick_on,
+)
 from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, summaries_of
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import node_reports, room_holds
@@ -234,13 +242,7 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
     unshown = await node_reports.unshown(session, pools={s: pools[s] for s in reports})
     for site_id, reported in reports.items():
         site = site_index[site_id]
-        takes = unshown.get(site_id)
-        if takes is not None:
-            reported = tuple(
-                None if summary is None else summary.less(units)
-                for summary, units in zip(reported, takes, strict=True)
-            )
-        nodes[site] = _within(nodes[site], reported)
+        nodes[site] = _within(nodes[site], reported, unshown.get(site_id))
 
     return Snapshot.of_free(
         arrays,
@@ -255,15 +257,25 @@ async def load_snapshot(session: AsyncSession, *, arrays: MapArrays, version: in
 
 
 def _within(
-    summaries: tuple[PoolSummary, ...], reported: tuple[PoolSummary | None, ...]
+    summaries: tuple[PoolSummary, ...],
+    reported: tuple[PoolReport | None, ...],
+    unshown: tuple[node_reports.Unshown, ...] | None,
 ) -> tuple[PoolSummary, ...]:
-    """`summaries` (a site's pools) each bounded by its pool's report, if any; `summaries`
-    itself when no report takes anything more away."""
-    bounded = tuple(
-        mine if theirs is None else mine.within(theirs)
-        for mine, theirs in zip(summaries, reported, strict=True)
-    )
-    return summaries if all(a is b for a, b in zip(bounded, summaries, strict=True)) else bounded
+    """`summaries` (a site's pools) each bounded by its pool's report, if any, less what the
+    report does not show yet (`unshown`); `summaries` itself when no report takes anything
+    more away."""
+    bounded = []
+    for i, (mine, theirs) in enumerate(zip(summaries, reported, strict=True)):
+        if theirs is None:
+            bounded.append(mine)
+            continue
+        told = theirs.summary
+        if unshown is not None:
+            told = told.less(unshown[i].takes, unshown[i].opened)
+        bounded.append(mine.within(told, shared=theirs.shards))
+    if all(a is b for a, b in zip(bounded, summaries, strict=True)):
+        return summaries
+    return tuple(bounded)
 
 
 async def _node_states(

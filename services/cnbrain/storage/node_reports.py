@@ -7,26 +7,34 @@ Nothing here commits: the caller owns the transaction."""
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, case, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.states import ReservationState
-from cnbrain.ledger.nodes import Pool, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolReport, PoolSummary
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.models import JobRecord, NodeReportRecord, NodeTakeRecord, ReservationRecord
 
+MAX_SHARED_ENTRIES = 1000
+"""Entries of a stored report's `shared_by_free` read, at most (one per free amount)."""
 
-def _entry(pool: Pool, summary: PoolSummary) -> dict[str, Any]:
-    return {
+
+def _entry(pool: Pool, report: PoolReport) -> dict[str, Any]:
+    entry: dict[str, Any] = {
         "name": pool.name,
         "count": pool.count,
         "units": pool.units,
-        "nodes_by_free": list(summary.nodes_by_free),
+        "nodes_by_free": list(report.summary.nodes_by_free),
     }
+    if report.shards:
+        entry["shared_by_free"] = [list(pair) for pair in report.summary.shared_by_free]
+    return entry
 
 
 async def put(
@@ -34,13 +42,13 @@ async def put(
     *,
     site_id: str,
     pools: Sequence[Pool],
-    summaries: Sequence[PoolSummary],
+    reports: Sequence[PoolReport],
     expires_at: datetime,
 ) -> bool:
-    """Keep `summaries` (one per pool of `pools`, the site's now) as site `site_id`'s report
+    """Keep `reports` (one per pool of `pools`, the site's now) as site `site_id`'s report
     (a site of the registry: the caller checked it) until `expires_at`, replacing the one
     before. Whether what it says free differs from the report before (or there was none)."""
-    document = {"pools": [_entry(p, s) for p, s in zip(pools, summaries, strict=True)]}
+    document = {"pools": [_entry(p, r) for p, r in zip(pools, reports, strict=True)]}
     before = await session.scalar(
         select(NodeReportRecord.pools).where(NodeReportRecord.site_id == site_id)
     )
@@ -54,10 +62,11 @@ async def put(
 
 async def current(
     session: AsyncSession, *, pools: Mapping[str, tuple[Pool, ...]]
-) -> dict[str, tuple[PoolSummary | None, ...]]:
+) -> dict[str, tuple[PoolReport | None, ...]]:
     """Per site of `pools` (site id to its pools now) with a report that has not expired, the
-    reported summary of each of its pools: None for a pool the report does not describe as
-    the map does now (another name, count or units per node: the map changed since)."""
+    report of each of its pools: None for a pool the report does not describe as the map
+    does now (another name, count or units per node: the map changed since), or describes
+    malformed."""
     if not pools:
         return {}
     rows = await session.execute(
@@ -65,7 +74,7 @@ async def current(
             NodeReportRecord.expires_at > utcnow()
         )
     )
-    out: dict[str, tuple[PoolSummary | None, ...]] = {}
+    out: dict[str, tuple[PoolReport | None, ...]] = {}
     for site_id, document in rows:
         site_pools = pools.get(site_id)
         if site_pools is None:
@@ -74,12 +83,12 @@ async def current(
         if not isinstance(entries, list) or len(entries) != len(site_pools):
             continue
         out[site_id] = tuple(
-            _summary(pool, entry) for pool, entry in zip(site_pools, entries, strict=True)
+            _report(pool, entry) for pool, entry in zip(site_pools, entries, strict=True)
         )
     return out
 
 
-def _summary(pool: Pool, entry: Any) -> PoolSummary | None:
+def _report(pool: Pool, entry: Any) -> PoolReport | None:
     """What `entry` (of a stored report) says free on `pool`; None when it describes another
     pool or is malformed."""
     if not isinstance(entry, dict):
@@ -90,24 +99,53 @@ def _summary(pool: Pool, entry: Any) -> PoolSummary | None:
         described != (pool.name, pool.count, pool.units)
         or not isinstance(nodes, list)
         or len(nodes) != pool.units + 1
-        or not all(isinstance(n, int) and n >= 0 for n in nodes)
+        or not all(_count(n) for n in nodes)
         or sum(nodes) != pool.count
     ):
         return None
-    return PoolSummary(tuple(nodes))
+    if "shared_by_free" not in entry:
+        return PoolReport(PoolSummary(tuple(nodes)))
+    shared = entry["shared_by_free"]
+    if not isinstance(shared, list) or len(shared) > MAX_SHARED_ENTRIES:
+        return None
+    pairs = [tuple(pair) for pair in shared if isinstance(pair, list) and len(pair) == 2]
+    frees = [free for free, _ in pairs]
+    if (
+        len(pairs) != len(shared)
+        or not all(_count(free) and 0 < free < MILLI and _count(n) and n > 0 for free, n in pairs)
+        or frees != sorted(set(frees))
+        or sum(n for _, n in pairs) > pool.count * pool.devices
+    ):
+        return None
+    return PoolReport(PoolSummary(tuple(nodes), tuple(pairs)), shards=True)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class Unshown:
+    """What a report does not show yet on one pool (`unshown`): `takes`, the units of each
+    node take; `opened`, the free milli-accelerators of each shared accelerator that such
+    takes alone share (each also one unit of `takes`)."""
+
+    takes: list[int] = field(default_factory=list)
+    opened: list[int] = field(default_factory=list)
 
 
 async def unshown(
     session: AsyncSession, *, pools: Mapping[str, tuple[Pool, ...]]
-) -> dict[str, tuple[list[int], ...]]:
-    """Per site of `pools` with a report that has not expired, for each of its pools the
-    units (whole accelerators; whole cores in a CPU pool) of each node take the report does
-    not show yet: the takes of this brain's held reservations whose job had no attempt
-    running on the site when the report was read (not yet submitted, waiting in the
-    scheduler's queue, between attempts, or ended while the reservation still holds). A
-    shared accelerator counts one unit when every take on it is such a take; one that a
-    running job shares is already not free in the report. The takes of cross-brain parts
-    count as shown: the brain that submitted their jobs follows them. One statement."""
+) -> dict[str, tuple[Unshown, ...]]:
+    """Per site of `pools` with a report that has not expired, what the report does not show
+    yet on each of its pools: the node takes of this brain's held reservations whose job had
+    no attempt running on the site when the report was read (not yet submitted, waiting in
+    the scheduler's queue, between attempts, or ended while the reservation still holds).
+    Each whole take counts its units (whole accelerators; whole cores in a CPU pool). A
+    shared accelerator that only such takes share counts one unit, and is opened with what
+    they leave free of it; one that a running job shares is already not free in the report.
+    The takes of cross-brain parts count as shown: the brain that submitted their jobs
+    follows them. One statement."""
     if not pools:
         return {}
     t, r, j, n = NodeTakeRecord, ReservationRecord, JobRecord, NodeReportRecord
@@ -119,34 +157,37 @@ async def unshown(
     )
     not_shown = case((and_(r.state == ReservationState.HELD, ~running), 1), else_=0)
     rows = await session.execute(
-        select(t.site_id, t.pool, t.node, t.shared, t.devices, t.cpu_m, not_shown)
+        select(t.site_id, t.pool, t.node, t.shared, t.devices, t.milli, t.cpu_m, not_shown)
         .join(n, and_(n.site_id == t.site_id, n.expires_at > utcnow()))
         .outerjoin(r, r.id == t.holder_id)
         .where(t.site_id.in_(sorted(pools)))
     )
-    units: dict[str, tuple[list[int], ...]] = {}
-    shared: dict[tuple[str, int, int, int], bool] = {}
-    for site_id, pool_index, node, device, devices, cpu_m, flag in rows:
+    found: dict[str, tuple[Unshown, ...]] = {}
+    shared: dict[tuple[str, int, int, int], tuple[bool, int]] = {}
+    for site_id, pool_index, node, device, devices, milli, cpu_m, flag in rows:
         site_pools = pools[site_id]
         if not 0 <= pool_index < len(site_pools):
             continue
         if device >= 0:
             key = (site_id, pool_index, node, device)
-            shared[key] = shared.get(key, True) and bool(flag)
+            alone, taken = shared.get(key, (True, 0))
+            shared[key] = (alone and bool(flag), taken + milli)
         elif flag:
             pool = site_pools[pool_index]
-            take = devices if pool.model is not None else math.ceil(cpu_m / 1000)
-            _units_of(units, site_pools, site_id)[pool_index].append(take)
-    for (site_id, pool_index, _, _), alone in shared.items():
+            units = devices if pool.model is not None else math.ceil(cpu_m / 1000)
+            _of(found, site_pools, site_id)[pool_index].takes.append(units)
+    for (site_id, pool_index, _, _), (alone, taken) in shared.items():
         if alone:
-            _units_of(units, pools[site_id], site_id)[pool_index].append(1)
-    return units
-
-
-def _units_of(
-    units: dict[str, tuple[list[int], ...]], site_pools: tuple[Pool, ...], site_id: str
-) -> tuple[list[int], ...]:
-    found = units.get(site_id)
-    if found is None:
-        found = units[site_id] = tuple([] for _ in site_pools)
+            pool_unshown = _of(found, pools[site_id], site_id)[pool_index]
+            pool_unshown.takes.append(1)
+            pool_unshown.opened.append(MILLI - taken)
     return found
+
+
+def _of(
+    found: dict[str, tuple[Unshown, ...]], site_pools: tuple[Pool, ...], site_id: str
+) -> tuple[Unshown, ...]:
+    of_site = found.get(site_id)
+    if of_site is None:
+        of_site = found[site_id] = tuple(Unshown() for _ in site_pools)
+    return of_site

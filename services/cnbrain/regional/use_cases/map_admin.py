@@ -28,7 +28,7 @@ from cnbrain.execution import (
     backend_for,
 )
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.nodes import Pool, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolReport, PoolSummary
 from cnbrain.netmap.arrays import (
     accelerators_to_milli,
     cores_to_millicores,
@@ -95,7 +95,7 @@ class MapAdministration:
         site = cmap.site(site_id)
         pools = tuple(Pool.of(pool) for pool in site.node_pools)
         free: tuple[PoolSummary, ...] = ()
-        reports: tuple[PoolSummary | None, ...] = ()
+        reports: tuple[PoolReport | None, ...] = ()
         if pools:
             async with self._sessions() as session:
                 free = (await ledger_store.node_summaries(session, pools={site_id: pools}))[site_id]
@@ -109,7 +109,14 @@ class MapAdministration:
                     **pool.model_dump(),
                     nodes_by_free=list(summary.nodes_by_free),
                     shared_by_free=list(summary.shared_by_free),
-                    reported_nodes_by_free=None if report is None else list(report.nodes_by_free),
+                    reported_nodes_by_free=(
+                        None if report is None else list(report.summary.nodes_by_free)
+                    ),
+                    reported_shared_by_free=(
+                        list(report.summary.shared_by_free)
+                        if report is not None and report.shards
+                        else None
+                    ),
                     held=list(summary.held),
                 )
                 for pool, summary, report in zip(site.node_pools, free, reports, strict=True)
