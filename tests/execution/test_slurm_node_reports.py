@@ -169,6 +169,26 @@ async def test_a_gang_not_yet_running_and_a_drained_node_do_not_hide_each_other(
     await brain.invariants()
 
 
+async def test_a_running_gang_that_the_report_shows_counts_once(brain: Brain) -> None:
+    _, user = await brain.tenant_user("shown")
+    await reported(brain, [0, 0, 0, 0, 2])
+    long_gang = {**gang(1), "job": {"command": "sleep 60", "max_attempts": 1}}
+    first = await brain.submit(user, long_gang)
+    assert first["state"] == "placed" and first["site"] == SITE
+    await brain.states_until(user, first["id"], "running", timeout_s=60)
+    await reported(brain, [1, 0, 0, 0, 1])
+    # The report shows the first gang's node taken, and the brain's take is that job's: the
+    # other node is free for a second gang.
+    second = await brain.submit(user, gang(1))
+    assert second["state"] == "placed" and second["site"] == SITE
+    seen = await brain.states_until(user, second["id"], "completed", "failed", timeout_s=60)
+    assert seen[-1] == "completed", seen
+    cancelled = await brain.call(user, "POST", f"/v1/requests/{first['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    await reported(brain, [0, 0, 0, 0, 2])
+    await brain.invariants()
+
+
 async def test_a_gpu_that_a_fraction_runs_on_is_not_free_in_the_report(brain: Brain) -> None:
     _, user = await brain.tenant_user("sharing")
     await reported(brain, [0, 0, 0, 0, 2])  # the jobs of the tests before have left the nodes

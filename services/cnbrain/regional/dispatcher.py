@@ -396,56 +396,69 @@ class Dispatcher:
         running/suspended move a runnable request there; completed completes it and releases
         its reservation; any other end leaves the request for `_settle_stalled`. Each writes
         the request's event (`started`, `resumed`, `suspended`, `ended`, `attempt_ended`).
-        The attempt's first start drops the cached snapshot (`storage.node_reports.unshown`).
+        The attempt's first start on a site whose node list is read drops the cached
+        snapshot: a report that shows the job no longer counts its take twice
+        (`storage.node_reports.unshown`).
         """
         if update.state == JobState.COMPLETED:
             return await self._complete(job, update)
-        async with self._changes.begin() as (session, change):
-            if not await jobs.set_status(session, JobKey.of(job), update):
-                return False
-            if update.started_at is not None and job.started_at is None:
-                change.free()  # a node report that shows the job no longer counts it twice
-            if update.state in (JobState.RUNNING, JobState.SUSPENDED):
-                before = await jobs.advance_request(
-                    session, request_id=job.request_id, state=update.state
+        first_start = update.started_at is not None and job.started_at is None
+        if first_start and self.node_reports.reads(job.site_id):
+            async with self._changes.begin() as (session, change):
+                recorded = await self._record(session, job, update, actor)
+                if recorded:
+                    change.free()
+            return recorded
+        async with self.sessions.begin() as session:
+            return await self._record(session, job, update, actor)
+
+    async def _record(
+        self, session: AsyncSession, job: Job, update: jobs.StatusUpdate, actor: str
+    ) -> bool:
+        """`apply`'s writes, on `session`, for an update that does not complete the attempt."""
+        if not await jobs.set_status(session, JobKey.of(job), update):
+            return False
+        if update.state in (JobState.RUNNING, JobState.SUSPENDED):
+            before = await jobs.advance_request(
+                session, request_id=job.request_id, state=update.state
+            )
+            if before is not None:
+                action = "resumed" if before == RequestState.SUSPENDED else update.state
+                await request_events.append_many(
+                    session,
+                    [
+                        RequestEvent.of(
+                            job.request_id,
+                            _MOVE_EVENTS[action],
+                            utcnow(),
+                            attempt=job.attempt,
+                            by=None if actor == job_outcomes.SYSTEM else actor,
+                        )
+                    ],
                 )
-                if before is not None:
-                    action = "resumed" if before == RequestState.SUSPENDED else update.state
-                    await request_events.append_many(
-                        session,
-                        [
-                            RequestEvent.of(
-                                job.request_id,
-                                _MOVE_EVENTS[action],
-                                utcnow(),
-                                attempt=job.attempt,
-                                by=None if actor == job_outcomes.SYSTEM else actor,
-                            )
-                        ],
-                    )
-                    await audit.record(
-                        session,
-                        actor=actor,
-                        tenant_id=job.tenant_id,
-                        action=f"request.{action}",
-                        object_type="request",
-                        object_id=job.request_id,
-                        detail={"attempt": job.attempt, "backend_state": update.backend_state},
-                    )
-            elif update.state in ENDED_ATTEMPT:
-                ended = job_outcomes.attempt_ended(
-                    job, state=update.state, message=update.message, exit_code=update.exit_code
-                )
-                await request_events.append_many(session, [ended])
                 await audit.record(
                     session,
                     actor=actor,
                     tenant_id=job.tenant_id,
-                    action=f"job.{update.state}",
+                    action=f"request.{action}",
                     object_type="request",
                     object_id=job.request_id,
-                    detail={"attempt": job.attempt, "message": update.message},
+                    detail={"attempt": job.attempt, "backend_state": update.backend_state},
                 )
+        elif update.state in ENDED_ATTEMPT:
+            ended = job_outcomes.attempt_ended(
+                job, state=update.state, message=update.message, exit_code=update.exit_code
+            )
+            await request_events.append_many(session, [ended])
+            await audit.record(
+                session,
+                actor=actor,
+                tenant_id=job.tenant_id,
+                action=f"job.{update.state}",
+                object_type="request",
+                object_id=job.request_id,
+                detail={"attempt": job.attempt, "message": update.message},
+            )
         return True
 
     async def _complete(self, job: Job, update: jobs.StatusUpdate) -> bool:

@@ -18,6 +18,7 @@ from typing import Final
 
 from cnbrain.background import finished
 from cnbrain.domain.backend_ref import BackendRef
+from cnbrain.domain.site import Site
 from cnbrain.execution import BackendError, ClusterBackend, SlurmBackend
 from cnbrain.execution.pool_reports import reported_summaries
 from cnbrain.ledger.nodes import Pool, PoolReport
@@ -61,13 +62,19 @@ class NodeReports:
                 log.exception("reading the sites' node reports failed; the next read tries again")
             await asyncio.sleep(self._interval_s)
 
+    def reads(self, site_id: str) -> bool:
+        """Whether site `site_id` is one whose node list is read: on the map, with node
+        pools, on Slurm."""
+        cmap = self._map()
+        return site_id in cmap.site_index and _reported(cmap.site(site_id))
+
     async def run_once(self) -> None:
         """Read every such site's node list now (all at once) and keep what it reports. A
         site that cannot be read is logged (once until it can be read again) and skipped."""
         sites = [
             (site.id, tuple(Pool.of(pool) for pool in site.node_pools))
             for site in self._map().sites
-            if site.node_pools and site.execution.kind == "slurm"
+            if _reported(site)
         ]
         read = await asyncio.gather(*(self._read(site_id, pools) for site_id, pools in sites))
         for (site_id, pools), reports in zip(sites, read, strict=True):
@@ -98,3 +105,7 @@ class NodeReports:
             )
             if changed:
                 change.free()  # drops the cached snapshot, tells the replicas, wakes admission
+
+
+def _reported(site: Site) -> bool:
+    return bool(site.node_pools) and site.execution.kind == "slurm"
