@@ -128,13 +128,18 @@ async def test_a_report_counts_the_takes_of_jobs_it_shows_running_once(
     assert (await a100_nodes(sessions, ledger)).nodes_by_free == (2,) + (0,) * 7 + (2,)
 
 
+async def share_one_a100(sessions: Sessions) -> None:
+    """Requests 0 and 1 hold 500 and 250 thousandths of one A100 of SITE."""
+    for n, milli in enumerate((500, 250)):
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+
+
 async def test_a_shared_accelerator_counts_once_unless_a_running_job_shares_it(
     sessions: Sessions, ledger: MapArrays
 ) -> None:
     pools = pools_of(ledger)
-    for n, milli in enumerate((500, 250)):
-        async with sessions.begin() as session:
-            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    await share_one_a100(sessions)
     assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 7 + (1, 3)
     # Node 3 is drained and the scheduler shows no A100 in use: the two fractions, not
     # running, share one A100 of another node, which it does not show yet.
@@ -181,9 +186,7 @@ async def test_a_report_of_shards_bounds_the_shared_accelerators_too(
     sessions: Sessions, ledger: MapArrays
 ) -> None:
     pools = pools_of(ledger)
-    for n, milli in enumerate((500, 250)):
-        async with sessions.begin() as session:
-            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    await share_one_a100(sessions)
     await started(sessions, 0, utcnow() - timedelta(minutes=5))
     await started(sessions, 1, utcnow() - timedelta(minutes=5))
     assert (await a100_nodes(sessions, ledger)).shared_by_free == ((250, 1),)
@@ -207,9 +210,7 @@ async def test_fractions_not_yet_running_open_a_shared_accelerator_in_the_report
     sessions: Sessions, ledger: MapArrays
 ) -> None:
     pools = pools_of(ledger)
-    for n, milli in enumerate((500, 250)):
-        async with sessions.begin() as session:
-            await ledger_store.reserve_many(session, claims=[fraction(n, milli)])
+    await share_one_a100(sessions)
     # The scheduler shows nothing shared yet: the brain's two fractions, not running, open
     # an A100 with 250 free, which stays shared in what the snapshot shows.
     await report(sessions, pools, [8, 8, 8, 8], shared=[])
