@@ -15,6 +15,7 @@ def test_gpu_counts_read_every_form_slurm_prints() -> None:
     assert gpu_counts("gpu:a100:4(S:0-1),gpu:t4:2,mps:100") == {"a100": 4, "t4": 2}
     assert gpu_counts("gpu:2") == {"": 2}
     assert gpu_counts(None) == gpu_counts("") == gpu_counts("gpu:x:many") == {}
+    assert gpu_counts("gpu:x:" + "9" * 5000) == {}
 
 
 def test_gpus_that_shards_use_are_read_from_their_indices() -> None:
@@ -149,6 +150,7 @@ def test_the_shards_jobs_hold_are_read_per_gpu_of_each_node() -> None:
             running(7, "RUNNING", ["n1", "n2"], ["gpu:fake:1(IDX:2)", ""]),
             running(8, "RUNNING", ["n1", "n2"], ["shard:5(IDX:2)"]),  # no entry per node
             running(9, "RUNNING", ["n3"], ["shard:99999999(IDX:0)"]),
+            running(11, "RUNNING", ["n3"], ["shard:" + "9" * 5000 + "(IDX:1)"]),
             {"job_id": 10, "job_state": "RUNNING"},
             "not a job",
         ]
@@ -156,7 +158,7 @@ def test_the_shards_jobs_hold_are_read_per_gpu_of_each_node() -> None:
     assert shards_in_use(body) == {
         "n1": {0: 55, 1: 10},
         "n2": {3: 10, 0: 150, 1: 150},
-        "n3": {0: 10**6},
+        "n3": {0: 10**6, 1: 10**6},
     }
     assert shards_in_use({}) == shards_in_use({"jobs": "x"}) == {}
 

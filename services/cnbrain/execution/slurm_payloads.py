@@ -340,7 +340,8 @@ def shards_in_use(body: Json) -> dict[str, dict[int, int]]:
             for entry in _GRES.finditer(str(detail)):
                 if entry["name"] != "shard":
                     continue
-                count = min(int(entry["count"]), MAX_SHARDS)
+                digits = entry["count"]
+                count = MAX_SHARDS if len(digits) > 7 else min(int(digits), MAX_SHARDS)
                 on_node = used.setdefault(name, {})
                 for index in _indices(entry["detail"] or ""):
                     on_node[index] = on_node.get(index, 0) + count
@@ -482,6 +483,10 @@ def _int(value: Any) -> int | None:
         return value
     if isinstance(value, float):
         return int(value)
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= MAX_DIGITS:
         return int(value)
     return None
+
+
+MAX_DIGITS = 20
+"""A number Slurm prints with more characters than this is taken as none."""
