@@ -935,20 +935,28 @@ class NationalLink:
 
     async def _summaries(self, interval: float) -> Any:
         """The summaries of one stream: each with the digest of this region's part of the
-        map, and the part itself on the first and whenever the digest changed."""
+        map, and the part itself on the first and whenever the digest changed. A summary
+        that cannot be made (the database down, say) is logged, once until one can be made
+        again, and tried again after `interval`: the stream goes on. (An error raised here
+        would end the stream with a cancellation, which would end the link for good.)"""
         sent = ""
+        failing = False
         while True:
-            self._sequence += 1
-            # The room held for a waiting request shows as free: the national brain asks this
-            # region for that request's candidates, which leave the room to it alone.
-            held, _ = await self._live_map.held_snapshot()
-            summary = summarise(
-                self._live_map.ownership,
-                self._region_id,
-                held.free,
-                self._sequence,
-                in_use=held.seen_by(None, now_s=self._live_map.now()),
-            )
+            try:
+                summary = await self._summary()
+            except Exception as error:
+                if not failing:
+                    log.warning(
+                        "no summary for the national brain (%s); trying again every %.1f s",
+                        error,
+                        interval,
+                    )
+                failing = True
+                await asyncio.sleep(interval)
+                continue
+            if failing:
+                log.info("summaries for the national brain again")
+                failing = False
             summary.map_digest, sites, links = self._map_part()
             if summary.map_digest != sent:
                 summary.map_included = True
@@ -957,6 +965,20 @@ class NationalLink:
                 sent = summary.map_digest
             yield national_pb2.ReportSummariesRequest(summary=summary)
             await asyncio.sleep(interval)
+
+    async def _summary(self) -> national_pb2.RegionSummary:
+        """This region's summary now, with the next sequence number."""
+        self._sequence += 1
+        # The room held for a waiting request shows as free: the national brain asks this
+        # region for that request's candidates, which leave the room to it alone.
+        held, _ = await self._live_map.held_snapshot()
+        return summarise(
+            self._live_map.ownership,
+            self._region_id,
+            held.free,
+            self._sequence,
+            in_use=held.seen_by(None, now_s=self._live_map.now()),
+        )
 
 
 def _unavailable(request: PlacementRequest, error: grpc.aio.AioRpcError) -> Decision:
