@@ -127,7 +127,8 @@ class FollowTenancy:
 
     async def run(self) -> None:
         """`once` every `interval_s`, until cancelled; an unreachable national brain is
-        logged and asked again at the next interval."""
+        logged and asked again at the next interval, and so is a round that fails otherwise
+        (this brain's database down, say)."""
         while True:
             try:
                 taken = await self.once()
@@ -135,4 +136,6 @@ class FollowTenancy:
                     log.info("took %d tenancy changes from the national brain", taken)
             except PeerUnavailable as error:
                 log.info("could not ask the national brain for tenancy changes: %s", error)
+            except Exception:
+                log.warning("could not take the federation's tenancy; trying again", exc_info=True)
             await asyncio.sleep(self._interval_s)
