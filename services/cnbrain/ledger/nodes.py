@@ -224,14 +224,12 @@ class PoolSummary:
         mine, theirs = self.nodes_by_free, reported.nodes_by_free
         if len(mine) != len(theirs) or sum(mine) != sum(theirs):
             raise Invalid(f"summaries of two pools: {mine} and {theirs}")
-        at_least = [0] * (len(mine) + 1)
-        have = told = 0
-        for k in range(len(mine) - 1, 0, -1):
-            have, told = have + mine[k], told + theirs[k]
-            at_least[k] = min(have, told)
-        at_least[0] = sum(mine)
-        nodes = tuple(at_least[k] - at_least[k + 1] for k in range(len(mine)))
-        bounded = _fewer_shared(self.shared_by_free, reported.shared_by_free) if shared else None
+        fewer = [0] * len(mine)
+        for k, count in _fewer_at_least(_levels(mine), _levels(theirs)):
+            fewer[k] = count
+        fewer[0] = sum(mine) - sum(fewer)
+        nodes = tuple(fewer)
+        bounded = _fewer_at_least(self.shared_by_free, reported.shared_by_free) if shared else None
         if nodes == mine and bounded in (None, self.shared_by_free):
             return self
         return PoolSummary(nodes, self.shared_by_free if bounded is None else bounded, self.held)
@@ -252,7 +250,7 @@ class PoolSummary:
                 nodes[fit] -= 1
                 nodes[fit - units] += 1
                 continue
-            largest = next((k for k in range(min(units, most), 0, -1) if nodes[k]), None)
+            largest = next((k for k in range(most, 0, -1) if nodes[k]), None)
             if largest is not None:
                 nodes[largest] -= 1
                 nodes[0] += 1
@@ -327,11 +325,17 @@ class PoolSummary:
         return PoolSummary(tuple(nodes), tuple(shared), held), (growth, left, 0)
 
 
-def _fewer_shared(
+def _levels(by_free: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """`(k, count)` of a count by free units, for every k from 1 that has some."""
+    return tuple((k, count) for k, count in enumerate(by_free) if k and count)
+
+
+def _fewer_at_least(
     mine: tuple[tuple[int, int], ...], theirs: tuple[tuple[int, int], ...]
 ) -> tuple[tuple[int, int], ...]:
-    """Shared accelerators by free milli, for every m as many with m or more free as the
-    fewer of `mine` and `theirs` shows (both `(free, count)` by free ascending)."""
+    """`(free, count)` by free ascending, for every amount m as many with m or more free as
+    the fewer of `mine` and `theirs` shows (both `(free, count)`, each free once): nodes by
+    free units, or shared accelerators by free milli."""
     levels = sorted({free for free, _ in mine} | {free for free, _ in theirs}, reverse=True)
     mine_left, theirs_left = dict(mine), dict(theirs)
     out: list[tuple[int, int]] = []
