@@ -216,3 +216,41 @@ async def test_fractions_not_yet_running_open_a_shared_accelerator_in_the_report
     await report(sessions, pools, [8, 8, 8, 8], shared=[])
     nodes = await a100_nodes(sessions, ledger)
     assert nodes.shared_by_free == ((250, 1),) and nodes.nodes_by_free == (0,) * 7 + (1, 3)
+
+
+@pytest.mark.parametrize(
+    "shared",
+    [
+        [[0, 1]],  # no fraction free
+        [[1000, 1]],  # a whole one
+        [[500, 0]],  # of no accelerator
+        [[500, True]],
+        [[500.5, 1]],
+        [[600, 1], [500, 1]],  # not by free ascending
+        [[500, 1], [500, 1]],
+        [[500, 1, 1]],
+        [[500, 33]],  # more than the pool's 32 accelerators
+        [[f, 1] for f in range(1, 1002)],
+        "500",
+    ],
+)
+async def test_a_stored_report_with_malformed_shared_accelerators_counts_for_nothing(
+    sessions: Sessions, ledger: MapArrays, shared: object
+) -> None:
+    pools = pools_of(ledger)
+    await report(sessions, pools, [8, 8, 8, 8], shared=[500])
+    async with sessions.begin() as session:
+        document = await session.scalar(
+            select(NodeReportRecord.pools).where(NodeReportRecord.site_id == SITE)
+        )
+        assert document is not None
+        document["pools"][0]["shared_by_free"] = shared
+        await session.execute(
+            update(NodeReportRecord)
+            .where(NodeReportRecord.site_id == SITE)
+            .values(pools=dict(document))
+        )
+    async with sessions() as session:
+        reported = await node_reports.current(session, pools={SITE: pools})
+    assert reported[SITE][0] is None
+    assert reported[SITE][1] == PoolReport(PoolSummary.empty(pools[1]))

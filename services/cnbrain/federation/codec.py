@@ -12,7 +12,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.claim import FLOW_KINDS, MAX_FLOW_MBPS, Claim, FlowHold
 from cnbrain.ledger.fragments import Held
-from cnbrain.ledger.nodes import Pool, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolSummary, describes
 from cnbrain.netmap.arrays import IntArray, MapArrays
 from cnbrain.placement.request_check import parse_request
 from cnbrain.routing.paths import GraphPath
@@ -136,12 +136,8 @@ def pool_summaries(
         nodes = tuple(message.nodes_by_free)
         shared = tuple(zip(message.shared_free_milli, message.shared_count, strict=False))
         if (
-            len(nodes) != pool.units + 1
-            or min(nodes, default=0) < 0
-            or sum(nodes) != pool.count
-            or len(message.shared_free_milli) != len(message.shared_count)
-            or any(not 0 < free < MILLI or count < 1 for free, count in shared)
-            or sum(count for _, count in shared) > pool.count * pool.devices
+            len(message.shared_free_milli) != len(message.shared_count)
+            or not describes(pool, nodes, shared)
             or (held := _held_of(message, pool)) is None
         ):
             return None

@@ -350,6 +350,23 @@ def _fewer_at_least(
     return tuple(reversed(out))
 
 
+def describes(
+    pool: Pool, nodes_by_free: Sequence[int], shared_by_free: Iterable[tuple[int, int]]
+) -> bool:
+    """Whether a summary sent or stored elsewhere could be one of `pool`: a count of nodes
+    for every number of units a node can have free, none negative, summing to the pool's
+    nodes; shared accelerators each with a fraction of one free (1 to `MILLI - 1`), each
+    count at least one, at most the pool's accelerators in all."""
+    shared = tuple(shared_by_free)
+    return (
+        len(nodes_by_free) == pool.units + 1
+        and min(nodes_by_free, default=0) >= 0
+        and sum(nodes_by_free) == pool.count
+        and all(0 < free < MILLI and count >= 1 for free, count in shared)
+        and sum(count for _, count in shared) <= pool.count * pool.devices
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PoolReport:
     """What a site's scheduler reports free on one pool: `summary`, its nodes by free units

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cnbrain.domain.accelerators import MILLI
 from cnbrain.domain.states import ReservationState
-from cnbrain.ledger.nodes import Pool, PoolReport, PoolSummary
+from cnbrain.ledger.nodes import Pool, PoolReport, PoolSummary, describes
 from cnbrain.storage.clock import utcnow
 from cnbrain.storage.database import insert_on_conflict
 from cnbrain.storage.models import JobRecord, NodeReportRecord, NodeTakeRecord, ReservationRecord
@@ -98,30 +98,33 @@ def _report(pool: Pool, entry: Any) -> PoolReport | None:
     if (
         described != (pool.name, pool.count, pool.units)
         or not isinstance(nodes, list)
-        or len(nodes) != pool.units + 1
-        or not all(_count(n) for n in nodes)
-        or sum(nodes) != pool.count
+        or not all(_whole(n) for n in nodes)
     ):
         return None
-    if "shared_by_free" not in entry:
-        return PoolReport(PoolSummary(tuple(nodes)))
-    shared = entry["shared_by_free"]
-    if not isinstance(shared, list) or len(shared) > MAX_SHARED_ENTRIES:
+    shards = "shared_by_free" in entry
+    shared = _pairs(entry["shared_by_free"]) if shards else []
+    if shared is None or not describes(pool, nodes, shared):
         return None
-    pairs = [tuple(pair) for pair in shared if isinstance(pair, list) and len(pair) == 2]
+    return PoolReport(PoolSummary(tuple(nodes), tuple(shared)), shards=shards)
+
+
+def _pairs(value: Any) -> list[tuple[int, int]] | None:
+    """A stored `shared_by_free`: `[free, count]` pairs of integers, each free once, by free
+    ascending, at most `MAX_SHARED_ENTRIES`; None otherwise."""
+    if not isinstance(value, list) or len(value) > MAX_SHARED_ENTRIES:
+        return None
+    pairs = [
+        (free, count)
+        for free, count in (pair for pair in value if isinstance(pair, list) and len(pair) == 2)
+        if _whole(free) and _whole(count)
+    ]
     frees = [free for free, _ in pairs]
-    if (
-        len(pairs) != len(shared)
-        or not all(_count(free) and 0 < free < MILLI and _count(n) and n > 0 for free, n in pairs)
-        or frees != sorted(set(frees))
-        or sum(n for _, n in pairs) > pool.count * pool.devices
-    ):
-        return None
-    return PoolReport(PoolSummary(tuple(nodes), tuple(pairs)), shards=True)
+    return pairs if len(pairs) == len(value) and frees == sorted(set(frees)) else None
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _whole(value: Any) -> bool:
+    """Whether `value` is an integer (a JSON number without a fraction), not a boolean."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)
