@@ -127,7 +127,7 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unshown:
     """What a report does not show yet on one pool (`unshown`): `takes`, the units of each
     node take; `opened`, the free milli-accelerators of each shared accelerator that such
