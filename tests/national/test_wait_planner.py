@@ -12,6 +12,7 @@ from cnbrain.federation.codec import WireError
 from cnbrain.federation.timelines import key_of, steps_of, timeline_message
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.keys import ResourceKey, accelerator_key, link_key
+from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.national import flow_parts, planner, wait_planner
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -83,7 +84,7 @@ def _plan(
     options = _options(engine)
     answers = {region: _answer(calendar, arrays) for region, calendar in regions.items()}
     joint = wait_planner.joint_calendar(backbone, answers, options=options, arrays=arrays)
-    found = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=deadline_s)
+    found = wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=deadline_s)
     return None if found is None else (found[0], found[1].label)
 
 
@@ -203,7 +204,7 @@ def test_a_request_is_planned_where_no_other_waiting_requests_plan_stands(
     joint = wait_planner.joint_calendar(
         _calendar_of(arrays, "national"), answers, options=options, arrays=arrays
     )
-    found = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
+    found = wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
     assert found is not None and found[0] == NOW + 3 * HOUR
     first = _Booked(
         wait_planner.demand_by_id(found[1].demand, arrays), found[0], found[0] + 2 * HOUR
@@ -211,10 +212,10 @@ def test_a_request_is_planned_where_no_other_waiting_requests_plan_stands(
     assert (("site", "CC-hub", "acc", "Ascend910B"), 16_000) in first.demand
 
     wait_planner.book(joint, [first], arrays)
-    second = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
+    second = wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
     assert second is not None and second[0] == NOW + 5 * HOUR, "after the first one's plan"
     assert (
-        wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 4 * HOUR)
+        wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=NOW + 4 * HOUR)
         is None
     )
 
@@ -263,7 +264,7 @@ def test_a_request_with_flows_waits_for_its_staging_to_cross_the_backbone(
     answers = {region: _answer(calendar, arrays) for region, calendar in regions.items()}
     joint = wait_planner.joint_calendar(backbone, answers, options=options, arrays=arrays)
 
-    found = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
+    found = wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=NOW + 9 * HOUR)
 
     # The staging starts when the backbone frees, and the job once the data is there.
     assert found is not None
@@ -271,7 +272,7 @@ def test_a_request_with_flows_waits_for_its_staging_to_cross_the_backbone(
     assert option.timed is not None and start - option.timed.lead == NOW + HOUR
     assert option is options[0] and start == NOW + HOUR + 36
     # Its first part must begin by the deadline.
-    late = wait_planner.earliest_start(joint, options, duration_s=HOUR, deadline_s=NOW + HOUR - 1)
+    late = wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=NOW + HOUR - 1)
     assert late is None
 
 
@@ -327,3 +328,32 @@ def test_an_owner_only_a_flow_crosses_gets_a_part_of_that_flow_alone(
     claim = east.claim
     assert claim.site_id is None and not claim.counts_quota and claim.mbps == 0
     assert claim.link_ids == () and claim.cpu_m == 0 and claim.window == window
+
+
+def test_a_request_with_flows_is_planned_by_the_scarcity_rule() -> None:
+    """Two sites of 16 A100 each, the first with 14 held for the next two hours: both start
+    now; the earliest-start rule takes the first, the scarcity rule the second."""
+    first, second = accelerator_key(0, "A100"), accelerator_key(1, "A100")
+    calendar: Calendar[ResourceKey] = Calendar({first: 16_000, second: 16_000}, now=NOW)
+    calendar.take({first: 14_000}, Window(NOW, NOW + 2 * HOUR))
+
+    def options(objective: float | None) -> list[PlanOption[ResourceKey]]:
+        return [
+            PlanOption(
+                f"site-{key[1]}",
+                {key: 2000},
+                timed=TimedDemand([Part(key, 2000, 0, HOUR)]),
+                objective=objective,
+                compute=frozenset({key}),
+            )
+            for key in (first, second)
+        ]
+
+    def chosen(objective: float | None) -> tuple[int, str] | None:
+        found = wait_planner.planned_start(
+            calendar, options(objective), duration_s=HOUR, deadline_s=NOW + HOUR
+        )
+        return None if found is None else (found[0], found[1].label)
+
+    assert chosen(None) == (NOW, "site-0")
+    assert chosen(1.0) == (NOW, "site-1")

@@ -5,7 +5,7 @@ The properties compare the planner with a brute-force model that holds the free 
 every integer second of a small horizon and tries every start second by second.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, UnknownResource, Window
 from cnbrain.ledger.timed_demand import Part, TimedDemand
-from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, plan
+from cnbrain.scheduling import congestion
+from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, cheapest, plan
 
 KEYS = ("a", "b", "c")
 HORIZON = 80
@@ -83,32 +84,112 @@ def _items(min_size: int = 0, max_size: int = 8) -> st.SearchStrategy[list[PlanI
     )
 
 
-def _reference(region: Region, items: Sequence[PlanItem[str]]) -> list[tuple[int, int] | None]:
-    """(option, start) of each item, or None, by trying every second of every option."""
+def _priced(item: PlanItem[str], objectives: Sequence[float]) -> PlanItem[str]:
+    """`item` with every option priced: its demand held over the run as timed parts, its
+    objective the next of `objectives` in turn, every key of its demand its compute."""
+    options = tuple(
+        PlanOption(
+            option.label,
+            option.demand,
+            timed=TimedDemand(Part(k, a, 0, item.duration) for k, a in option.demand.items()),
+            objective=objectives[i % len(objectives)],
+            compute=frozenset(option.demand),
+        )
+        for i, option in enumerate(item.options)
+    )
+    return PlanItem(item.id, options, item.duration, item.not_before, item.deadline)
+
+
+def _priced_items(max_size: int = 8) -> st.SearchStrategy[list[PlanItem[str]]]:
+    objectives = st.lists(st.floats(0, 2, allow_nan=False), min_size=1, max_size=5)
+    return st.tuples(_items(max_size=max_size), objectives).map(
+        lambda pair: [_priced(item, pair[1][i:] + pair[1][:i]) for i, item in enumerate(pair[0])]
+    )
+
+
+def _earliest_by_seconds(
+    free: dict[str, list[int]], item: PlanItem[str], option: PlanOption[str]
+) -> int | None:
+    for s in range(item.not_before, item.deadline + 1):
+        if all(
+            free[key][t] >= amount
+            for key, amount in option.demand.items()
+            for t in range(s, s + item.duration)
+        ):
+            return s
+    return None
+
+
+def _free_of(region: Region) -> dict[str, list[int]]:
     free = {key: [capacity] * HORIZON for key, capacity in region.capacities.items()}
     for demand, window in region.running:
         for key, amount in demand.items():
             for t in range(window.start, window.end):
                 free[key][t] -= amount
+    return free
+
+
+def _hold(free: dict[str, list[int]], demand: Mapping[str, int], window: Window) -> None:
+    for key, amount in demand.items():
+        for t in range(window.start, window.end):
+            free[key][t] -= amount
+
+
+def _reference(region: Region, items: Sequence[PlanItem[str]]) -> list[tuple[int, int] | None]:
+    """(option, start) of each item, or None, by trying every second of every option."""
+    free = _free_of(region)
     answers: list[tuple[int, int] | None] = []
     for item in items:
         best: tuple[int, int] | None = None
         for index, option in enumerate(item.options):
-            for s in range(item.not_before, item.deadline + 1):
-                if all(
-                    free[key][t] >= amount
-                    for key, amount in option.demand.items()
-                    for t in range(s, s + item.duration)
-                ):
-                    if best is None or s < best[1]:
-                        best = (index, s)
-                    break
+            s = _earliest_by_seconds(free, item, option)
+            if s is not None and (best is None or s < best[1]):
+                best = (index, s)
         answers.append(best)
         if best is not None:
             index, s = best
-            for key, amount in item.options[index].demand.items():
-                for t in range(s, s + item.duration):
-                    free[key][t] -= amount
+            _hold(free, item.options[index].demand, Window.of(s, item.duration))
+    return answers
+
+
+def _priced_reference(
+    region: Region, items: Sequence[PlanItem[str]]
+) -> list[tuple[int, int] | None]:
+    """(option, start) of each priced item, or None: every option's earliest start by trying
+    every second, the lowest `congestion.score` among them (ties: earlier start, earlier
+    option), each score read on a calendar holding the items before it."""
+    free = _free_of(region)
+    calendar = region.calendar()
+    answers: list[tuple[int, int] | None] = []
+    for item in items:
+        starts = [
+            (s, index)
+            for index, option in enumerate(item.options)
+            if (s := _earliest_by_seconds(free, item, option)) is not None
+        ]
+        best: tuple[int, int] | None = None
+        if starts:
+            first = min(s for s, _ in starts)
+            scored = []
+            for s, index in starts:
+                option = item.options[index]
+                assert option.timed is not None and option.objective is not None
+                score = congestion.score(
+                    calendar,
+                    option.timed,
+                    option.compute,
+                    s,
+                    first_start=first,
+                    duration=item.duration,
+                    objective=option.objective,
+                )
+                scored.append((score, s, index))
+            _, s, index = min(scored)
+            best = (index, s)
+            window = Window.of(s, item.duration)
+            _hold(free, item.options[index].demand, window)
+            calendar.take(item.options[index].demand, window)
+        answers.append(best)
     return answers
 
 
@@ -149,6 +230,12 @@ def test_appending_later_items_never_moves_an_earlier_planned_start(
 @settings(max_examples=200, deadline=None)
 @given(regions, _items(max_size=10))
 def test_no_instant_exceeds_capacity(region: Region, items: list[PlanItem[str]]) -> None:
+    _assert_within_capacity(region, items)
+
+
+def _assert_within_capacity(region: Region, items: list[PlanItem[str]]) -> None:
+    """Planning `items` holds at no instant more than a key's capacity, and the calendar
+    shows what they and the running work hold."""
     calendar = region.calendar()
     results = plan(calendar, items)
     held = [*region.running]
@@ -182,6 +269,37 @@ def test_a_later_item_starts_now_only_where_the_earlier_one_does_not_move(
     assert (isinstance(second_planned, Planned) and second_planned.starts_now) == (
         fits_now and second.deadline >= 0
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(regions, _priced_items())
+def test_a_priced_item_gets_the_cheapest_of_its_options_earliest_starts(
+    region: Region, items: list[PlanItem[str]]
+) -> None:
+    results = plan(region.calendar(), items)
+    assert _outcomes(results) == _priced_reference(region, items)
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, _priced_items(), _priced_items())
+def test_appending_later_priced_items_never_moves_an_earlier_plan(
+    region: Region, items: list[PlanItem[str]], later: list[PlanItem[str]]
+) -> None:
+    renamed = [
+        PlanItem(f"later-{i}", item.options, item.duration, item.not_before, item.deadline)
+        for i, item in enumerate(later)
+    ]
+    alone = plan(region.calendar(), items)
+    together = plan(region.calendar(), items + renamed)
+    assert together[: len(items)] == alone
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, _priced_items(max_size=10))
+def test_no_instant_exceeds_capacity_with_priced_items(
+    region: Region, items: list[PlanItem[str]]
+) -> None:
+    _assert_within_capacity(region, items)
 
 
 # --- examples ---------------------------------------------------------------------------------
@@ -305,3 +423,45 @@ def test_an_option_with_timed_parts_starts_once_its_first_part_fits_and_starts_n
         assert isinstance(three, Planned) is planned, three
         if planned:
             assert three == Planned("late", 0, Window(1200, 2200), starts_now=False)
+
+
+def _two_sites(objectives: tuple[float | None, float | None]) -> PlanItem[str]:
+    """Two options of 2 of `a1` or 2 of `a2` for 100 s, priced with `objectives`."""
+    options = []
+    for key, objective in zip(("a1", "a2"), objectives, strict=True):
+        timed = TimedDemand([Part(key, 2, 0, 100)]) if objective is not None else None
+        compute = frozenset({key})
+        options.append(PlanOption(key, {key: 2}, timed=timed, objective=objective, compute=compute))
+    return PlanItem("job", tuple(options), duration=100, not_before=0, deadline=1000)
+
+
+def test_a_priced_item_goes_where_its_resources_are_not_nearly_full() -> None:
+    """`a1` is 8 of 10 held until 100, `a2` is free: both start now, the earliest-start rule
+    takes the first, the scarcity rule the one its take leaves less loaded."""
+    region = Region({"a1": 10, "a2": 10}, (({"a1": 8}, Window(0, 100)),))
+    [unpriced] = plan(region.calendar(), [_two_sites((None, None))])
+    assert unpriced == Planned("job", 0, Window(0, 100), starts_now=True)
+    [priced] = plan(region.calendar(), [_two_sites((1.0, 1.0))])
+    assert priced == Planned("job", 1, Window(0, 100), starts_now=True)
+    # Filled to the brim, `a1` costs the job's whole share (1); `a2` at 2/10 (64^0.2 - 1) / 63.
+    calendar = region.calendar()
+    item = _two_sites((1.0, 1.0))
+    prices = [
+        congestion.price(calendar, o.timed, o.compute, 0, duration=100)  # type: ignore[arg-type]
+        for o in item.options
+    ]
+    assert prices == pytest.approx([1.0, (64**0.2 - 1) / 63])
+    # A much better objective outweighs the load. Waiting costs one per run time: with `a2`
+    # full until 150, `a1` now (2) beats `a2` at 150 (1 + 0.02 + 1.5), unless `a2`'s
+    # objective is better by more than the difference.
+    [better] = plan(region.calendar(), [_two_sites((0.0, 1.5))])
+    assert better.option == 0  # type: ignore[union-attr]
+    busy = Region({"a1": 10, "a2": 10}, (({"a1": 8}, Window(0, 100)), ({"a2": 10}, Window(0, 150))))
+    [waiting] = plan(busy.calendar(), [_two_sites((1.0, 1.0))])
+    assert waiting == Planned("job", 0, Window(0, 100), starts_now=True)
+    [soon] = plan(busy.calendar(), [_two_sites((1.0, 0.0))])
+    assert soon == Planned("job", 1, Window(150, 250), starts_now=False)
+
+
+def test_cheapest_of_no_start_is_none() -> None:
+    assert cheapest(Calendar({"a": 1}, now=0), [], duration=1) is None

@@ -17,7 +17,7 @@ from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.request_check import check_flows
 from cnbrain.routing.router import SegmentRouter
-from cnbrain.scheduling import flow_choice
+from cnbrain.scheduling import congestion, flow_choice
 from cnbrain.scheduling.flow_options import (
     FlowJob,
     FlowRoutes,
@@ -199,8 +199,10 @@ def test_scarcity_prefers_the_less_loaded_site_and_candidates_follow_the_load(
     chosen = flow_choice.scarcity(calendar, timed, duration=HOUR, objective=objective)
     assert chosen is not None and chosen.option.site == bb_hub
     # BB-dc at 8/8 costs its whole share; BB-hub at 4/16 far less.
-    full = flow_choice.congestion(calendar, timed[0].option, 0, duration=HOUR)
-    quarter = flow_choice.congestion(calendar, timed[1].option, 0, duration=HOUR)
+    full, quarter = (
+        congestion.price(calendar, t.option.demand, t.option.compute, 0, duration=HOUR)
+        for t in timed[:2]
+    )
     assert full == pytest.approx(1.0) and 0 < quarter < 0.05
     # A much better objective outweighs the load.
     better = flow_choice.scarcity(

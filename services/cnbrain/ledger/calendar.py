@@ -155,8 +155,17 @@ class Profile:
 
     def min_free(self, window: Window) -> int:
         """The least free amount over `window` (the capacity if it lies wholly before now)."""
-        first, stop = self._span(window)
-        return min(self._free[first:stop], default=self._capacity)
+        return self.least_free(window.start, window.end)
+
+    def least_free(self, start: int, end: int) -> int:
+        """`min_free(Window(start, end))`, for callers that already hold checked integers
+        with `start < end`: no window is built."""
+        times = self._times
+        start = max(start, times[0])
+        if start >= end:
+            return self._capacity
+        first = bisect_right(times, start) - 1
+        return min(self._free[first : bisect_left(times, end)], default=self._capacity)
 
     def first_short(self, window: Window, amount: int) -> int | None:
         """The first instant of `window` with less than `amount` free, or None if none."""

@@ -1,6 +1,7 @@
 """Planning a waiting cross-region request over time: pure functions from its options (sites,
 each with its route, as demands over the map's calendar keys), the backbone's calendar and
-the timelines the regions sent, to its earliest start.
+the timelines the regions sent, to its start: the earliest, or for a request with flows the
+one the `scarcity` rule chooses.
 
 An option's resources belong to several owners: the destination site's compute and its
 region's links, the backbone's links, the source region's links. The plan joins them into
@@ -26,7 +27,7 @@ from cnbrain.ledger.keys import (
     site_key,
 )
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.scheduling.backfill import PlanOption
+from cnbrain.scheduling.backfill import PlanOption, cheapest
 from cnbrain.v1 import regional_pb2
 
 
@@ -174,18 +175,20 @@ def joint_calendar(
     return calendar
 
 
-def earliest_start(
+def planned_start(
     calendar: Calendar[ResourceKey],
     options: Sequence[PlanOption[ResourceKey]],
     *,
     duration_s: int,
     deadline_s: int,
 ) -> tuple[int, PlanOption[ResourceKey]] | None:
-    """The earliest start by `deadline_s` of any option whose resources `calendar` has all,
-    for `duration_s`, with its option (ties: the option first in `options`); None if none.
-    An option with parts in windows of their own (`PlanOption.timed`: flows) starts where
-    they all fit, its first part beginning by `deadline_s`."""
-    best: tuple[int, PlanOption[ResourceKey]] | None = None
+    """The start by `deadline_s` of an option whose resources `calendar` has all, for
+    `duration_s`, with its option; None if none. The earliest start of any option (ties: the
+    option first in `options`); when the options are all priced (`PlanOption.priced`: a
+    job's flows), the one the `scarcity` rule chooses among their earliest starts
+    (`backfill.cheapest`). An option with parts in windows of their own (`PlanOption.timed`)
+    starts where they all fit, its first part beginning by `deadline_s`."""
+    found: list[tuple[int, PlanOption[ResourceKey]]] = []
     for option in options:
         if not all(key in calendar for key in option.demand):
             continue
@@ -197,6 +200,9 @@ def earliest_start(
             start = option.timed.earliest(
                 calendar, not_before=calendar.now, deadline=deadline_s + option.timed.lead
             )
-        if start is not None and (best is None or start < best[0]):
-            best = (start, option)
-    return best
+        if start is not None:
+            found.append((start, option))
+    if options and all(option.priced for option in options):
+        chosen = cheapest(calendar, found, duration=duration_s)
+        return None if chosen is None else found[chosen]
+    return min(found, key=lambda pair: pair[0], default=None)

@@ -26,7 +26,9 @@ A request with flows is always planned before it is placed (step 2 before step 1
 does not apply): its options are the flow options of its Top-N sites
 (`scheduling.flow_requests`: per site and transfer rate, its compute from the start of its
 staging and every flow on its own route and in its own window), planned on the joint
-calendar of every owner they cross, around the other plans. When its first flow starts now,
+calendar of every owner they cross, around the other plans; its plan is the start the
+`scarcity` rule chooses among their earliest starts (`backfill.cheapest`), not always the
+earliest. When its first flow starts now,
 the placer places it on the plan's site (`CrossRegionPlacer.place_flows`): every owner holds
 its share of each flow over the flow's window, and the decision says when the job starts
 (`Decision.starts_at`, once its staging is done). Otherwise its plan is kept, as above; no
@@ -211,9 +213,10 @@ class PlaceOrPlan:
         wait_until_s: int,
         booked: Sequence[wait_planner.Booked],
     ) -> tuple[WaitPlan, int | None]:
-        """The earliest start of `request` on `options` by `wait_until_s`, on the joint
-        calendar of the backbone and the regions their resources belong to, where the plans
-        `booked` do not stand; and the index of its option in `options` (None: no start)."""
+        """The planned start of `request` on `options` by `wait_until_s`
+        (`wait_planner.planned_start`), on the joint calendar of the backbone and the regions
+        their resources belong to, where the plans `booked` do not stand; and the index of its
+        option in `options` (None: no start)."""
         if not options:
             return WaitPlan(None, None, "no site of the federation can ever take it"), None
         engine = self._live_map.engine
@@ -232,7 +235,7 @@ class PlaceOrPlan:
             return WaitPlan(None, None, f"a region's calendar was not valid: {wrong}"), None
         wait_planner.book(calendar, booked, arrays)
         duration_s = duration_seconds(request.duration_hours)
-        found = wait_planner.earliest_start(
+        found = wait_planner.planned_start(
             calendar, options, duration_s=duration_s, deadline_s=wait_until_s
         )
         unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""

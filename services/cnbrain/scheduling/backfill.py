@@ -8,7 +8,11 @@ at the item's bandwidth). Items are planned one after another, in rank order:
 
 1. for every option, the earliest start `s` with `not_before <= s <= deadline` at which its
    demand fits for the item's whole duration (`Calendar.earliest`);
-2. the option of the earliest start wins; between options of equal start, the earlier one;
+2. the option of the earliest start wins; between options of equal start, the earlier one.
+   An item whose options are all priced (`PlanOption.objective`: a job's flows with their
+   site's objective) is chosen instead by the `scarcity` rule (`congestion.score`): the
+   lowest objective plus congestion price plus delay past the earliest start of any option,
+   ties to the earlier start, then the earlier option;
 3. its window `[start, start + duration)` is taken on the calendar, a reservation in the
    plan, so that every later item plans around it;
 4. an item with no start within its deadline on any option holds nothing and gets the reason.
@@ -26,19 +30,22 @@ estimated start, and are planned again, from scratch, in the next cycle.
 Cost: per item, one `Calendar.earliest` per option tried (its leapfrog over the option's
 resources) and one `Calendar.take`. Options after the first are searched only up to one second
 before the best start found so far (a later start would lose), and not at all once an option
-starts at `not_before`. The calendar scans only the steps of resources that may be short,
-and a resource searched before for the same amount and duration from where the last search
-found no earlier start (`Profile`). Pure: no I/O, no clock; the only state changed is the
-calendar given.
+starts at `not_before`. A priced item searches every option up to the start where it could
+no longer win, and prices each start found over its parts' windows. The calendar scans only
+the steps of resources that may be short, and a resource searched before for the same amount
+and duration from where the last search found no earlier start (`Profile`). Pure: no I/O, no
+clock; the only state changed is the calendar given.
 """
 
-from collections.abc import Hashable, Iterable, Mapping
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.timed_demand import TimedDemand
+from cnbrain.scheduling import congestion
 from cnbrain.scheduling.checks import checked_name
 from cnbrain.scheduling.resources import Resources
 
@@ -66,12 +73,24 @@ class PlanOption(Generic[K]):
     start (a job's flows: `ledger.timed_demand`), and `demand` the most it holds of each key
     at once. Its start is its compute's start, `lead` seconds after its first part begins:
     the option may start no earlier than `now + lead`, its first part must begin by the
-    item's deadline, and it starts now (`Planned.starts_now`) when its first part does."""
+    item's deadline, and it starts now (`Planned.starts_now`) when its first part does.
+
+    `objective`, on an option with `timed`, prices it: it is the engine's objective of its
+    site (lower is better), and `compute` the keys of its compute (the share the congestion
+    price is read against). An item whose options are all priced is chosen by the `scarcity`
+    rule (module docstring)."""
 
     label: str
     demand: Mapping[K, int]
     bandwidth: Resources = field(default_factory=Resources)
     timed: TimedDemand[K] | None = None
+    objective: float | None = None
+    compute: frozenset[K] = field(default_factory=frozenset)
+
+    @property
+    def priced(self) -> bool:
+        """Whether the `scarcity` rule can price it: it has `timed` and `objective`."""
+        return self.timed is not None and self.objective is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,37 +163,124 @@ def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
         )
     if not item.options:
         return NoStart(item.id, "no_options", "it has no options (no candidate site)")
-    best_start: int | None = None
-    best = -1
-    for index, option in enumerate(item.options):
-        # Ties go to the earlier option, so a later one must start strictly earlier to win.
-        deadline = item.deadline if best_start is None else best_start - 1
-        if deadline < first:
-            break
-        timed = option.timed
-        if timed is None:
-            start = calendar.earliest(
-                option.demand, item.duration, not_before=first, deadline=deadline
-            )
-        else:
-            # Its first part begins by the item's deadline, `lead` before its start.
-            latest = item.deadline + timed.lead
-            if best_start is not None:
-                latest = min(latest, best_start - 1)
-            start = timed.earliest(calendar, not_before=first, deadline=latest)
-        if start is not None:
-            best_start, best = start, index
-    if best_start is None:
-        return _no_start(calendar, item)
-    window = Window.of(best_start, item.duration)
-    timed = item.options[best].timed
-    if timed is None:
-        calendar.take(item.options[best].demand, window)
-        starts_now = best_start == calendar.now
+    found: tuple[int, int] | None = None  # (start, option's index)
+    if all(option.priced for option in item.options):
+        found = _cheapest_start(calendar, item, first)
     else:
-        timed.take(calendar, best_start)
-        starts_now = best_start - timed.lead == calendar.now
-    return Planned(item.id, best, window, starts_now=starts_now)
+        for index, option in enumerate(item.options):
+            # Ties go to the earlier option, so a later one must start strictly earlier to win.
+            before = None if found is None else found[0]
+            if before == first:
+                break
+            start = _start(calendar, item, option, first, before=before)
+            if start is not None:
+                found = (start, index)
+    if found is None:
+        return _no_start(calendar, item)
+    start, best = found
+    option = item.options[best]
+    window = Window.of(start, item.duration)
+    if option.timed is None:
+        calendar.take(option.demand, window)
+        return Planned(item.id, best, window, starts_now=start == calendar.now)
+    option.timed.take(calendar, start)
+    return Planned(item.id, best, window, starts_now=start - option.timed.lead == calendar.now)
+
+
+def _start(
+    calendar: Calendar[K],
+    item: PlanItem[K],
+    option: PlanOption[K],
+    first: int,
+    *,
+    before: int | None = None,
+) -> int | None:
+    """The earliest start of `option` from `first`, by the item's deadline (for an option
+    with `timed`, its first part begins by it, `lead` before its start) and before `before`
+    when given; None if there is none."""
+    timed = option.timed
+    latest = item.deadline if timed is None else item.deadline + timed.lead
+    if before is not None:
+        latest = min(latest, before - 1)
+    if latest < first:
+        return None
+    if timed is None:
+        return calendar.earliest(option.demand, item.duration, not_before=first, deadline=latest)
+    return timed.earliest(calendar, not_before=first, deadline=latest)
+
+
+def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tuple[int, int] | None:
+    """(start, option's index) of the priced item's option that `cheapest` chooses among
+    every option's earliest start, or None.
+
+    Only the differences of the options' delays count, so while searching they are counted
+    from `first` instead of the earliest start found. An option then scores at least its
+    objective plus its delay (a price is never negative): one is searched only up to the
+    start where those two pass the best score found so far, as it cannot win from there on.
+    Each start found is priced once."""
+    found: list[tuple[int, int, float]] = []  # (start, index, price)
+    best = math.inf
+    for index, option in enumerate(item.options):
+        assert option.timed is not None and option.objective is not None
+        runs = (best - congestion.OBJECTIVE_WEIGHT * option.objective) / congestion.DELAY_WEIGHT
+        before = None
+        if runs < math.inf:
+            # Past this start it scores more than the best; a second's margin for rounding.
+            before = first + math.floor(runs * item.duration) + 2
+        start = _start(calendar, item, option, first, before=before)
+        if start is None:
+            continue
+        price = congestion.price(
+            calendar, option.timed, option.compute, start, duration=item.duration
+        )
+        found.append((start, index, price))
+        score = congestion.weighed(
+            price,
+            objective=option.objective,
+            start=start,
+            first_start=first,
+            duration=item.duration,
+        )
+        best = min(best, score)
+    chosen = _lowest(
+        [(start, price, item.options[index].objective or 0.0) for start, index, price in found],
+        duration=item.duration,
+    )
+    return None if chosen is None else found[chosen][:2]
+
+
+def cheapest(
+    calendar: Calendar[K], starts: Sequence[tuple[int, PlanOption[K]]], *, duration: int
+) -> int | None:
+    """The index in `starts` ((start, priced option) pairs) of the one the `scarcity` rule
+    chooses for a job of `duration` seconds: the lowest `congestion.score`, the delay counted
+    from the earliest of the starts; ties to the earlier start, then the earlier in `starts`.
+    None when `starts` is empty."""
+    priced = []
+    for start, option in starts:
+        assert option.timed is not None and option.objective is not None
+        price = congestion.price(calendar, option.timed, option.compute, start, duration=duration)
+        priced.append((start, price, option.objective))
+    return _lowest(priced, duration=duration)
+
+
+def _lowest(priced: Sequence[tuple[int, float, float]], *, duration: int) -> int | None:
+    """The index of the lowest score among (start, price, objective) triples, the delay
+    counted from the earliest start; ties to the earlier start, then the earlier."""
+    if not priced:
+        return None
+    first_start = min(start for start, _, _ in priced)
+    scored = [
+        (
+            congestion.weighed(
+                price, objective=objective, start=start, first_start=first_start, duration=duration
+            ),
+            start,
+            index,
+        )
+        for index, (start, price, objective) in enumerate(priced)
+    ]
+    return min(scored)[2]
 
 
 def _no_start(calendar: Calendar[K], item: PlanItem[K]) -> NoStart:

@@ -5,8 +5,10 @@ Top-N on the empty map (as `options.ledger_options` ranks them), each site with 
 per rate step of `flow_options`, best site first and, on one site, the fastest transfers
 first. An option holds the request's compute and continuous bandwidth from the start of its
 staging (the brain reserves the site when the data starts moving to it), and every flow over
-its own window (`PlanOption.timed`); it comes with the `FlowOption` it was made of, whose
-legs the brain holds once the request is admitted (`flow_holds`). Pure: reads the map, holds
+its own window (`PlanOption.timed`); it is priced with its site's objective, so that the
+planners choose among them by the `scarcity` rule (`backfill`); it comes with the
+`FlowOption` it was made of, whose legs the brain holds once the request is admitted
+(`flow_holds`). Pure: reads the map, holds
 nothing.
 """
 
@@ -67,17 +69,20 @@ def flow_plan_options(
                 max_latency_ms=float(batch.max_latency_ms[row]),
             )
             options: list[FlowPlanOption] = []
-            for site, _ in sites:
+            for site, objective in sites:
                 label = arrays.map.sites[site].id
                 for option in flow_options(job, site, routes, held_from_staging=True):
-                    options.append((_plan_option(option, label, routes), option))
+                    options.append((_plan_option(option, label, objective, routes), option))
             out.append(tuple(options))
     return out
 
 
-def _plan_option(option: FlowOption, label: str, routes: FlowRoutes[Any]) -> PlanOption[Any]:
+def _plan_option(
+    option: FlowOption, label: str, objective: float, routes: FlowRoutes[Any]
+) -> PlanOption[Any]:
     """`option` as the round plans it: its timed demand, the most it holds of each key at
-    once, and what it holds of each link over the whole run."""
+    once, what it holds of each link over the whole run, and its price (its site's
+    `objective` and its compute's keys), so that the planners choose by scarcity."""
     peak: dict[Any, int] = {}
     for part in option.demand.parts:
         peak[part.key] = max(peak.get(part.key, 0), part.amount)
@@ -87,7 +92,14 @@ def _plan_option(option: FlowOption, label: str, routes: FlowRoutes[Any]) -> Pla
         if leg.kind in RUN_LONG:
             for link in leg.route.links:
                 run_long[links[link].id] = run_long.get(links[link].id, 0) + leg.mbps
-    return PlanOption(label, peak, Resources.bandwidth(run_long), timed=option.demand)
+    return PlanOption(
+        label,
+        peak,
+        Resources.bandwidth(run_long),
+        timed=option.demand,
+        objective=objective,
+        compute=option.compute,
+    )
 
 
 def flow_holds(

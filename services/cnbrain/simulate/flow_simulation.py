@@ -71,7 +71,8 @@ from cnbrain.scheduling.options import CalendarKeys, compute_amounts
 from cnbrain.simulate.trace import TraceJob
 
 FLOW_POLICIES: Final = ("scarcity", "earliest", "ranked", "random")
-"""`scarcity` is ours (`flow_choice.scarcity`); `earliest` is the admission planner's rule,
+"""`scarcity` is ours (`flow_choice.scarcity`, the brains' rule for requests with flows);
+`earliest` is the admission planner's rule for work without flows,
 `ranked` the engine's objective alone, `random` a seeded draw among the feasible options."""
 
 DEFAULT_TOP_N: Final = 8
