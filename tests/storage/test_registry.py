@@ -8,30 +8,23 @@ from sqlalchemy import select
 
 from cnbrain.domain.network import Link
 from cnbrain.domain.site import Site
-from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.arrays import MapArrays, cores_to_millicores, gbps_to_mbps, gib_to_mib
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import ledger_store, registry
 from cnbrain.storage.errors import RegistryError, UnknownItem
-from cnbrain.storage.models import LinkCapacity, SiteAccelerators, SiteCapacity, Tenant
-from cnbrain.storage.requests import NewRequest, insert_requests
-from cnbrain.storage.tenants import create_tenant, create_user
+from cnbrain.storage.models import LinkCapacity, SiteAccelerators, SiteCapacity
 from tests.databases import Sessions
-from tests.ledger.windows import HOUR
+from tests.storage.held_reservations import attachments, hold
 
 pytestmark = pytest.mark.asyncio
-
-
-def _attachments(document: MapDocument, site_id: str) -> list[Link]:
-    return [link for link in document.links if site_id in (link.a, link.b)]
 
 
 def _clone(document: MapDocument, site: Site, new_id: str) -> tuple[Site, list[Link]]:
     """A copy of `site` under `new_id`, attached to the same nodes."""
     links = [
         link.model_copy(update={"a": new_id} if link.a == site.id else {"b": new_id})
-        for link in _attachments(document, site.id)
+        for link in attachments(document, site.id)
     ]
     return site.model_copy(update={"id": new_id, "name": new_id}), links
 
@@ -197,47 +190,15 @@ async def test_update_and_retire_unknown_items_name_them(
             )
 
 
-async def _hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
-    """A held reservation of 1 core on the site, over its first attachment link."""
-    site = arrays.map.sites[site_index]
-    link = _attachments(arrays.map.document, site.id)[0]
-    async with sessions.begin() as session:
-        if await session.get(Tenant, "acme") is None:
-            await create_tenant(session, tenant_id="acme", name="Acme")
-            await create_user(
-                session, user_id="alice", name="Alice", role="tenant-user", tenant_id="acme"
-            )
-        await insert_requests(
-            session,
-            [NewRequest(request_id=f"req-{site.id}", tenant_id="acme", user_id="alice", body={})],
-        )
-        claim = Claim(
-            reservation_id=f"rsv-{site.id}",
-            request_id=f"req-{site.id}",
-            tenant_id="acme",
-            site_id=site.id,
-            cpu_m=1000,
-            mem_mib=1024,
-            storage_gib=0,
-            accelerator_model=None,
-            accelerator_milli=0,
-            link_ids=(link.id,),
-            mbps=100,
-            window=HOUR,
-        )
-        await ledger_store.reserve_many(session, claims=[claim])
-    return f"rsv-{site.id}"
-
-
 async def test_retire_site_refuses_while_it_holds_reservations(
     sessions: Sessions, seeded: MapArrays
 ) -> None:
     site = seeded.map.sites[1]
-    held = await _hold(sessions, seeded, 1)
+    held = await hold(sessions, seeded, 1)
     async with sessions() as session:
         with pytest.raises(RegistryError, match=f"site '{site.id}' holds 1 reservation"):
             await registry.retire_site(session, site_id=site.id)
-    link = _attachments(seeded.map.document, site.id)[0]
+    link = attachments(seeded.map.document, site.id)[0]
     async with sessions() as session:
         with pytest.raises(RegistryError, match=f"link '{link.id}' holds 1 reservation"):
             await registry.retire_link(session, link_id=link.id)
@@ -247,12 +208,12 @@ async def test_retire_site_refuses_while_it_holds_reservations(
         await registry.retire_site(session, site_id=site.id)
     after = await _document(sessions)
     assert site.id not in {s.id for s in after.sites}
-    assert not _attachments(after, site.id)
+    assert not attachments(after, site.id)
     ComputeNetworkMap.from_document(after)
     async with sessions.begin() as session:
         await ledger_store.check_invariants(session)
         await registry.register_site(
-            session, site=site, links=_attachments(seeded.map.document, site.id)
+            session, site=site, links=attachments(seeded.map.document, site.id)
         )
     again = await _document(sessions)
     assert again.sites[-1] == site
@@ -263,7 +224,7 @@ async def test_links_register_update_and_retire_while_the_map_stays_valid(
     sessions: Sessions, seeded: MapArrays
 ) -> None:
     site = seeded.map.sites[0]
-    first, second = _attachments(seeded.map.document, site.id)
+    first, second = attachments(seeded.map.document, site.id)
     async with sessions.begin() as session:
         await registry.retire_link(session, link_id=first.id)
     async with sessions() as session:

@@ -132,6 +132,8 @@ class NationalServicer(national_pb2_grpc.NationalBrainServiceServicer):
                 await self._map_sync.apply(
                     region.id, region.provinces, list(summary.sites_json), list(summary.links_json)
                 )
+            else:
+                await self._map_sync.retry(region.id)
             # Checked on the map with the part this summary carried applied.
             try:
                 check_summary_numbers(summary)
