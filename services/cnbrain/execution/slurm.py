@@ -23,12 +23,13 @@ lengthens the time limit by the stopped minutes (raising a limit needs Slurm's O
 level for the REST user). Both return once Slurm reports the signal delivered (the job is
 SIGNALING meanwhile), waiting at most `SETTLE_S`. See docs/execution.md.
 
-Every HTTP call has a timeout; a failed connection, a timeout, an HTTP 5xx without
-slurmrestd's JSON, a refused credential or one of Slurm's communication errors raises
-`BackendUnavailable`.
+Every HTTP call has a timeout, and its answer is read up to `max_response_bytes`; a failed
+connection, a timeout, a larger answer, an HTTP 5xx without slurmrestd's JSON, a refused
+credential or one of Slurm's communication errors raises `BackendUnavailable`.
 """
 
 import asyncio
+import json as jsonlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -62,6 +63,10 @@ _DB_JOB = f"/slurmdb/{API}/job"
 SETTLE_S = 5.0
 """How long suspend and resume wait for Slurm to report the signal delivered."""
 
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""The most of one slurmrestd answer read by default: the job or node list of a cluster of
+tens of thousands of jobs and nodes fits in it many times over."""
+
 _INVALID_JOB_ID = 2017  # ESLURM_INVALID_JOB_ID
 _NOTHING_FOUND = 9003  # ESLURM_REST_EMPTY_RESULT
 
@@ -86,9 +91,9 @@ class SlurmBackend(Closing):
     `token` a source of its JWT, `timeout_s` the limit of each HTTP call, `partition` and
     `account` for submitted jobs (the cluster's defaults when None), `gpu_types` the map of
     accelerator model names to the site's GRES type names, `gpu_shards` the shards of each
-    GPU in its gres.conf (None: a fraction of a GPU gets a whole one). `transport` replaces
-    httpx's
-    network transport (for a proxy or a Unix socket).
+    GPU in its gres.conf (None: a fraction of a GPU gets a whole one), `max_response_bytes`
+    the most of an answer read. `transport` replaces httpx's network transport (for a proxy
+    or a Unix socket).
     Use as an async context manager, or call `aclose()` when done.
     """
 
@@ -103,10 +108,14 @@ class SlurmBackend(Closing):
         account: str | None = None,
         gpu_types: Mapping[str, str] | None = None,
         gpu_shards: int | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes must be positive, got {max_response_bytes}")
+        self._max_bytes = max_response_bytes
         self.url = url.rstrip("/")
         self.user = user
         self._token = token
@@ -334,9 +343,10 @@ class SlurmBackend(Closing):
         """One HTTP call; its JSON body (slurmrestd answers errors as JSON too)."""
         headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token()}
         try:
-            response = await self._client.request(
+            async with self._client.stream(
                 method, path, json=json, params=params, headers=headers
-            )
+            ) as response:
+                content = await self._content(response, f"{method} {path}")
         except httpx.TimeoutException as exc:
             raise BackendUnavailable(
                 f"{self.url}: {method} {path} timed out ({type(exc).__name__})"
@@ -345,24 +355,45 @@ class SlurmBackend(Closing):
             raise BackendUnavailable(
                 f"{self.url}: {method} {path} failed: {exc or type(exc).__name__}"
             ) from exc
+        text = content[:400].decode("utf-8", "replace").strip()[:200]
         if response.status_code in (401, 403):
             raise BackendUnavailable(
                 f"{self.url}: slurmrestd refused the credentials of {self.user} "
-                f"(HTTP {response.status_code}: {response.text.strip()[:200]})"
+                f"(HTTP {response.status_code}: {text})"
             )
-        body = _json_or_none(response)
+        body = _json_or_none(content)
         if body is None:
             raise BackendUnavailable(
                 f"{self.url}: {method} {path} answered HTTP {response.status_code} "
-                f"without slurmrestd's JSON: {response.text.strip()[:200]!r}"
+                f"without slurmrestd's JSON: {text!r}"
             )
         return body
 
+    async def _content(self, response: httpx.Response, what: str) -> bytes:
+        """The answer's body, read up to `max_response_bytes`; BackendUnavailable beyond."""
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._max_bytes:
+            raise self._too_large(what)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._max_bytes:
+                raise self._too_large(what)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
-def _json_or_none(response: httpx.Response) -> Json | None:
+    def _too_large(self, what: str) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"{self.url}: {what} answered more than {self._max_bytes} bytes "
+            "(the backend's max_response_bytes); not read"
+        )
+
+
+def _json_or_none(content: bytes) -> Json | None:
     try:
-        body: Any = response.json()
-    except ValueError:
+        body: Any = jsonlib.loads(content)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     return body if isinstance(body, dict) else None
 
