@@ -29,7 +29,7 @@ def answering(body: bytes, *, declared: bool) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             if declared:
