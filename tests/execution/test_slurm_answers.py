@@ -3,15 +3,15 @@ loopback standing where slurmrestd would: an answer larger than the backend read
 or streamed, and JSON nested past the parser's depth, are `BackendUnavailable`, not an
 exhausted memory or a crash; an answer within the bound is read."""
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from cnbrain.execution.errors import BackendUnavailable
 from cnbrain.execution.slurm import SlurmBackend
+from tests.http_server import serving
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,14 +47,8 @@ def answering(body: bytes, *, declared: bool) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 def _backend(url: str) -> SlurmBackend:

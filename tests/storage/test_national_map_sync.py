@@ -3,6 +3,8 @@ a site the national brain still holds a reservation on) is applied again at the 
 later summaries, once due, and the site is retired once the reservation is released; on
 PostgreSQL and SQLite."""
 
+from dataclasses import dataclass
+
 import pytest
 
 from cnbrain.domain.network import NATIONAL_OWNER
@@ -38,56 +40,76 @@ def _without_site(cmap: ComputeNetworkMap, site_id: str) -> ComputeNetworkMap:
     )
 
 
-async def test_a_refused_part_is_applied_again_once_due_until_it_passes(
-    sessions: Sessions, seeded: MapArrays
-) -> None:
+@dataclass
+class Refusing:
+    """A national brain's map sync whose clock the test moves, and a part of `region` that
+    retires `site_id` while the registry holds reservation `held` on it."""
+
+    sync: MapSync
+    live_map: LiveMap
+    clock: Clock
+    region: str
+    provinces: frozenset[str]
+    part: tuple[list[str], list[str]]
+    site_id: str
+    held: str
+
+
+async def _refusing(sessions: Sessions, seeded: MapArrays) -> Refusing:
     live_map = LiveMap(sessions, owner=NATIONAL_OWNER, restrict=False)
     await live_map.reload()
     clock = Clock()
-    sync = MapSync(sessions=sessions, live_map=live_map, clock=clock)
     cmap = live_map.map
     site = cmap.sites[1]
     region = cmap.provinces[site.province].region
     provinces = frozenset(c for c, p in cmap.provinces.items() if p.region == region)
     held = await hold(sessions, seeded, 1)
-    sites, links = RegionPart.of(_without_site(cmap, site.id), region).documents()
+    return Refusing(
+        sync=MapSync(sessions=sessions, live_map=live_map, clock=clock),
+        live_map=live_map,
+        clock=clock,
+        region=region,
+        provinces=provinces,
+        part=RegionPart.of(_without_site(cmap, site.id), region).documents(),
+        site_id=site.id,
+        held=held,
+    )
 
-    refused = await sync.apply(region, provinces, sites, links)
+
+async def test_a_refused_part_is_applied_again_once_due_until_it_passes(
+    sessions: Sessions, seeded: MapArrays
+) -> None:
+    it = await _refusing(sessions, seeded)
+    sync, region = it.sync, it.region
+
+    refused = await sync.apply(region, it.provinces, *it.part)
     assert isinstance(refused, str) and "holds 1 reservation" in refused, refused
-    assert site.id in live_map.map.site_index
+    assert it.site_id in it.live_map.map.site_index
     assert await sync.retry(region) is None  # not due yet
-    clock.now += RETRY_REFUSED_S
+    it.clock.now += RETRY_REFUSED_S
     again = await sync.retry(region)
     assert isinstance(again, str) and "holds 1 reservation" in again, again
 
     async with sessions.begin() as session:
-        await ledger_store.release(session, reservation_id=held)
+        await ledger_store.release(session, reservation_id=it.held)
     assert await sync.retry(region) is None  # not due: the last retry set the next one
-    clock.now += RETRY_REFUSED_S
+    it.clock.now += RETRY_REFUSED_S
     applied = await sync.retry(region)
-    assert isinstance(applied, MapDelta) and applied.retired_sites == [site.id], applied
-    assert site.id not in live_map.map.site_index
-    clock.now += RETRY_REFUSED_S
+    assert isinstance(applied, MapDelta) and applied.retired_sites == [it.site_id], applied
+    assert it.site_id not in it.live_map.map.site_index
+    it.clock.now += RETRY_REFUSED_S
     assert await sync.retry(region) is None  # nothing kept once applied
 
 
 async def test_a_part_sent_after_a_refused_one_replaces_it(
     sessions: Sessions, seeded: MapArrays
 ) -> None:
-    live_map = LiveMap(sessions, owner=NATIONAL_OWNER, restrict=False)
-    await live_map.reload()
-    clock = Clock()
-    sync = MapSync(sessions=sessions, live_map=live_map, clock=clock)
-    cmap = live_map.map
-    site = cmap.sites[1]
-    region = cmap.provinces[site.province].region
-    provinces = frozenset(c for c, p in cmap.provinces.items() if p.region == region)
-    await hold(sessions, seeded, 1)
-    sites, links = RegionPart.of(_without_site(cmap, site.id), region).documents()
-    assert isinstance(await sync.apply(region, provinces, sites, links), str)
+    it = await _refusing(sessions, seeded)
+    assert isinstance(await it.sync.apply(it.region, it.provinces, *it.part), str)
 
-    unchanged = await sync.apply(region, provinces, *RegionPart.of(cmap, region).documents())
+    whole = RegionPart.of(it.live_map.map, it.region).documents()
+    unchanged = await it.sync.apply(it.region, it.provinces, *whole)
     assert isinstance(unchanged, MapDelta) and unchanged.is_empty()
-    clock.now += RETRY_REFUSED_S
-    assert await sync.retry(region) is None
-    assert site.id in live_map.map.site_index
+    it.clock.now += RETRY_REFUSED_S
+    assert await it.sync.retry(it.region) is None
+    assert it.site_id in it.live_map.map.site_index
