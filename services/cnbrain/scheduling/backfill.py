@@ -218,7 +218,8 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
     objective plus its delay (a price is never negative): one is searched only up to the
     start where those two pass the best score found so far, as it cannot win from there on.
     Each start found is priced once."""
-    found: list[tuple[int, int, float]] = []  # (start, index, price)
+    found: list[tuple[int, int]] = []  # (start, index)
+    priced: list[tuple[int, float, float]] = []  # (start, price, objective)
     best = math.inf
     for index, option in enumerate(item.options):
         assert option.timed is not None and option.objective is not None
@@ -233,7 +234,8 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
         price = congestion.price(
             calendar, option.timed, option.compute, start, duration=item.duration
         )
-        found.append((start, index, price))
+        found.append((start, index))
+        priced.append((start, price, option.objective))
         score = congestion.weighed(
             price,
             objective=option.objective,
@@ -242,11 +244,8 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
             duration=item.duration,
         )
         best = min(best, score)
-    chosen = _lowest(
-        [(start, price, item.options[index].objective or 0.0) for start, index, price in found],
-        duration=item.duration,
-    )
-    return None if chosen is None else found[chosen][:2]
+    chosen = _lowest(priced, duration=item.duration)
+    return None if chosen is None else found[chosen]
 
 
 def cheapest(

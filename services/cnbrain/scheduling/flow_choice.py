@@ -14,8 +14,7 @@ the feasible ones, each at its earliest start within the job's deadline (`feasib
   calendar (`candidates`), not from the empty map. The brains' planners choose requests
   with flows by the same score (`backfill.cheapest`).
 
-The price and the score are `congestion`'s, which the brains' planners use too. Pure: reads
-the calendar, changes nothing.
+The price and the score are `congestion`'s. Pure: reads the calendar, changes nothing.
 """
 
 from collections.abc import Callable, Mapping, Sequence

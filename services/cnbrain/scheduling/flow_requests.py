@@ -8,8 +8,7 @@ staging (the brain reserves the site when the data starts moving to it), and eve
 its own window (`PlanOption.timed`); it is priced with its site's objective, so that the
 planners choose among them by the `scarcity` rule (`backfill`); it comes with the
 `FlowOption` it was made of, whose legs the brain holds once the request is admitted
-(`flow_holds`). Pure: reads the map, holds
-nothing.
+(`flow_holds`). Pure: reads the map, holds nothing.
 """
 
 from collections.abc import Sequence
