@@ -5,8 +5,9 @@ The price of a demand at a start: for each of its parts, the job's share of the 
 (amount / capacity, times the part's length over the job's run) times
 `(base ** u - 1) / (base - 1)`, with `u` the resource's load over the part's window once the
 part is taken (exponential costs, as in online routing with exponential link costs); summed,
-then divided by the job's compute share, so that it reads as "the job's compute, priced at
-this load". A resource at load 0 costs nothing, one filled to the brim costs its whole share;
+then divided by the job's compute share (each compute resource's share once, as over one
+run), so that it reads as "the job's compute, priced at this load". Compute held longer than
+the run (from the start of its staging) costs that much more. A resource at load 0 costs nothing, one filled to the brim costs its whole share;
 a link filled by the staging of big datasets costs as much as a site filled by training.
 
 The score (lower is better): `OBJECTIVE_WEIGHT` times the engine's objective of the site
@@ -62,16 +63,16 @@ def price(
     """The congestion price of `demand` at `start` for a job of `duration` seconds whose
     compute is held on the keys `compute` (module docstring)."""
     total = 0.0
-    compute_share = 0.0
+    compute_shares: dict[K, float] = {}
     for part in demand.parts:
         begin = start + part.offset
         cost, share = _charge(
             calendar.profile(part.key), part.amount, begin, begin + part.duration, base
         )
-        weight = part.duration / duration
-        total += cost * weight
+        total += cost * part.duration / duration
         if part.key in compute:
-            compute_share += share * weight
+            compute_shares[part.key] = max(share, compute_shares.get(part.key, 0.0))
+    compute_share = sum(compute_shares.values())
     return total / compute_share if compute_share > 0 else total
 
 
