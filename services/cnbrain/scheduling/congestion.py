@@ -7,8 +7,9 @@ The price of a demand at a start: for each of its parts, the job's share of the 
 part is taken (exponential costs, as in online routing with exponential link costs); summed,
 then divided by the job's compute share (each compute resource's share once, as over one
 run), so that it reads as "the job's compute, priced at this load". Compute held longer than
-the run (from the start of its staging) costs that much more. A resource at load 0 costs nothing, one filled to the brim costs its whole share;
-a link filled by the staging of big datasets costs as much as a site filled by training.
+the run (from the start of its staging) costs that much more. A resource at load 0 costs
+nothing, one filled to the brim costs its whole share; a link filled by the staging of big
+datasets costs as much as a site filled by training.
 
 The score (lower is better): `OBJECTIVE_WEIGHT` times the engine's objective of the site
 (its weighted, normalised cost, energy, latency and balance terms), plus the price, plus
