@@ -12,7 +12,7 @@ RUN = 100
 
 
 def _f(load: float) -> float:
-    return (64**load - 1) / 63
+    return float((64.0**load - 1) / 63)
 
 
 def test_each_part_is_priced_at_its_load_over_its_window() -> None:
