@@ -16,7 +16,7 @@ from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, UnknownResource, Window
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.scheduling import congestion
-from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, cheapest, plan
+from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, choose, plan
 
 KEYS = ("a", "b", "c")
 HORIZON = 80
@@ -464,5 +464,6 @@ def test_a_priced_item_goes_where_its_resources_are_not_nearly_full() -> None:
     assert soon == Planned("job", 1, Window(150, 250), starts_now=False)
 
 
-def test_cheapest_of_no_start_is_none() -> None:
-    assert cheapest(Calendar({"a": 1}, now=0), [], duration=1) is None
+def test_a_priced_item_with_no_start_is_chosen_nowhere() -> None:
+    never = Calendar({"a1": 1, "a2": 1}, now=0)
+    assert choose(never, _two_sites((1.0, 1.0))) is None

@@ -27,7 +27,7 @@ from cnbrain.ledger.keys import (
     site_key,
 )
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.scheduling.backfill import PlanOption, cheapest
+from cnbrain.scheduling.backfill import PlanItem, PlanOption, choose
 from cnbrain.v1 import regional_pb2
 
 
@@ -182,27 +182,16 @@ def planned_start(
     duration_s: int,
     deadline_s: int,
 ) -> tuple[int, PlanOption[ResourceKey]] | None:
-    """The start by `deadline_s` of an option whose resources `calendar` has all, for
-    `duration_s`, with its option; None if none. The earliest start of any option (ties: the
-    option first in `options`); when the options are all priced (`PlanOption.priced`: a
-    job's flows), the one the `scarcity` rule chooses among their earliest starts
-    (`backfill.cheapest`). An option with parts in windows of their own (`PlanOption.timed`)
-    starts where they all fit, its first part beginning by `deadline_s`."""
-    found: list[tuple[int, PlanOption[ResourceKey]]] = []
-    for option in options:
-        if not all(key in calendar for key in option.demand):
-            continue
-        if option.timed is None:
-            start = calendar.earliest(
-                option.demand, duration_s, not_before=calendar.now, deadline=deadline_s
-            )
-        else:
-            start = option.timed.earliest(
-                calendar, not_before=calendar.now, deadline=deadline_s + option.timed.lead
-            )
-        if start is not None:
-            found.append((start, option))
-    if options and all(option.priced for option in options):
-        chosen = cheapest(calendar, found, duration=duration_s)
-        return None if chosen is None else found[chosen]
-    return min(found, key=lambda pair: pair[0], default=None)
+    """The start by `deadline_s`, for `duration_s`, of the option the admission planner
+    would choose among those whose resources `calendar` has all (`backfill.choose`), with
+    that option; None if none has a start. The earliest start (ties: the option first in
+    `options`); when the options are all priced (`PlanOption.priced`: a job's flows), the
+    one the `scarcity` rule chooses among their earliest starts. An option with parts in
+    windows of their own (`PlanOption.timed`) starts where they all fit, its first part
+    beginning by `deadline_s`."""
+    known = tuple(o for o in options if all(key in calendar for key in o.demand))
+    if not known:
+        return None
+    item = PlanItem("waiting", known, duration_s, calendar.now, deadline_s)
+    found = choose(calendar, item)
+    return None if found is None else (found[0], known[found[1]])

@@ -27,7 +27,7 @@ does not apply): its options are the flow options of its Top-N sites
 (`scheduling.flow_requests`: per site and transfer rate, its compute from the start of its
 staging and every flow on its own route and in its own window), planned on the joint
 calendar of every owner they cross, around the other plans; its plan is the start the
-`scarcity` rule chooses among their earliest starts (`backfill.cheapest`), not always the
+`scarcity` rule chooses among their earliest starts (`backfill.choose`), not always the
 earliest. When its first flow starts now,
 the placer places it on the plan's site (`CrossRegionPlacer.place_flows`): every owner holds
 its share of each flow over the flow's window, and the decision says when the job starts

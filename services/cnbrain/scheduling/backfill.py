@@ -12,7 +12,7 @@ at the item's bandwidth). Items are planned one after another, in rank order:
    An item whose options are all priced (`PlanOption.objective`: a job's flows with their
    site's objective) is chosen instead by the `scarcity` rule (`congestion.score`): the
    lowest objective plus congestion price plus delay past the earliest start of any option,
-   ties to the earlier start, then the earlier option;
+   ties to the earlier start, then the earlier option (`choose`);
 3. its window `[start, start + duration)` is taken on the calendar, a reservation in the
    plan, so that every later item plans around it;
 4. an item with no start within its deadline on any option holds nothing and gets the reason.
@@ -163,18 +163,7 @@ def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
         )
     if not item.options:
         return NoStart(item.id, "no_options", "it has no options (no candidate site)")
-    found: tuple[int, int] | None = None  # (start, option's index)
-    if all(option.priced for option in item.options):
-        found = _cheapest_start(calendar, item, first)
-    else:
-        for index, option in enumerate(item.options):
-            # Ties go to the earlier option, so a later one must start strictly earlier to win.
-            before = None if found is None else found[0]
-            if before == first:
-                break
-            start = _start(calendar, item, option, first, before=before)
-            if start is not None:
-                found = (start, index)
+    found = choose(calendar, item)
     if found is None:
         return _no_start(calendar, item)
     start, best = found
@@ -185,6 +174,28 @@ def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
         return Planned(item.id, best, window, starts_now=start == calendar.now)
     option.timed.take(calendar, start)
     return Planned(item.id, best, window, starts_now=start - option.timed.lead == calendar.now)
+
+
+def choose(calendar: Calendar[K], item: PlanItem[K]) -> tuple[int, int] | None:
+    """(start, option's index) of the option `item` is planned on, on `calendar` as it is
+    (module docstring, steps 1 and 2): the earliest start, or for a priced item the lowest
+    score; None when no option has a start by its deadline. Reads the calendar, changes
+    nothing."""
+    first = max(item.not_before, calendar.now)
+    if item.deadline < first:
+        return None
+    if item.options and all(option.priced for option in item.options):
+        return _cheapest_start(calendar, item, first)
+    found: tuple[int, int] | None = None
+    for index, option in enumerate(item.options):
+        # Ties go to the earlier option, so a later one must start strictly earlier to win.
+        before = None if found is None else found[0]
+        if before == first:
+            break
+        start = _start(calendar, item, option, first, before=before)
+        if start is not None:
+            found = (start, index)
+    return found
 
 
 def _start(
@@ -210,8 +221,8 @@ def _start(
 
 
 def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tuple[int, int] | None:
-    """(start, option's index) of the priced item's option that `cheapest` chooses among
-    every option's earliest start, or None.
+    """(start, option's index) of the priced item's option of the lowest score among every
+    option's earliest start (ties to the earlier start, then the earlier option), or None.
 
     Only the differences of the options' delays count, so while searching they are counted
     from `first` instead of the earliest start found. An option then scores at least its
@@ -246,21 +257,6 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
         best = min(best, score)
     chosen = _lowest(priced, duration=item.duration)
     return None if chosen is None else found[chosen]
-
-
-def cheapest(
-    calendar: Calendar[K], starts: Sequence[tuple[int, PlanOption[K]]], *, duration: int
-) -> int | None:
-    """The index in `starts` ((start, priced option) pairs) of the one the `scarcity` rule
-    chooses for a job of `duration` seconds: the lowest `congestion.score`, the delay counted
-    from the earliest of the starts; ties to the earlier start, then the earlier in `starts`.
-    None when `starts` is empty."""
-    priced = []
-    for start, option in starts:
-        assert option.timed is not None and option.objective is not None
-        price = congestion.price(calendar, option.timed, option.compute, start, duration=duration)
-        priced.append((start, price, option.objective))
-    return _lowest(priced, duration=duration)
 
 
 def _lowest(priced: Sequence[tuple[int, float, float]], *, duration: int) -> int | None:

@@ -12,7 +12,7 @@ the feasible ones, each at its earliest start within the job's deadline (`feasib
   congestion price, exponential in the load, as in online routing with exponential link
   costs), plus the delay it costs. Its candidate sites are taken afresh against the
   calendar (`candidates`), not from the empty map. The brains' planners choose requests
-  with flows by the same score (`backfill.cheapest`).
+  with flows by the same score (`backfill.choose`).
 
 The price and the score are `congestion`'s. Pure: reads the calendar, changes nothing.
 """
