@@ -75,6 +75,11 @@ class Pool:
         """Units of one node: its accelerators, or its whole cores in a CPU pool."""
         return self.devices if self.model is not None else self.cpu_m // 1000
 
+    def units_of(self, devices: int, cpu_m: int) -> int:
+        """Units that a node's share of `devices` whole accelerators and `cpu_m` millicores
+        takes: the accelerators, or the whole cores (rounded up) in a CPU pool."""
+        return devices if self.model is not None else math.ceil(cpu_m / 1000)
+
 
 @dataclass(frozen=True, slots=True)
 class Gang:
@@ -134,7 +139,7 @@ class Gang:
     def units(self, pool: Pool) -> int:
         """Units each node must have free in `pool`: whole accelerators, or whole cores
         (rounded up) in a CPU pool."""
-        return self.devices if pool.model is not None else math.ceil(self.cpu_m / 1000)
+        return pool.units_of(self.devices, self.cpu_m)
 
 
 def gang_of(demand: ResourceDemand) -> Gang:

@@ -5,7 +5,6 @@ not show running yet (`ledger_store.load_snapshot`, `PoolSummary.less` and `with
 
 Nothing here commits: the caller owns the transaction."""
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -176,8 +175,7 @@ async def unshown(
             alone, taken = shared.get(key, (True, 0))
             shared[key] = (alone and bool(flag), taken + milli)
         elif flag:
-            pool = site_pools[pool_index]
-            units = devices if pool.model is not None else math.ceil(cpu_m / 1000)
+            units = site_pools[pool_index].units_of(devices, cpu_m)
             _of(found, site_pools, site_id)[pool_index].takes.append(units)
     for (site_id, pool_index, _, _), (alone, taken) in shared.items():
         if alone:
