@@ -357,3 +357,45 @@ def test_a_request_with_flows_is_planned_by_the_scarcity_rule() -> None:
 
     assert chosen(None) == (NOW, "site-0")
     assert chosen(1.0) == (NOW, "site-1")
+
+
+def test_a_request_with_flows_is_planned_on_its_best_sites_against_the_calendar(
+    engine: PlacementEngine,
+) -> None:
+    """4 A100 for the national optimum, staging 45 GB from AA-dc, planned on one site: its
+    options cover more sites than that, and it goes where the accelerators are free, not to
+    its best site on the empty map, whose A100 are held past its max wait."""
+    arrays = engine.arrays
+    staged = request(
+        resources={"cpu": 4, "memory_gib": 16, "accelerator": {"model": "A100", "count": 4}},
+        duration_hours=1,
+        start="queue",
+        national_optimum=True,
+        flows={"staging": [{"source": {"site": "AA-dc"}, "volume_gb": 45, "max_rate_gbps": 10}]},
+    )
+    options = [
+        o for o, _ in flow_plan_options(engine, [staged], top_n=1, keys=LedgerKeys(arrays))[0]
+    ]
+    labels = list(dict.fromkeys(o.label for o in options))
+    assert len(labels) > 1
+    best = arrays.map.site_index[labels[0]]
+    calendars = {owner: _calendar_of(arrays, owner) for owner in ("east", "west")}
+    full = calendars[wait_planner.region_of(best, arrays)]
+    key = accelerator_key(best, "A100")
+    full.take({key: full.profile(key).capacity}, Window(NOW, NOW + 24 * HOUR))
+    answers = {owner: _answer(calendar, arrays) for owner, calendar in calendars.items()}
+    backbone = _calendar_of(arrays, "national")
+    joint = wait_planner.joint_calendar(backbone, answers, options=options, arrays=arrays)
+
+    def planned(kept: list[PlanOption[ResourceKey]]) -> tuple[int, PlanOption[ResourceKey]] | None:
+        return wait_planner.planned_start(
+            joint, kept, duration_s=HOUR, deadline_s=NOW + 2 * HOUR, sites=1
+        )
+
+    # On its best site alone, as on the empty map's Top-1, it has no start by its deadline.
+    assert planned([o for o in options if o.label == labels[0]]) is None
+    found = planned(options)
+    assert found is not None
+    start, option = found
+    assert option.label != labels[0]
+    assert option.timed is not None and start - option.timed.lead == NOW  # its staging starts now

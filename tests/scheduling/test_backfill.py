@@ -6,7 +6,7 @@ every integer second of a small horizon and tries every start second by second.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +16,15 @@ from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, UnknownResource, Window
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.scheduling import congestion
-from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, choose, plan
+from cnbrain.scheduling.backfill import (
+    NoStart,
+    PlanItem,
+    Planned,
+    PlanOption,
+    choose,
+    plan,
+    shortlist,
+)
 
 KEYS = ("a", "b", "c")
 HORIZON = 80
@@ -107,13 +115,37 @@ def _priced_items(max_size: int = 8) -> st.SearchStrategy[list[PlanItem[str]]]:
     )
 
 
+def _sited(item: PlanItem[str], objectives: Sequence[float], sites: int) -> PlanItem[str]:
+    """`item` priced (`_priced`), its options on the sites `s0`..`s2` in turn (a site's
+    options share its objective), `a` and `b` its compute and `c` a link, planned on at most
+    `sites` sites."""
+    options = tuple(
+        PlanOption(
+            f"s{i % 3}",
+            option.demand,
+            timed=option.timed,
+            objective=objectives[i % 3 % len(objectives)],
+            compute=frozenset(option.demand) - {"c"},
+        )
+        for i, option in enumerate(_priced(item, objectives).options)
+    )
+    return PlanItem(item.id, options, item.duration, item.not_before, item.deadline, sites=sites)
+
+
+def _sited_items(max_size: int = 8) -> st.SearchStrategy[list[PlanItem[str]]]:
+    objectives = st.lists(st.floats(0, 2, allow_nan=False), min_size=1, max_size=3)
+    return st.tuples(_items(max_size=max_size), objectives, st.integers(1, 3)).map(
+        lambda spec: [_sited(item, spec[1], spec[2]) for item in spec[0]]
+    )
+
+
 def _earliest_by_seconds(
-    free: dict[str, list[int]], item: PlanItem[str], option: PlanOption[str]
+    free: dict[str, list[int]], item: PlanItem[str], demand: Mapping[str, int]
 ) -> int | None:
     for s in range(item.not_before, item.deadline + 1):
         if all(
             free[key][t] >= amount
-            for key, amount in option.demand.items()
+            for key, amount in demand.items()
             for t in range(s, s + item.duration)
         ):
             return s
@@ -142,7 +174,7 @@ def _reference(region: Region, items: Sequence[PlanItem[str]]) -> list[tuple[int
     for item in items:
         best: tuple[int, int] | None = None
         for index, option in enumerate(item.options):
-            s = _earliest_by_seconds(free, item, option)
+            s = _earliest_by_seconds(free, item, option.demand)
             if s is not None and (best is None or s < best[1]):
                 best = (index, s)
         answers.append(best)
@@ -162,10 +194,11 @@ def _priced_reference(
     calendar = region.calendar()
     answers: list[tuple[int, int] | None] = []
     for item in items:
+        kept = _shortlist_reference(free, calendar, item)
         starts = [
             (s, index)
             for index, option in enumerate(item.options)
-            if (s := _earliest_by_seconds(free, item, option)) is not None
+            if index in kept and (s := _earliest_by_seconds(free, item, option.demand)) is not None
         ]
         best: tuple[int, int] | None = None
         if starts:
@@ -191,6 +224,40 @@ def _priced_reference(
             calendar.take(item.options[index].demand, window)
         answers.append(best)
     return answers
+
+
+def _shortlist_reference(
+    free: dict[str, list[int]], calendar: Calendar[str], item: PlanItem[str]
+) -> set[int]:
+    """The indices of the options on the item's `sites` best sites: each site scored by its
+    first option's compute alone at its earliest start, tried second by second, the delay
+    from `not_before` (no start: after every site with one); ties to the earlier site."""
+    by_site: dict[str, list[int]] = {}
+    for index, option in enumerate(item.options):
+        by_site.setdefault(option.label, []).append(index)
+    if item.sites is None or len(by_site) <= item.sites:
+        return set(range(len(item.options)))
+    estimated = []
+    for rank, (label, indices) in enumerate(by_site.items()):
+        option = item.options[indices[0]]
+        assert option.objective is not None
+        compute = {k: a for k, a in option.demand.items() if k in option.compute}
+        s = _earliest_by_seconds(free, item, compute)
+        score = float("inf")
+        if s is not None:
+            held = TimedDemand(Part(k, a, 0, item.duration) for k, a in compute.items())
+            score = congestion.score(
+                calendar,
+                held,
+                option.compute,
+                s,
+                first_start=item.not_before,
+                duration=item.duration,
+                objective=option.objective,
+            )
+        estimated.append((score, rank, label))
+    kept = {label for _, _, label in sorted(estimated)[: item.sites]}
+    return {i for i, option in enumerate(item.options) if option.label in kept}
 
 
 def _outcomes(results: Sequence[Planned | NoStart]) -> list[tuple[int, int] | None]:
@@ -285,6 +352,23 @@ def test_a_priced_item_gets_the_cheapest_of_its_options_earliest_starts(
 ) -> None:
     results = plan(region.calendar(), items)
     assert _outcomes(results) == _priced_reference(region, items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(regions, _sited_items())
+def test_a_priced_item_is_planned_on_its_best_sites_by_their_compute_on_the_calendar(
+    region: Region, items: list[PlanItem[str]]
+) -> None:
+    results = plan(region.calendar(), items)
+    assert _outcomes(results) == _priced_reference(region, items)
+
+
+@settings(max_examples=200, deadline=None)
+@given(regions, _sited_items(), _sited_items())
+def test_appending_later_shortlisted_items_never_moves_an_earlier_plan(
+    region: Region, items: list[PlanItem[str]], later: list[PlanItem[str]]
+) -> None:
+    _assert_appended_move_nothing(region, items, later)
 
 
 @settings(max_examples=200, deadline=None)
@@ -385,6 +469,8 @@ def test_an_option_naming_an_unknown_resource_raises() -> None:
         ("duration", ("r", (), 0, 0, 5)),
         ("not_before", ("r", (), 5, 1.5, 5)),
         ("deadline", ("r", (), 5, 0, True)),
+        ("sites", ("r", (), 5, 0, 5, 0)),
+        ("sites", ("r", (), 5, 0, 5, 2.0)),
     ],
 )
 def test_bad_items_are_invalid(field: str, values: tuple[object, ...]) -> None:
@@ -467,3 +553,24 @@ def test_a_priced_item_goes_where_its_resources_are_not_nearly_full() -> None:
 def test_a_priced_item_with_no_start_is_chosen_nowhere() -> None:
     never = Calendar({"a1": 1, "a2": 1}, now=0)
     assert choose(never, _two_sites((1.0, 1.0))) is None
+
+
+def test_a_priced_item_is_planned_on_the_sites_whose_compute_is_free() -> None:
+    """Three sites, the item planned on one: `a1` (the best objective) is full until 1000, past
+    its deadline; `a2` and `a3` are free, `a3` with the better objective. The shortlist keeps
+    `a3`; the full site goes last, and fills the list only when no other site is left."""
+    region = Region({"a1": 10, "a2": 10, "a3": 10}, (({"a1": 10}, Window(0, 1000)),))
+    options = []
+    for key, objective in (("a1", 0.0), ("a2", 0.8), ("a3", 0.5)):
+        timed = TimedDemand([Part(key, 2, 0, 100)])
+        options.append(
+            PlanOption(key, {key: 2}, timed=timed, objective=objective, compute=frozenset({key}))
+        )
+    item = PlanItem("job", tuple(options), duration=100, not_before=0, deadline=500, sites=1)
+    calendar = region.calendar()
+    assert shortlist(calendar, item, 0) == [2]
+    assert shortlist(calendar, replace(item, sites=2), 0) == [1, 2]
+    assert shortlist(calendar, replace(item, sites=3), 0) == [0, 1, 2]
+    assert shortlist(calendar, replace(item, options=(options[0], options[1]), sites=1), 0) == [1]
+    [planned] = plan(calendar, [item])
+    assert planned == Planned("job", 2, Window(0, 100), starts_now=True)

@@ -44,7 +44,7 @@ from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanItem, Planned, plan
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
 from cnbrain.scheduling.fair_share import fair_order
-from cnbrain.scheduling.flow_requests import flow_plan_options
+from cnbrain.scheduling.flow_requests import WIDEN, flow_plan_options
 from cnbrain.scheduling.options import (
     CalendarKeys,
     free_now_on,
@@ -182,7 +182,7 @@ def bench_admission(
             submitted_at=float(NOW - int(rng.integers(0, MAX_AGE_S + 1))),
         )
         deadline = int(work.submitted_at + CLASSES.get(work.class_name).default_max_wait_s)
-        waiting.append(Waiting(work, options_of[r.id], _duration_s(r), deadline))
+        waiting.append(Waiting(work, options_of[r.id], _duration_s(r), deadline, sites=top_n))
     capacity = sites_capacity(engine.arrays)
     started = time.perf_counter()
     fair_order(
@@ -309,7 +309,8 @@ def format_figures(f: AdmissionFigures) -> str:
             f"running work: {f.running_held:,} of {f.running_asked:,} generated requests "
             "held from now",
             f"queue: {f.queued:,} requests ({f.moving:,} with flows), up to {f.top_n} candidate "
-            f"sites each ({f.options:,} options)",
+            f"sites each, chosen from {WIDEN * f.top_n} for those with flows "
+            f"({f.options:,} options)",
             f"options (the engine's ranking and routes, built once): {f.options_s:.2f} s; "
             f"fair order: {f.order_s:.3f} s",
             f"admission cycle: {f.cycle_s:.3f} s for {f.queued:,} requests "

@@ -181,17 +181,19 @@ def planned_start(
     *,
     duration_s: int,
     deadline_s: int,
+    sites: int | None = None,
 ) -> tuple[int, PlanOption[ResourceKey]] | None:
     """The start by `deadline_s`, for `duration_s`, of the option the admission planner
     would choose among those whose resources `calendar` has all (`backfill.choose`), with
     that option; None if none has a start. The earliest start (ties: the option first in
     `options`); when the options are all priced (`PlanOption.priced`: a job's flows), the
-    one the `scarcity` rule chooses among their earliest starts. An option with parts in
+    one the `scarcity` rule chooses among their earliest starts on the `sites` sites whose
+    compute alone scores best (`backfill.shortlist`; None: all). An option with parts in
     windows of their own (`PlanOption.timed`) starts where they all fit, its first part
     beginning by `deadline_s`."""
     known = tuple(o for o in options if all(key in calendar for key in o.demand))
     if not known:
         return None
-    item = PlanItem("waiting", known, duration_s, calendar.now, deadline_s)
+    item = PlanItem("waiting", known, duration_s, calendar.now, deadline_s, sites=sites)
     found = choose(calendar, item)
     return None if found is None else (found[0], known[found[1]])

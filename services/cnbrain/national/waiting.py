@@ -69,7 +69,8 @@ from cnbrain.v1 import regional_pb2
 log = logging.getLogger("cnbrain.national")
 
 WAIT_OPTIONS = 8
-"""Sites a waiting request is planned on (the engine's best first)."""
+"""Sites a waiting request is planned on (the engine's best first; for a request with flows,
+the best against the joint calendar among `flow_requests.WIDEN` times as many)."""
 
 MAX_ROOM_SITES = 16
 """Sites one region is asked to make room on at most."""
@@ -236,7 +237,7 @@ class PlaceOrPlan:
         wait_planner.book(calendar, booked, arrays)
         duration_s = duration_seconds(request.duration_hours)
         found = wait_planner.planned_start(
-            calendar, options, duration_s=duration_s, deadline_s=wait_until_s
+            calendar, options, duration_s=duration_s, deadline_s=wait_until_s, sites=WAIT_OPTIONS
         )
         unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""
         around = f", around {len(booked)} other waiting requests' plans" if booked else ""

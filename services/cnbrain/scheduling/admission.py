@@ -68,12 +68,14 @@ K = TypeVar("K", bound=Hashable)
 class Waiting(Generic[K]):
     """A queued request as the round sees it: `work` (its tenant, class, demand and age),
     its `options` best first (`backfill.PlanOption`), its `duration` and `deadline` in whole
-    seconds of the calendar's clock."""
+    seconds of the calendar's clock; priced options are planned on at most `sites` of their
+    sites (`backfill.PlanItem.sites`)."""
 
     work: QueuedWork
     options: tuple[PlanOption[K], ...]
     duration: int
     deadline: int
+    sites: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,7 @@ def admission_round(
             duration=by_id[work.id].duration,
             not_before=calendar.now,
             deadline=by_id[work.id].deadline,
+            sites=by_id[work.id].sites,
         )
         for work in ordered
         if work.id not in refused

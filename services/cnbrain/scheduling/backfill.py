@@ -12,7 +12,9 @@ at the item's bandwidth). Items are planned one after another, in rank order:
    An item whose options are all priced (`PlanOption.objective`: a job's flows with their
    site's objective) is chosen instead by the `scarcity` rule (`congestion.score`): the
    lowest objective plus congestion price plus delay past the earliest start of any option,
-   ties to the earlier start, then the earlier option (`choose`);
+   ties to the earlier start, then the earlier option (`choose`), among the options of its
+   `PlanItem.sites` sites whose compute alone scores best on the calendar as it is
+   (`shortlist`), so that its candidates follow the load;
 3. its window `[start, start + duration)` is taken on the calendar, a reservation in the
    plan, so that every later item plans around it;
 4. an item with no start within its deadline on any option holds nothing and gets the reason.
@@ -30,11 +32,13 @@ estimated start, and are planned again, from scratch, in the next cycle.
 Cost: per item, one `Calendar.earliest` per option tried (its leapfrog over the option's
 resources) and one `Calendar.take`. Options after the first are searched only up to one second
 before the best start found so far (a later start would lose), and not at all once an option
-starts at `not_before`. A priced item searches every option up to the start where it could
-no longer win, and prices each start found over its parts' windows. The calendar scans only
-the steps of resources that may be short, and a resource searched before for the same amount
-and duration from where the last search found no earlier start (`Profile`). Pure: no I/O, no
-clock; the only state changed is the calendar given.
+starts at `not_before`. A priced item with more sites than `PlanItem.sites` first scores each
+site's compute (one search and one price a site); it searches each option of the sites kept
+up to the start where it could no longer win, and prices each start found over its parts'
+windows. The calendar scans only the steps of resources that may be short, and a resource
+searched before for the same amount and duration from where the last search found no
+earlier start (`Profile`). Pure: no I/O, no clock; the only state changed is the calendar
+given.
 """
 
 import math
@@ -97,19 +101,25 @@ class PlanOption(Generic[K]):
 class PlanItem(Generic[K]):
     """A queued request to plan: its `options`, best first; its `duration` in seconds (at
     least 1); the earliest start it may have (`not_before`, usually now) and the latest
-    (`deadline`: its submission time plus its max wait). Raises `Invalid` naming the field."""
+    (`deadline`: its submission time plus its max wait). A priced item is planned on the
+    options of at most `sites` of its sites (labels), those whose compute alone scores best
+    on the calendar as it is (`shortlist`; None: all of them). Raises `Invalid` naming the
+    field."""
 
     id: str
     options: tuple[PlanOption[K], ...]
     duration: int
     not_before: int
     deadline: int
+    sites: int | None = None
 
     def __post_init__(self) -> None:
         checked_name(self.id, field="id")
         _checked_time(self.duration, "duration", minimum=1)
         _checked_time(self.not_before, "not_before")
         _checked_time(self.deadline, "deadline")
+        if self.sites is not None:
+            _checked_time(self.sites, "sites", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +242,8 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
     found: list[tuple[int, int]] = []  # (start, index)
     priced: list[tuple[int, float, float]] = []  # (start, price, objective)
     best = math.inf
-    for index, option in enumerate(item.options):
+    for index in shortlist(calendar, item, first):
+        option = item.options[index]
         assert option.timed is not None and option.objective is not None
         runs = (best - congestion.OBJECTIVE_WEIGHT * option.objective) / congestion.DELAY_WEIGHT
         before = None
@@ -257,6 +268,45 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
         best = min(best, score)
     chosen = _lowest(priced, duration=item.duration)
     return None if chosen is None else found[chosen]
+
+
+def shortlist(calendar: Calendar[K], item: PlanItem[K], first: int) -> list[int]:
+    """The indices, in order, of the priced item's options on its `item.sites` best sites
+    from `first` (all of them when it has no more sites than that).
+
+    A site is estimated by its compute alone, as its option of the least lead holds it
+    (from the start of its staging): the `scarcity` score (`congestion.earliest_score`) at
+    its earliest start, the delay counted from `first`; ties to the site whose options come
+    first. A site whose compute has no start by the deadline ranks after every site with
+    one, so it is kept only when fewer sites have a start."""
+    by_site: dict[str, list[int]] = {}
+    for index, option in enumerate(item.options):
+        by_site.setdefault(option.label, []).append(index)
+    if item.sites is None or len(by_site) <= item.sites:
+        return list(range(len(item.options)))
+    estimated: list[tuple[float, int, str]] = []
+    for rank, (label, indices) in enumerate(by_site.items()):
+        fastest = min(indices, key=lambda i: _lead(item.options[i]))
+        option = item.options[fastest]
+        assert option.timed is not None and option.objective is not None
+        held = TimedDemand(p for p in option.timed.parts if p.key in option.compute)
+        found = congestion.earliest_score(
+            calendar,
+            held,
+            option.compute,
+            not_before=first,
+            deadline=item.deadline + option.timed.lead,
+            first_start=first,
+            duration=item.duration,
+            objective=option.objective,
+        )
+        estimated.append((math.inf if found is None else found[1], rank, label))
+    kept = {label for _, _, label in sorted(estimated)[: item.sites]}
+    return [i for i, option in enumerate(item.options) if option.label in kept]
+
+
+def _lead(option: PlanOption[K]) -> int:
+    return 0 if option.timed is None else option.timed.lead
 
 
 def _lowest(priced: Sequence[tuple[int, float, float]], *, duration: int) -> int | None:

@@ -96,6 +96,33 @@ def score(
     )
 
 
+def earliest_score(
+    calendar: Calendar[K],
+    demand: TimedDemand[K],
+    compute: Collection[K],
+    *,
+    not_before: int,
+    deadline: int,
+    first_start: int,
+    duration: int,
+    objective: float,
+) -> tuple[int, float] | None:
+    """(start, score) of `demand` at its earliest start `s`, `not_before <= s <= deadline`
+    (`TimedDemand.earliest`), scored as `score` does; None when it has no start."""
+    start = demand.earliest(calendar, not_before=not_before, deadline=deadline)
+    if start is None:
+        return None
+    return start, score(
+        calendar,
+        demand,
+        compute,
+        start,
+        first_start=first_start,
+        duration=duration,
+        objective=objective,
+    )
+
+
 def weighed(
     congestion: float, *, objective: float, start: int, first_start: int, duration: int
 ) -> float:

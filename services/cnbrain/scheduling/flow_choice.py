@@ -133,19 +133,18 @@ def candidates(
         if least is None:
             continue
         demand = {site_key(site, dimension): amount for dimension, amount in compute}
-        begin = calendar.earliest(demand, duration, not_before=start + least, deadline=deadline)
-        if begin is None:
-            continue
         held = TimedDemand(Part(key, amount, 0, duration) for key, amount in demand.items())
-        score = congestion.score(
+        found = congestion.earliest_score(
             calendar,
             held,
             demand,
-            begin,
+            not_before=start + least,
+            deadline=deadline,
             first_start=start,
             duration=duration,
             objective=value,
         )
-        estimated.append((score, site, value))
+        if found is not None:
+            estimated.append((found[1], site, value))
     estimated.sort()
     return [(site, value) for _, site, value in estimated[:n]]

@@ -1,7 +1,9 @@
 """Queued requests with flows as options of the admission round.
 
-`flow_plan_options` gives, per request, the options of its candidate sites: the engine's
-Top-N on the empty map (as `options.ledger_options` ranks them), each site with one option
+`flow_plan_options` gives, per request, the options of its candidate sites: the engine's best
+`WIDEN` x N sites on the empty map (as `options.ledger_options` ranks them), of which the
+planners plan it on the N whose compute alone scores best on the calendar at each round
+(`backfill.PlanItem.sites`), so that its Top-N follows the load; each site with one option
 per rate step of `flow_options`, best site first and, on one site, the fastest transfers
 first. An option holds the request's compute and continuous bandwidth from the start of its
 staging (the brain reserves the site when the data starts moving to it), and every flow over
@@ -12,7 +14,7 @@ planners choose among them by the `scarcity` rule (`backfill`); it comes with th
 """
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from cnbrain.domain.flows import Flows
 from cnbrain.domain.request import PlacementRequest
@@ -36,6 +38,10 @@ from cnbrain.scheduling.resources import Resources
 FlowPlanOption = tuple[PlanOption[Any], FlowOption]
 """An option of the round, with the flow option it was made of."""
 
+WIDEN: Final = 4
+"""How many times its Top-N a request with flows has sites with options, for the planners to
+choose its Top-N from against the calendar."""
+
 RUN_LONG = frozenset({"continuous", "serving", "stream"})
 """The kinds of leg held over the whole run: what preemption may free on a link."""
 
@@ -47,14 +53,15 @@ def flow_plan_options(
     top_n: int,
     keys: Keys,
 ) -> list[tuple[FlowPlanOption, ...]]:
-    """Per request of `requests`, in order, its options (module docstring)."""
+    """Per request of `requests`, in order, its options on its best `WIDEN * top_n` sites
+    (module docstring)."""
     arrays = engine.arrays
     empty = Snapshot.empty(arrays)
     routes = FlowRoutes(arrays, engine.router, keys)
     out: list[tuple[FlowPlanOption, ...]] = []
     for lo in range(0, len(requests), RANK_CHUNK):
         chunk = list(requests[lo : lo + RANK_CHUNK])
-        ranked = engine.rank_sites_many(chunk, snapshot=empty, n=top_n)
+        ranked = engine.rank_sites_many(chunk, snapshot=empty, n=WIDEN * top_n)
         batch = RequestBatch.build(chunk, arrays, engine.config.weight_matrix)
         for row, (sites, _) in enumerate(ranked):
             request = chunk[row]

@@ -294,6 +294,7 @@ class AdmitQueued:
                 options=self._options[q.request.id],
                 duration=duration_seconds(q.request.duration_hours),
                 deadline=q.deadline,
+                sites=self._top_n,
             )
             for q in local
         ]
