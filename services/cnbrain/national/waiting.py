@@ -23,13 +23,14 @@ the room of one planned before it (conservative backfill over the federation). T
 chooses the site then, among the request's candidates as for any request.
 
 A request with flows is always planned before it is placed (step 2 before step 1; step 3
-does not apply): its options are the flow options of its Top-N sites
-(`scheduling.flow_requests`: per site and transfer rate, its compute from the start of its
-staging and every flow on its own route and in its own window), planned on the joint
-calendar of every owner they cross, around the other plans; its plan is the start the
-`scarcity` rule chooses among their earliest starts (`backfill.choose`), not always the
-earliest. When its first flow starts now,
-the placer places it on the plan's site (`CrossRegionPlacer.place_flows`): every owner holds
+does not apply): its options are the flow options of its best `WAIT_OPTIONS` x
+`flow_requests.WIDEN` sites on the empty map (`scheduling.flow_requests`: per site and
+transfer rate, its compute from the start of its staging and every flow on its own route
+and in its own window), planned on the joint calendar of every owner they cross, around the
+other plans; its plan is the start the `scarcity` rule chooses among the earliest starts of
+the options of the `WAIT_OPTIONS` sites whose compute scores best on that calendar
+(`backfill.choose`), not always the earliest. When its first flow starts now, the placer
+places it on the plan's site (`CrossRegionPlacer.place_flows`): every owner holds
 its share of each flow over the flow's window, and the decision says when the job starts
 (`Decision.starts_at`, once its staging is done). Otherwise its plan is kept, as above; no
 room is made for it by preemption.

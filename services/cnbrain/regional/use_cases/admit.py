@@ -37,7 +37,9 @@ A round that stops anywhere (a crash, kill -9) leaves every request queued or pl
 its reservation, never in between.
 
 A request with flows is planned on its flow options (`scheduling.flow_requests`: its
-compute held from the start of its staging, each flow over its own window) and, once
+compute held from the start of its staging, each flow over its own window), on the Top-N of
+its sites that each round takes afresh against the calendar (`backfill.PlanItem.sites`)
+among the sites it has options on, and, once
 admitted, holds its reservation with its flows (`ledger_store.reserve_many(..., flows=)`).
 Its job starts once its staging is done (`Decision.starts_at`, kept by `jobs.save_starts`).
 
