@@ -266,6 +266,35 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
         await check_invariants(url)
 
 
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_higher_class_request_with_flows_has_the_destination_preempt_for_it(
+    federation: LocalFederation,
+) -> None:
+    """As above, for a high-class request of the east that stages 45 GB from Qingpu: with
+    no start within its minute, the west requeues the low-class request, and the request is
+    placed at Zhongwei at once, its staging crossing the backbone from now."""
+    victim = _fill_the_west(federation, priority_class="low")
+    assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
+    staging = {"source": {"site": "SH-hub-qingpu"}, "volume_gb": 45, "max_rate_gbps": 10}
+    body = _waiting_in_the_west(60, priority_class="high", flows={"staging": [staging]})
+    view = submit(federation, "east", body)
+    assert view["state"] == "queued", view
+
+    async def admitted() -> dict[str, Any] | None:
+        now = _view(federation, view["id"])
+        return now if now["state"] == "placed" else None
+
+    placed = await until(admitted, "the request with flows placed after the preemption", 60)
+    assert placed["site"] == "NX-hub-zhongwei"
+    assert [flow["kind"] for flow in placed["flows"]] == ["staging"]
+    assert await _holds(federation) == []
+    requeued = get(federation, "west", f"/v1/requests/{victim['id']}")
+    assert requeued["state"] == "queued"
+    assert requeued["reason"] == "preempted by a request of class high"
+    await _cancel_and_free_the_west(federation, [view["id"]], victim["id"])
+
+
 async def _holds(federation: LocalFederation) -> list[str]:
     """The requests the west holds room for, lapsed or not."""
     found = await rows(federation.databases["west"], "SELECT request_id FROM room_holds")

@@ -22,18 +22,20 @@ now only if its plan, made around theirs, starts now, so a request planned later
 the room of one planned before it (conservative backfill over the federation). The placer
 chooses the site then, among the request's candidates as for any request.
 
-A request with flows is always planned before it is placed (step 2 before step 1; step 3
-does not apply): its options are the flow options of its best `WAIT_OPTIONS` x
-`flow_requests.WIDEN` sites on the empty map (`scheduling.flow_requests`: per site and
-transfer rate, its compute from the start of its staging and every flow on its own route
-and in its own window), planned on the joint calendar of every owner they cross, around the
-other plans; its plan is the start the `scarcity` rule chooses among the earliest starts of
-the options of the `WAIT_OPTIONS` sites whose compute scores best on that calendar
-(`backfill.choose`), not always the earliest. When its first flow starts now, the placer
-places it on the plan's site (`CrossRegionPlacer.place_flows`): every owner holds
-its share of each flow over the flow's window, and the decision says when the job starts
-(`Decision.starts_at`, once its staging is done). Otherwise its plan is kept, as above; no
-room is made for it by preemption.
+A request with flows is always planned before it is placed (step 2 before step 1): its
+options are the flow options of its best `WAIT_OPTIONS` x `flow_requests.WIDEN` sites on the
+empty map (`scheduling.flow_requests`: per site and transfer rate, its compute from the start
+of its staging and every flow on its own route and in its own window), planned on the joint
+calendar of every owner they cross, around the other plans; its plan is the start the
+`scarcity` rule chooses among the earliest starts of the options of the `WAIT_OPTIONS` sites
+whose compute scores best on that calendar (`backfill.choose`), not always the earliest.
+When its first flow starts now, the placer places it on the plan's site
+(`CrossRegionPlacer.place_flows`): every owner holds its share of each flow over the flow's
+window, and the decision says when the job starts (`Decision.starts_at`, once its staging
+is done). Otherwise its plan is kept, as above. With no start within its max wait, room is
+made for it as in step 3, and it is planned once more at once: on the room made, it is
+placed when its flows' links let its staging start now; otherwise its plan starts later,
+and the room lapses.
 
 The source region stores the plan as the request's estimated start and asks again at its
 next rounds, until the request is placed or its max wait passes.
@@ -166,16 +168,18 @@ class PlaceOrPlan:
                 keys=LedgerKeys(engine.arrays),
             )
         )[0]
-        now = int(self._clock())
-        booked = await self._booked(request.id, now)
         options = [option for option, _ in pairs]
-        plan, chosen = await self._planned(
-            request, options, wait_until_s=wait_until_s, booked=booked
-        )
+        plan, chosen = await self._plan_flows(request, options, wait_until_s=wait_until_s)
+        if plan.start_s is None and options:
+            room = await self._make_room(request, options)
+            if room is not None and room.requeued:
+                plan, chosen = await self._plan_flows(request, options, wait_until_s=wait_until_s)
+            if room is not None and plan.start_s is None:
+                plan = WaitPlan(None, None, f"{plan.reason}; {room.reason}")
         if plan.start_s is None or plan.site_id is None or chosen is None:
             await self._forget(request.id)
             return planner.rejected(request, plan.reason), plan
-        if plan.start_s - plan.lead_s > now:
+        if plan.start_s - plan.lead_s > int(self._clock()):
             await self._keep(request, source_region, plan)
             return planner.rejected(request, plan.reason), plan
         decision = await self._placer.place_flows(
@@ -185,6 +189,17 @@ class PlaceOrPlan:
             await self._forget(request.id)
             return decision, None
         return decision, plan
+
+    async def _plan_flows(
+        self,
+        request: PlacementRequest,
+        options: list[PlanOption[ResourceKey]],
+        *,
+        wait_until_s: int,
+    ) -> tuple[WaitPlan, int | None]:
+        """`_planned` around the live plans of the other waiting requests."""
+        booked = await self._booked(request.id, int(self._clock()))
+        return await self._planned(request, options, wait_until_s=wait_until_s, booked=booked)
 
     async def plan(
         self,
@@ -348,9 +363,9 @@ class PlaceOrPlan:
         region's (None when no region could be asked)."""
         arrays = self._live_map.engine.arrays
         by_region: dict[str, list[str]] = {}
-        for option in options:
-            region_id = wait_planner.region_of(arrays.map.site_index[option.label], arrays)
-            by_region.setdefault(region_id, []).append(option.label)
+        for label in dict.fromkeys(option.label for option in options):
+            region_id = wait_planner.region_of(arrays.map.site_index[label], arrays)
+            by_region.setdefault(region_id, []).append(label)
         text = request_json(request)
         last: regional_pb2.MakeRoomResponse | None = None
         for region_id, sites in by_region.items():
