@@ -223,18 +223,16 @@ async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
     await _cancel_and_free_the_west(federation, [view["id"] for view in views], filler["id"])
 
 
-@pytest.mark.asyncio
-@pytest.mark.slow
-async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class_request(
-    federation: LocalFederation,
-) -> None:
-    """Zhongwei's last 64 H800 are held for two hours by a low-class request of the west;
-    a high-class request of the east that may wait only a minute has the west requeue it,
-    and is placed there at once."""
+async def _placed_by_preemption(
+    federation: LocalFederation, **extra: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Zhongwei's last 64 H800 held for two hours by a low-class request of the west; a
+    high-class request of the east (with `extra`) that may wait only a minute, placed there
+    once the west has requeued the low-class one, which the room held for it took: its view
+    and the victim's."""
     victim = _fill_the_west(federation, priority_class="low")
     assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
-    body = _waiting_in_the_west(60, priority_class="high")
-    view = submit(federation, "east", body)
+    view = submit(federation, "east", _waiting_in_the_west(60, priority_class="high", **extra))
     assert view["state"] == "queued", view
 
     async def admitted() -> dict[str, Any] | None:
@@ -248,22 +246,26 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
     requeued = get(federation, "west", f"/v1/requests/{victim['id']}")
     assert requeued["state"] == "queued"
     assert requeued["reason"] == "preempted by a request of class high"
+    return placed, victim
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class_request(
+    federation: LocalFederation,
+) -> None:
+    """A high-class request of the east has the west requeue a low-class one, and is placed
+    at once (`_placed_by_preemption`)."""
+    placed, victim = await _placed_by_preemption(federation)
     kinds = [
         e["kind"] for e in get(federation, "west", f"/v1/requests/{victim['id']}/events")["events"]
     ]
     at = kinds.index("preempted")
     assert kinds[at : at + 2] == ["preempted", "queued"], kinds  # then planned in the west
-    assert _events(federation, view["id"])[-1] == "admitted"
+    assert _events(federation, placed["id"])[-1] == "admitted"
     for url in federation.databases.values():
         await check_invariants(url)
-
-    assert cancel(federation, "east", view["id"])["state"] == "cancelled"
-    assert cancel(federation, "west", victim["id"])["state"] == "cancelled"
-    for site in WEST_H800:
-        _report_h800(federation, site, 0)
-    for url in federation.databases.values():
-        assert await unreleased(url) == []
-        await check_invariants(url)
+    await _cancel_and_free_the_west(federation, [placed["id"]], victim["id"])
 
 
 @pytest.mark.asyncio
@@ -271,28 +273,13 @@ async def test_the_national_brain_has_the_destination_preempt_for_a_higher_class
 async def test_a_higher_class_request_with_flows_has_the_destination_preempt_for_it(
     federation: LocalFederation,
 ) -> None:
-    """As above, for a high-class request of the east that stages 45 GB from Qingpu: with
-    no start within its minute, the west requeues the low-class request, and the request is
-    placed at Zhongwei at once, its staging crossing the backbone from now."""
-    victim = _fill_the_west(federation, priority_class="low")
-    assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
+    """As above, for a request that stages 45 GB from Qingpu: with no start within its
+    minute, it too is placed at Zhongwei once room is made, its staging crossing the
+    backbone from now."""
     staging = {"source": {"site": "SH-hub-qingpu"}, "volume_gb": 45, "max_rate_gbps": 10}
-    body = _waiting_in_the_west(60, priority_class="high", flows={"staging": [staging]})
-    view = submit(federation, "east", body)
-    assert view["state"] == "queued", view
-
-    async def admitted() -> dict[str, Any] | None:
-        now = _view(federation, view["id"])
-        return now if now["state"] == "placed" else None
-
-    placed = await until(admitted, "the request with flows placed after the preemption", 60)
-    assert placed["site"] == "NX-hub-zhongwei"
+    placed, victim = await _placed_by_preemption(federation, flows={"staging": [staging]})
     assert [flow["kind"] for flow in placed["flows"]] == ["staging"]
-    assert await _holds(federation) == []
-    requeued = get(federation, "west", f"/v1/requests/{victim['id']}")
-    assert requeued["state"] == "queued"
-    assert requeued["reason"] == "preempted by a request of class high"
-    await _cancel_and_free_the_west(federation, [view["id"]], victim["id"])
+    await _cancel_and_free_the_west(federation, [placed["id"]], victim["id"])
 
 
 async def _holds(federation: LocalFederation) -> list[str]:
