@@ -24,9 +24,9 @@ def test_the_figures_add_up_and_repeat() -> None:
     assert 0 < figures.options <= 400 * figures.top_n
     assert figures.cycle_s > 0 and figures.options_s > 0
     again = bench_admission(SMALL_MAP, queued=400, running=150, seed=3)
-    untimed = {"options_s", "order_s", "cycle_s", "cycle_cpu_s"}
-    first = {k: v for k, v in figures.as_dict().items() if k not in untimed}
-    assert first == {k: v for k, v in again.as_dict().items() if k not in untimed}
+    measured = {"options_s", "order_s", "cycle_s", "cycle_cpu_s", "peak_rss_mib"}
+    first = {k: v for k, v in figures.as_dict().items() if k not in measured}
+    assert first == {k: v for k, v in again.as_dict().items() if k not in measured}
 
 
 def test_the_command_prints_figures_that_add_up(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,6 +34,7 @@ def test_the_command_prints_figures_that_add_up(capsys: pytest.CaptureFixture[st
     assert main([*args, "--seed", "4"]) == 0
     printed = capsys.readouterr().out
     assert "admission cycle:" in printed and "for 300 requests" in printed
+    assert re.search(r"peak resident memory: [\d,]+ MiB", printed)
     found = re.search(r"planned now ([\d,]+), later ([\d,]+), no start ([\d,]+)", printed)
     assert found is not None
     assert sum(int(n.replace(",", "")) for n in found.groups()) == 300
@@ -41,6 +42,7 @@ def test_the_command_prints_figures_that_add_up(capsys: pytest.CaptureFixture[st
     figures = json.loads(capsys.readouterr().out)
     assert figures["planned_now"] + figures["planned_later"] + figures["no_start"] == 300
     assert figures["mean_delay_s"] <= figures["max_delay_s"] <= LONGEST_WAIT_S
+    assert figures["peak_rss_mib"] > 0
     assert main(["bench", "admission", "--map", SMALL_MAP, "--top-n", "0"]) == 2
     assert "--top-n at least 1" in capsys.readouterr().err
 

@@ -22,11 +22,13 @@ Steps, on one map, in one process:
 
 The options come from `cnbrain.scheduling.options`, the bridge between the placement engine
 and the calendar, and, for the share of the queue that moves data (`--flows`), from
-`cnbrain.scheduling.flow_requests`: one option per candidate site and rate step, its parts
-each over its own window.
+`cnbrain.scheduling.flow_requests`: one option per candidate site (`WIDEN` times the Top-N,
+of which the cycle plans each on its Top-N taken against the calendar) and rate step, its
+parts each over its own window. The figures end with the process's peak resident memory.
 """
 
 import gc
+import resource
 import time
 from dataclasses import asdict, dataclass
 
@@ -108,6 +110,8 @@ class AdmissionFigures:
     mean_delay_s: float
     """Mean of planned start minus now, over the planned requests (0 when none)."""
     max_delay_s: float
+    peak_rss_mib: float
+    """The process's peak resident memory, after the cycle."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -296,6 +300,7 @@ def _figures(
         victims=sum(len(p.victims) for p in result.preemptions),
         mean_delay_s=float(np.mean(delays)) if delays else 0.0,
         max_delay_s=float(max(delays, default=0)),
+        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
 
@@ -319,5 +324,6 @@ def format_figures(f: AdmissionFigures) -> str:
             f"no start {f.no_start:,}" + (f" ({causes})" if causes else ""),
             f"  preemptions {f.preemptions:,} ({f.victims:,} victims)",
             f"  planned delay: mean {f.mean_delay_s:,.0f} s, max {f.max_delay_s:,.0f} s",
+            f"peak resident memory: {f.peak_rss_mib:,.0f} MiB",
         ]
     )
