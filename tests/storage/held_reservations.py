@@ -2,7 +2,6 @@
 while one is held."""
 
 from cnbrain.domain.network import Link
-from cnbrain.ledger.claim import Claim
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.document import MapDocument
 from cnbrain.storage import ledger_store
@@ -10,7 +9,7 @@ from cnbrain.storage.models import Tenant
 from cnbrain.storage.requests import NewRequest, insert_requests
 from cnbrain.storage.tenants import create_tenant, create_user
 from tests.databases import Sessions
-from tests.ledger.windows import HOUR
+from tests.ledger.claims import claim
 
 
 def attachments(document: MapDocument, site_id: str) -> list[Link]:
@@ -32,19 +31,15 @@ async def hold(sessions: Sessions, arrays: MapArrays, site_index: int) -> str:
             session,
             [NewRequest(request_id=f"req-{site.id}", tenant_id="acme", user_id="alice", body={})],
         )
-        claim = Claim(
-            reservation_id=f"rsv-{site.id}",
-            request_id=f"req-{site.id}",
-            tenant_id="acme",
+        held = claim(
+            f"rsv-{site.id}",
+            f"req-{site.id}",
+            "acme",
             site_id=site.id,
             cpu_m=1000,
             mem_mib=1024,
-            storage_gib=0,
-            accelerator_model=None,
-            accelerator_milli=0,
             link_ids=(link.id,),
             mbps=100,
-            window=HOUR,
         )
-        await ledger_store.reserve_many(session, claims=[claim])
+        await ledger_store.reserve_many(session, claims=[held])
     return f"rsv-{site.id}"

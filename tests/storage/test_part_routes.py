@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 import pytest_asyncio
 
-from cnbrain.ledger.claim import Claim
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, part_routes, peer_ledger, registry
@@ -17,7 +16,7 @@ from cnbrain.storage.errors import CapacityConflict
 from cnbrain.storage.part_routes import HeldPart, PartChanged
 from cnbrain.storage.tenants import create_tenant
 from tests.databases import Sessions
-from tests.ledger.windows import HOUR
+from tests.ledger.claims import claim
 
 pytestmark = pytest.mark.asyncio
 
@@ -46,23 +45,20 @@ def _links(arrays: MapArrays) -> tuple[str, str, str]:
 async def _held(sessions: Sessions, arrays: MapArrays, link: str) -> HeldPart:
     """A committed part on the first site, with `MBPS` on `link`."""
     site = arrays.map.sites[0]
-    claim = Claim(
-        reservation_id="rsv-1",
-        request_id="req-1",
-        tenant_id="acme",
+    held = claim(
+        "rsv-1",
+        "req-1",
+        "acme",
         site_id=site.id,
         cpu_m=4000,
         mem_mib=8192,
         storage_gib=10,
-        accelerator_model=None,
-        accelerator_milli=0,
         link_ids=(link,),
         mbps=MBPS,
-        window=HOUR,
         counts_quota=False,
     )
     async with sessions.begin() as session:
-        await peer_ledger.prepare(session, claim=claim, expires_at=utcnow() + timedelta(minutes=5))
+        await peer_ledger.prepare(session, claim=held, expires_at=utcnow() + timedelta(minutes=5))
         assert (
             await peer_ledger.commit(
                 session, reservation_id="rsv-1", decision={"request_id": "req-1"}, request=None
