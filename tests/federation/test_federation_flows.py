@@ -99,3 +99,56 @@ async def test_a_completed_job_runs_after_its_staging_and_its_delivery_outlives_
         assert await _flows(databases[owner], reservation) == ["delivery"], owner
     for url in databases.values():
         await check_invariants(url)
+
+
+async def _flow_links(url: str, reservation_id: str, kind: str) -> list[str]:
+    found = await rows(
+        url,
+        "SELECT l.link_id FROM reservation_flow_links AS l"
+        " JOIN reservation_flows AS f ON f.id = l.flow_id"
+        " WHERE f.reservation_id = $1 AND f.kind = $2 ORDER BY l.position",
+        reservation_id,
+        kind,
+    )
+    return [r["link_id"] for r in found]
+
+
+@pytest.mark.asyncio
+async def test_a_flow_is_routed_around_a_link_its_owner_has_down(
+    federation: LocalFederation,
+) -> None:
+    """The west's operator reports down the first link of the best path from its gateway to
+    Qingyang. The national brain asks the west for its segment of the flows' routes, and the
+    west answers around that link: the request is placed there, its flows over the other
+    path. On the national brain's own copy of the map the route crossed the link down, which
+    has nothing free on the west's calendar: the request could not be planned there."""
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+    west = federation.members["west"].url
+    down, around = "GS-gw--GS-agg-1", "GS-gw--GS-agg-2"
+    reported = httpx.put(
+        f"{west}/v1/links/{down}/state",
+        json={"state": "down", "reason": "fibre cut"},
+        headers=headers,
+        timeout=30,
+    )
+    assert reported.status_code == 200, reported.text
+    try:
+        view = submit(
+            federation, "east", {**ROUND_TRIP, "constraints": {"regions_allowed": ["GS"]}}
+        )
+
+        async def ended() -> dict[str, Any] | None:
+            now: dict[str, Any] = get(federation, "east", f"/v1/requests/{view['id']}")
+            return now if now["state"] in {"completed", "failed", "rejected", "cancelled"} else None
+
+        done = await until(ended, "the request ending", 60)
+        assert done["state"] == "completed", done
+        assert done["decision"]["site"] == "GS-hub-qingyang"
+        reservation = done["decision"]["reservation_id"]
+        links = await _flow_links(federation.databases["west"], reservation, "delivery")
+        assert around in links and down not in links, links
+    finally:
+        restored = httpx.put(
+            f"{west}/v1/links/{down}/state", json={"state": "up"}, headers=headers, timeout=30
+        )
+        assert restored.status_code == 200, restored.text

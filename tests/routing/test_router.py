@@ -522,9 +522,19 @@ def test_segment_list_one_sid_per_node_after_access(
 
 
 def _between(
-    router: SegmentRouter, cmap: ComputeNetworkMap, a: str, b: str, **kw: float
+    router: SegmentRouter,
+    cmap: ComputeNetworkMap,
+    a: str,
+    b: str,
+    *,
+    max_latency_ms: float = math.inf,
 ) -> list[Route]:
-    return router.site_routes(from_site=cmap.site_index[a], to_site=cmap.site_index[b], k=3, **kw)
+    return router.site_routes(
+        from_site=cmap.site_index[a],
+        to_site=cmap.site_index[b],
+        k=3,
+        max_latency_ms=max_latency_ms,
+    )
 
 
 def test_site_to_site_across_regions_is_three_segments_by_their_owners(
@@ -571,3 +581,24 @@ def test_a_site_to_itself_is_an_empty_route_and_bounds_filter(
     assert same.segments == () and same.links == () and same.latency_ms == 0
     assert _between(router, tiny_map, "AA-dc", "CC-hub", max_latency_ms=6.0) == []
     assert len(_between(router, tiny_map, "AA-dc", "CC-hub", max_latency_ms=6.5)) >= 1
+
+
+def test_site_to_site_routes_avoid_the_blocked_links(
+    router: SegmentRouter, tiny_map: ComputeNetworkMap
+) -> None:
+    start = tiny_map.site_index["AA-dc"]
+    for end in ("AA-idle", "CC-hub"):
+        best = _between(router, tiny_map, "AA-dc", end)[0]
+        for link in best.links:
+            found = router.site_routes(
+                from_site=start, to_site=tiny_map.site_index[end], k=3, blocked=frozenset({link})
+            )
+            assert found and all(link not in r.links for r in found), (end, link)
+    across = _between(router, tiny_map, "AA-dc", "CC-hub")[0]
+    backbone = link_idx(tiny_map, "AA-gw", "BB-gw")
+    (detour,) = router.site_routes(
+        from_site=start, to_site=tiny_map.site_index["CC-hub"], k=1, blocked=frozenset({backbone})
+    )
+    assert detour.segments[1].path.nodes == ("AA-gw", "CC-gw")
+    assert detour.latency_ms == pytest.approx(11.4)
+    assert _between(router, tiny_map, "AA-dc", "CC-hub")[0].links == across.links

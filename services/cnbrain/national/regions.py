@@ -121,10 +121,13 @@ class Region:
         paths: int,
         min_free_mbps: int,
         deadline_s: float,
+        access_nodes: Sequence[str] = (),
+        access_sites: Sequence[tuple[str, str]] = (),
     ) -> regional_pb2.GetSiteSegmentsResponse:
-        """The region's segments of its sites `site_ids` (gateway to site) and its paths
-        between the sites of each pair of one of its provinces (GetSiteSegments). Raises
-        PeerUnavailable when it does not answer in `deadline_s`."""
+        """The region's segments of its sites `site_ids` (gateway to site), its paths between
+        the sites of each pair of one of its provinces, its segments of its `access_nodes`
+        (node to gateway), and its paths from an access node to a site of its province
+        (GetSiteSegments). Raises PeerUnavailable when it does not answer in `deadline_s`."""
         try:
             return await self.brain.GetSiteSegments(
                 regional_pb2.GetSiteSegmentsRequest(
@@ -132,6 +135,10 @@ class Region:
                     pairs=[regional_pb2.SitePair(from_site_id=a, to_site_id=b) for a, b in pairs],
                     paths=paths,
                     min_free_mbps=min_free_mbps,
+                    access_nodes=access_nodes,
+                    access_sites=[
+                        regional_pb2.AccessSite(access_node=a, site_id=b) for a, b in access_sites
+                    ],
                 ),
                 timeout=deadline_s,
             )

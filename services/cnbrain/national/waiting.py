@@ -25,7 +25,8 @@ chooses the site then, among the request's candidates as for any request.
 A request with flows is always planned before it is placed (step 2 before step 1): its
 options are the flow options of its best `WAIT_OPTIONS` x `flow_requests.WIDEN` sites on the
 empty map (`scheduling.flow_requests`: per site and transfer rate, its compute from the start
-of its staging and every flow on its own route and in its own window), planned on the joint
+of its staging and every flow on its own route and in its own window), each flow's route
+made of the segments its owners computed (`national.flow_segments`), planned on the joint
 calendar of every owner they cross, around the other plans; its plan is the start the
 `scarcity` rule chooses among the earliest starts of the options of the `WAIT_OPTIONS` sites
 whose compute scores best on that calendar (`backfill.choose`), not always the earliest.
@@ -57,12 +58,13 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.national import planner, wait_planner
+from cnbrain.national.flow_segments import FlowSegments
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.wait_planner import WaitPlan
 from cnbrain.scheduling.backfill import PlanOption
-from cnbrain.scheduling.flow_requests import flow_plan_options
+from cnbrain.scheduling.flow_requests import flow_plan_options, flow_sites
 from cnbrain.scheduling.options import LedgerKeys, ledger_options
 from cnbrain.storage import ledger_store, wait_plans
 from cnbrain.storage.clock import moment_of
@@ -98,6 +100,9 @@ class PlaceOrPlan:
         self._directory = directory
         self._placer = placer
         self._clock = clock
+        self._flow_segments = FlowSegments(
+            live_map=live_map, directory=directory, deadline_s=settings.candidate_deadline_s
+        )
 
     async def __call__(
         self, request: PlacementRequest, source_region: str, *, wait_until_s: int
@@ -159,6 +164,8 @@ class PlaceOrPlan:
         if earlier is not None:
             return earlier, None
         engine = self._live_map.engine
+        sites = await asyncio.to_thread(flow_sites, engine, request, top_n=WAIT_OPTIONS)
+        asked = await self._flow_segments(request, [site for site, _ in sites])
         pairs = (
             await asyncio.to_thread(
                 flow_plan_options,
@@ -166,14 +173,20 @@ class PlaceOrPlan:
                 [request],
                 top_n=WAIT_OPTIONS,
                 keys=LedgerKeys(engine.arrays),
+                router=asked.routes,
             )
         )[0]
         options = [option for option, _ in pairs]
-        plan, chosen = await self._plan_flows(request, options, wait_until_s=wait_until_s)
+        unheard = asked.unheard
+        plan, chosen = await self._plan_flows(
+            request, options, wait_until_s=wait_until_s, unheard=unheard
+        )
         if plan.start_s is None and options:
             room = await self._make_room(request, options)
             if room is not None and room.requeued:
-                plan, chosen = await self._plan_flows(request, options, wait_until_s=wait_until_s)
+                plan, chosen = await self._plan_flows(
+                    request, options, wait_until_s=wait_until_s, unheard=unheard
+                )
             if room is not None and plan.start_s is None:
                 plan = WaitPlan(None, None, f"{plan.reason}; {room.reason}")
         if plan.start_s is None or plan.site_id is None or chosen is None:
@@ -196,10 +209,14 @@ class PlaceOrPlan:
         options: list[PlanOption[ResourceKey]],
         *,
         wait_until_s: int,
+        unheard: frozenset[str],
     ) -> tuple[WaitPlan, int | None]:
-        """`_planned` around the live plans of the other waiting requests."""
+        """`_planned` around the live plans of the other waiting requests; the regions
+        `unheard` gave no segments for its flows' routes."""
         booked = await self._booked(request.id, int(self._clock()))
-        return await self._planned(request, options, wait_until_s=wait_until_s, booked=booked)
+        return await self._planned(
+            request, options, wait_until_s=wait_until_s, booked=booked, unheard=unheard
+        )
 
     async def plan(
         self,
@@ -229,13 +246,16 @@ class PlaceOrPlan:
         *,
         wait_until_s: int,
         booked: Sequence[wait_planner.Booked],
+        unheard: frozenset[str] = frozenset(),
     ) -> tuple[WaitPlan, int | None]:
         """The planned start of `request` on `options` by `wait_until_s`
         (`wait_planner.planned_start`), on the joint calendar of the backbone and the regions
         their resources belong to, where the plans `booked` do not stand; and the index of its
-        option in `options` (None: no start)."""
+        option in `options` (None: no start). The regions `unheard`, and those that give no
+        timelines, are named in the reason."""
         if not options:
-            return WaitPlan(None, None, "no site of the federation can ever take it"), None
+            silent = f" (no answer from {', '.join(sorted(unheard))})" if unheard else ""
+            return WaitPlan(None, None, f"no site of the federation can ever take it{silent}"), None
         engine = self._live_map.engine
         arrays = engine.arrays
         now = int(self._clock())
@@ -243,6 +263,7 @@ class PlaceOrPlan:
         async with self._sessions() as session, session.begin():
             backbone = await ledger_store.calendar_of(session, arrays=arrays, now=now)
         answers, missing = await self._timelines(owners, request.id)
+        missing |= unheard
         try:
             calendar = wait_planner.joint_calendar(
                 backbone, answers, options=options, arrays=arrays
@@ -255,10 +276,10 @@ class PlaceOrPlan:
         found = wait_planner.planned_start(
             calendar, options, duration_s=duration_s, deadline_s=wait_until_s, sites=WAIT_OPTIONS
         )
-        unheard = f" (no answer from {', '.join(sorted(missing))})" if missing else ""
+        silent = f" (no answer from {', '.join(sorted(missing))})" if missing else ""
         around = f", around {len(booked)} other waiting requests' plans" if booked else ""
         if found is None:
-            no_start = f"no candidate site is free for it within its max wait{around}{unheard}"
+            no_start = f"no candidate site is free for it within its max wait{around}{silent}"
             return WaitPlan(None, None, no_start), None
         start, option = found
         lead, span = 0, duration_s
@@ -269,7 +290,7 @@ class PlaceOrPlan:
             start,
             option.label,
             f"planned by the national brain on {option.label} from epoch second {start}"
-            f"{around}{unheard}",
+            f"{around}{silent}",
             demand=wait_planner.demand_by_id(option.demand, arrays),
             duration_s=span,
             lead_s=lead,

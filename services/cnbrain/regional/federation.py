@@ -285,10 +285,11 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     async def GetSiteSegments(
         self, request: regional_pb2.GetSiteSegmentsRequest, context: Context
     ) -> regional_pb2.GetSiteSegmentsResponse:
-        if len(request.site_ids) > MAX_SEGMENT_ASKS or len(request.pairs) > MAX_SEGMENT_ASKS:
+        asked = (request.site_ids, request.pairs, request.access_nodes, request.access_sites)
+        if any(len(many) > MAX_SEGMENT_ASKS for many in asked):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"at most {MAX_SEGMENT_ASKS} sites and {MAX_SEGMENT_ASKS} pairs",
+                f"at most {MAX_SEGMENT_ASKS} sites, pairs, access nodes and access sites each",
             )
         if not 1 <= request.paths <= MAX_SEGMENT_PATHS or request.min_free_mbps < 0:
             await context.abort(
@@ -327,14 +328,9 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
                     error = "the two sites are not in one province"
                 else:
                     routes = engine.router.site_routes(
-                        from_site=first, to_site=second, k=request.paths
+                        from_site=first, to_site=second, k=request.paths, blocked=blocked
                     )
-                    local = [
-                        segment.path
-                        for route in routes
-                        for segment in route.segments
-                        if segment.path.avoids(blocked)
-                    ]
+                    local = [segment.path for route in routes for segment in route.segments]
             pairs.append(
                 regional_pb2.SitePaths(
                     from_site_id=pair.from_site_id,
@@ -343,9 +339,57 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
                     error=error,
                 )
             )
+        nodes = []
+        for node in request.access_nodes:
+            province, error = self._own_node(node)
+            paths = (
+                []
+                if province is None
+                else engine.router.source_paths(node, k=request.paths, blocked=blocked)
+            )
+            nodes.append(
+                regional_pb2.AccessPaths(access_node=node, paths=message(paths), error=error)
+            )
+        access_sites = []
+        for one in request.access_sites:
+            province, error = self._own_node(one.access_node)
+            site, site_error = self._own_site(one.site_id)
+            error = error or site_error
+            local = []
+            if province is not None and site is not None:
+                if engine.map.sites[site].province != province:
+                    error = "the access node and the site are not in one province"
+                else:
+                    (routes,) = engine.router.routes(
+                        access_node=one.access_node, sites=[site], k=request.paths, blocked=blocked
+                    )
+                    local = [segment.path for route in routes for segment in route.segments]
+            access_sites.append(
+                regional_pb2.AccessPaths(
+                    access_node=one.access_node,
+                    site_id=one.site_id,
+                    paths=message(local),
+                    error=error,
+                )
+            )
         return regional_pb2.GetSiteSegmentsResponse(
-            region_id=self._region_id, sites=sites, pairs=pairs
+            region_id=self._region_id,
+            sites=sites,
+            pairs=pairs,
+            access_nodes=nodes,
+            access_sites=access_sites,
         )
+
+    def _own_node(self, node: str) -> tuple[str | None, str]:
+        """The province of access node `node` when this region owns it, else None and why
+        not."""
+        cmap = self._live_map.engine.map
+        province = cmap.node_province.get(node)
+        if province is None or node not in cmap.provinces[province].access_nodes:
+            return None, f"unknown access node {node[:MAX_ECHO]!r}"
+        if cmap.region_of(province) != self._region_id:
+            return None, f"access node {node!r} is not in region {self._region_id!r}"
+        return province, ""
 
     def _own_site(self, site_id: str) -> tuple[int | None, str]:
         """The index of site `site_id` when this region owns it, else None and why not."""
@@ -437,10 +481,11 @@ def add_regional_service(server: grpc.aio.Server, servicer: RegionalServicer) ->
 
 
 MAX_SEGMENT_ASKS = 64
-"""Sites, and pairs of sites, one GetSiteSegments call may name."""
+"""Sites, pairs of sites, access nodes, and access nodes with sites, one GetSiteSegments call
+may name (each)."""
 
 MAX_SEGMENT_PATHS = 8
-"""Paths per site or pair of a GetSiteSegments call."""
+"""Paths per site, pair or access node of a GetSiteSegments call."""
 
 MAX_ECHO = 128
 """Characters of an unknown name echoed back."""

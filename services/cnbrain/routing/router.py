@@ -121,26 +121,35 @@ class SegmentRouter:
         return out
 
     def site_routes(
-        self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf
+        self,
+        *,
+        from_site: int,
+        to_site: int,
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
     ) -> list[Route]:
-        """The up to k best routes from site `from_site` to site `to_site`, best first, each
-        within `max_latency_ms`: one empty route (no link, 0 ms) for the same site; one
-        `local` segment inside one province; otherwise a `source` segment (the first site to
-        its province's gateway, on that province's graph), a `backbone` segment and a
-        `destination` segment (gateway to the second site), each computed on its owner's
-        graph as `routes` computes them from an access node."""
+        """The up to k best routes from site `from_site` to site `to_site` that avoid the
+        blocked links, best first, each within `max_latency_ms`: one empty route (no link,
+        0 ms) for the same site; one `local` segment inside one province; otherwise a
+        `source` segment (the first site to its province's gateway, on that province's
+        graph), a `backbone` segment and a `destination` segment (gateway to the second
+        site), each computed on its owner's graph as `routes` computes them from an access
+        node."""
         key = (from_site, to_site, k)
         with self._lock:
             best = self._between.get(key)
         if best is None:
-            best = self._between_sites(from_site, to_site, k)
+            best = self._between_sites(from_site, to_site, k, NOTHING_BLOCKED)
             with self._lock:
                 if len(self._between) >= CACHE_LIMIT:
                     self._between.clear()
                 self._between[key] = best
+        if blocked and not all(blocked.isdisjoint(r.links) for r in best):
+            best = self._between_sites(from_site, to_site, k, blocked)
         return [r for r in best if r.latency_ms <= max_latency_ms]
 
-    def _between_sites(self, from_site: int, to_site: int, k: int) -> list[Route]:
+    def _between_sites(self, from_site: int, to_site: int, k: int, blocked: Blocked) -> list[Route]:
         cmap = self.map
         if from_site == to_site:
             return [Route.of(())]
@@ -152,20 +161,19 @@ class SegmentRouter:
             candidates = [
                 path.preceded(site_id, att.link, att.latency_ms)
                 for att in self._attachments[from_site]
-                for path in self._to_site(finder, att.node, to_site, k, NOTHING_BLOCKED)
+                if att.link not in blocked
+                for path in self._to_site(finder, att.node, to_site, k, blocked)
                 if att.link not in path.links
             ]
             best = heapq.nsmallest(k, candidates, key=lambda p: p.latency_ms)
             return [
                 Route.of((RouteSegment(SegmentKind.LOCAL, cmap.region_of(src), p),)) for p in best
             ]
-        first = [
-            p.reversed() for p in self.destination_paths(from_site, k=k, blocked=NOTHING_BLOCKED)
-        ]
+        first = [p.reversed() for p in self.destination_paths(from_site, k=k, blocked=blocked)]
         middle = self.backbone_paths(
-            cmap.provinces[src].gateway, cmap.provinces[dst].gateway, k=k, blocked=NOTHING_BLOCKED
+            cmap.provinces[src].gateway, cmap.provinces[dst].gateway, k=k, blocked=blocked
         )
-        last = self.destination_paths(to_site, k=k, blocked=NOTHING_BLOCKED)
+        last = self.destination_paths(to_site, k=k, blocked=blocked)
         return combine(cmap.region_of(src), cmap.region_of(dst), first, middle, last, k=k)
 
     def _avoiding_blocked(

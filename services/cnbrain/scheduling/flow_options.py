@@ -15,20 +15,21 @@ over its run, and every flow on its route, each over the window it needs:
 A transfer's full rate is the capacity of its route's narrowest link, or its
 `max_rate_gbps` when that is lower; step `f` moves every transfer at `f` times its
 full rate: faster transfers start the job earlier and hold more bandwidth. Routes are the
-lowest-latency ones, computed in segments by their owners (`SegmentRouter.routes` from an
-access node, `site_routes` between sites). A site none of whose serving or access routes is
-within its bound has no option. Pure: reads the map, holds nothing.
+lowest-latency ones, in segments each on its owner's graph (`FlowRouter`: a brain's
+`SegmentRouter`, or the segments the owners computed). A site none of whose serving or
+access routes is within its bound has no option. Pure: reads the map, holds nothing.
 """
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 from cnbrain.domain.flows import Endpoint, Flows
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.netmap.arrays import MapArrays, gbps_to_mbps
-from cnbrain.routing.router import Route, SegmentRouter
+from cnbrain.routing.paths import Blocked
+from cnbrain.routing.router import NOTHING_BLOCKED, Route
 from cnbrain.scheduling.options import CalendarKeys, LedgerKeys
 
 RATE_STEPS: Final = (1.0, 0.5, 0.25)
@@ -90,11 +91,30 @@ Keys = TypeVar("Keys", CalendarKeys, LedgerKeys)
 """How a map's resources are named on the calendar planned on: the simulator's or a brain's."""
 
 
-class FlowRoutes(Generic[Keys]):
-    """Resolves a job's flow ends on one map and finds their routes (cached by the router);
-    `keys` names the calendar's resources."""
+class FlowRouter(Protocol):
+    """Where the routes of flows come from: a `SegmentRouter` on a brain's copy of the map, or
+    the segments their owners computed (`routing.owner_routes.OwnerRoutes`)."""
 
-    def __init__(self, arrays: MapArrays, router: SegmentRouter, keys: Keys) -> None:
+    def site_routes(
+        self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf
+    ) -> list[Route]: ...
+
+    def routes(
+        self,
+        *,
+        access_node: str,
+        sites: Sequence[int],
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
+    ) -> list[list[Route]]: ...
+
+
+class FlowRoutes(Generic[Keys]):
+    """Resolves a job's flow ends on one map and finds their routes with `router`; `keys`
+    names the calendar's resources."""
+
+    def __init__(self, arrays: MapArrays, router: FlowRouter, keys: Keys) -> None:
         self.arrays = arrays
         self.router = router
         self.keys: Keys = keys

@@ -28,6 +28,7 @@ from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.flow_options import (
     FlowJob,
     FlowOption,
+    FlowRouter,
     FlowRoutes,
     Keys,
     flow_options,
@@ -46,18 +47,28 @@ RUN_LONG = frozenset({"continuous", "serving", "stream"})
 """The kinds of leg held over the whole run: what preemption may free on a link."""
 
 
+def flow_sites(
+    engine: PlacementEngine, request: PlacementRequest, *, top_n: int
+) -> list[tuple[int, float]]:
+    """The sites (index, objective) that `flow_plan_options` gives `request` options on."""
+    empty = Snapshot.empty(engine.arrays)
+    ((sites, _),) = engine.rank_sites_many([request], snapshot=empty, n=WIDEN * top_n)
+    return list(sites)
+
+
 def flow_plan_options(
     engine: PlacementEngine,
     requests: Sequence[PlacementRequest],
     *,
     top_n: int,
     keys: Keys,
+    router: FlowRouter | None = None,
 ) -> list[tuple[FlowPlanOption, ...]]:
     """Per request of `requests`, in order, its options on its best `WIDEN * top_n` sites
-    (module docstring)."""
+    (module docstring), its flows routed by `router` (the engine's by default)."""
     arrays = engine.arrays
     empty = Snapshot.empty(arrays)
-    routes = FlowRoutes(arrays, engine.router, keys)
+    routes = FlowRoutes(arrays, engine.router if router is None else router, keys)
     out: list[tuple[FlowPlanOption, ...]] = []
     for lo in range(0, len(requests), RANK_CHUNK):
         chunk = list(requests[lo : lo + RANK_CHUNK])

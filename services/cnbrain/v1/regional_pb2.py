@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cnbrain.v1 import common_pb2 as cnbrain_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/regional.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"X\n\x14GetCandidatesRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\x11\n\tmax_sites\x18\x02 \x01(\x05\x12\x16\n\x0epaths_per_site\x18\x03 \x01(\x05\"\x98\x01\n\rSiteCandidate\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12!\n\x04\x66ree\x18\x02 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05score\x18\x04 \x01(\x01\x12#\n\x05pools\x18\x05 \x03(\x0b\x32\x14.cnbrain.v1.PoolFree\"\x90\x01\n\x08PoolFree\x12\x15\n\rnodes_by_free\x18\x01 \x03(\x03\x12\x19\n\x11shared_free_milli\x18\x02 \x03(\x03\x12\x14\n\x0cshared_count\x18\x03 \x03(\x03\x12\x14\n\x0cheld_devices\x18\x04 \x03(\x03\x12\x12\n\nheld_milli\x18\x05 \x03(\x03\x12\x12\n\nheld_count\x18\x06 \x03(\x03\"K\n\nCandidates\x12-\n\ncandidates\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.SiteCandidate\x12\x0e\n\x06reason\x18\x02 \x01(\t\"S\n\x15GetCandidatesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\'\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x16.cnbrain.v1.Candidates\"@\n\x18GetSourceSegmentsRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\r\n\x05paths\x18\x02 \x01(\x05\"f\n\x0eSourceSegments\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"[\n\x19GetSourceSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12+\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x1a.cnbrain.v1.SourceSegments\"u\n\x16GetSiteSegmentsRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12#\n\x05pairs\x18\x02 \x03(\x0b\x32\x14.cnbrain.v1.SitePair\x12\r\n\x05paths\x18\x03 \x01(\x05\x12\x15\n\rmin_free_mbps\x18\x04 \x01(\x03\"4\n\x08SitePair\x12\x14\n\x0c\x66rom_site_id\x18\x01 \x01(\t\x12\x12\n\nto_site_id\x18\x02 \x01(\t\"e\n\tSitePaths\x12\x14\n\x0c\x66rom_site_id\x18\x01 \x01(\t\x12\x12\n\nto_site_id\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"x\n\x17GetSiteSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12$\n\x05sites\x18\x02 \x03(\x0b\x32\x15.cnbrain.v1.SitePaths\x12$\n\x05pairs\x18\x03 \x03(\x0b\x32\x15.cnbrain.v1.SitePaths\"M\n\x13GetTimelinesRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12\x10\n\x08link_ids\x18\x02 \x03(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"l\n\x08Timeline\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07link_id\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0c\n\x04\x61t_s\x18\x05 \x03(\x03\x12\x0c\n\x04\x66ree\x18\x06 \x03(\x03\"a\n\x14GetTimelinesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\r\n\x05now_s\x18\x02 \x01(\x03\x12\'\n\ttimelines\x18\x03 \x03(\x0b\x32\x14.cnbrain.v1.Timeline\"9\n\x0fMakeRoomRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x10\n\x08site_ids\x18\x02 \x03(\t\"E\n\x10MakeRoomResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x05\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"-\n\x16GetLiveRequestsRequest\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"e\n\x17GetLiveRequestsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x18\n\x10live_request_ids\x18\x02 \x03(\t\x12\x1d\n\x15\x63ompleted_request_ids\x18\x03 \x03(\t\"U\n\x15ServeForwardedRequest\x12\'\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.ForwardedCall\x12\x13\n\x0b\x66rom_region\x18\x02 \x01(\t\"E\n\x16ServeForwardedResponse\x12+\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x1b.cnbrain.v1.ForwardedAnswer2\xf9\x04\n\x14RegionalBrainService\x12T\n\rGetCandidates\x12 .cnbrain.v1.GetCandidatesRequest\x1a!.cnbrain.v1.GetCandidatesResponse\x12`\n\x11GetSourceSegments\x12$.cnbrain.v1.GetSourceSegmentsRequest\x1a%.cnbrain.v1.GetSourceSegmentsResponse\x12Z\n\x0fGetSiteSegments\x12\".cnbrain.v1.GetSiteSegmentsRequest\x1a#.cnbrain.v1.GetSiteSegmentsResponse\x12Q\n\x0cGetTimelines\x12\x1f.cnbrain.v1.GetTimelinesRequest\x1a .cnbrain.v1.GetTimelinesResponse\x12\x45\n\x08MakeRoom\x12\x1b.cnbrain.v1.MakeRoomRequest\x1a\x1c.cnbrain.v1.MakeRoomResponse\x12Z\n\x0fGetLiveRequests\x12\".cnbrain.v1.GetLiveRequestsRequest\x1a#.cnbrain.v1.GetLiveRequestsResponse\x12W\n\x0eServeForwarded\x12!.cnbrain.v1.ServeForwardedRequest\x1a\".cnbrain.v1.ServeForwardedResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63nbrain/v1/regional.proto\x12\ncnbrain.v1\x1a\x17\x63nbrain/v1/common.proto\"X\n\x14GetCandidatesRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\x11\n\tmax_sites\x18\x02 \x01(\x05\x12\x16\n\x0epaths_per_site\x18\x03 \x01(\x05\"\x98\x01\n\rSiteCandidate\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12!\n\x04\x66ree\x18\x02 \x01(\x0b\x32\x13.cnbrain.v1.Compute\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05score\x18\x04 \x01(\x01\x12#\n\x05pools\x18\x05 \x03(\x0b\x32\x14.cnbrain.v1.PoolFree\"\x90\x01\n\x08PoolFree\x12\x15\n\rnodes_by_free\x18\x01 \x03(\x03\x12\x19\n\x11shared_free_milli\x18\x02 \x03(\x03\x12\x14\n\x0cshared_count\x18\x03 \x03(\x03\x12\x14\n\x0cheld_devices\x18\x04 \x03(\x03\x12\x12\n\nheld_milli\x18\x05 \x03(\x03\x12\x12\n\nheld_count\x18\x06 \x03(\x03\"K\n\nCandidates\x12-\n\ncandidates\x18\x01 \x03(\x0b\x32\x19.cnbrain.v1.SiteCandidate\x12\x0e\n\x06reason\x18\x02 \x01(\t\"S\n\x15GetCandidatesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\'\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x16.cnbrain.v1.Candidates\"@\n\x18GetSourceSegmentsRequest\x12\x15\n\rrequests_json\x18\x01 \x03(\t\x12\r\n\x05paths\x18\x02 \x01(\x05\"f\n\x0eSourceSegments\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07gateway\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"[\n\x19GetSourceSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12+\n\x07\x61nswers\x18\x02 \x03(\x0b\x32\x1a.cnbrain.v1.SourceSegments\"\xb9\x01\n\x16GetSiteSegmentsRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12#\n\x05pairs\x18\x02 \x03(\x0b\x32\x14.cnbrain.v1.SitePair\x12\r\n\x05paths\x18\x03 \x01(\x05\x12\x15\n\rmin_free_mbps\x18\x04 \x01(\x03\x12\x14\n\x0c\x61\x63\x63\x65ss_nodes\x18\x05 \x03(\t\x12,\n\x0c\x61\x63\x63\x65ss_sites\x18\x06 \x03(\x0b\x32\x16.cnbrain.v1.AccessSite\"4\n\x08SitePair\x12\x14\n\x0c\x66rom_site_id\x18\x01 \x01(\t\x12\x12\n\nto_site_id\x18\x02 \x01(\t\"2\n\nAccessSite\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\"c\n\x0b\x41\x63\x63\x65ssPaths\x12\x13\n\x0b\x61\x63\x63\x65ss_node\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"e\n\tSitePaths\x12\x14\n\x0c\x66rom_site_id\x18\x01 \x01(\t\x12\x12\n\nto_site_id\x18\x02 \x01(\t\x12\x1f\n\x05paths\x18\x03 \x03(\x0b\x32\x10.cnbrain.v1.Path\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\xd6\x01\n\x17GetSiteSegmentsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12$\n\x05sites\x18\x02 \x03(\x0b\x32\x15.cnbrain.v1.SitePaths\x12$\n\x05pairs\x18\x03 \x03(\x0b\x32\x15.cnbrain.v1.SitePaths\x12-\n\x0c\x61\x63\x63\x65ss_nodes\x18\x04 \x03(\x0b\x32\x17.cnbrain.v1.AccessPaths\x12-\n\x0c\x61\x63\x63\x65ss_sites\x18\x05 \x03(\x0b\x32\x17.cnbrain.v1.AccessPaths\"M\n\x13GetTimelinesRequest\x12\x10\n\x08site_ids\x18\x01 \x03(\t\x12\x10\n\x08link_ids\x18\x02 \x03(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"l\n\x08Timeline\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07link_id\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0c\n\x04\x61t_s\x18\x05 \x03(\x03\x12\x0c\n\x04\x66ree\x18\x06 \x03(\x03\"a\n\x14GetTimelinesResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\r\n\x05now_s\x18\x02 \x01(\x03\x12\'\n\ttimelines\x18\x03 \x03(\x0b\x32\x14.cnbrain.v1.Timeline\"9\n\x0fMakeRoomRequest\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12\x10\n\x08site_ids\x18\x02 \x03(\t\"E\n\x10MakeRoomResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x05\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"-\n\x16GetLiveRequestsRequest\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"e\n\x17GetLiveRequestsResponse\x12\x11\n\tregion_id\x18\x01 \x01(\t\x12\x18\n\x10live_request_ids\x18\x02 \x03(\t\x12\x1d\n\x15\x63ompleted_request_ids\x18\x03 \x03(\t\"U\n\x15ServeForwardedRequest\x12\'\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x19.cnbrain.v1.ForwardedCall\x12\x13\n\x0b\x66rom_region\x18\x02 \x01(\t\"E\n\x16ServeForwardedResponse\x12+\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x1b.cnbrain.v1.ForwardedAnswer2\xf9\x04\n\x14RegionalBrainService\x12T\n\rGetCandidates\x12 .cnbrain.v1.GetCandidatesRequest\x1a!.cnbrain.v1.GetCandidatesResponse\x12`\n\x11GetSourceSegments\x12$.cnbrain.v1.GetSourceSegmentsRequest\x1a%.cnbrain.v1.GetSourceSegmentsResponse\x12Z\n\x0fGetSiteSegments\x12\".cnbrain.v1.GetSiteSegmentsRequest\x1a#.cnbrain.v1.GetSiteSegmentsResponse\x12Q\n\x0cGetTimelines\x12\x1f.cnbrain.v1.GetTimelinesRequest\x1a .cnbrain.v1.GetTimelinesResponse\x12\x45\n\x08MakeRoom\x12\x1b.cnbrain.v1.MakeRoomRequest\x1a\x1c.cnbrain.v1.MakeRoomResponse\x12Z\n\x0fGetLiveRequests\x12\".cnbrain.v1.GetLiveRequestsRequest\x1a#.cnbrain.v1.GetLiveRequestsResponse\x12W\n\x0eServeForwarded\x12!.cnbrain.v1.ServeForwardedRequest\x1a\".cnbrain.v1.ServeForwardedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,32 +48,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SOURCESEGMENTS']._serialized_end=788
   _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_start=790
   _globals['_GETSOURCESEGMENTSRESPONSE']._serialized_end=881
-  _globals['_GETSITESEGMENTSREQUEST']._serialized_start=883
-  _globals['_GETSITESEGMENTSREQUEST']._serialized_end=1000
-  _globals['_SITEPAIR']._serialized_start=1002
-  _globals['_SITEPAIR']._serialized_end=1054
-  _globals['_SITEPATHS']._serialized_start=1056
-  _globals['_SITEPATHS']._serialized_end=1157
-  _globals['_GETSITESEGMENTSRESPONSE']._serialized_start=1159
-  _globals['_GETSITESEGMENTSRESPONSE']._serialized_end=1279
-  _globals['_GETTIMELINESREQUEST']._serialized_start=1281
-  _globals['_GETTIMELINESREQUEST']._serialized_end=1358
-  _globals['_TIMELINE']._serialized_start=1360
-  _globals['_TIMELINE']._serialized_end=1468
-  _globals['_GETTIMELINESRESPONSE']._serialized_start=1470
-  _globals['_GETTIMELINESRESPONSE']._serialized_end=1567
-  _globals['_MAKEROOMREQUEST']._serialized_start=1569
-  _globals['_MAKEROOMREQUEST']._serialized_end=1626
-  _globals['_MAKEROOMRESPONSE']._serialized_start=1628
-  _globals['_MAKEROOMRESPONSE']._serialized_end=1697
-  _globals['_GETLIVEREQUESTSREQUEST']._serialized_start=1699
-  _globals['_GETLIVEREQUESTSREQUEST']._serialized_end=1744
-  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_start=1746
-  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_end=1847
-  _globals['_SERVEFORWARDEDREQUEST']._serialized_start=1849
-  _globals['_SERVEFORWARDEDREQUEST']._serialized_end=1934
-  _globals['_SERVEFORWARDEDRESPONSE']._serialized_start=1936
-  _globals['_SERVEFORWARDEDRESPONSE']._serialized_end=2005
-  _globals['_REGIONALBRAINSERVICE']._serialized_start=2008
-  _globals['_REGIONALBRAINSERVICE']._serialized_end=2641
+  _globals['_GETSITESEGMENTSREQUEST']._serialized_start=884
+  _globals['_GETSITESEGMENTSREQUEST']._serialized_end=1069
+  _globals['_SITEPAIR']._serialized_start=1071
+  _globals['_SITEPAIR']._serialized_end=1123
+  _globals['_ACCESSSITE']._serialized_start=1125
+  _globals['_ACCESSSITE']._serialized_end=1175
+  _globals['_ACCESSPATHS']._serialized_start=1177
+  _globals['_ACCESSPATHS']._serialized_end=1276
+  _globals['_SITEPATHS']._serialized_start=1278
+  _globals['_SITEPATHS']._serialized_end=1379
+  _globals['_GETSITESEGMENTSRESPONSE']._serialized_start=1382
+  _globals['_GETSITESEGMENTSRESPONSE']._serialized_end=1596
+  _globals['_GETTIMELINESREQUEST']._serialized_start=1598
+  _globals['_GETTIMELINESREQUEST']._serialized_end=1675
+  _globals['_TIMELINE']._serialized_start=1677
+  _globals['_TIMELINE']._serialized_end=1785
+  _globals['_GETTIMELINESRESPONSE']._serialized_start=1787
+  _globals['_GETTIMELINESRESPONSE']._serialized_end=1884
+  _globals['_MAKEROOMREQUEST']._serialized_start=1886
+  _globals['_MAKEROOMREQUEST']._serialized_end=1943
+  _globals['_MAKEROOMRESPONSE']._serialized_start=1945
+  _globals['_MAKEROOMRESPONSE']._serialized_end=2014
+  _globals['_GETLIVEREQUESTSREQUEST']._serialized_start=2016
+  _globals['_GETLIVEREQUESTSREQUEST']._serialized_end=2061
+  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_start=2063
+  _globals['_GETLIVEREQUESTSRESPONSE']._serialized_end=2164
+  _globals['_SERVEFORWARDEDREQUEST']._serialized_start=2166
+  _globals['_SERVEFORWARDEDREQUEST']._serialized_end=2251
+  _globals['_SERVEFORWARDEDRESPONSE']._serialized_start=2253
+  _globals['_SERVEFORWARDEDRESPONSE']._serialized_end=2322
+  _globals['_REGIONALBRAINSERVICE']._serialized_start=2325
+  _globals['_REGIONALBRAINSERVICE']._serialized_end=2958
 # @@protoc_insertion_point(module_scope)

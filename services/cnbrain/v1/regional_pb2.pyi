@@ -291,6 +291,8 @@ class GetSiteSegmentsRequest(_message.Message):
     PAIRS_FIELD_NUMBER: _builtins.int
     PATHS_FIELD_NUMBER: _builtins.int
     MIN_FREE_MBPS_FIELD_NUMBER: _builtins.int
+    ACCESS_NODES_FIELD_NUMBER: _builtins.int
+    ACCESS_SITES_FIELD_NUMBER: _builtins.int
     paths: _builtins.int
     """Paths per site or pair, 1 to 8."""
     min_free_mbps: _builtins.int
@@ -303,6 +305,14 @@ class GetSiteSegmentsRequest(_message.Message):
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___SitePair]:
         """Pairs of sites of one province of this region, at most 64."""
 
+    @_builtins.property
+    def access_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Access nodes of this region's provinces, at most 64."""
+
+    @_builtins.property
+    def access_sites(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccessSite]:
+        """Access nodes and sites of one province of this region, at most 64."""
+
     def __init__(
         self,
         *,
@@ -310,10 +320,12 @@ class GetSiteSegmentsRequest(_message.Message):
         pairs: _abc.Iterable[Global___SitePair] | None = ...,
         paths: _builtins.int = ...,
         min_free_mbps: _builtins.int = ...,
+        access_nodes: _abc.Iterable[_builtins.str] | None = ...,
+        access_sites: _abc.Iterable[Global___AccessSite] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_free_mbps", b"min_free_mbps", "pairs", b"pairs", "paths", b"paths", "site_ids", b"site_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_nodes", b"access_nodes", "access_sites", b"access_sites", "min_free_mbps", b"min_free_mbps", "pairs", b"pairs", "paths", b"paths", "site_ids", b"site_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -340,6 +352,64 @@ class SitePair(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SitePair: _TypeAlias = SitePair  # noqa: Y015
+
+@_typing.final
+class AccessSite(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCESS_NODE_FIELD_NUMBER: _builtins.int
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    access_node: _builtins.str
+    site_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        access_node: _builtins.str = ...,
+        site_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_node", b"access_node", "site_id", b"site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessSite: _TypeAlias = AccessSite  # noqa: Y015
+
+@_typing.final
+class AccessPaths(_message.Message):
+    """The paths of one access node (to its province's gateway; site_id empty) or from one access
+    node to a site of its province, best first.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCESS_NODE_FIELD_NUMBER: _builtins.int
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    PATHS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    access_node: _builtins.str
+    site_id: _builtins.str
+    error: _builtins.str
+    """Set when the node or site is not this region's (or not of one province); paths is then
+    empty.
+    """
+    @_builtins.property
+    def paths(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Path]: ...
+    def __init__(
+        self,
+        *,
+        access_node: _builtins.str = ...,
+        site_id: _builtins.str = ...,
+        paths: _abc.Iterable[_common_pb2.Path] | None = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_node", b"access_node", "error", b"error", "paths", b"paths", "site_id", b"site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessPaths: _TypeAlias = AccessPaths  # noqa: Y015
 
 @_typing.final
 class SitePaths(_message.Message):
@@ -384,6 +454,8 @@ class GetSiteSegmentsResponse(_message.Message):
     REGION_ID_FIELD_NUMBER: _builtins.int
     SITES_FIELD_NUMBER: _builtins.int
     PAIRS_FIELD_NUMBER: _builtins.int
+    ACCESS_NODES_FIELD_NUMBER: _builtins.int
+    ACCESS_SITES_FIELD_NUMBER: _builtins.int
     region_id: _builtins.str
     @_builtins.property
     def sites(self) -> _containers.RepeatedCompositeFieldContainer[Global___SitePaths]:
@@ -393,16 +465,26 @@ class GetSiteSegmentsResponse(_message.Message):
     def pairs(self) -> _containers.RepeatedCompositeFieldContainer[Global___SitePaths]:
         """One per pairs, in order."""
 
+    @_builtins.property
+    def access_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccessPaths]:
+        """One per access_nodes, in order."""
+
+    @_builtins.property
+    def access_sites(self) -> _containers.RepeatedCompositeFieldContainer[Global___AccessPaths]:
+        """One per access_sites, in order."""
+
     def __init__(
         self,
         *,
         region_id: _builtins.str = ...,
         sites: _abc.Iterable[Global___SitePaths] | None = ...,
         pairs: _abc.Iterable[Global___SitePaths] | None = ...,
+        access_nodes: _abc.Iterable[Global___AccessPaths] | None = ...,
+        access_sites: _abc.Iterable[Global___AccessPaths] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs", "region_id", b"region_id", "sites", b"sites"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_nodes", b"access_nodes", "access_sites", b"access_sites", "pairs", b"pairs", "region_id", b"region_id", "sites", b"sites"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

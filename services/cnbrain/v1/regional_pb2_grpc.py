@@ -99,6 +99,8 @@ class RegionalBrainServiceServicer:
         """This region's parts of routes between sites, on this brain's links and ledger: for each
         site named, its segments from its province's backbone gateway to the site (a route
         leaving the site takes them the other way); for each pair of sites of one province, the
+        paths between them inside the province. The same for access nodes: for each named, its
+        segments to its province's gateway; for each access node and site of one province, the
         paths between them inside the province.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

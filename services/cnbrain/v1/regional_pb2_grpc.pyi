@@ -46,6 +46,8 @@ class RegionalBrainServiceStub:
     """This region's parts of routes between sites, on this brain's links and ledger: for each
     site named, its segments from its province's backbone gateway to the site (a route
     leaving the site takes them the other way); for each pair of sites of one province, the
+    paths between them inside the province. The same for access nodes: for each named, its
+    segments to its province's gateway; for each access node and site of one province, the
     paths between them inside the province.
     """
     GetTimelines: _grpc.UnaryUnaryMultiCallable[_regional_pb2.GetTimelinesRequest, _regional_pb2.GetTimelinesResponse]
@@ -92,6 +94,8 @@ class RegionalBrainServiceAsyncStub(RegionalBrainServiceStub):
     """This region's parts of routes between sites, on this brain's links and ledger: for each
     site named, its segments from its province's backbone gateway to the site (a route
     leaving the site takes them the other way); for each pair of sites of one province, the
+    paths between them inside the province. The same for access nodes: for each named, its
+    segments to its province's gateway; for each access node and site of one province, the
     paths between them inside the province.
     """
     GetTimelines: _aio.UnaryUnaryMultiCallable[_regional_pb2.GetTimelinesRequest, _regional_pb2.GetTimelinesResponse]  # type: ignore[assignment]
@@ -153,6 +157,8 @@ class RegionalBrainServiceServicer(metaclass=_abc_1.ABCMeta):
         """This region's parts of routes between sites, on this brain's links and ledger: for each
         site named, its segments from its province's backbone gateway to the site (a route
         leaving the site takes them the other way); for each pair of sites of one province, the
+        paths between them inside the province. The same for access nodes: for each named, its
+        segments to its province's gateway; for each access node and site of one province, the
         paths between them inside the province.
         """
 
