@@ -280,6 +280,38 @@ async def test_a_higher_class_blocked_by_a_full_link_preempts_the_lower_work_hol
     await api.invariants()
 
 
+async def test_a_queued_request_is_planned_around_a_link_reported_down(api: Api) -> None:
+    _, user = await api.tenant_user("q-down")
+    down = await api.as_admin(
+        "PUT", f"/v1/links/{ACCESS_LINK}/state", json={"state": "down", "reason": "fibre cut"}
+    )
+    assert down.status_code == 200, down.text
+    try:
+        # Its best route to AA-dc crosses the link down; the other goes AA-acc - AA-gw.
+        waiting = await _submit(
+            api,
+            user,
+            {
+                "source_province": "AA",
+                "resources": {"cpu": 4, "memory_gib": 1},
+                "duration_hours": 1,
+                "constraints": {"min_bandwidth_gbps": 10, "labels": {"tier": "gold"}},
+                "start": "queue",
+                "max_wait_s": 5,
+            },
+        )
+        assert waiting["state"] == "queued", waiting
+        admitted = await _until(api, user, waiting["id"], lambda v: v["state"] == "placed")
+        assert admitted["site"] == "AA-dc"
+        links = [h["link"] for s in admitted["decision"]["path"]["segments"] for h in s["hops"]]
+        assert ACCESS_LINK not in links and "AA-acc--AA-gw" in links, links
+        await _cancel(api, user, waiting["id"])
+    finally:
+        up = await api.as_admin("PUT", f"/v1/links/{ACCESS_LINK}/state", json={"state": "up"})
+        assert up.status_code == 200, up.text
+    await api.invariants()
+
+
 async def test_rounds_run_at_once_never_admit_a_request_twice(api: Api) -> None:
     _, user = await api.tenant_user("q-twice")
     holder = await _submit(api, user, ascend_body(16))

@@ -111,10 +111,12 @@ def ledger_options(
     *,
     top_n: int,
     keys: "CalendarKeys | LedgerKeys",
+    avoid: Blocked = NOTHING_BLOCKED,
 ) -> list[tuple[PlanOption[Any], ...]]:
     """Per request, in order, up to `top_n` options, best first: the engine's ranking of the
     sites that pass its filters and could hold the request on the empty map, each with its
-    best route (links of less capacity than the request's bandwidth avoided). An option holds
+    best route (the links `avoid`, and those of less capacity than the request's bandwidth,
+    avoided). An option holds
     the request's compute on the site and its bandwidth on every link of the route; a site
     with no route within the request's latency bound is left out. Its `bandwidth` is the same
     Mbps by link id (`Resources.bandwidth`)."""
@@ -131,7 +133,7 @@ def ledger_options(
         for row, (sites, _) in enumerate(ranked):
             need = int(batch.need_mbps[row])
             if need not in blocked_by_need:
-                blocked_by_need[need] = (
+                blocked_by_need[need] = avoid | (
                     frozenset(np.flatnonzero(arrays.link_cap_mbps < need).tolist())
                     if need > 0
                     else NOTHING_BLOCKED

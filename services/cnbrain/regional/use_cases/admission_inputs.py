@@ -10,7 +10,7 @@ from typing import Any
 
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar, Window
-from cnbrain.ledger.keys import ResourceKey, accelerator_key, site_key
+from cnbrain.ledger.keys import ResourceKey, accelerator_key, link_key, site_key
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.regional.stored_requests import stored_request
 from cnbrain.scheduling.backfill import PlanOption
@@ -81,6 +81,16 @@ def running_work(held: Sequence[HeldWork], classes: PriorityClasses) -> list[Run
             )
         )
     return running
+
+
+def unusable_links(calendar: Calendar[ResourceKey], links: Any) -> frozenset[int]:
+    """The links (indices) that `links` marks as this brain's and that have no capacity on
+    `calendar`: reported down, retired, or used up from outside."""
+    return frozenset(
+        j
+        for j, own in enumerate(links)
+        if own and link_key(j) in calendar and calendar.profile(link_key(j)).capacity == 0
+    )
 
 
 def owned(option: PlanOption[ResourceKey], sites: Any, links: Any) -> bool:

@@ -10,7 +10,9 @@ lease (`regional.admission_loop`):
    requests of other regions (`use_cases.make_room`), which the calendar then counts as
    taken until they end or their request holds its part;
 2. plans them with the project's one admission code (`scheduling.admission.admission_round`):
-   order by class, fair shares and age; conservative backfill over the calendar;
+   order by class, fair shares and age; conservative backfill over the calendar. Their
+   options are built once per request, map and set of the region's links with no capacity
+   on the calendar (reported down, say), whose routes avoid those links;
 3. acts, each step in its own transaction:
    - requests whose max wait has passed, or that can never fit, are rejected with the reason;
    - requests their cohort refuses wait, with the reason (they were not planned);
@@ -84,6 +86,7 @@ from cnbrain.regional.use_cases.admission_inputs import (
     readable,
     rooms_left,
     running_work,
+    unusable_links,
     waited_out,
 )
 from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
@@ -91,6 +94,7 @@ from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient, NationalPlan
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
+from cnbrain.routing.router import Avoiding
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
@@ -188,6 +192,7 @@ class AdmitQueued:
         self._flows: dict[str, tuple[FlowOption, ...]] = {}
         """The flow options of the requests with flows, one per option of `_options`."""
         self._options_map: object = None
+        self._options_avoid: frozenset[int] = frozenset()
         self._ask_every_s = ask_every_s
         self._asked: dict[str, float] = {}
         self._national_plans: dict[str, NationalPlan] = {}
@@ -205,7 +210,7 @@ class AdmitQueued:
         for record, problem in unreadable:
             await fail_unreadable(self._sessions, record, problem)
         rejected = 0
-        local, elsewhere = await self._split(queued)
+        local, elsewhere = await self._split(queued, read.calendar)
         leave_held_rooms(read.calendar, read.holds, read.holdings, self._live_map.engine.arrays)
         before = read.calendar.copy()
         result = await self._plan(read, local)
@@ -323,26 +328,33 @@ class AdmitQueued:
             )
         )
 
-    async def _split(self, queued: Sequence[Queued]) -> tuple[list[Queued], list[Queued]]:
-        """The queued requests this brain plans itself (their options built once per map, in
-        a worker thread), and those only the national brain can place: with no option on
-        this region's own sites and links (for a request with flows, every flow's route
-        too), asking for the national optimum, or of a tenant with a national quota."""
+    async def _split(
+        self, queued: Sequence[Queued], calendar: Calendar[ResourceKey]
+    ) -> tuple[list[Queued], list[Queued]]:
+        """The queued requests this brain plans itself, and those only the national brain can
+        place: with no option on this region's own sites and links (for a request with
+        flows, every flow's route too), asking for the national optimum, or of a tenant with
+        a national quota. Options are built once per map and set of this region's links
+        without capacity on `calendar` (`unusable_links`), which their routes avoid, in a
+        worker thread."""
         engine = self._live_map.engine
-        if self._options_map is not engine.arrays:
-            self._options, self._flows, self._options_map = {}, {}, engine.arrays
+        ownership = self._live_map.ownership
+        avoid = unusable_links(calendar, ownership.links)
+        if self._options_map is not engine.arrays or self._options_avoid != avoid:
+            self._options, self._flows = {}, {}
+            self._options_map, self._options_avoid = engine.arrays, avoid
         new = [q.request for q in queued if q.request.id not in self._options]
         if new:
             keys = LedgerKeys(engine.arrays)
             moving = [r for r in new if r.moves_data]
             still = [r for r in new if not r.moves_data]
+            router = Avoiding(engine.router, avoid)
             built = await anyio.to_thread.run_sync(
                 lambda: (
-                    ledger_options(engine, still, top_n=self._top_n, keys=keys),
-                    flow_plan_options(engine, moving, top_n=self._top_n, keys=keys),
+                    ledger_options(engine, still, top_n=self._top_n, keys=keys, avoid=avoid),
+                    flow_plan_options(engine, moving, top_n=self._top_n, keys=keys, router=router),
                 )
             )
-            ownership = self._live_map.ownership
             for request, options in zip(still, built[0], strict=True):
                 self._options[request.id] = tuple(
                     o for o in options if owned(o, ownership.sites, ownership.links)
