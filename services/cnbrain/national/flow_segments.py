@@ -7,7 +7,7 @@ latency bound). Each region that owns a part of those routes is asked once, for 
 parts, in parallel under the candidate deadline (`GetSiteSegments`): a site's segments from
 its province's gateway, an access node's to its gateway, and, inside one province, the
 local paths from a site or an access node to a candidate. The national brain computes the
-backbone between the gateways on its own links; `routing.owner_routes` combines them.
+backbone between the gateways on its own links; `routing.composed` combines them.
 
 Every owner leaves out its links with nothing free now (`MIN_FREE_MBPS`): a link its
 operator reported down, or one full now. So a flow is routed around a link its owner has
@@ -31,7 +31,7 @@ from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.netmap.arrays import MapArrays
-from cnbrain.routing.owner_routes import OwnerRoutes, OwnerSegments
+from cnbrain.routing.composed import OwnerRoutes, OwnerSegments
 from cnbrain.routing.paths import GraphPath
 from cnbrain.v1 import common_pb2, regional_pb2
 

@@ -51,6 +51,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.placement.errors import RequestError
 from cnbrain.placement.request_check import check_request
 from cnbrain.placement.weights import WeightMatrix
+from cnbrain.regional import site_segments
 from cnbrain.regional.forwarding import ServeForwarded
 from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.schemas import RouteSegmentView, SiteRouteView
@@ -63,7 +64,6 @@ from cnbrain.regional.use_cases.ports import (
 )
 from cnbrain.regional.use_cases.site_routes import least_gbps
 from cnbrain.regional.use_cases.timelines import ReadTimelines
-from cnbrain.routing.paths import GraphPath
 from cnbrain.rpc.client import open_channel
 from cnbrain.rpc.failover import Failover
 from cnbrain.rpc.security import PeerSecurity
@@ -286,120 +286,25 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
         self, request: regional_pb2.GetSiteSegmentsRequest, context: Context
     ) -> regional_pb2.GetSiteSegmentsResponse:
         asked = (request.site_ids, request.pairs, request.access_nodes, request.access_sites)
-        if any(len(many) > MAX_SEGMENT_ASKS for many in asked):
+        if any(len(many) > site_segments.MAX_ASKS for many in asked):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"at most {MAX_SEGMENT_ASKS} sites, pairs, access nodes and access sites each",
+                f"at most {site_segments.MAX_ASKS} sites, pairs, access nodes and access sites"
+                " each",
             )
-        if not 1 <= request.paths <= MAX_SEGMENT_PATHS or request.min_free_mbps < 0:
+        if not 1 <= request.paths <= site_segments.MAX_PATHS or request.min_free_mbps < 0:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"paths must be 1 to {MAX_SEGMENT_PATHS}, min_free_mbps at least 0",
+                f"paths must be 1 to {site_segments.MAX_PATHS}, min_free_mbps at least 0",
             )
         snapshot, _ = await self._live_map.snapshot()
-        engine = self._live_map.engine
-        blocked = _narrower_than(snapshot, request.min_free_mbps)
-
-        def message(paths: Sequence[GraphPath]) -> list[common_pb2.Path]:
-            return [
-                path_message(p, arrays=engine.arrays, residual_mbps=snapshot.residual_mbps)
-                for p in paths
-            ]
-
-        sites = []
-        for site_id in request.site_ids:
-            site, error = self._own_site(site_id)
-            paths = (
-                []
-                if site is None
-                else engine.router.destination_paths(site, k=request.paths, blocked=blocked)
-            )
-            sites.append(
-                regional_pb2.SitePaths(from_site_id=site_id, paths=message(paths), error=error)
-            )
-        pairs = []
-        for pair in request.pairs:
-            first, error = self._own_site(pair.from_site_id)
-            second, second_error = self._own_site(pair.to_site_id)
-            error = error or second_error
-            local: list[GraphPath] = []
-            if first is not None and second is not None:
-                if engine.map.sites[first].province != engine.map.sites[second].province:
-                    error = "the two sites are not in one province"
-                else:
-                    routes = engine.router.site_routes(
-                        from_site=first, to_site=second, k=request.paths, blocked=blocked
-                    )
-                    local = [segment.path for route in routes for segment in route.segments]
-            pairs.append(
-                regional_pb2.SitePaths(
-                    from_site_id=pair.from_site_id,
-                    to_site_id=pair.to_site_id,
-                    paths=message(local),
-                    error=error,
-                )
-            )
-        nodes = []
-        for node in request.access_nodes:
-            province, error = self._own_node(node)
-            paths = (
-                []
-                if province is None
-                else engine.router.source_paths(node, k=request.paths, blocked=blocked)
-            )
-            nodes.append(
-                regional_pb2.AccessPaths(access_node=node, paths=message(paths), error=error)
-            )
-        access_sites = []
-        for one in request.access_sites:
-            province, error = self._own_node(one.access_node)
-            site, site_error = self._own_site(one.site_id)
-            error = error or site_error
-            local = []
-            if province is not None and site is not None:
-                if engine.map.sites[site].province != province:
-                    error = "the access node and the site are not in one province"
-                else:
-                    (routes,) = engine.router.routes(
-                        access_node=one.access_node, sites=[site], k=request.paths, blocked=blocked
-                    )
-                    local = [segment.path for route in routes for segment in route.segments]
-            access_sites.append(
-                regional_pb2.AccessPaths(
-                    access_node=one.access_node,
-                    site_id=one.site_id,
-                    paths=message(local),
-                    error=error,
-                )
-            )
-        return regional_pb2.GetSiteSegmentsResponse(
+        return site_segments.SiteSegments(
+            engine=self._live_map.engine,
+            snapshot=snapshot,
             region_id=self._region_id,
-            sites=sites,
-            pairs=pairs,
-            access_nodes=nodes,
-            access_sites=access_sites,
-        )
-
-    def _own_node(self, node: str) -> tuple[str | None, str]:
-        """The province of access node `node` when this region owns it, else None and why
-        not."""
-        cmap = self._live_map.engine.map
-        province = cmap.node_province.get(node)
-        if province is None or node not in cmap.provinces[province].access_nodes:
-            return None, f"unknown access node {node[:MAX_ECHO]!r}"
-        if cmap.region_of(province) != self._region_id:
-            return None, f"access node {node!r} is not in region {self._region_id!r}"
-        return province, ""
-
-    def _own_site(self, site_id: str) -> tuple[int | None, str]:
-        """The index of site `site_id` when this region owns it, else None and why not."""
-        cmap = self._live_map.engine.map
-        site = cmap.site_index.get(site_id)
-        if site is None:
-            return None, f"unknown site {site_id[:MAX_ECHO]!r}"
-        if cmap.region_of(cmap.sites[site].province) != self._region_id:
-            return None, f"site {site_id!r} is not in region {self._region_id!r}"
-        return site, ""
+            paths=request.paths,
+            blocked=_narrower_than(snapshot, request.min_free_mbps),
+        ).answer(request)
 
     @override
     async def GetTimelines(
@@ -478,17 +383,6 @@ def add_regional_service(server: grpc.aio.Server, servicer: RegionalServicer) ->
     """Serve `servicer` on `server`; the service's full name (for health and reflection)."""
     regional_pb2_grpc.add_RegionalBrainServiceServicer_to_server(servicer, server)
     return regional_pb2.DESCRIPTOR.services_by_name["RegionalBrainService"].full_name
-
-
-MAX_SEGMENT_ASKS = 64
-"""Sites, pairs of sites, access nodes, and access nodes with sites, one GetSiteSegments call
-may name (each)."""
-
-MAX_SEGMENT_PATHS = 8
-"""Paths per site, pair or access node of a GetSiteSegments call."""
-
-MAX_ECHO = 128
-"""Characters of an unknown name echoed back."""
 
 
 def _route_view(route: national_pb2.SiteRoute) -> SiteRouteView:

@@ -93,7 +93,7 @@ Keys = TypeVar("Keys", CalendarKeys, LedgerKeys)
 
 class FlowRouter(Protocol):
     """Where the routes of flows come from: a `SegmentRouter` on a brain's copy of the map, or
-    the segments their owners computed (`routing.owner_routes.OwnerRoutes`)."""
+    the segments their owners computed (`routing.composed.OwnerRoutes`)."""
 
     def site_routes(
         self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf

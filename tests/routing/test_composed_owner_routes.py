@@ -1,4 +1,4 @@
-"""Routes composed of the segments their owners answered (`routing.owner_routes`): with every
+"""Routes composed of the segments their owners answered (`routing.composed`): with every
 owner answering what its own router computes, they are the routes of one router over the
 whole map; a segment no owner gave leaves exactly the routes that need it without one."""
 
@@ -9,7 +9,7 @@ import pytest
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.synthetic import synthetic_document
-from cnbrain.routing.owner_routes import OwnerRoutes, OwnerSegments
+from cnbrain.routing.composed import OwnerRoutes, OwnerSegments
 from cnbrain.routing.paths import GraphPath
 from cnbrain.routing.router import Route, SegmentRouter
 
