@@ -136,7 +136,7 @@ class FlowSegments:
         answers = await asyncio.gather(
             *(self._ask(region_id, one, arrays) for region_id, one in wanted.items())
         )
-        segments = OwnerSegments({}, {}, {}, {})
+        segments = OwnerSegments()
         unheard: set[str] = set()
         for region_id, answer in zip(wanted, answers, strict=True):
             if answer is None:
@@ -157,7 +157,7 @@ class FlowSegments:
         if region is None:
             log.info("region %s is not registered: no segments of its for flows", region_id)
             return None
-        found = OwnerSegments({}, {}, {}, {})
+        found = OwnerSegments()
         try:
             for sites, pairs, nodes, node_sites in _batches(one):
                 answer = await region.site_segments(

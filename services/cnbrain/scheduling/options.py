@@ -116,10 +116,9 @@ def ledger_options(
     """Per request, in order, up to `top_n` options, best first: the engine's ranking of the
     sites that pass its filters and could hold the request on the empty map, each with its
     best route (the links `avoid`, and those of less capacity than the request's bandwidth,
-    avoided). An option holds
-    the request's compute on the site and its bandwidth on every link of the route; a site
-    with no route within the request's latency bound is left out. Its `bandwidth` is the same
-    Mbps by link id (`Resources.bandwidth`)."""
+    avoided). An option holds the request's compute on the site and its bandwidth on every
+    link of the route; a site with no route within the request's latency bound is left out.
+    Its `bandwidth` is the same Mbps by link id (`Resources.bandwidth`)."""
     arrays = engine.arrays
     empty = Snapshot.empty(arrays)
     blocked_by_need: dict[int, Blocked] = {}

@@ -334,9 +334,9 @@ class AdmitQueued:
         """The queued requests this brain plans itself, and those only the national brain can
         place: with no option on this region's own sites and links (for a request with
         flows, every flow's route too), asking for the national optimum, or of a tenant with
-        a national quota. Options are built once per map and set of this region's links
-        without capacity on `calendar` (`unusable_links`), which their routes avoid, in a
-        worker thread."""
+        a national quota. Options are built once per request, map and set of this region's
+        links without capacity on `calendar` (`unusable_links`), which their routes avoid,
+        in a worker thread."""
         engine = self._live_map.engine
         ownership = self._live_map.ownership
         avoid = unusable_links(calendar, ownership.links)
