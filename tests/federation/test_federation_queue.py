@@ -18,6 +18,7 @@ import grpc
 import httpx
 import pytest
 
+from cnbrain.national.waiting import NO_ROOM_FOR_FLOWS
 from cnbrain.v1 import regional_pb2, regional_pb2_grpc
 from tests.federation.ledgers import check_invariants, rows, unreleased
 from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
@@ -280,6 +281,54 @@ async def test_a_higher_class_request_with_flows_has_the_destination_preempt_for
     placed, victim = await _placed_by_preemption(federation, flows={"staging": [staging]})
     assert [flow["kind"] for flow in placed["flows"]] == ["staging"]
     await _cancel_and_free_the_west(federation, [placed["id"]], victim["id"])
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_no_work_is_preempted_for_a_request_whose_flows_could_not_start_now(
+    federation: LocalFederation,
+) -> None:
+    """As above, but Qingpu's two links carry 399 of their 400 Gbps from outside the brains:
+    its staging could not start now at any of its rates (10, 5 or 2.5 Gbps), so the west is
+    not asked to make room. The low-class request keeps Zhongwei, and the request's plan
+    says why."""
+    east = federation.members["east"].url
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+
+    def carry(gbps: float) -> None:
+        for link in ("SH-hub-qingpu--SH-agg-1", "SH-hub-qingpu--SH-agg-2"):
+            answer = httpx.post(
+                f"{east}/v1/links/{link}/usage",
+                json={"bandwidth_gbps": gbps},
+                headers=headers,
+                timeout=30,
+            )
+            assert answer.status_code == 204, answer.text
+
+    carry(399)
+    try:
+        victim = _fill_the_west(federation, priority_class="low")
+        assert (victim["state"], victim["site"]) == ("placed", "NX-hub-zhongwei"), victim
+        staging = {"source": {"site": "SH-hub-qingpu"}, "volume_gb": 45, "max_rate_gbps": 10}
+        view = submit(
+            federation,
+            "east",
+            _waiting_in_the_west(60, priority_class="high", flows={"staging": [staging]}),
+        )
+
+        async def explained() -> dict[str, Any] | None:
+            now = _view(federation, view["id"])
+            plan = now["queue"] or {}
+            return now if NO_ROOM_FOR_FLOWS in plan.get("reason", "") else None
+
+        waiting = await until(explained, "the plan saying why no room is made", 30)
+        assert waiting["state"] == "queued", waiting
+        kept = get(federation, "west", f"/v1/requests/{victim['id']}")
+        assert (kept["state"], kept["site"]) == ("placed", "NX-hub-zhongwei"), kept
+        assert await _holds(federation) == []
+        await _cancel_and_free_the_west(federation, [view["id"]], victim["id"])
+    finally:
+        carry(0)
 
 
 async def _holds(federation: LocalFederation) -> list[str]:

@@ -276,6 +276,38 @@ def test_a_request_with_flows_waits_for_its_staging_to_cross_the_backbone(
     assert late is None
 
 
+def test_room_is_worth_making_only_where_the_flows_could_start_now(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    pairs = flow_plan_options(engine, [_staged()], top_n=8, keys=LedgerKeys(arrays))[0]
+    options = [option for option, _ in pairs]
+    regions = {"east": _calendar_of(arrays, "east"), "west": _calendar_of(arrays, "west")}
+    hub = arrays.map.site_index["CC-hub"]
+    ascend = accelerator_key(hub, "Ascend910B")
+    regions["west"].take(
+        {ascend: regions["west"].profile(ascend).capacity}, Window(NOW, NOW + HOUR)
+    )
+    answers = {region: _answer(calendar, arrays) for region, calendar in regions.items()}
+
+    def room(backbone: Calendar[ResourceKey]) -> tuple[str, ...]:
+        joint = wait_planner.joint_calendar(backbone, answers, options=options, arrays=arrays)
+        assert wait_planner.planned_start(joint, options, duration_s=HOUR, deadline_s=NOW) is None
+        return wait_planner.room_sites(joint, options)
+
+    # The hub's compute is busy, its staging's links are free: room there lets it start.
+    assert room(_calendar_of(arrays, "national")) == ("CC-hub",)
+    # With every backbone link busy too, its staging could not start now: no room is worth it.
+    backbone = _calendar_of(arrays, "national")
+    for j, link in enumerate(arrays.map.links):
+        if link.owner == "national":
+            backbone.take({link_key(j): int(arrays.link_cap_mbps[j])}, Window(NOW, NOW + HOUR))
+    assert room(backbone) == ()
+    # An option without windows of its own holds its path from its start: always worth it.
+    joint = wait_planner.joint_calendar(backbone, answers, options=_options(engine), arrays=arrays)
+    assert wait_planner.room_sites(joint, _options(engine)) == ("CC-hub",)
+
+
 def test_a_flow_is_held_by_every_owner_of_its_route_over_its_own_window(
     engine: PlacementEngine,
 ) -> None:

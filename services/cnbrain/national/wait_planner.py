@@ -26,6 +26,7 @@ from cnbrain.ledger.keys import (
     link_key,
     site_key,
 )
+from cnbrain.ledger.timed_demand import TimedDemand
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.scheduling.backfill import PlanItem, PlanOption, choose
 from cnbrain.v1 import regional_pb2
@@ -44,6 +45,8 @@ class WaitPlan:
     demand: tuple[tuple[tuple[str, ...], int], ...] = ()
     duration_s: int = 0
     lead_s: int = 0
+    room_sites: tuple[str, ...] = ()
+    """Without a start: the sites where room made now could let it start (`room_sites`)."""
 
 
 class Booked(Protocol):
@@ -197,3 +200,25 @@ def planned_start(
     item = PlanItem("waiting", known, duration_s, calendar.now, deadline_s, sites=sites)
     found = choose(calendar, item)
     return None if found is None else (found[0], known[found[1]])
+
+
+def room_sites(
+    calendar: Calendar[ResourceKey], options: Sequence[PlanOption[ResourceKey]]
+) -> tuple[str, ...]:
+    """The sites of `options`, in order, where freeing compute now could let the request
+    start: an option without windows of its own (its compute and path held from its start),
+    or one whose other parts (its flows and continuous bandwidth) all fit on `calendar` from
+    its earliest start, its staging beginning now. An option with a resource `calendar`
+    lacks counts for nothing."""
+    sites: dict[str, None] = {}
+    now = calendar.now
+    for option in options:
+        if not all(key in calendar for key in option.demand):
+            continue
+        timed = option.timed
+        if timed is not None:
+            flows = TimedDemand(p for p in timed.parts if p.key not in option.compute)
+            if flows.earliest(calendar, not_before=now, deadline=now + timed.lead) is None:
+                continue
+        sites[option.label] = None
+    return tuple(sites)

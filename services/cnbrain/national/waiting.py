@@ -34,9 +34,10 @@ When its first flow starts now, the placer places it on the plan's site
 (`CrossRegionPlacer.place_flows`): every owner holds its share of each flow over the flow's
 window, and the decision says when the job starts (`Decision.starts_at`, once its staging
 is done). Otherwise its plan is kept, as above. With no start within its max wait, room is
-made for it as in step 3, and it is planned once more at once: on the room made, it is
-placed when its flows' links let its staging start now; otherwise its plan starts later,
-and the room lapses.
+made for it as in step 3, on the sites where its flows could start now
+(`wait_planner.room_sites`; on none, no work is preempted for it), and it is planned once
+more at once: on the room made, it is placed when its flows' links let its staging start
+now; otherwise its plan starts later, and the room lapses.
 
 The source region stores the plan as the request's estimated start and asks again at its
 next rounds, until the request is placed or its max wait passes.
@@ -76,6 +77,9 @@ log = logging.getLogger("cnbrain.national")
 WAIT_OPTIONS = 8
 """Sites a waiting request is planned on (the engine's best first; for a request with flows,
 the best against the joint calendar among `flow_requests.WIDEN` times as many)."""
+
+NO_ROOM_FOR_FLOWS = "no work is preempted for it: on no site could its flows start now"
+"""Why no room is made for a request with flows whose flows could not start now anyway."""
 
 MAX_ROOM_SITES = 16
 """Sites one region is asked to make room on at most."""
@@ -181,8 +185,11 @@ class PlaceOrPlan:
         plan, chosen = await self._plan_flows(
             request, options, wait_until_s=wait_until_s, unheard=unheard
         )
-        if plan.start_s is None and options:
-            room = await self._make_room(request, options)
+        roomy = [option for option in options if option.label in plan.room_sites]
+        if plan.start_s is None and options and not roomy:
+            plan = WaitPlan(None, None, f"{plan.reason}; {NO_ROOM_FOR_FLOWS}")
+        elif plan.start_s is None and options:
+            room = await self._make_room(request, roomy)
             if room is not None and room.requeued:
                 plan, chosen = await self._plan_flows(
                     request, options, wait_until_s=wait_until_s, unheard=unheard
@@ -280,7 +287,8 @@ class PlaceOrPlan:
         around = f", around {len(booked)} other waiting requests' plans" if booked else ""
         if found is None:
             no_start = f"no candidate site is free for it within its max wait{around}{silent}"
-            return WaitPlan(None, None, no_start), None
+            roomy = wait_planner.room_sites(calendar, options)
+            return WaitPlan(None, None, no_start, room_sites=roomy), None
         start, option = found
         lead, span = 0, duration_s
         if option.timed is not None:
