@@ -1,9 +1,11 @@
 """Notes owed to other brains (`storage.owed_notes`), on PostgreSQL and SQLite: kept until
-settled, read oldest first and at most `limit` at a time, the bytes as kept."""
+settled, read oldest first and at most `limit` at a time, the bytes as kept, the time kept
+an aware one."""
 
 import pytest
 
 from cnbrain.storage import owed_notes
+from cnbrain.storage.clock import utcnow
 from tests.databases import Sessions
 
 pytestmark = pytest.mark.asyncio
@@ -29,6 +31,8 @@ async def test_notes_are_read_oldest_first_until_settled(sessions: Sessions) -> 
     ]
     assert first_two == notes[:2]
     assert notes[0].since <= notes[2].since
+    # Compared with the clock's aware times: SQLite hands back naive ones.
+    assert all(n.since <= utcnow() for n in notes)
 
     async with sessions.begin() as session:
         await owed_notes.settle(session, [ids[0], ids[2]])

@@ -192,7 +192,10 @@ class SegmentRerouter:
         why = f"link {', '.join(sorted(cut))} went down"
         if part.has_flows:
             await self._not_rerouted(
-                decision, cut_at[0], cut, f"{why}; its flows were planned on it"
+                decision,
+                cut_at[0],
+                cut,
+                f"{why}; a request that moves data keeps the path it was placed on",
             )
             return
         own = [link.id for link in self._live_map.map.links if link.owner == self._owner]

@@ -120,7 +120,9 @@ class Rerouter:
             )
             return
         if request.moves_data:
-            await self._not_rerouted(decision, cut, f"{why}; its flows were planned on it")
+            await self._not_rerouted(
+                decision, cut, f"{why}; a request that moves data keeps the path it was placed on"
+            )
             return
         every = [link.id for link in self._live_map.map.links]
         found = await self._new_route(decision, old, down | await self._steered.links_down(every))

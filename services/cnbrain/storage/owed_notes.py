@@ -12,14 +12,14 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from cnbrain.storage.clock import utcnow
+from cnbrain.storage.clock import as_utc, utcnow
 from cnbrain.storage.models import OwedNoteRecord
 
 
 @dataclass(frozen=True, slots=True)
 class OwedNote:
     """Note `id` (in the order kept), owed to region `region_id` about request `request_id`:
-    its wire `message`, kept `since`."""
+    its wire `message`, kept `since` (aware, UTC)."""
 
     id: int
     region_id: str
@@ -39,10 +39,10 @@ async def owe(session: AsyncSession, *, region_id: str, request_id: str, message
 
 
 async def owed(session: AsyncSession, *, limit: int) -> list[OwedNote]:
-    """The oldest `limit` notes owed, oldest first."""
+    """The oldest `limit` notes owed, oldest first, each `since` an aware time in UTC."""
     n = OwedNoteRecord
     rows = await session.scalars(select(n).order_by(n.id).limit(limit))
-    return [OwedNote(r.id, r.region_id, r.request_id, r.message, r.since) for r in rows]
+    return [OwedNote(r.id, r.region_id, r.request_id, r.message, as_utc(r.since)) for r in rows]
 
 
 async def settle(session: AsyncSession, ids: Sequence[int]) -> None:
