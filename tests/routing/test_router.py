@@ -23,7 +23,7 @@ from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.synthetic import synthetic_document
 from cnbrain.routing import paths
 from cnbrain.routing.paths import GraphPath, PathFinder
-from cnbrain.routing.router import Avoiding, Route, SegmentRouter
+from cnbrain.routing.router import Route, SegmentRouter
 from cnbrain.routing.srv6 import SidPlan
 
 CORE_LAYERS = {LinkLayer.ACCESS, LinkLayer.PROVINCE}
@@ -602,24 +602,3 @@ def test_site_to_site_routes_avoid_the_blocked_links(
     assert detour.segments[1].path.nodes == ("AA-gw", "CC-gw")
     assert detour.latency_ms == pytest.approx(11.4)
     assert _between(router, tiny_map, "AA-dc", "CC-hub")[0].links == across.links
-
-
-def test_a_router_avoiding_links_avoids_them_besides_those_asked(
-    router: SegmentRouter, tiny_map: ComputeNetworkMap
-) -> None:
-    index = tiny_map.site_index
-    cut = frozenset({link_idx(tiny_map, "AA-acc", "AA-agg1")})
-    avoiding = Avoiding(router, cut)
-    ((to_dc,),) = avoiding.routes(access_node="AA-acc", sites=[index["AA-dc"]], k=1)
-    assert to_dc.segments[0].path.nodes[:2] == ("AA-acc", "AA-gw")
-    backbone = frozenset({link_idx(tiny_map, "AA-gw", "BB-gw")})
-    ((to_hub,),) = avoiding.routes(
-        access_node="AA-acc", sites=[index["CC-hub"]], k=1, blocked=backbone
-    )
-    assert cut.isdisjoint(to_hub.links) and backbone.isdisjoint(to_hub.links)
-    agg = frozenset({link_idx(tiny_map, "AA-gw", "AA-agg1")})
-    (between,) = Avoiding(router, agg).site_routes(
-        from_site=index["AA-dc"], to_site=index["CC-hub"], k=1
-    )
-    assert agg.isdisjoint(between.links)
-    assert not agg.isdisjoint(_between(router, tiny_map, "AA-dc", "CC-hub")[0].links)

@@ -140,6 +140,31 @@ def test_serving_and_continuous_bandwidth_hold_the_run_within_their_bounds(
     assert flow_options(_job(max_latency_ms=0.5), _site(routes, "AA-dc"), routes) == []
 
 
+def test_flows_are_routed_around_the_links_to_avoid(routes: FlowRoutes[CalendarKeys]) -> None:
+    links = routes.arrays.link_index
+    cut = frozenset({links["AA-acc--AA-agg1"], links["AA-gw--AA-agg1"]})
+    avoiding = FlowRoutes(routes.arrays, routes.router, routes.keys, avoid=cut)
+    job = _job(
+        Flows(
+            staging=(Staging(source=Endpoint(site="AA-dc"), volume_gb=10.0),),
+            delivery=(Delivery(destination=Endpoint(province="AA"), volume_gb=1.0),),
+        ),
+        continuous_mbps=1000,
+    )
+    for site_id in ("AA-idle", "CC-hub"):
+        plain = flow_options(job, _site(routes, site_id), routes)
+        around = flow_options(job, _site(routes, site_id), avoiding)
+        assert around, site_id
+        assert any(not cut.isdisjoint(leg.route.links) for o in plain for leg in o.legs)
+        for option in around:
+            for leg in option.legs:
+                assert cut.isdisjoint(leg.route.links), (site_id, leg.kind)
+                assert leg.route.links, (site_id, leg.kind)
+    (option, *_) = flow_options(job, _site(routes, "AA-idle"), avoiding)
+    continuous = next(leg for leg in option.legs if leg.kind == "continuous")
+    assert continuous.route.segments[0].path.nodes[:2] == ("AA-acc", "AA-gw")
+
+
 def test_flow_ends_the_map_lacks_are_refused_by_field(routes: FlowRoutes[CalendarKeys]) -> None:
     with pytest.raises(Invalid) as info:
         check_flows(

@@ -65,7 +65,7 @@ from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.wait_planner import WaitPlan
 from cnbrain.scheduling.backfill import PlanOption
-from cnbrain.scheduling.flow_requests import flow_plan_options, flow_sites
+from cnbrain.scheduling.flow_requests import flow_sites, site_flow_options
 from cnbrain.scheduling.options import LedgerKeys, ledger_options
 from cnbrain.storage import ledger_store, wait_plans
 from cnbrain.storage.clock import moment_of
@@ -170,16 +170,14 @@ class PlaceOrPlan:
         engine = self._live_map.engine
         sites = await asyncio.to_thread(flow_sites, engine, request, top_n=WAIT_OPTIONS)
         asked = await self._flow_segments(request, [site for site, _ in sites])
-        pairs = (
-            await asyncio.to_thread(
-                flow_plan_options,
-                engine,
-                [request],
-                top_n=WAIT_OPTIONS,
-                keys=LedgerKeys(engine.arrays),
-                router=asked.routes,
-            )
-        )[0]
+        pairs = await asyncio.to_thread(
+            site_flow_options,
+            engine,
+            request,
+            sites,
+            keys=LedgerKeys(engine.arrays),
+            router=asked.routes,
+        )
         options = [option for option, _ in pairs]
         unheard = asked.unheard
         plan, chosen = await self._plan_flows(

@@ -54,15 +54,15 @@ class SiteSegments:
         k, blocked = self._k, self._blocked
         sites = []
         for site_id in request.site_ids:
-            site, error = self.own_site(site_id)
+            site, error = self._own_site(site_id)
             paths = [] if site is None else router.destination_paths(site, k=k, blocked=blocked)
             sites.append(
                 regional_pb2.SitePaths(from_site_id=site_id, paths=self._wire(paths), error=error)
             )
         pairs = []
         for pair in request.pairs:
-            first, error = self.own_site(pair.from_site_id)
-            second, second_error = self.own_site(pair.to_site_id)
+            first, error = self._own_site(pair.from_site_id)
+            second, second_error = self._own_site(pair.to_site_id)
             error = error or second_error
             paths = []
             if first is not None and second is not None:
@@ -81,15 +81,15 @@ class SiteSegments:
             )
         nodes = []
         for node in request.access_nodes:
-            province, error = self.own_node(node)
+            province, error = self._own_node(node)
             paths = [] if province is None else router.source_paths(node, k=k, blocked=blocked)
             nodes.append(
                 regional_pb2.AccessPaths(access_node=node, paths=self._wire(paths), error=error)
             )
         node_sites = []
         for one in request.access_sites:
-            province, error = self.own_node(one.access_node)
-            site, site_error = self.own_site(one.site_id)
+            province, error = self._own_node(one.access_node)
+            site, site_error = self._own_site(one.site_id)
             error = error or site_error
             paths = []
             if province is not None and site is not None:
@@ -115,7 +115,7 @@ class SiteSegments:
             access_sites=node_sites,
         )
 
-    def own_site(self, site_id: str) -> tuple[int | None, str]:
+    def _own_site(self, site_id: str) -> tuple[int | None, str]:
         """The index of site `site_id` when this region owns it, else None and why not."""
         cmap = self._engine.map
         site = cmap.site_index.get(site_id)
@@ -125,7 +125,7 @@ class SiteSegments:
             return None, f"site {site_id!r} is not in region {self._region_id!r}"
         return site, ""
 
-    def own_node(self, node: str) -> tuple[str | None, str]:
+    def _own_node(self, node: str) -> tuple[str | None, str]:
         """The province of access node `node` when this region owns it, else None and why
         not."""
         cmap = self._engine.map

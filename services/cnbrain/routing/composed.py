@@ -104,7 +104,7 @@ class OwnerSegments:
 class OwnerRoutes:
     """Routes of the owners' `segments` (module docstring), the backbone computed on
     `router`'s graph avoiding `backbone_blocked`. Answers as `SegmentRouter.site_routes` and
-    `SegmentRouter.routes` do; the `blocked` of `routes` is left to the owners."""
+    `SegmentRouter.routes` do; what to avoid (`blocked`) is left to the owners."""
 
     def __init__(
         self,
@@ -120,7 +120,13 @@ class OwnerRoutes:
         self._blocked = backbone_blocked
 
     def site_routes(
-        self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf
+        self,
+        *,
+        from_site: int,
+        to_site: int,
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
     ) -> list[Route]:
         """The up to k best routes from site `from_site` to site `to_site`, best first, within
         `max_latency_ms` (one empty route for the same site)."""

@@ -244,43 +244,6 @@ class SegmentRouter:
         return [path.extended(site_id, att.link, att.latency_ms) for _, path, att in best]
 
 
-class Avoiding:
-    """`router`'s routes that also avoid the links `avoided` (a region's links that are down,
-    say), as `SegmentRouter.site_routes` and `SegmentRouter.routes` give them."""
-
-    def __init__(self, router: SegmentRouter, avoided: Blocked) -> None:
-        self._router = router
-        self._avoided = avoided
-
-    def site_routes(
-        self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf
-    ) -> list[Route]:
-        return self._router.site_routes(
-            from_site=from_site,
-            to_site=to_site,
-            k=k,
-            blocked=self._avoided,
-            max_latency_ms=max_latency_ms,
-        )
-
-    def routes(
-        self,
-        *,
-        access_node: str,
-        sites: Sequence[int],
-        k: int,
-        blocked: Blocked = NOTHING_BLOCKED,
-        max_latency_ms: float = math.inf,
-    ) -> list[list[Route]]:
-        return self._router.routes(
-            access_node=access_node,
-            sites=sites,
-            k=k,
-            blocked=blocked | self._avoided,
-            max_latency_ms=max_latency_ms,
-        )
-
-
 def combine(
     source_owner: str,
     destination_owner: str,

@@ -96,7 +96,13 @@ class FlowRouter(Protocol):
     the segments their owners computed (`routing.composed.OwnerRoutes`)."""
 
     def site_routes(
-        self, *, from_site: int, to_site: int, k: int, max_latency_ms: float = math.inf
+        self,
+        *,
+        from_site: int,
+        to_site: int,
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
     ) -> list[Route]: ...
 
     def routes(
@@ -111,13 +117,16 @@ class FlowRouter(Protocol):
 
 
 class FlowRoutes(Generic[Keys]):
-    """Resolves a job's flow ends on one map and finds their routes with `router`; `keys`
-    names the calendar's resources."""
+    """Resolves a job's flow ends on one map and finds their routes with `router`, avoiding
+    the links `avoid`; `keys` names the calendar's resources."""
 
-    def __init__(self, arrays: MapArrays, router: FlowRouter, keys: Keys) -> None:
+    def __init__(
+        self, arrays: MapArrays, router: FlowRouter, keys: Keys, *, avoid: Blocked = NOTHING_BLOCKED
+    ) -> None:
         self.arrays = arrays
         self.router = router
         self.keys: Keys = keys
+        self.avoid = avoid
 
     def between(
         self, end: Endpoint, site: int, *, max_latency_ms: float = math.inf
@@ -129,6 +138,7 @@ class FlowRoutes(Generic[Keys]):
                 from_site=cmap.site_index[end.site],
                 to_site=site,
                 k=1,
+                blocked=self.avoid,
                 max_latency_ms=max_latency_ms,
             )
         else:
@@ -140,7 +150,7 @@ class FlowRoutes(Generic[Keys]):
 
     def from_node(self, node: str, site: int, max_latency_ms: float) -> list[Route]:
         (routes,) = self.router.routes(
-            access_node=node, sites=[site], k=1, max_latency_ms=max_latency_ms
+            access_node=node, sites=[site], k=1, blocked=self.avoid, max_latency_ms=max_latency_ms
         )
         return routes
 

@@ -24,6 +24,8 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
+from cnbrain.routing.paths import Blocked
+from cnbrain.routing.router import NOTHING_BLOCKED
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.flow_options import (
     FlowJob,
@@ -62,36 +64,61 @@ def flow_plan_options(
     *,
     top_n: int,
     keys: Keys,
-    router: FlowRouter | None = None,
+    avoid: Blocked = NOTHING_BLOCKED,
 ) -> list[tuple[FlowPlanOption, ...]]:
     """Per request of `requests`, in order, its options on its best `WIDEN * top_n` sites
-    (module docstring), its flows routed by `router` (the engine's by default)."""
+    (module docstring), its flows routed by the engine around the links `avoid`."""
     arrays = engine.arrays
     empty = Snapshot.empty(arrays)
-    routes = FlowRoutes(arrays, engine.router if router is None else router, keys)
+    routes = FlowRoutes(arrays, engine.router, keys, avoid=avoid)
     out: list[tuple[FlowPlanOption, ...]] = []
     for lo in range(0, len(requests), RANK_CHUNK):
         chunk = list(requests[lo : lo + RANK_CHUNK])
         ranked = engine.rank_sites_many(chunk, snapshot=empty, n=WIDEN * top_n)
         batch = RequestBatch.build(chunk, arrays, engine.config.weight_matrix)
         for row, (sites, _) in enumerate(ranked):
-            request = chunk[row]
-            job = FlowJob(
-                id=request.id,
-                compute=tuple(compute_amounts(batch, row, keys)),
-                duration=duration_seconds(request.duration_hours),
-                access_node=batch.access_nodes[row],
-                flows=request.flows or Flows(),
-                continuous_mbps=int(batch.need_mbps[row]),
-                max_latency_ms=float(batch.max_latency_ms[row]),
-            )
-            options: list[FlowPlanOption] = []
-            for site, objective in sites:
-                label = arrays.map.sites[site].id
-                for option in flow_options(job, site, routes, held_from_staging=True):
-                    options.append((_plan_option(option, label, objective, routes), option))
-            out.append(tuple(options))
+            out.append(_options_on(_job(batch, row, chunk[row], keys), sites, routes))
     return out
+
+
+def site_flow_options(
+    engine: PlacementEngine,
+    request: PlacementRequest,
+    sites: Sequence[tuple[int, float]],
+    *,
+    keys: Keys,
+    router: FlowRouter,
+) -> tuple[FlowPlanOption, ...]:
+    """`request`'s options on `sites` (index, objective; `flow_sites`), as
+    `flow_plan_options` builds them, its flows routed by `router`."""
+    arrays = engine.arrays
+    batch = RequestBatch.build([request], arrays, engine.config.weight_matrix)
+    return _options_on(_job(batch, 0, request, keys), sites, FlowRoutes(arrays, router, keys))
+
+
+def _job(batch: RequestBatch, row: int, request: PlacementRequest, keys: Keys) -> FlowJob:
+    """`request`, row `row` of `batch`, as the flow planner sees it."""
+    return FlowJob(
+        id=request.id,
+        compute=tuple(compute_amounts(batch, row, keys)),
+        duration=duration_seconds(request.duration_hours),
+        access_node=batch.access_nodes[row],
+        flows=request.flows or Flows(),
+        continuous_mbps=int(batch.need_mbps[row]),
+        max_latency_ms=float(batch.max_latency_ms[row]),
+    )
+
+
+def _options_on(
+    job: FlowJob, sites: Sequence[tuple[int, float]], routes: FlowRoutes[Any]
+) -> tuple[FlowPlanOption, ...]:
+    """`job`'s options on `sites` (index, objective), best site first."""
+    options: list[FlowPlanOption] = []
+    for site, objective in sites:
+        label = routes.arrays.map.sites[site].id
+        for option in flow_options(job, site, routes, held_from_staging=True):
+            options.append((_plan_option(option, label, objective, routes), option))
+    return tuple(options)
 
 
 def _plan_option(

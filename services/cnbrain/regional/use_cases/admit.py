@@ -94,7 +94,6 @@ from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient, NationalPlan
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
-from cnbrain.routing.router import Avoiding
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.classes import PriorityClasses
@@ -348,11 +347,10 @@ class AdmitQueued:
             keys = LedgerKeys(engine.arrays)
             moving = [r for r in new if r.moves_data]
             still = [r for r in new if not r.moves_data]
-            router = Avoiding(engine.router, avoid)
             built = await anyio.to_thread.run_sync(
                 lambda: (
                     ledger_options(engine, still, top_n=self._top_n, keys=keys, avoid=avoid),
-                    flow_plan_options(engine, moving, top_n=self._top_n, keys=keys, router=router),
+                    flow_plan_options(engine, moving, top_n=self._top_n, keys=keys, avoid=avoid),
                 )
             )
             for request, options in zip(still, built[0], strict=True):
