@@ -188,6 +188,52 @@ async def test_a_cross_region_request_that_waits_gets_the_national_brains_estima
 
 @pytest.mark.asyncio
 @pytest.mark.slow
+async def test_a_waiting_request_is_planned_around_a_link_its_owner_has_down(
+    federation: LocalFederation,
+) -> None:
+    """As above, with the west's operator reporting down the first link of the best path from
+    its gateway to Zhongwei. The national brain asks the west for its segment of the
+    request's route, and the west answers around that link: the request is planned at
+    Zhongwei when the reservation there ends. On the national brain's own copy of the map the
+    route crossed the link down, which has nothing free on the west's calendar: the request
+    had no start there."""
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+    west = federation.members["west"].url
+    down = "NX-gw--NX-agg-2"
+    reported = httpx.put(
+        f"{west}/v1/links/{down}/state",
+        json={"state": "down", "reason": "fibre cut"},
+        headers=headers,
+        timeout=30,
+    )
+    assert reported.status_code == 200, reported.text
+    filler = _fill_the_west(federation)
+    try:
+        assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
+        view = submit(federation, "east", _waiting_in_the_west(4 * 3600))
+        assert view["state"] == "queued", view
+
+        async def estimated() -> dict[str, Any] | None:
+            now = _view(federation, view["id"])
+            queue = now["queue"]
+            return now if queue is not None and queue["estimated_start"] is not None else None
+
+        waiting = await until(estimated, "the national brain's estimated start", 60)
+        queue = waiting["queue"]
+        assert queue["site"] == "NX-hub-zhongwei", queue
+        ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
+        start = datetime.fromisoformat(queue["estimated_start"])
+        assert abs((start - ends).total_seconds()) < 120, (start, ends)
+    finally:
+        restored = httpx.put(
+            f"{west}/v1/links/{down}/state", json={"state": "up"}, headers=headers, timeout=30
+        )
+        assert restored.status_code == 200, restored.text
+    await _cancel_and_free_the_west(federation, [view["id"]], filler["id"])
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
 async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
     federation: LocalFederation,
 ) -> None:

@@ -6,7 +6,14 @@ from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import demand_units, gbps_to_mbps
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
-from cnbrain.scheduling.options import CalendarKeys, free_bandwidth_now_on, request_options
+from cnbrain.routing.composed import OwnerRoutes, OwnerSegments
+from cnbrain.scheduling.options import (
+    CalendarKeys,
+    free_bandwidth_now_on,
+    ranked_sites,
+    request_options,
+    site_options,
+)
 from cnbrain.scheduling.resources import Resources
 
 SMALL_MAP = "synthetic:provinces=3,sites_per_province=5,seed=1"
@@ -56,6 +63,24 @@ def test_options_are_the_engines_ranked_sites_with_the_bandwidth_on_their_path()
                 {cmap.links[k - keys.link(0)].id: option.demand[k] for k in links}
             )
     assert sum(len(opts) for opts in options) > len(requests)
+
+
+def test_options_on_sites_already_ranked_are_those_of_the_ranking_itself() -> None:
+    cmap = load_map(SMALL_MAP)
+    engine = PlacementEngine(cmap)
+    keys = CalendarKeys(engine.arrays)
+    requests = random_requests(cmap, count=40, seed=5)
+    options = request_options(engine, requests, top_n=3)
+    for request, opts in zip(requests, options, strict=True):
+        sites = ranked_sites(engine, request, top_n=3)
+        assert site_options(engine, request, sites, keys=keys, router=engine.router) == opts
+    # With routes from owners that gave no segment, no site has a route, so no option.
+    silent = OwnerRoutes(cmap, engine.router, OwnerSegments())
+    routed = [r for r in requests if r.constraints.min_bandwidth_gbps > 0]
+    assert routed
+    for request in routed:
+        sites = ranked_sites(engine, request, top_n=3)
+        assert site_options(engine, request, sites, keys=keys, router=silent) == ()
 
 
 def test_free_bandwidth_now_is_what_a_links_calendar_has_free_at_its_now() -> None:

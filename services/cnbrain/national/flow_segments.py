@@ -1,4 +1,5 @@
-"""The routes of a waiting request's flows, each segment asked of its owner.
+"""The routes of a waiting request's flows and of its continuous bandwidth, each segment asked
+of its owner.
 
 A flow runs between one of its ends and a candidate site. An end is a site (a dataset's
 source, a delivery's destination), a province (entered at its first access node: a
@@ -64,14 +65,20 @@ class Asked:
     unheard: frozenset[str]
 
 
+def routed_from_access(request: PlacementRequest) -> bool:
+    """Whether the route from `request`'s access node to its site matters: it holds
+    continuous bandwidth on it, or bounds its latency."""
+    constraints = request.constraints
+    return constraints.min_bandwidth_gbps > 0 or constraints.max_latency_ms is not None
+
+
 def flow_ends(request: PlacementRequest, arrays: MapArrays) -> tuple[list[str], list[str]]:
     """The ends of `request`'s flows: site ids, and access nodes (a province's first; the
-    request's own when its continuous bandwidth or latency bound needs a route)."""
+    request's own when the route from it matters, `routed_from_access`)."""
     cmap = arrays.map
     sites: list[str] = []
     nodes: list[str] = []
-    constraints = request.constraints
-    if constraints.min_bandwidth_gbps > 0 or constraints.max_latency_ms is not None:
+    if routed_from_access(request):
         nodes.append(request.access_node or cmap.provinces[request.source_province].access_nodes[0])
     flows = request.flows
     ends: list[Endpoint] = []

@@ -4,8 +4,11 @@ preemption in a destination region.
 
 1. The placer (`national.orchestrator`) tries to place the request now, as for any request.
 2. If it cannot, the plan: the request's options are the engine's Top-N sites of the whole
-   map with their routes (`scheduling.options.ledger_options`), each a demand on site
-   compute and on every link of its route. Every region that owns some of those resources
+   map with their routes (`scheduling.options.site_options`), each a demand on site compute
+   and on every link of its route. When the route matters (the request holds bandwidth on
+   it or bounds its latency), each of its segments is asked of its owner, as for flows
+   (`national.flow_segments`), so the plan goes around a link its owner reported down.
+   Every region that owns some of those resources
    is asked for their timelines (`GetTimelines`, in parallel, under the candidate deadline);
    the backbone's links come from the national brain's own ledger. On that joint calendar
    (`wait_planner`), with the plans of the other waiting requests taken from it, the
@@ -59,14 +62,14 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.national import planner, wait_planner
-from cnbrain.national.flow_segments import FlowSegments
+from cnbrain.national.flow_segments import FlowSegments, routed_from_access
 from cnbrain.national.orchestrator import CrossRegionPlacer
 from cnbrain.national.regions import RegionDirectory
 from cnbrain.national.settings import NationalSettings
 from cnbrain.national.wait_planner import WaitPlan
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.flow_requests import flow_sites, site_flow_options
-from cnbrain.scheduling.options import LedgerKeys, ledger_options
+from cnbrain.scheduling.options import AccessRouter, LedgerKeys, ranked_sites, site_options
 from cnbrain.storage import ledger_store, wait_plans
 from cnbrain.storage.clock import moment_of
 from cnbrain.storage.ledger_audit import MAX_IDS
@@ -233,15 +236,20 @@ class PlaceOrPlan:
         """The options of `request` and its earliest start on them by `wait_until_s`, where
         the plans `booked` of other waiting requests do not stand (module docstring)."""
         engine = self._live_map.engine
-        arrays = engine.arrays
+        sites = await asyncio.to_thread(ranked_sites, engine, request, top_n=WAIT_OPTIONS)
+        router: AccessRouter = engine.router
+        unheard: frozenset[str] = frozenset()
+        if routed_from_access(request):
+            asked = await self._flow_segments(request, sites)
+            router, unheard = asked.routes, asked.unheard
         options = list(
-            (
-                await asyncio.to_thread(
-                    ledger_options, engine, [request], top_n=WAIT_OPTIONS, keys=LedgerKeys(arrays)
-                )
-            )[0]
+            await asyncio.to_thread(
+                site_options, engine, request, sites, keys=LedgerKeys(engine.arrays), router=router
+            )
         )
-        plan, _ = await self._planned(request, options, wait_until_s=wait_until_s, booked=booked)
+        plan, _ = await self._planned(
+            request, options, wait_until_s=wait_until_s, booked=booked, unheard=unheard
+        )
         return options, plan
 
     async def _planned(

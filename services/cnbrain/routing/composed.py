@@ -104,7 +104,8 @@ class OwnerSegments:
 class OwnerRoutes:
     """Routes of the owners' `segments` (module docstring), the backbone computed on
     `router`'s graph avoiding `backbone_blocked`. Answers as `SegmentRouter.site_routes` and
-    `SegmentRouter.routes` do; what to avoid (`blocked`) is left to the owners."""
+    `SegmentRouter.routes` do: the backbone is computed around the links `blocked` too, and
+    a route whose owners' segments cross one of them is left out."""
 
     def __init__(
         self,
@@ -136,9 +137,9 @@ class OwnerRoutes:
         src, dst = cmap.sites[from_site].province, cmap.sites[to_site].province
         if src == dst:
             local = self._segments.pairs.get((from_site, to_site), ())
-            return self._local(src, local, k, max_latency_ms)
+            return self._local(src, local, k, blocked, max_latency_ms)
         first = [p.reversed() for p in self._segments.sites.get(from_site, ())]
-        return self._across(src, dst, first, to_site, k, max_latency_ms)
+        return self._across(src, dst, first, to_site, k, blocked, max_latency_ms)
 
     def routes(
         self,
@@ -157,18 +158,23 @@ class OwnerRoutes:
             dst = cmap.sites[site].province
             if src == dst:
                 local = self._segments.node_sites.get((access_node, site), ())
-                out.append(self._local(src, local, k, max_latency_ms))
+                out.append(self._local(src, local, k, blocked, max_latency_ms))
             else:
                 first = list(self._segments.nodes.get(access_node, ()))
-                out.append(self._across(src, dst, first, site, k, max_latency_ms))
+                out.append(self._across(src, dst, first, site, k, blocked, max_latency_ms))
         return out
 
     def _local(
-        self, province: str, paths: Sequence[GraphPath], k: int, max_latency_ms: float
+        self,
+        province: str,
+        paths: Sequence[GraphPath],
+        k: int,
+        blocked: Blocked,
+        max_latency_ms: float,
     ) -> list[Route]:
         owner = self._map.region_of(province)
         routes = [Route.of((RouteSegment(SegmentKind.LOCAL, owner, p),)) for p in paths[:k]]
-        return [r for r in routes if r.latency_ms <= max_latency_ms]
+        return _within(routes, blocked, max_latency_ms)
 
     def _across(
         self,
@@ -177,6 +183,7 @@ class OwnerRoutes:
         first: Sequence[GraphPath],
         site: int,
         k: int,
+        blocked: Blocked,
         max_latency_ms: float,
     ) -> list[Route]:
         last = self._segments.sites.get(site, ())
@@ -184,7 +191,15 @@ class OwnerRoutes:
             return []
         cmap = self._map
         middle = self._router.backbone_paths(
-            cmap.provinces[src].gateway, cmap.provinces[dst].gateway, k=k, blocked=self._blocked
+            cmap.provinces[src].gateway,
+            cmap.provinces[dst].gateway,
+            k=k,
+            blocked=self._blocked | blocked,
         )
         routes = combine(cmap.region_of(src), cmap.region_of(dst), first, middle, last, k=k)
-        return [r for r in routes if r.latency_ms <= max_latency_ms]
+        return _within(routes, blocked, max_latency_ms)
+
+
+def _within(routes: Sequence[Route], blocked: Blocked, max_latency_ms: float) -> list[Route]:
+    """`routes` that cross no link of `blocked` and are within `max_latency_ms`."""
+    return [r for r in routes if r.latency_ms <= max_latency_ms and blocked.isdisjoint(r.links)]

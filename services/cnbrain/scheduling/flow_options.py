@@ -30,7 +30,7 @@ from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.netmap.arrays import MapArrays, gbps_to_mbps
 from cnbrain.routing.paths import Blocked
 from cnbrain.routing.router import NOTHING_BLOCKED, Route
-from cnbrain.scheduling.options import CalendarKeys, LedgerKeys
+from cnbrain.scheduling.options import AccessRouter, CalendarKeys, LedgerKeys
 
 RATE_STEPS: Final = (1.0, 0.5, 0.25)
 """The fractions of their full rate at which an option moves its transfers."""
@@ -91,7 +91,7 @@ Keys = TypeVar("Keys", CalendarKeys, LedgerKeys)
 """How a map's resources are named on the calendar planned on: the simulator's or a brain's."""
 
 
-class FlowRouter(Protocol):
+class FlowRouter(AccessRouter, Protocol):
     """Where the routes of flows come from: a `SegmentRouter` on a brain's copy of the map, or
     the segments their owners computed (`routing.composed.OwnerRoutes`)."""
 
@@ -104,16 +104,6 @@ class FlowRouter(Protocol):
         blocked: Blocked = NOTHING_BLOCKED,
         max_latency_ms: float = math.inf,
     ) -> list[Route]: ...
-
-    def routes(
-        self,
-        *,
-        access_node: str,
-        sites: Sequence[int],
-        k: int,
-        blocked: Blocked = NOTHING_BLOCKED,
-        max_latency_ms: float = math.inf,
-    ) -> list[list[Route]]: ...
 
 
 class FlowRoutes(Generic[Keys]):

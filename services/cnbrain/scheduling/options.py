@@ -1,17 +1,20 @@
 """Options of queued requests for the admission planner, from the placement engine.
 
 An option (`backfill.PlanOption`) is one candidate site for a request, as a demand over
-calendar keys: the request's compute on the site and its bandwidth on every link of the path
-to it (also by link id, as `PlanOption.bandwidth`, for preemption). `CalendarKeys` numbers a
-map's resources as such keys (and gives their capacities, to build the region's
-`Calendar`); `request_options` asks the engine for each request's Top-N sites and their
-paths. What the engine decides on is static (the map, the request's constraints, whole
-capacity), so options are built once per request, not per cycle. `free_now_on` and
-`free_bandwidth_now_on` read what a site and a link have free now on a calendar.
+calendar keys: the request's compute on the site and its bandwidth on every link of the path to
+it (also by link id, as `PlanOption.bandwidth`, for preemption). `CalendarKeys` numbers a map's
+resources as such keys (and gives their capacities, to build the region's `Calendar`);
+`request_options` asks the engine for each request's Top-N sites and their paths;
+`site_options` builds one request's options on sites already ranked, each route from a router
+of its own (on the national brain, the segments their owners computed). What the engine decides
+on is static (the map, the request's constraints, whole capacity), so options are built once
+per request, not per cycle. `free_now_on` and `free_bandwidth_now_on` read what a site and a
+link have free now on a calendar.
 """
 
+import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,7 +26,7 @@ from cnbrain.netmap.arrays import MapArrays, demand_units
 from cnbrain.placement.batch import RequestBatch
 from cnbrain.placement.engine import PlacementEngine
 from cnbrain.routing.paths import Blocked
-from cnbrain.routing.router import NOTHING_BLOCKED
+from cnbrain.routing.router import NOTHING_BLOCKED, Route
 from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.scheduling.resources import (
     CPU_M,
@@ -105,6 +108,22 @@ def request_options(
     return ledger_options(engine, requests, top_n=top_n, keys=CalendarKeys(engine.arrays))
 
 
+class AccessRouter(Protocol):
+    """Where the routes from an access node to sites come from: a `SegmentRouter` on a
+    brain's copy of the map, or the segments their owners computed
+    (`routing.composed.OwnerRoutes`)."""
+
+    def routes(
+        self,
+        *,
+        access_node: str,
+        sites: Sequence[int],
+        k: int,
+        blocked: Blocked = NOTHING_BLOCKED,
+        max_latency_ms: float = math.inf,
+    ) -> list[list[Route]]: ...
+
+
 def ledger_options(
     engine: PlacementEngine,
     requests: Sequence[PlacementRequest],
@@ -119,50 +138,95 @@ def ledger_options(
     avoided). An option holds the request's compute on the site and its bandwidth on every
     link of the route; a site with no route within the request's latency bound is left out.
     Its `bandwidth` is the same Mbps by link id (`Resources.bandwidth`)."""
-    arrays = engine.arrays
-    empty = Snapshot.empty(arrays)
-    blocked_by_need: dict[int, Blocked] = {}
-    bandwidth: dict[tuple[tuple[int, ...], int], Resources] = {}
-    link_ids = [link.id for link in arrays.map.links]
+    empty = Snapshot.empty(engine.arrays)
+    build = _OptionBuilder(engine.arrays, keys, avoid)
     out: list[tuple[PlanOption[Any], ...]] = []
     for lo in range(0, len(requests), RANK_CHUNK):
         chunk = list(requests[lo : lo + RANK_CHUNK])
         ranked = engine.rank_sites_many(chunk, snapshot=empty, n=top_n)
-        batch = RequestBatch.build(chunk, arrays, engine.config.weight_matrix)
+        batch = RequestBatch.build(chunk, engine.arrays, engine.config.weight_matrix)
         for row, (sites, _) in enumerate(ranked):
-            need = int(batch.need_mbps[row])
-            if need not in blocked_by_need:
-                blocked_by_need[need] = avoid | (
-                    frozenset(np.flatnonzero(arrays.link_cap_mbps < need).tolist())
-                    if need > 0
-                    else NOTHING_BLOCKED
-                )
-            site_ids = [site for site, _ in sites]
-            routes = engine.router.routes(
-                access_node=batch.access_nodes[row],
-                sites=site_ids,
-                k=1,
-                blocked=blocked_by_need[need],
-                max_latency_ms=float(batch.max_latency_ms[row]),
-            )
-            compute = compute_amounts(batch, row, keys)
-            options = []
-            for site, site_routes in zip(site_ids, routes, strict=True):
-                if not site_routes:
-                    continue
-                demand = {keys.site(site, d): amount for d, amount in compute}
-                held = Resources()
-                if need > 0:
-                    links = site_routes[0].links
-                    for link in links:
-                        key = keys.link(link)
-                        demand[key] = demand.get(key, 0) + need
-                    if (links, need) not in bandwidth:
-                        bandwidth[(links, need)] = _bandwidth(links, need, link_ids)
-                    held = bandwidth[(links, need)]
-                options.append(PlanOption(arrays.map.sites[site].id, demand, held))
-            out.append(tuple(options))
+            out.append(build(batch, row, [site for site, _ in sites], engine.router))
     return out
+
+
+def ranked_sites(engine: PlacementEngine, request: PlacementRequest, *, top_n: int) -> list[int]:
+    """The sites (indices, best first) that `ledger_options` gives `request` options on."""
+    empty = Snapshot.empty(engine.arrays)
+    ((sites, _),) = engine.rank_sites_many([request], snapshot=empty, n=top_n)
+    return [site for site, _ in sites]
+
+
+def site_options(
+    engine: PlacementEngine,
+    request: PlacementRequest,
+    sites: Sequence[int],
+    *,
+    keys: "CalendarKeys | LedgerKeys",
+    router: AccessRouter,
+) -> tuple[PlanOption[Any], ...]:
+    """`request`'s options on `sites` (`ranked_sites`), as `ledger_options` builds them, its
+    route to each given by `router`."""
+    batch = RequestBatch.build([request], engine.arrays, engine.config.weight_matrix)
+    return _OptionBuilder(engine.arrays, keys, NOTHING_BLOCKED)(batch, 0, sites, router)
+
+
+class _OptionBuilder:
+    """Options of requests on their sites (`ledger_options`), what is alike among requests
+    computed once: the links each bandwidth cannot cross, and each route's bandwidth by link
+    id."""
+
+    def __init__(
+        self, arrays: MapArrays, keys: "CalendarKeys | LedgerKeys", avoid: Blocked
+    ) -> None:
+        self._arrays = arrays
+        self._keys = keys
+        self._avoid = avoid
+        self._link_ids = [link.id for link in arrays.map.links]
+        self._blocked: dict[int, Blocked] = {}
+        self._bandwidth: dict[tuple[tuple[int, ...], int], Resources] = {}
+
+    def __call__(
+        self, batch: RequestBatch, row: int, sites: Sequence[int], router: AccessRouter
+    ) -> tuple[PlanOption[Any], ...]:
+        """The options of the request in `row` of `batch` on `sites`, routed by `router`."""
+        keys = self._keys
+        need = int(batch.need_mbps[row])
+        routes = router.routes(
+            access_node=batch.access_nodes[row],
+            sites=sites,
+            k=1,
+            blocked=self._blocked_for(need),
+            max_latency_ms=float(batch.max_latency_ms[row]),
+        )
+        compute = compute_amounts(batch, row, keys)
+        options = []
+        for site, site_routes in zip(sites, routes, strict=True):
+            if not site_routes:
+                continue
+            demand = {keys.site(site, d): amount for d, amount in compute}
+            held = Resources()
+            if need > 0:
+                links = site_routes[0].links
+                for link in links:
+                    key = keys.link(link)
+                    demand[key] = demand.get(key, 0) + need
+                if (links, need) not in self._bandwidth:
+                    self._bandwidth[(links, need)] = _bandwidth(links, need, self._link_ids)
+                held = self._bandwidth[(links, need)]
+            options.append(PlanOption(self._arrays.map.sites[site].id, demand, held))
+        return tuple(options)
+
+    def _blocked_for(self, need: int) -> Blocked:
+        found = self._blocked.get(need)
+        if found is None:
+            found = self._avoid
+            if need > 0:
+                found = found | frozenset(
+                    np.flatnonzero(self._arrays.link_cap_mbps < need).tolist()
+                )
+            self._blocked[need] = found
+        return found
 
 
 def _bandwidth(links: Sequence[int], mbps: int, link_ids: Sequence[str]) -> Resources:
