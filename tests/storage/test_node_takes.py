@@ -95,6 +95,27 @@ async def test_gangs_take_nodes_all_or_none_and_give_them_back(
         await ledger_store.check_invariants(session)
 
 
+async def test_a_held_gang_read_back_and_taken_again_takes_as_many_nodes(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    """What re-routing a held reservation does in one unit of work: its claim read back,
+    released, and taken again under a new id."""
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(3, 2, 6)])
+    before = await a100_nodes(sessions, ledger)
+    async with sessions() as session:
+        (held,) = await ledger_store.held_claims(session, request_id="req-3")
+    assert held == gang(3, 2, 6)
+    async with sessions.begin() as session:
+        await ledger_store.release(session, reservation_id=held.reservation_id)
+        await ledger_store.reserve_many(
+            session, claims=[dataclasses.replace(held, reservation_id="rsv-3b")]
+        )
+    assert await a100_nodes(sessions, ledger) == before
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
+
+
 async def test_a_prepared_part_takes_nodes_until_it_is_released(
     sessions: Sessions, ledger: MapArrays
 ) -> None:

@@ -1046,13 +1046,19 @@ async def held_reservations(
 
 
 async def held_claims(session: AsyncSession, *, request_id: str) -> list[Claim]:
-    """The claims of the reservations `request_id` still holds, oldest first."""
+    """The claims of the reservations `request_id` still holds, oldest first; on a site with
+    node pools, each with as many `nodes` as its gang takes there, so that the same claim
+    taken again takes a gang of as many nodes."""
     claims = []
     for reservation_id in await held_reservations(session, request_id=request_id):
         record = await session.get(ReservationRecord, reservation_id)
         if record is not None:
             links = await reservation_links(session, reservation_id=reservation_id)
-            claims.append(claim_of_row(record, link_ids=links))
+            claim = claim_of_row(record, link_ids=links)
+            nodes = await session.scalar(
+                select(func.count()).where(NodeTakeRecord.holder_id == reservation_id)
+            )
+            claims.append(replace(claim, nodes=nodes) if nodes else claim)
     return claims
 
 
