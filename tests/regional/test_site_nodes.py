@@ -1,5 +1,9 @@
 """A site's nodes over the operator API: its pools with what the brain's reservations leave
-free, staff only; a simulated site reports no nodes of its own."""
+free, staff only; a simulated site reports no nodes of its own. A queued gang that the site's
+totals hold but none of its nodes waits, and says why, until a node frees."""
+
+import asyncio
+from typing import Any
 
 import pytest
 
@@ -41,6 +45,56 @@ async def test_a_sites_pools_show_what_its_reservations_leave_free(api: Api) -> 
     assert cancelled.status_code == 200, cancelled.text
     again = (await api.as_admin("GET", "/v1/sites/BJ-dc-1/nodes")).json()
     assert again["pools"] == view["pools"]
+
+
+def _one_node(a100: int, **extra: Any) -> dict[str, Any]:
+    """One node of `a100` A100 in Beijing (with `extra`)."""
+    resources = {
+        "nodes": 1,
+        "cpu": 8,
+        "memory_gib": 64,
+        "accelerator": {"model": "A100", "count": a100},
+    }
+    return {**BEIJING_A100, "resources": resources, **extra}
+
+
+async def test_a_gang_the_sites_totals_hold_but_no_node_waits_and_says_why(api: Api) -> None:
+    _, _, user = await api.tenant()
+    held = []
+    for _ in range(4):
+        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5))
+        assert made.json()["site"] == "BJ-dc-1", made.text
+        held.append(made.json()["id"])
+    view = (await api.as_admin("GET", "/v1/sites/BJ-dc-1/nodes")).json()
+    a100 = next(p for p in view["pools"] if p["accelerator"] == "A100")
+    assert a100["nodes_by_free"] == [0, 0, 0, 4, 0, 0, 0, 0, 0]  # 12 A100 free, 3 a node
+    body = _one_node(8, start="queue", max_wait_s=3600)
+    waiting = (await api.call(user, "POST", "/v1/requests", json=body)).json()
+    assert waiting["state"] == "queued", waiting
+
+    async def view_when(done: Any) -> dict[str, Any]:
+        for _ in range(300):
+            now: dict[str, Any] = (
+                await api.call(user, "GET", f"/v1/requests/{waiting['id']}")
+            ).json()
+            if done(now):
+                return now
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{waiting['id']}: {now}")
+
+    planned = await view_when(lambda v: v["queue"] is not None)
+    queue = planned["queue"]
+    assert (queue["site"], queue["estimated_start"]) == ("BJ-dc-1", None), queue
+    assert queue["reason"].startswith("planned to start now on BJ-dc-1, not admitted: "), queue
+    assert "at most 0 such nodes free (BJ-dc-1)" in queue["reason"], queue
+
+    cancelled = await api.call(user, "POST", f"/v1/requests/{held.pop()}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    placed = await view_when(lambda v: v["state"] != "queued")
+    assert (placed["state"], placed["site"]) == ("placed", "BJ-dc-1"), placed
+    for request_id in [*held, waiting["id"]]:
+        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
+        assert gone.status_code == 200, gone.text
 
 
 async def test_only_staff_see_a_sites_nodes_and_an_unknown_site_is_404(api: Api) -> None:

@@ -20,7 +20,9 @@ lease (`regional.admission_loop`):
      (so a backfilled request takes only the gap it was planned in) and reserved with one
      unit of work, moving from queued to placed (event `admitted`); when that unit of work
      is refused (capacity taken meanwhile by a request that started at once, a tenant's
-     quota) they are reserved one by one, and those that still do not fit stay queued.
+     quota) they are reserved one by one, and those that still do not fit stay queued,
+     their plans saying why (the engine's reason on that site: a gang the site's totals
+     hold but none of its nodes, say; or the ledger's).
      With steering, their paths are steered in the data plane before the unit of work
      commits (and released again when it does not); a request whose path cannot be steered
      stays queued, to be admitted by a later round or rejected once its max wait passes;
@@ -66,7 +68,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.dataplane.steering import SteeringError
-from cnbrain.domain.decision import DecisionStatus
+from cnbrain.domain.decision import Decision, DecisionStatus
 from cnbrain.domain.events import RequestEvent, RequestEventKind
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.domain.states import RequestState
@@ -221,7 +223,7 @@ class AdmitQueued:
                 for n in result.impossible
             ]
         )
-        admitted = await self._admit(
+        admitted, deferred = await self._admit(
             result, by_id, read.stopping, rooms_left(read.holds, read.holdings)
         )
         requeued = 0
@@ -237,6 +239,7 @@ class AdmitQueued:
         rejected += expired_elsewhere
         plans, events = plans_of(
             result,
+            deferred=deferred,
             elsewhere=elsewhere,
             national_plans=self._national_plans,
             earlier=read.earlier,
@@ -412,14 +415,15 @@ class AdmitQueued:
         by_id: dict[str, Queued],
         stopping: set[str],
         holds: Sequence[room_holds.RoomHold],
-    ) -> int:
+    ) -> tuple[int, dict[str, str]]:
         """Decide the requests planned to start now, each group on its planned site only, and
-        reserve them all with one unit of work; returns how many were admitted. A request
-        whose job's last attempt has not ended yet (it was just preempted) waits for it. The
-        decisions leave the room of `holds` (the round's, read with its calendar) to their
-        requests while they last."""
+        reserve them all with one unit of work; returns how many were admitted, and why each
+        of the others was not (by request id). A request whose job's last attempt has not
+        ended yet (it was just preempted) waits for it. The decisions leave the room of
+        `holds` (the round's, read with its calendar) to their requests while they last."""
+        deferred: dict[str, str] = {}
         if not result.admit:
-            return 0
+            return 0, deferred
         engine = self._live_map.engine
         held, _ = await self._live_map.held_snapshot()
         rooms = tuple(room_holds.held_rooms(holds, engine.arrays))
@@ -429,6 +433,7 @@ class AdmitQueued:
         moving: dict[str, FlowOption] = {}
         for planned in result.admit:
             if planned.id in stopping:
+                deferred[planned.id] = "its job's last attempt has not ended yet"
                 continue
             request = by_id[planned.id].request
             site = self._options[planned.id][planned.option].label
@@ -452,30 +457,36 @@ class AdmitQueued:
 
             for request, decision in await anyio.to_thread.run_sync(decide):
                 if decision.status is not DecisionStatus.PLACED:
+                    deferred[request.id] = why_not_on(decision, site)
                     continue
                 reservation = engine.reservation_for(request, decision)
                 snapshot = snapshot.adjusted(reservation, taken=True)
                 outcome = Outcome.of(request, decision, SYSTEM, reservation)
                 decided.append((_admitted(outcome), reservation, moving.get(request.id)))
         if not decided:
-            return 0
-        admitted = await self._reserve(decided)
+            return 0, deferred
+        admitted, refused = await self._reserve(decided)
         if admitted == 0 and len(decided) > 1:
             # One of them may be at fault (its tenant's quota, say): each alone.
             for one in decided:
-                admitted += await self._reserve([one])
+                alone, refused = await self._reserve([one])
+                admitted += alone
+                if not alone:
+                    deferred[one[0].request.id] = refused
+        elif admitted == 0:
+            deferred[decided[0][0].request.id] = refused
         if admitted:
             self._wake_jobs()
-        return admitted
+        return admitted, deferred
 
-    async def _reserve(self, decided: Sequence["_Decided"]) -> int:
+    async def _reserve(self, decided: Sequence["_Decided"]) -> tuple[int, str]:
         """Reserve `decided` over their windows from now, held to their tenants' cohort quotas
         again under the ledger's locks (the plan was made on an earlier reading), and write
         them admitted, in one unit of work; returns how many (0: none, the unit of work
-        refused; they stay queued). A request with flows holds its compute from now to the
-        end of its run, which starts once its staging is done, and each flow over its own
-        window (`flow_holds`). With steering, their paths are steered first: when that
-        fails, none is reserved (0), and they stay queued."""
+        refused; they stay queued) and, when none, why. A request with flows holds its
+        compute from now to the end of its run, which starts once its staging is done, and
+        each flow over its own window (`flow_holds`). With steering, their paths are steered
+        first: when that fails, none is reserved (0), and they stay queued."""
         engine = self._live_map.engine
         now_s = int(self._clock())
         claims = []
@@ -497,7 +508,7 @@ class AdmitQueued:
                 await self._steered.install(steering)
             except SteeringError as failed:
                 log.warning("admission of %d requests deferred: %s", len(decided), failed)
-                return 0
+                return 0, f"its path could not be steered: {failed}"
         try:
             try:
                 async with self._changes.begin() as (session, change):
@@ -521,8 +532,8 @@ class AdmitQueued:
         ) as exc:
             log.info("admission of %d requests deferred to the next round: %s", len(decided), exc)
             self._live_map.capacity_changed()
-            return 0
-        return len(decided)
+            return 0, f"its reservation was refused: {exc}"
+        return len(decided), ""
 
     async def escalate_waiting(self, elsewhere: Sequence[Queued], now_s: int) -> tuple[int, int]:
         """Ask the national brain to place each waiting request only it can place (each at most
@@ -591,6 +602,16 @@ it was planned on (None: it moves no data)."""
 
 ADMITTED_REASON = "admitted from the admission queue"
 """The reason of a request the admission loop placed (it replaces the queue's)."""
+
+
+def why_not_on(decision: Decision, site: str) -> str:
+    """Why the engine did not place a request decided on `site` alone: the rejection that
+    names that site (the others have nothing free in such a decision), else its reason."""
+    explanation = decision.explanation
+    for rejection in explanation.rejections if explanation is not None else ():
+        if site in rejection.message:
+            return f"{rejection.reason} ({rejection.message})"
+    return decision.reason or "the engine did not place it"
 
 
 def starting(outcome: Outcome, start_s: int) -> Outcome:

@@ -32,6 +32,7 @@ BLOCKER_OPTIONS = 3
 def plans_of(
     result: Round,
     *,
+    deferred: Mapping[str, str],
     elsewhere: Sequence[Queued],
     national_plans: Mapping[str, NationalPlan],
     earlier: dict[str, QueuePlan],
@@ -42,8 +43,9 @@ def plans_of(
 ) -> tuple[list[QueuePlan], list[RequestEvent]]:
     """Every waiting request's plan after `result` (with what blocks it, for the first
     `BLOCKERS_SHOWN` of the order), as of `at`, and a `planned` event for each whose estimate
-    moved from its `earlier` plan; `elsewhere` are those only the national brain can place,
-    planned as its last `national_plans` says."""
+    moved from its `earlier` plan; a request planned to start now that was not admitted has
+    no estimated start and says why (`deferred`, by id); `elsewhere` are those only the
+    national brain can place, planned as its last `national_plans` says."""
     now_s = blockers.now
 
     def blocked(request_id: str) -> list[dict[str, Any]]:
@@ -78,6 +80,24 @@ def plans_of(
                     planned.id, RequestEventKind.PLANNED, at, site=site, start=start.isoformat()
                 )
             )
+    for planned in result.admit:
+        why = deferred.get(planned.id)
+        if why is None:
+            continue
+        site = options[planned.id][planned.option].label
+        plans.append(
+            QueuePlan(
+                planned.id,
+                position[planned.id],
+                None,
+                at,
+                {
+                    "site": site,
+                    "reason": f"planned to start now on {site}, not admitted: {why}",
+                    "blockers": blocked(planned.id),
+                },
+            )
+        )
     for stuck in result.stuck:
         plans.append(
             QueuePlan(
