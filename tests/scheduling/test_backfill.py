@@ -426,6 +426,26 @@ def test_an_item_not_before_a_later_time_does_not_start_now() -> None:
     ]
 
 
+def test_an_option_waits_for_its_nodes_whatever_the_totals_and_the_other_wins_meanwhile() -> None:
+    """The busy site's nodes free at 20: its option starts then, though its totals hold it
+    now, and an option elsewhere that starts earlier wins; a timed option's first part waits
+    for the nodes too (the compute is held from the staging's start)."""
+    calendar = Calendar({"a": 4, "b": 4}, now=0)
+    calendar.take({"b": 4}, Window(0, 12))
+    waits = PlanOption("nodes", {"a": 1}, nodes_free_at=20)
+    alone = PlanItem("alone", (waits,), 5, 0, 50)
+    assert plan(calendar.copy(), [alone]) == [Planned("alone", 0, Window(20, 25), False)]
+    both = PlanItem("both", (waits, PlanOption("other", {"b": 1})), 5, 0, 50)
+    assert plan(calendar.copy(), [both]) == [Planned("both", 1, Window(12, 17), False)]
+    staged = TimedDemand([Part("b", 1, -10, 10), Part("a", 1, -10, 15)])
+    timed = PlanOption("nodes", {"a": 1, "b": 1}, timed=staged, nodes_free_at=20)
+    [planned] = plan(calendar.copy(), [PlanItem("staged", (timed,), 5, 0, 50)])
+    assert planned == Planned("staged", 0, Window(30, 35), starts_now=False)
+    too_late = PlanItem("late", (waits,), 5, 0, 19)
+    [none] = plan(calendar.copy(), [too_late])
+    assert isinstance(none, NoStart) and none.cause == "deadline", none
+
+
 def test_an_item_whose_deadline_passes_before_it_fits_gets_no_start_and_the_reason() -> None:
     results = plan(_blocked_region().calendar(), [_one("big", 4, 5, deadline=9)])
     assert results == [

@@ -133,6 +133,26 @@ async def test_a_prepared_part_takes_nodes_until_it_is_released(
     assert (await a100_nodes(sessions, ledger)).nodes_by_free == (0,) * 7 + (2, 2)
 
 
+async def test_node_takes_read_with_the_end_of_their_holders(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    later = dataclasses.replace(HOUR, end=HOUR.end + 600)
+    part = dataclasses.replace(gang(5, 1, 8), counts_quota=False, window=later)
+    async with sessions.begin() as session:
+        await ledger_store.reserve_many(session, claims=[gang(3, 2, 6)])
+        await peer_ledger.prepare(session, claim=part, expires_at=utcnow() + timedelta(hours=1))
+    async with sessions() as session:
+        ending = await ledger_store.node_takes_ending(session, site_ids=[SITE, "AA-dc"])
+    assert set(ending) == {SITE}
+    found = sorted((end, take.devices) for end, take in ending[SITE])
+    assert found == [(HOUR.end, 6), (HOUR.end, 6), (later.end, 8)]
+    async with sessions.begin() as session:
+        await ledger_store.release(session, reservation_id="rsv-3")
+        assert await peer_ledger.release(session, reservation_id=part.reservation_id)
+    async with sessions() as session:
+        assert await ledger_store.node_takes_ending(session, site_ids=[SITE]) == {}
+
+
 def fraction(n: int, milli: int) -> Claim:
     """`milli` thousandths of one A100, with 1 core and 2 GiB, on SITE for request n."""
     return dataclasses.replace(gang(n, 1, 0), cpu_m=1000, mem_mib=2048, accelerator_milli=milli)

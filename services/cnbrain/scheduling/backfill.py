@@ -82,7 +82,11 @@ class PlanOption(Generic[K]):
     `objective`, on an option with `timed`, prices it: it is the engine's objective of its
     site (lower is better), and `compute` the keys of its compute (the share the congestion
     price is read against). An item whose options are all priced is chosen by the `scarcity`
-    rule (module docstring)."""
+    rule (module docstring).
+
+    `nodes_free_at` is the epoch second from which the option's compute may be taken, what
+    the calendar's totals say aside: when the nodes of a site with node pools that a gang
+    needs free (`ledger.node_starts`); its first part begins no earlier."""
 
     label: str
     demand: Mapping[K, int]
@@ -90,6 +94,7 @@ class PlanOption(Generic[K]):
     timed: TimedDemand[K] | None = None
     objective: float | None = None
     compute: frozenset[K] = field(default_factory=frozenset)
+    nodes_free_at: int = 0
 
     @property
     def priced(self) -> bool:
@@ -221,6 +226,7 @@ def _start(
     when given; None if there is none."""
     timed = option.timed
     latest = item.deadline if timed is None else item.deadline + timed.lead
+    first = max(first, option.nodes_free_at + _lead(option))
     if before is not None:
         latest = min(latest, before - 1)
     if latest < first:
@@ -294,7 +300,7 @@ def shortlist(calendar: Calendar[K], item: PlanItem[K], first: int) -> list[int]
             calendar,
             held,
             option.compute,
-            not_before=first,
+            not_before=max(first, option.nodes_free_at + option.timed.lead),
             deadline=item.deadline + option.timed.lead,
             first_start=first,
             duration=item.duration,

@@ -12,7 +12,9 @@ lease (`regional.admission_loop`):
 2. plans them with the project's one admission code (`scheduling.admission.admission_round`):
    order by class, fair shares and age; conservative backfill over the calendar. Their
    options are built once per request, map and set of the region's links with no capacity
-   on the calendar (reported down, say), whose routes avoid those links;
+   on the calendar (reported down, say), whose routes avoid those links; an option on a
+   site with node pools starts no earlier than the site's nodes hold the request's gang
+   (`node_waits`);
 3. acts, each step in its own transaction:
    - requests whose max wait has passed, or that can never fit, are rejected with the reason;
    - requests their cohort refuses wait, with the reason (they were not planned);
@@ -21,8 +23,7 @@ lease (`regional.admission_loop`):
      unit of work, moving from queued to placed (event `admitted`); when that unit of work
      is refused (capacity taken meanwhile by a request that started at once, a tenant's
      quota) they are reserved one by one, and those that still do not fit stay queued,
-     their plans saying why (the engine's reason on that site: a gang the site's totals
-     hold but none of its nodes, say; or the ledger's).
+     their plans saying why (the engine's reason on that site, or the ledger's).
      With steering, their paths are steered in the data plane before the unit of work
      commits (and released again when it does not); a request whose path cannot be steered
      stays queued, to be admitted by a later round or rejected once its max wait passes;
@@ -79,6 +80,7 @@ from cnbrain.ledger.claim import FlowHold, claim_from, duration_seconds
 from cnbrain.ledger.held_room import HeldSnapshot
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
+from cnbrain.ledger.snapshot import site_pools
 from cnbrain.regional.stored_requests import fail_unreadable
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.admission_inputs import (
@@ -92,6 +94,7 @@ from cnbrain.regional.use_cases.admission_inputs import (
     waited_out,
 )
 from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
+from cnbrain.regional.use_cases.node_waits import NodeWaits
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient, NationalPlan
 from cnbrain.regional.use_cases.preempt import RequeueVictims
@@ -158,6 +161,8 @@ class _Read:
     holds: list[room_holds.RoomHold]
     elsewhere: dict[str, Resources]
     """What tenants' cross-region requests of this region hold in other regions."""
+    node_waits: NodeWaits
+    """When gangs could start on the nodes of the sites with node pools."""
 
 
 class AdmitQueued:
@@ -237,6 +242,7 @@ class AdmitQueued:
                 )
         placed_elsewhere, expired_elsewhere = await self.escalate_waiting(elsewhere, now_s)
         rejected += expired_elsewhere
+        links = [link.id for link in self._live_map.engine.arrays.map.links]
         plans, events = plans_of(
             result,
             deferred=deferred,
@@ -245,7 +251,7 @@ class AdmitQueued:
             earlier=read.earlier,
             by_id=by_id,
             options=self._options,
-            blockers=Blockers(before, read.holdings, self._live_map),
+            blockers=Blockers(before, read.holdings, links),
             at=datetime.fromtimestamp(self._clock(), UTC),
         )
         await self._store_plans(plans, events)
@@ -275,6 +281,8 @@ class AdmitQueued:
             calendar, holdings = await ledger_store.calendar_and_holdings(
                 session, arrays=arrays, now=now_s
             )
+            pools = {arrays.map.sites[i].id: p for i, p in site_pools(arrays).items()}
+            ending = await ledger_store.node_takes_ending(session, site_ids=pools.keys())
             return _Read(
                 stored=stored,
                 classes=classes,
@@ -286,6 +294,7 @@ class AdmitQueued:
                 terms=await fair_shares.admission_terms(session),
                 holds=await room_holds.active(session, now=datetime.fromtimestamp(now_s, UTC)),
                 elsewhere=await elsewhere_usage(session),
+                node_waits=NodeWaits(pools, ending, now=calendar.now),
             )
 
     async def _plan(self, read: "_Read", local: Sequence[Queued]) -> Round:
@@ -300,7 +309,7 @@ class AdmitQueued:
                     demand=request_demand(q.request),
                     submitted_at=min(q.created_at.timestamp(), MAX_TIME_S),
                 ),
-                options=self._options[q.request.id],
+                options=read.node_waits.options(q.request, self._options[q.request.id]),
                 duration=duration_seconds(q.request.duration_hours),
                 deadline=q.deadline,
                 sites=self._top_n,

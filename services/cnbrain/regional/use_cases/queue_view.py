@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cnbrain.domain.events import RequestEvent, RequestEventKind
-from cnbrain.federation.live_map import LiveMap
 from cnbrain.ledger.calendar import Calendar
 from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
@@ -173,17 +172,18 @@ def _first_per_site(options: Sequence[PlanOption[ResourceKey]]) -> list[PlanOpti
 
 class Blockers:
     """What blocks an option on the calendar as it stood before the round planned it: the
-    running and admitted work only (`scheduling.blockers`)."""
+    running and admitted work only (`scheduling.blockers`); `link_ids` names the map's links
+    by index."""
 
     def __init__(
         self,
         calendar: Calendar[ResourceKey],
         held: Sequence[ledger_store.HeldWindow],
-        live_map: LiveMap,
+        link_ids: Sequence[str],
     ) -> None:
         self._calendar = calendar
         self.now = calendar.now
-        self._link_ids = [link.id for link in live_map.engine.arrays.map.links]
+        self._link_ids = link_ids
         self._by_key: dict[ResourceKey, list[Holding[ResourceKey]]] = {}
         for one in held:
             holding = Holding(one.request_id, one.window, one.demand)
