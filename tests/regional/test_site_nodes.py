@@ -104,6 +104,37 @@ async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_
         assert gone.status_code == 200, gone.text
 
 
+async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
+    api: Api,
+) -> None:
+    """Four low one-node jobs of 5 A100, one on each node: the site's totals hold a high
+    gang of one node of 8, none of its nodes does until one of those jobs ends. The gang
+    cannot wait that long: one of them is preempted, and it is admitted."""
+    _, _, user = await api.tenant()
+    held = []
+    for _ in range(4):
+        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, priority_class="low"))
+        assert made.json()["site"] == "BJ-dc-1", made.text
+        held.append(made.json()["id"])
+    body = _one_node(8, start="queue", priority_class="high", max_wait_s=60)
+    urgent = (await api.call(user, "POST", "/v1/requests", json=body)).json()
+    assert urgent["state"] == "queued", urgent
+    for _ in range(300):
+        view = (await api.call(user, "GET", f"/v1/requests/{urgent['id']}")).json()
+        if view["state"] != "queued":
+            break
+        await asyncio.sleep(0.1)
+    assert (view["state"], view["site"]) == ("placed", "BJ-dc-1"), view
+    views = [(await api.call(user, "GET", f"/v1/requests/{i}")).json() for i in held]
+    preempted = [v for v in views if v["state"] == "queued"]
+    assert len(preempted) == 1, [v["state"] for v in views]
+    assert preempted[0]["reason"] == "preempted by a request of class high"
+    await api.invariants()
+    for request_id in [*held, urgent["id"]]:
+        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
+        assert gone.status_code == 200, gone.text
+
+
 async def test_only_staff_see_a_sites_nodes_and_an_unknown_site_is_404(api: Api) -> None:
     _, _, user = await api.tenant()
     detail_of(await api.call(user, "GET", "/v1/sites/BJ-dc-1/nodes"), 403)

@@ -2,6 +2,7 @@
 of preemption chosen for the stuck requests of a higher class."""
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -370,6 +371,47 @@ def test_the_next_option_is_tried_when_the_first_site_cannot_free_enough() -> No
     ]
     result = _round(work, [waiting("urgent", cpu=3, cls="high", deadline=5, sites=("s1", "s2"))])
     assert result.preemptions == [Preemption("urgent", "s2", ("s2-low",))]
+
+
+def test_an_option_that_waits_for_nodes_gets_the_victims_that_free_them() -> None:
+    """s1 has 2 cpu free now, all the urgent gang asks; its nodes free at 100 only, once
+    `low-old` (on the node it needs) ends: that work is its victim, though the most recent
+    low work would come first by the rule."""
+    work = [
+        running("low-old", cpu=2, cls="low", started_at=10),
+        running("low-new", cpu=2, cls="low", started_at=50),
+    ]
+    calendar = holding(work)
+    option = PlanOption("s1", {key("s1"): 2}, nodes_free_at=100)
+    urgent = replace(waiting("urgent", cpu=2, cls="high", deadline=5), options=(option,))
+    asked: list[tuple[str, str, frozenset[str]]] = []
+
+    def nodes_freed(request_id: str, site: str, victims: frozenset[str]) -> bool:
+        asked.append((request_id, site, victims))
+        return "low-old" in victims
+
+    result = admission_round(
+        calendar,
+        [urgent],
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=free_on(calendar),
+        nodes_freed=nodes_freed,
+    )
+    assert ids(result.stuck) == ["urgent"]
+    assert result.preemptions == [Preemption("urgent", "s1", ("low-old",))]
+    assert asked[0] == ("urgent", "s1", frozenset())
+    # Without a way to tell, its totals lack nothing: no victim.
+    blind = admission_round(
+        holding(work),
+        [urgent],
+        classes=CLASSES,
+        capacity=CAPACITY,
+        running=work,
+        free_now=free_on(calendar),
+    )
+    assert ids(blind.stuck) == ["urgent"] and blind.preemptions == []
 
 
 def test_never_same_class_higher_class_or_non_preemptible_work() -> None:

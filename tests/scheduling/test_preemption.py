@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 from cnbrain.domain.errors import Invalid
-from cnbrain.scheduling.preemption import choose_victims
+from cnbrain.scheduling.preemption import choose_victims, until_enough
 from cnbrain.scheduling.resources import Resources
 from cnbrain.scheduling.work import RunningWork, total_demand
 
@@ -310,3 +310,24 @@ def test_victims_for_an_option_cover_its_need_of_compute_and_links_minimally(
     for size in range(len(chosen)):
         for subset in itertools.combinations(chosen, size):
             assert not need.fits(frees_all(list(subset), site))
+
+
+def test_until_enough_adds_work_on_the_site_in_rule_order_and_keeps_only_what_is_needed() -> None:
+    """The nodes are freed once `b` and `d` are gone (say, both on the node the gang needs)."""
+    candidates = [
+        running("a", cpu_m=1000, class_value=0, started_at=10.0),
+        running("b", cpu_m=1000, class_value=0, started_at=30.0),
+        running("c", cpu_m=1000, class_value=0, started_at=20.0),
+        running("d", cpu_m=1000, class_value=1, started_at=50.0),
+        running("elsewhere", cpu_m=1000, class_value=0, started_at=60.0, site="s2"),
+    ]
+
+    def enough(ids: frozenset[str]) -> bool:
+        return {"b", "d"} <= ids
+
+    # Taken b, c, a (class 0, most recent first), then d; c and a were not needed.
+    assert until_enough([], candidates, "s1", enough) == ["b", "d"]
+    # Victims chosen for the totals stay, needed or not.
+    assert until_enough(["a"], candidates, "s1", enough) == ["a", "b", "d"]
+    assert until_enough(["b", "d"], candidates, "s1", enough) == ["b", "d"]
+    assert until_enough([], candidates, "s1", lambda ids: "elsewhere" in ids) is None

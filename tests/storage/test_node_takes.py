@@ -144,8 +144,8 @@ async def test_node_takes_read_with_the_end_of_their_holders(
     async with sessions() as session:
         ending = await ledger_store.node_takes_ending(session, site_ids=[SITE, "AA-dc"])
     assert set(ending) == {SITE}
-    found = sorted((end, take.devices) for end, take in ending[SITE])
-    assert found == [(HOUR.end, 6), (HOUR.end, 6), (later.end, 8)]
+    found = sorted((end, request, take.devices) for end, request, take in ending[SITE])
+    assert found == [(HOUR.end, "req-3", 6), (HOUR.end, "req-3", 6), (later.end, "req-5", 8)]
     async with sessions.begin() as session:
         await ledger_store.release(session, reservation_id="rsv-3")
         assert await peer_ledger.release(session, reservation_id=part.reservation_id)

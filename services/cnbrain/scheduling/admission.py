@@ -33,7 +33,10 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
    each link of its path (`PlanOption.bandwidth`) the Mbps it asks less what the link has
    free (`free_bandwidth_now(link_id)`). The victims are running work of lower, preemptible
    classes that hold what is lacking: compute on the option's site, or bandwidth on a
-   lacking link of its path, wherever that work runs. A victim is chosen for one preemptor
+   lacking link of its path, wherever that work runs. An option that waits for nodes of a
+   site with node pools (`PlanOption.nodes_free_at`) also needs victims on its site whose
+   nodes, freed, hold its gang (`nodes_freed`, `preemption.until_enough`), though the site's
+   totals hold it now. A victim is chosen for one preemptor
    only in a round, and what a preemption frees beyond its preemptor's ask (on every site
    and link its victims held) counts as free for the next preemptors. Reclaim: when the
    preemptor's tenant is in a cohort and stays within its nominal quota with it, the work of
@@ -50,6 +53,7 @@ holds the whole plan.
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Generic, TypeVar
 
 from cnbrain.ledger.calendar import Calendar
@@ -57,7 +61,7 @@ from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, 
 from cnbrain.scheduling.classes import MIN_CLASS_VALUE, PriorityClasses
 from cnbrain.scheduling.cohorts import Cohort
 from cnbrain.scheduling.fair_share import fair_order
-from cnbrain.scheduling.preemption import choose_victims
+from cnbrain.scheduling.preemption import NodesFreed, choose_victims, until_enough
 from cnbrain.scheduling.resources import Resources, link_of
 from cnbrain.scheduling.work import QueuedWork, RunningWork, usage_by_tenant
 
@@ -135,6 +139,7 @@ def admission_round(
     cohort_of: Mapping[str, Cohort] | None = None,
     free_bandwidth_now: Callable[[str], int] | None = None,
     elsewhere: Mapping[str, Resources] | None = None,
+    nodes_freed: NodesFreed | None = None,
 ) -> Round:
     """One round over `waiting` on `calendar` (module docstring). `capacity` is the region's
     whole capacity and `running` the work that holds part of it (each tenant's usage, for the
@@ -146,7 +151,9 @@ def admission_round(
     (absent: no quota over time). `elsewhere` is what tenants hold beyond `running` that
     counts as their use here all the same (the compute of their cross-region requests, held
     in other regions): it counts in the fair order and against the cohorts' quotas, and is
-    never preempted. Raises `Invalid` naming the field for a class no class of `classes`
+    never preempted. `nodes_freed` tells whether victims free the nodes a request's option
+    waits for (`PlanOption.nodes_free_at`); without it such an option gets victims for its
+    totals only. Raises `Invalid` naming the field for a class no class of `classes`
     has, or a request given twice."""
     by_id = {w.work.id: w for w in waiting}
     held = usage_by_tenant(running)
@@ -198,6 +205,7 @@ def admission_round(
                 max_preemptors,
                 cohorts,
                 held,
+                nodes_freed,
             )
         )
     return result
@@ -251,9 +259,11 @@ def _preemptions(
     most: int,
     cohort_of: Mapping[str, Cohort],
     usage: Mapping[str, Resources],
+    nodes_freed: NodesFreed | None,
 ) -> list[Preemption]:
     """Victims for the stuck requests, in admission order, each victim taken once: for the
-    first of a request's options whose need (what it lacks now) they cover. A request that
+    first of a request's options whose need (what it lacks now) they cover, and, for an
+    option that waits for nodes (`nodes_freed`), whose nodes they free too. A request that
     what is free and already freed covers on an option takes that room, and no victim."""
     taken: set[str] = set()
     out: list[Preemption] = []
@@ -273,7 +283,8 @@ def _preemptions(
             continue  # nothing it may preempt runs anywhere
         for option in one.options:
             need = free.lacking(one.work.demand, option)
-            if need.is_zero():
+            waits = nodes_freed is not None and option.nodes_free_at > now
+            if need.is_zero() and not waits:
                 # What earlier preemptions free covers it already: it takes that room.
                 free.take(one.work.demand, option)
                 break
@@ -291,6 +302,9 @@ def _preemptions(
             if not candidates:
                 continue
             victims = choose_victims(need, value, candidates, now=now, site=site)
+            if victims is not None and nodes_freed is not None and waits:
+                enough = partial(nodes_freed, one.work.id, site)
+                victims = until_enough(victims, candidates, site, enough)
             if not victims:
                 continue
             taken.update(victims)

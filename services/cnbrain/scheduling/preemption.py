@@ -32,9 +32,14 @@ The rule, in full, for a preemptor of class value `v` that needs `need` freed:
 
 `choose_victims` answers the set's ids in the order taken, [] for a need of nothing, or None
 when no set covers the need.
+
+A gang that waits for nodes of a site with node pools (its site's totals hold it, its nodes
+do not) needs more than its totals: `until_enough` adds candidates running on the site, the
+lowest class value first, then the most recently started, then by id, until the nodes they
+free hold the gang, then drops each of those added that is not needed, the last first.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
 from itertools import groupby
 
@@ -87,6 +92,39 @@ def choose_victims(
     if best is None:
         return None
     return [work.id for work in chosen]
+
+
+NodesFreed = Callable[[str, str, frozenset[str]], bool]
+"""Whether, with the work of the ids given preempted, the nodes of a site hold the gang of a
+request: `(request id, site, victim ids)`."""
+
+
+def until_enough(
+    victims: Sequence[str],
+    candidates: Iterable[RunningWork],
+    site: str,
+    enough: Callable[[frozenset[str]], bool],
+) -> list[str] | None:
+    """`victims` with candidates running on `site` added until `enough` holds of them all,
+    those added that are not needed then dropped (module docstring); None when every
+    candidate is not enough."""
+    chosen = list(victims)
+    if not enough(frozenset(chosen)):
+        more = sorted(
+            (w for w in candidates if w.site == site and w.id not in chosen),
+            key=lambda w: (w.class_value, -w.started_at, w.id),
+        )
+        for work in more:
+            chosen.append(work.id)
+            if enough(frozenset(chosen)):
+                break
+        else:
+            return None
+    for added in reversed(chosen[len(victims) :]):
+        fewer = [one for one in chosen if one != added]
+        if enough(frozenset(fewer)):
+            chosen = fewer
+    return chosen
 
 
 def _size(work: RunningWork, site: str, need: Resources) -> Fraction:

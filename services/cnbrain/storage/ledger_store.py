@@ -326,26 +326,27 @@ async def _node_states(
 
 async def node_takes_ending(
     session: AsyncSession, *, site_ids: Collection[str]
-) -> dict[str, list[tuple[int, NodeTake]]]:
+) -> dict[str, list[tuple[int, str, NodeTake]]]:
     """Per site of `site_ids` with node takes, each take of a held reservation or of a
-    prepared or held cross-brain part, with the epoch second its holder ends
-    (`node_starts.earliest_on_nodes`). Two statements."""
+    prepared or held cross-brain part, with the epoch second its holder ends and the
+    holder's request (`node_starts.earliest_on_nodes`). Two statements."""
     if not site_ids:
         return {}
     t = NodeTakeRecord
     columns = (t.site_id, t.pool, t.node, t.devices, t.shared, t.milli, t.cpu_m, t.mem_mib)
-    found: dict[str, list[tuple[int, NodeTake]]] = {}
+    found: dict[str, list[tuple[int, str, NodeTake]]] = {}
     for holder, holding in (
         (ReservationRecord, ReservationRecord.state == ReservationState.HELD),
         (PeerReservation, PeerReservation.state.in_(_HOLDING)),
     ):
         rows = await session.execute(
-            select(*columns, holder.end_at)
+            select(*columns, holder.end_at, holder.request_id)
             .join(holder, holder.id == t.holder_id)
             .where(t.site_id.in_(sorted(site_ids)), holding)
         )
-        for site_id, *amounts, end_at in rows:
-            found.setdefault(site_id, []).append((epoch_s(end_at), NodeTake(*amounts)))
+        for site_id, *amounts, end_at, request_id in rows:
+            take = NodeTake(*amounts)
+            found.setdefault(site_id, []).append((epoch_s(end_at), request_id, take))
     return found
 
 

@@ -336,6 +336,7 @@ class AdmitQueued:
                 cohort_of=cohort_of,
                 free_bandwidth_now=free_bandwidth_now,
                 elsewhere=read.elsewhere,
+                nodes_freed=read.node_waits.freed,
             )
         )
 

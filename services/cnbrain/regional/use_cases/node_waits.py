@@ -1,7 +1,8 @@
 """Queued gangs that wait for nodes: each option on a site with node pools whose nodes do not
 hold the request's gang now starts no earlier than they will (`PlanOption.nodes_free_at`),
 as the node takes the round read end (`ledger.node_starts`). The calendar counts the site's
-totals, which may hold the gang long before its nodes do."""
+totals, which may hold the gang long before its nodes do. Preemption asks whether victims
+would free those nodes (`freed`)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -9,27 +10,28 @@ from dataclasses import replace
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.keys import ResourceKey
-from cnbrain.ledger.node_starts import Ending, earliest_on_nodes
-from cnbrain.ledger.nodes import Gang, Pool, gang_of
+from cnbrain.ledger.node_starts import earliest_on_nodes
+from cnbrain.ledger.nodes import Gang, NodeTake, Pool, gang_of
 from cnbrain.scheduling.backfill import PlanOption
 
 
 class NodeWaits:
     """When gangs could start on the nodes of each site of `pools` (by site id), its node
-    takes `ending` as the round read them, from epoch second `now`; remembered per site and
-    gang for the round."""
+    takes `held` as the round read them (each with its holder's end and request), from epoch
+    second `now`; remembered per site and gang for the round."""
 
     def __init__(
         self,
         pools: Mapping[str, Sequence[Pool]],
-        ending: Mapping[str, Sequence[Ending]],
+        held: Mapping[str, Sequence[tuple[int, str, NodeTake]]],
         *,
         now: int,
     ) -> None:
         self._pools = pools
-        self._ending = ending
+        self._held = held
         self._now = now
         self._known: dict[tuple[str, Gang], int] = {}
+        self._gangs: dict[str, Gang] = {}
 
     def free_at(self, site: str, gang: Gang) -> int:
         """The epoch second from which `gang` fits the nodes of `site`: now when it does now,
@@ -41,7 +43,8 @@ class NodeWaits:
         key = (site, gang)
         found = self._known.get(key)
         if found is None:
-            at = earliest_on_nodes(pools, self._ending.get(site, ()), gang, now=self._now)
+            ending = [(end, take) for end, _, take in self._held.get(site, ())]
+            at = earliest_on_nodes(pools, ending, gang, now=self._now)
             found = self._known[key] = self._now if at is None else at
         return found
 
@@ -56,8 +59,20 @@ class NodeWaits:
             gang = gang_of(request.resources)
         except Invalid:
             return options
+        self._gangs[request.id] = gang
         out = []
         for option in options:
             at = self.free_at(option.label, gang)
             out.append(option if at <= self._now else replace(option, nodes_free_at=at))
         return tuple(out)
+
+    def freed(self, request_id: str, site: str, victims: frozenset[str]) -> bool:
+        """Whether the nodes of `site` hold the gang of request `request_id` (one `options`
+        was given) once the requests `victims` give back what they take there."""
+        gang = self._gangs.get(request_id)
+        pools = self._pools.get(site)
+        if gang is None or pools is None:
+            return True
+        held = self._held.get(site, ())
+        kept = [(end, take) for end, holder, take in held if holder not in victims]
+        return earliest_on_nodes(pools, kept, gang, now=self._now) == self._now
