@@ -1,14 +1,18 @@
 """A site's nodes over the operator API: its pools with what the brain's reservations leave
 free, staff only; a simulated site reports no nodes of its own. A queued gang that the site's
 totals hold but none of its nodes is planned for when a node frees, and admitted once one
-does."""
+does; a higher class gang, of this region's queue or another's, has the lower work on one
+node preempted."""
 
 import asyncio
-from datetime import datetime, timedelta
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from cnbrain.domain.request import PlacementRequest
+from cnbrain.storage import room_holds
 from tests.regional.brain_api import Api, detail_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -133,6 +137,31 @@ async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
     for request_id in [*held, urgent["id"]]:
         gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
         assert gone.status_code == 200, gone.text
+
+
+async def test_room_made_for_another_regions_gang_frees_one_of_its_nodes(api: Api) -> None:
+    """As above, for a gang of another region's queue: the room the national brain asks
+    for (`MakeRoom`) is one node's low job preempted."""
+    tenant, _, user = await api.tenant()
+    held = []
+    for _ in range(4):
+        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, priority_class="low"))
+        held.append(made.json()["id"])
+    foreign = PlacementRequest.model_validate(
+        {**_one_node(8, priority_class="high"), "id": "other-region-gang", "tenant": tenant}
+    )
+    room = await api.use_cases.make_room(foreign, ["BJ-dc-1"])
+    assert (room.requeued, room.site_id) == (1, "BJ-dc-1"), room
+    views = [(await api.call(user, "GET", f"/v1/requests/{i}")).json() for i in held]
+    assert sorted(v["state"] for v in views) == ["placed", "placed", "placed", "queued"]
+    now = datetime.now(UTC)
+    async with api.brain.sessions.begin() as session:  # the hold ends now
+        [hold] = await room_holds.active(session, now=now)
+        await room_holds.hold(session, dataclasses.replace(hold, until=now), now=now)
+    for request_id in held:
+        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
+        assert gone.status_code == 200, gone.text
+    await api.invariants()
 
 
 async def test_only_staff_see_a_sites_nodes_and_an_unknown_site_is_404(api: Api) -> None:

@@ -80,7 +80,6 @@ from cnbrain.ledger.claim import FlowHold, claim_from, duration_seconds
 from cnbrain.ledger.held_room import HeldSnapshot
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.reservation import Reservation
-from cnbrain.ledger.snapshot import site_pools
 from cnbrain.regional.stored_requests import fail_unreadable
 from cnbrain.regional.unit_of_work import CapacityChanges
 from cnbrain.regional.use_cases.admission_inputs import (
@@ -94,7 +93,7 @@ from cnbrain.regional.use_cases.admission_inputs import (
     waited_out,
 )
 from cnbrain.regional.use_cases.cohort_quota import reserve_within_cohorts
-from cnbrain.regional.use_cases.node_waits import NodeWaits
+from cnbrain.regional.use_cases.node_waits import NodeWaits, pools_by_site
 from cnbrain.regional.use_cases.outcomes import Outcome, write_outcomes
 from cnbrain.regional.use_cases.ports import NationalClient, NationalPlan
 from cnbrain.regional.use_cases.preempt import RequeueVictims
@@ -281,7 +280,7 @@ class AdmitQueued:
             calendar, holdings = await ledger_store.calendar_and_holdings(
                 session, arrays=arrays, now=now_s
             )
-            pools = {arrays.map.sites[i].id: p for i, p in site_pools(arrays).items()}
+            pools = pools_by_site(arrays)
             ending = await ledger_store.node_takes_ending(session, site_ids=pools.keys())
             return _Read(
                 stored=stored,

@@ -19,21 +19,26 @@ now: the paths from the site's province gateway this brain would offer the natio
 (its `PATHS` best), the first whose lack some set of victims covers. Victims free the
 site's compute when they run there and their bandwidth on the links they hold wherever
 they run (`RunningWork.frees`). The room held for other requests (their active holds)
-counts as taken. When the site's compute and one of those paths have room now, nothing is
-preempted."""
+counts as taken. On a site with node pools, a gang also lacks the nodes that do not hold it
+now: more victims on the site are taken until the nodes they give back hold it
+(`preemption.until_enough`, `node_waits`). When the site's compute, its nodes and one of
+those paths have room now, nothing is preempted."""
 
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.ledger.nodes import Gang, gang_of
 from cnbrain.netmap.arrays import demand_units, gbps_to_mbps
 from cnbrain.regional.use_cases.admission_inputs import leave_held_rooms, running_work
+from cnbrain.regional.use_cases.node_waits import NodeWaits, pools_by_site
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.scheduling.options import (
     LedgerKeys,
@@ -41,7 +46,7 @@ from cnbrain.scheduling.options import (
     free_now_on,
     request_demand,
 )
-from cnbrain.scheduling.preemption import choose_victims
+from cnbrain.scheduling.preemption import choose_victims, until_enough
 from cnbrain.scheduling.resources import Resources
 from cnbrain.storage import ledger_store, priority_classes, room_holds
 from cnbrain.storage.running_work import held_work
@@ -107,6 +112,10 @@ class MakeRoom:
             )
             held = await held_work(session)
             holds = await room_holds.active(session, now=datetime.fromtimestamp(moment, UTC))
+            pools = {s: p for s, p in pools_by_site(arrays).items() if s in sites}
+            ending = await ledger_store.node_takes_ending(session, site_ids=pools.keys())
+        waits = NodeWaits(pools, ending, now=now)
+        gang = _gang(request)
         others = [hold for hold in holds if hold.request_id != request.id]
         leave_held_rooms(calendar, others, holdings, arrays)
         preemptor = classes.named_or_default(request.priority_class)
@@ -121,16 +130,17 @@ class MakeRoom:
                 compute + lacking
                 for lacking in self._lacking_bandwidth(index[site], mbps, free_mbps)
             ]
-            if any(need.is_zero() for need in needs):
+            nodes = gang is None or waits.holds(site, gang)
+            if nodes and any(need.is_zero() for need in needs):
                 return Room(0, None, f"it fits on {site} now")
-            victims = next(
-                (
-                    found
-                    for need in needs
-                    if (found := choose_victims(need, preemptor.value, running, now=now, site=site))
-                ),
-                None,
-            )
+            victims = None
+            for need in needs:
+                found = choose_victims(need, preemptor.value, running, now=now, site=site)
+                if found is not None and gang is not None and not nodes:
+                    found = until_enough(found, running, site, partial(waits.holds, site, gang))
+                if found:
+                    victims = found
+                    break
             if victims:
                 await self._hold(request, site, now)
                 requeued = await self._preempt(
@@ -180,3 +190,11 @@ class MakeRoom:
                 now=at,
             )
         self._live_map.capacity_changed()
+
+
+def _gang(request: PlacementRequest) -> Gang | None:
+    """The gang of `request`'s resources (None: none can be made of them)."""
+    try:
+        return gang_of(request.resources)
+    except Invalid:
+        return None

@@ -1,8 +1,8 @@
 """Queued gangs that wait for nodes: each option on a site with node pools whose nodes do not
 hold the request's gang now starts no earlier than they will (`PlanOption.nodes_free_at`),
 as the node takes the round read end (`ledger.node_starts`). The calendar counts the site's
-totals, which may hold the gang long before its nodes do. Preemption asks whether victims
-would free those nodes (`freed`)."""
+totals, which may hold the gang long before its nodes do. Preemption, and room made for a
+request of another region, ask whether victims would free those nodes (`freed`, `holds`)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -12,7 +12,14 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.node_starts import earliest_on_nodes
 from cnbrain.ledger.nodes import Gang, NodeTake, Pool, gang_of
+from cnbrain.ledger.snapshot import site_pools
+from cnbrain.netmap.arrays import MapArrays
 from cnbrain.scheduling.backfill import PlanOption
+
+
+def pools_by_site(arrays: MapArrays) -> dict[str, tuple[Pool, ...]]:
+    """The node pools of the sites of `arrays`' map that describe their nodes, by site id."""
+    return {arrays.map.sites[i].id: pools for i, pools in site_pools(arrays).items()}
 
 
 class NodeWaits:
@@ -70,8 +77,13 @@ class NodeWaits:
         """Whether the nodes of `site` hold the gang of request `request_id` (one `options`
         was given) once the requests `victims` give back what they take there."""
         gang = self._gangs.get(request_id)
+        return gang is None or self.holds(site, gang, victims)
+
+    def holds(self, site: str, gang: Gang, victims: frozenset[str] = frozenset()) -> bool:
+        """Whether the nodes of `site` hold `gang` now, once the requests `victims` give back
+        what they take there; a site without node pools holds it."""
         pools = self._pools.get(site)
-        if gang is None or pools is None:
+        if pools is None:
             return True
         held = self._held.get(site, ())
         kept = [(end, take) for end, holder, take in held if holder not in victims]
