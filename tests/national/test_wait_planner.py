@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError
 from cnbrain.federation.timelines import key_of, steps_of, timeline_message
@@ -431,3 +432,29 @@ def test_a_request_with_flows_is_planned_on_its_best_sites_against_the_calendar(
     start, option = found
     assert option.label != labels[0]
     assert option.timed is not None and start - option.timed.lead == NOW  # its staging starts now
+
+
+def test_an_option_waits_for_the_nodes_its_region_says_hold_the_gang(
+    engine: PlacementEngine,
+) -> None:
+    arrays = engine.arrays
+    hub: PlanOption[ResourceKey] = PlanOption("CC-hub", {})
+    dc: PlanOption[ResourceKey] = PlanOption("AA-dc", {})
+
+    def answer(region: str, site: str, at_s: int) -> regional_pb2.GetTimelinesResponse:
+        return regional_pb2.GetTimelinesResponse(
+            region_id=region,
+            now_s=1_000,
+            nodes_free_at=[regional_pb2.NodesFreeAt(site_id=site, at_s=at_s)],
+        )
+
+    west = arrays.map.region_of(arrays.map.sites[arrays.map.site_index["CC-hub"]].province)
+    waits, same = wait_planner.waiting_for_nodes(
+        [hub, dc], {west: answer(west, "CC-hub", 5_000)}, arrays
+    )
+    assert (waits.nodes_free_at, same) == (5_000, dc)
+    [never] = wait_planner.waiting_for_nodes([hub], {west: answer(west, "CC-hub", 0)}, arrays)
+    assert never.nodes_free_at == MAX_EPOCH_S
+    for wrong in (answer("east", "CC-hub", 5_000), answer(west, "CC-hub", 999)):
+        with pytest.raises(WireError):
+            wait_planner.waiting_for_nodes([hub], {wrong.region_id: wrong}, arrays)

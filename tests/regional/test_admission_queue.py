@@ -531,7 +531,7 @@ async def test_a_request_that_starts_now_cannot_take_the_room_held_for_another_r
     async with api.brain.sessions() as session:
         [hold] = await room_holds.active(session, now=datetime.now(UTC))
     for asking, free_now in ((foreign.id, 16_000), (other.id, 0), ("", 0)):
-        _, profiles = await timelines(["CC-hub"], [], request_id=asking)
+        _, profiles, _ = await timelines(["CC-hub"], [], request_id=asking)
         steps = dict(profiles)[accelerator_key(site, "Ascend910B")].steps()
         assert steps[0][1] == free_now, (asking, steps)
         assert steps[-1][1] == 16_000

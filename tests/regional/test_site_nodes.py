@@ -7,12 +7,19 @@ node preempted."""
 import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.federation.codec import request_json
+from cnbrain.ledger.keys import ResourceKey
+from cnbrain.national.wait_planner import waiting_for_nodes
+from cnbrain.regional.federation import RegionalServicer
+from cnbrain.regional.use_cases.timelines import ReadTimelines
+from cnbrain.scheduling.backfill import PlanOption
 from cnbrain.storage import room_holds
+from cnbrain.v1 import regional_pb2
 from tests.regional.brain_api import Api, detail_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -67,7 +74,7 @@ def _one_node(a100: int, **extra: Any) -> dict[str, Any]:
 async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_frees(
     api: Api,
 ) -> None:
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     held = []
     for _ in range(4):
         made = await api.call(user, "POST", "/v1/requests", json=_one_node(5))
@@ -98,6 +105,32 @@ async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_
     first_end = datetime.fromisoformat(first["created_at"]) + timedelta(hours=1)
     start = datetime.fromisoformat(queue["estimated_start"])
     assert abs((start - first_end).total_seconds()) < 60, (start, first_end)
+
+    # The national brain, planning such a gang of another region, is told the same.
+    live_map = api.brain.live_map
+    servicer = RegionalServicer(
+        live_map,
+        region_id="north",
+        timelines=ReadTimelines(sessions=api.brain.sessions, live_map=live_map),
+    )
+    foreign = PlacementRequest.model_validate(
+        {**_one_node(8), "id": "other-region-waits", "tenant": tenant}
+    )
+    asked = regional_pb2.GetTimelinesRequest(
+        site_ids=["BJ-dc-1"], request_id=foreign.id, request_json=request_json(foreign)
+    )
+    answer = await servicer.GetTimelines(asked, cast(Any, None))
+    [nodes] = answer.nodes_free_at
+    assert nodes.site_id == "BJ-dc-1"
+    assert abs(nodes.at_s - first_end.timestamp()) < 60, (nodes.at_s, first_end)
+    option: PlanOption[ResourceKey] = PlanOption("BJ-dc-1", {})
+    [waits] = waiting_for_nodes([option], {"north": answer}, live_map.engine.arrays)
+    assert waits.nodes_free_at == nodes.at_s
+    small = PlacementRequest.model_validate({**_one_node(3), "id": "fits-now", "tenant": tenant})
+    fits = regional_pb2.GetTimelinesRequest(
+        site_ids=["BJ-dc-1"], request_id=small.id, request_json=request_json(small)
+    )
+    assert not (await servicer.GetTimelines(fits, cast(Any, None))).nodes_free_at
 
     cancelled = await api.call(user, "POST", f"/v1/requests/{held.pop()}/cancel")
     assert cancelled.status_code == 200, cancelled.text

@@ -98,15 +98,20 @@ class Region:
         link_ids: Sequence[str],
         *,
         request_id: str,
+        request_json: str = "",
         deadline_s: float,
     ) -> regional_pb2.GetTimelinesResponse:
         """The free amount over time of the region's resources among those named, for the
-        waiting request `request_id` (GetTimelines). Raises PeerUnavailable when it does not
-        answer in `deadline_s`."""
+        waiting request `request_id` (GetTimelines; with `request_json`, also when the nodes
+        of its sites hold the request's gang). Raises PeerUnavailable when it does not answer
+        in `deadline_s`."""
         try:
             return await self.brain.GetTimelines(
                 regional_pb2.GetTimelinesRequest(
-                    site_ids=site_ids, link_ids=link_ids, request_id=request_id
+                    site_ids=site_ids,
+                    link_ids=link_ids,
+                    request_id=request_id,
+                    request_json=request_json,
                 ),
                 timeout=deadline_s,
             )

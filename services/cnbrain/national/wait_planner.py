@@ -13,10 +13,12 @@ No I/O: `national.waiting` asks the regions and reads the backbone's calendar.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from cnbrain.domain.bounds import MAX_EPOCH_S
 from cnbrain.domain.network import NATIONAL_OWNER
+from cnbrain.federation.codec import WireError
 from cnbrain.federation.timelines import key_of, load, steps_of
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.keys import (
@@ -176,6 +178,31 @@ def joint_calendar(
     for key, its_steps in steps.items():
         load(calendar, key, its_steps)
     return calendar
+
+
+def waiting_for_nodes(
+    options: Sequence[PlanOption[ResourceKey]],
+    answers: Mapping[str, regional_pb2.GetTimelinesResponse],
+    arrays: MapArrays,
+) -> list[PlanOption[ResourceKey]]:
+    """`options`, in order, each on a site whose region answered that its nodes do not hold
+    the request's gang now starting no earlier than they will (`PlanOption.nodes_free_at`;
+    never, for a site whose nodes never hold it). Raises WireError for an answer about a
+    site the map lacks or its region does not own, or a time before its answer's now."""
+    free_at: dict[str, int] = {}
+    for region_id, answer in answers.items():
+        for one in answer.nodes_free_at:
+            site = arrays.map.site_index.get(one.site_id)
+            if site is None or region_of(site, arrays) != region_id:
+                raise WireError(f"region {region_id} answered nodes of a site not its own")
+            if one.at_s and not answer.now_s <= one.at_s <= MAX_EPOCH_S:
+                raise WireError(f"region {region_id} answered nodes free at {one.at_s}")
+            free_at[one.site_id] = one.at_s
+    out = []
+    for option in options:
+        at = free_at.get(option.label)
+        out.append(option if at is None else replace(option, nodes_free_at=at or MAX_EPOCH_S))
+    return out
 
 
 def planned_start(

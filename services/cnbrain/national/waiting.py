@@ -275,12 +275,13 @@ class PlaceOrPlan:
         owners = wait_planner.wanted(options, arrays)
         async with self._sessions() as session, session.begin():
             backbone = await ledger_store.calendar_of(session, arrays=arrays, now=now)
-        answers, missing = await self._timelines(owners, request.id)
+        answers, missing = await self._timelines(owners, request)
         missing |= unheard
         try:
             calendar = wait_planner.joint_calendar(
                 backbone, answers, options=options, arrays=arrays
             )
+            options = wait_planner.waiting_for_nodes(options, answers, arrays)
         except WireError as wrong:
             log.warning("a region's timelines for %s are not valid: %s", request.id, wrong)
             return WaitPlan(None, None, f"a region's calendar was not valid: {wrong}"), None
@@ -362,10 +363,10 @@ class PlaceOrPlan:
             await wait_plans.drop(session, [request_id])
 
     async def _timelines(
-        self, owners: dict[str, wait_planner.Wanted], request_id: str
+        self, owners: dict[str, wait_planner.Wanted], request: PlacementRequest
     ) -> tuple[dict[str, regional_pb2.GetTimelinesResponse], set[str]]:
-        """The timelines of every region among `owners` for the waiting request
-        `request_id`, and the regions that gave none."""
+        """The timelines of every region among `owners` for the waiting `request` (with
+        when the nodes of their sites hold its gang), and the regions that gave none."""
         deadline = self._settings.candidate_deadline_s
         calls: dict[str, asyncio.Future[regional_pb2.GetTimelinesResponse]] = {}
         missing: set[str] = set()
@@ -378,7 +379,11 @@ class PlaceOrPlan:
                 continue
             calls[owner] = asyncio.ensure_future(
                 region.timelines(
-                    one.site_ids, one.link_ids, request_id=request_id, deadline_s=deadline
+                    one.site_ids,
+                    one.link_ids,
+                    request_id=request.id,
+                    request_json=request_json(request),
+                    deadline_s=deadline,
                 )
             )
         answers: dict[str, regional_pb2.GetTimelinesResponse] = {}

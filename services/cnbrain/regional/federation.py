@@ -57,6 +57,7 @@ from cnbrain.regional.replicas import Replicas
 from cnbrain.regional.schemas import RouteSegmentView, SiteRouteView
 from cnbrain.regional.settings import Settings
 from cnbrain.regional.use_cases.make_room import MakeRoom
+from cnbrain.regional.use_cases.node_waits import gang_or_none
 from cnbrain.regional.use_cases.ports import (
     NationalPlan,
     NationalQuote,
@@ -312,9 +313,18 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     ) -> regional_pb2.GetTimelinesResponse:
         if self._timelines is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this brain keeps no calendar")
+        gang = None
+        if request.request_json:
+            waiting = self._request(request.request_json)
+            if isinstance(waiting, str):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, waiting)
+            gang = gang_or_none(waiting)
         try:
-            now, timelines = await self._timelines(
-                list(request.site_ids), list(request.link_ids), request_id=request.request_id
+            now, timelines, nodes = await self._timelines(
+                list(request.site_ids),
+                list(request.link_ids),
+                request_id=request.request_id,
+                gang=gang,
             )
         except Invalid as wrong:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))
@@ -323,6 +333,9 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
             region_id=self._region_id,
             now_s=now,
             timelines=[timeline_message(key, profile, arrays=arrays) for key, profile in timelines],
+            nodes_free_at=[
+                regional_pb2.NodesFreeAt(site_id=site, at_s=at or 0) for site, at in nodes.items()
+            ],
         )
 
     @override

@@ -497,10 +497,16 @@ class GetTimelinesRequest(_message.Message):
     SITE_IDS_FIELD_NUMBER: _builtins.int
     LINK_IDS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_JSON_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """The waiting request the timelines are for (empty: none). The room this region holds
     for it (made by MakeRoom) counts as free; the room it holds for other requests counts
     as taken until its hold ends, as this region's own admission round counts it.
+    """
+    request_json: _builtins.str
+    """The waiting request (the JSON of cnbrain.domain.request.PlacementRequest; empty: its
+    nodes are not asked about). For each site named with node pools whose nodes do not hold
+    its gang now, the answer says from when they will (nodes_free_at).
     """
     @_builtins.property
     def site_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -514,10 +520,11 @@ class GetTimelinesRequest(_message.Message):
         site_ids: _abc.Iterable[_builtins.str] | None = ...,
         link_ids: _abc.Iterable[_builtins.str] | None = ...,
         request_id: _builtins.str = ...,
+        request_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "request_id", b"request_id", "site_ids", b"site_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "request_id", b"request_id", "request_json", b"request_json", "site_ids", b"site_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -572,25 +579,57 @@ class GetTimelinesResponse(_message.Message):
     REGION_ID_FIELD_NUMBER: _builtins.int
     NOW_S_FIELD_NUMBER: _builtins.int
     TIMELINES_FIELD_NUMBER: _builtins.int
+    NODES_FREE_AT_FIELD_NUMBER: _builtins.int
     region_id: _builtins.str
     now_s: _builtins.int
     """The calendar's now (epoch seconds): at_s[0] of every timeline."""
     @_builtins.property
     def timelines(self) -> _containers.RepeatedCompositeFieldContainer[Global___Timeline]: ...
+    @_builtins.property
+    def nodes_free_at(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodesFreeAt]:
+        """The sites named with node pools whose nodes do not hold the request's gang now."""
+
     def __init__(
         self,
         *,
         region_id: _builtins.str = ...,
         now_s: _builtins.int = ...,
         timelines: _abc.Iterable[Global___Timeline] | None = ...,
+        nodes_free_at: _abc.Iterable[Global___NodesFreeAt] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["now_s", b"now_s", "region_id", b"region_id", "timelines", b"timelines"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes_free_at", b"nodes_free_at", "now_s", b"now_s", "region_id", b"region_id", "timelines", b"timelines"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTimelinesResponse: _TypeAlias = GetTimelinesResponse  # noqa: Y015
+
+@_typing.final
+class NodesFreeAt(_message.Message):
+    """From when a site's nodes hold a waiting request's gang, as the node takes of the
+    reservations holding them end (epoch seconds; 0: not even with every node free).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    AT_S_FIELD_NUMBER: _builtins.int
+    site_id: _builtins.str
+    at_s: _builtins.int
+    def __init__(
+        self,
+        *,
+        site_id: _builtins.str = ...,
+        at_s: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_s", b"at_s", "site_id", b"site_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodesFreeAt: _TypeAlias = NodesFreeAt  # noqa: Y015
 
 @_typing.final
 class MakeRoomRequest(_message.Message):

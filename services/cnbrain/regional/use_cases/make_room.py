@@ -35,10 +35,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.live_map import LiveMap
-from cnbrain.ledger.nodes import Gang, gang_of
 from cnbrain.netmap.arrays import demand_units, gbps_to_mbps
 from cnbrain.regional.use_cases.admission_inputs import leave_held_rooms, running_work
-from cnbrain.regional.use_cases.node_waits import NodeWaits, pools_by_site
+from cnbrain.regional.use_cases.node_waits import NodeWaits, gang_or_none, pools_by_site
 from cnbrain.regional.use_cases.preempt import RequeueVictims
 from cnbrain.scheduling.options import (
     LedgerKeys,
@@ -115,7 +114,7 @@ class MakeRoom:
             pools = {s: p for s, p in pools_by_site(arrays).items() if s in sites}
             ending = await ledger_store.node_takes_ending(session, site_ids=pools.keys())
         waits = NodeWaits(pools, ending, now=now)
-        gang = _gang(request)
+        gang = gang_or_none(request)
         others = [hold for hold in holds if hold.request_id != request.id]
         leave_held_rooms(calendar, others, holdings, arrays)
         preemptor = classes.named_or_default(request.priority_class)
@@ -190,11 +189,3 @@ class MakeRoom:
                 now=at,
             )
         self._live_map.capacity_changed()
-
-
-def _gang(request: PlacementRequest) -> Gang | None:
-    """The gang of `request`'s resources (None: none can be made of them)."""
-    try:
-        return gang_of(request.resources)
-    except Invalid:
-        return None

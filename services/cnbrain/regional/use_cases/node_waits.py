@@ -22,6 +22,14 @@ def pools_by_site(arrays: MapArrays) -> dict[str, tuple[Pool, ...]]:
     return {arrays.map.sites[i].id: pools for i, pools in site_pools(arrays).items()}
 
 
+def gang_or_none(request: PlacementRequest) -> Gang | None:
+    """The gang of `request`'s resources (None: none can be made of them)."""
+    try:
+        return gang_of(request.resources)
+    except Invalid:
+        return None
+
+
 class NodeWaits:
     """When gangs could start on the nodes of each site of `pools` (by site id), its node
     takes `held` as the round read them (each with its holder's end and request), from epoch
@@ -37,23 +45,26 @@ class NodeWaits:
         self._pools = pools
         self._held = held
         self._now = now
-        self._known: dict[tuple[str, Gang], int] = {}
+        self._known: dict[tuple[str, Gang], int | None] = {}
         self._gangs: dict[str, Gang] = {}
 
     def free_at(self, site: str, gang: Gang) -> int:
         """The epoch second from which `gang` fits the nodes of `site`: now when it does now,
         or when the site has no node pools or no node ever holds it (the engine's filters
         keep such a site from the request's options)."""
+        at = self.earliest(site, gang)
+        return self._now if at is None else at
+
+    def earliest(self, site: str, gang: Gang) -> int | None:
+        """`free_at`, but None when no node of the site's pools ever holds `gang`."""
         pools = self._pools.get(site)
         if pools is None:
             return self._now
         key = (site, gang)
-        found = self._known.get(key)
-        if found is None:
+        if key not in self._known:
             ending = [(end, take) for end, _, take in self._held.get(site, ())]
-            at = earliest_on_nodes(pools, ending, gang, now=self._now)
-            found = self._known[key] = self._now if at is None else at
-        return found
+            self._known[key] = earliest_on_nodes(pools, ending, gang, now=self._now)
+        return self._known[key]
 
     def options(
         self, request: PlacementRequest, options: tuple[PlanOption[ResourceKey], ...]
@@ -62,9 +73,8 @@ class NodeWaits:
         request's gang."""
         if not any(option.label in self._pools for option in options):
             return options
-        try:
-            gang = gang_of(request.resources)
-        except Invalid:
+        gang = gang_or_none(request)
+        if gang is None:
             return options
         self._gangs[request.id] = gang
         out = []

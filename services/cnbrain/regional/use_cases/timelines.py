@@ -2,7 +2,8 @@
 of a waiting cross-region request (`GetTimelines`): their profiles on this brain's calendar
 (`ledger_store.calendar_and_holdings`), of what this region owns only, less the room held
 for other requests (`admission_inputs.leave_held_rooms`), as this brain's admission round
-counts it."""
+counts it. For a waiting gang, each site named with node pools whose nodes do not hold it
+now says from when they will, as the node takes there end (`node_waits`)."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +21,9 @@ from cnbrain.ledger.keys import (
     link_key,
     site_key,
 )
+from cnbrain.ledger.nodes import Gang
 from cnbrain.regional.use_cases.admission_inputs import leave_held_rooms
+from cnbrain.regional.use_cases.node_waits import NodeWaits, pools_by_site
 from cnbrain.scheduling.checks import checked_name
 from cnbrain.storage import ledger_store, room_holds
 
@@ -46,15 +49,21 @@ class ReadTimelines:
         self._clock = clock
 
     async def __call__(
-        self, site_ids: Sequence[str], link_ids: Sequence[str], *, request_id: str = ""
-    ) -> tuple[int, list[tuple[ResourceKey, Profile]]]:
+        self,
+        site_ids: Sequence[str],
+        link_ids: Sequence[str],
+        *,
+        request_id: str = "",
+        gang: Gang | None = None,
+    ) -> tuple[int, list[tuple[ResourceKey, Profile]], dict[str, int | None]]:
         """The calendar's now and the profile of every resource of the sites of `site_ids`
         and of every link of `link_ids` that this region owns (the others, and ids the map
         does not have, are left out), for the waiting request `request_id` (empty: none):
         the room held for it counts as free, the room held for any other request as taken
-        until its hold ends. Raises Invalid (field `site_ids`, `link_ids` or `request_id`)
-        for more than `MAX_SITES` sites or `MAX_LINKS` links, or a request id that is not a
-        name."""
+        until its hold ends. Third, for `gang`, each of those sites with node pools whose
+        nodes do not hold it now, with from when they will (None: not even all free).
+        Raises Invalid (field `site_ids`, `link_ids` or `request_id`) for more than
+        `MAX_SITES` sites or `MAX_LINKS` links, or a request id that is not a name."""
         if request_id:
             checked_name(request_id, field="request_id")
         if len(site_ids) > MAX_SITES:
@@ -79,6 +88,16 @@ class ReadTimelines:
                 session, arrays=arrays, now=now
             )
             holds = await room_holds.active(session, now=datetime.fromtimestamp(now, UTC))
+            ids = {arrays.map.sites[i].id for i in sites}
+            pools = {s: p for s, p in pools_by_site(arrays).items() if s in ids and gang}
+            ending = await ledger_store.node_takes_ending(session, site_ids=pools.keys())
+        waits = NodeWaits(pools, ending, now=now)
+        nodes: dict[str, int | None] = {}
+        if gang is not None:
+            for site in sorted(pools):
+                at = waits.earliest(site, gang)
+                if at != now:
+                    nodes[site] = at
         others = [hold for hold in holds if hold.request_id != request_id]
         leave_held_rooms(calendar, others, holdings, arrays)
         keys: list[ResourceKey] = [
@@ -91,4 +110,4 @@ class ReadTimelines:
             if key in calendar
         ]
         keys += [key for key in links if key in calendar]
-        return now, [(key, calendar.profile(key)) for key in keys]
+        return now, [(key, calendar.profile(key)) for key in keys], nodes
