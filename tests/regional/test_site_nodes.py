@@ -105,6 +105,7 @@ async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_
     first_end = datetime.fromisoformat(first["created_at"]) + timedelta(hours=1)
     start = datetime.fromisoformat(queue["estimated_start"])
     assert abs((start - first_end).total_seconds()) < 60, (start, first_end)
+    assert f"; the nodes it needs on BJ-dc-1 free at {start.isoformat()}" in queue["reason"]
 
     # The national brain, planning such a gang of another region, is told the same.
     live_map = api.brain.live_map

@@ -218,7 +218,11 @@ class AdmitQueued:
         local, elsewhere = await self._split(queued, read.calendar)
         leave_held_rooms(read.calendar, read.holds, read.holdings, self._live_map.engine.arrays)
         before = read.calendar.copy()
-        result = await self._plan(read, local)
+        options = {
+            q.request.id: read.node_waits.options(q.request, self._options[q.request.id])
+            for q in local
+        }
+        result = await self._plan(read, local, options)
         by_id = {q.request.id: q for q in queued}
         rejected += await self._reject(
             [(by_id[n.id].request, waited_out(by_id[n.id])) for n in result.expired]
@@ -249,7 +253,7 @@ class AdmitQueued:
             national_plans=self._national_plans,
             earlier=read.earlier,
             by_id=by_id,
-            options=self._options,
+            options={**self._options, **options},
             blockers=Blockers(before, read.holdings, links),
             at=datetime.fromtimestamp(self._clock(), UTC),
         )
@@ -296,9 +300,15 @@ class AdmitQueued:
                 node_waits=NodeWaits(pools, ending, now=calendar.now),
             )
 
-    async def _plan(self, read: "_Read", local: Sequence[Queued]) -> Round:
-        """`admission_round` over the requests this brain places itself, in a worker thread
-        (it is pure, and long for a long queue); the calendar read then holds the plan."""
+    async def _plan(
+        self,
+        read: "_Read",
+        local: Sequence[Queued],
+        options: dict[str, tuple[PlanOption[ResourceKey], ...]],
+    ) -> Round:
+        """`admission_round` over the requests this brain places itself, on their `options`
+        of this round (by request id), in a worker thread (it is pure, and long for a long
+        queue); the calendar read then holds the plan."""
         waiting = [
             Waiting(
                 work=QueuedWork(
@@ -308,7 +318,7 @@ class AdmitQueued:
                     demand=request_demand(q.request),
                     submitted_at=min(q.created_at.timestamp(), MAX_TIME_S),
                 ),
-                options=read.node_waits.options(q.request, self._options[q.request.id]),
+                options=options[q.request.id],
                 duration=duration_seconds(q.request.duration_hours),
                 deadline=q.deadline,
                 sites=self._top_n,

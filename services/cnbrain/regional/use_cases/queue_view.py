@@ -42,9 +42,10 @@ def plans_of(
 ) -> tuple[list[QueuePlan], list[RequestEvent]]:
     """Every waiting request's plan after `result` (with what blocks it, for the first
     `BLOCKERS_SHOWN` of the order), as of `at`, and a `planned` event for each whose estimate
-    moved from its `earlier` plan; a request planned to start now that was not admitted has
-    no estimated start and says why (`deferred`, by id); `elsewhere` are those only the
-    national brain can place, planned as its last `national_plans` says."""
+    moved from its `earlier` plan (a gang waiting for nodes says when they free); a request
+    planned to start now that was not admitted has no estimated start and says why
+    (`deferred`, by id); `elsewhere` are those only the national brain can place, planned as
+    its last `national_plans` says."""
     now_s = blockers.now
 
     def blocked(request_id: str) -> list[dict[str, Any]]:
@@ -59,18 +60,19 @@ def plans_of(
     events: list[RequestEvent] = []
     for planned in result.later:
         start = datetime.fromtimestamp(planned.start, UTC)
-        site = options[planned.id][planned.option].label
+        option = options[planned.id][planned.option]
+        site = option.label
+        reason = f"planned on {site} from {start.isoformat()}"
+        if option.nodes_free_at > now_s:
+            nodes = datetime.fromtimestamp(option.nodes_free_at, UTC).isoformat()
+            reason += f"; the nodes it needs on {site} free at {nodes}"
         plans.append(
             QueuePlan(
                 planned.id,
                 position[planned.id],
                 start,
                 at,
-                {
-                    "site": site,
-                    "reason": f"planned on {site} from {start.isoformat()}",
-                    "blockers": blocked(planned.id),
-                },
+                {"site": site, "reason": reason, "blockers": blocked(planned.id)},
             )
         )
         if _moved(earlier.get(planned.id), start):
