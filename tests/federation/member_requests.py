@@ -1,6 +1,8 @@
 """Submitting and cancelling requests at a member of a running federation, as its admin."""
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +49,19 @@ def get(federation: LocalFederation, region: str, path: str) -> Any:
     answer = httpx.get(f"{federation.members[region].url}{path}", headers=headers, timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()
+
+
+@contextlib.contextmanager
+def link_down(federation: LocalFederation, region: str, link_id: str) -> Iterator[None]:
+    """`link_id` reported down by `region`'s operator for the block, and up again after."""
+    headers = {"Authorization": f"Bearer {federation.admin_token}"}
+    url = f"{federation.members[region].url}/v1/links/{link_id}/state"
+    down = httpx.put(
+        url, json={"state": "down", "reason": "fibre cut"}, headers=headers, timeout=30
+    )
+    assert down.status_code == 200, down.text
+    try:
+        yield
+    finally:
+        up = httpx.put(url, json={"state": "up"}, headers=headers, timeout=30)
+        assert up.status_code == 200, up.text

@@ -15,7 +15,7 @@ from cnbrain.domain.backend_ref import BackendRef
 from cnbrain.netmap.china import china_document
 from cnbrain.netmap.files import write_map_document
 from tests.federation.ledgers import check_invariants, rows
-from tests.federation.member_requests import get, submit
+from tests.federation.member_requests import get, link_down, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
 
@@ -122,17 +122,8 @@ async def test_a_flow_is_routed_around_a_link_its_owner_has_down(
     west answers around that link: the request is placed there, its flows over the other
     path. On the national brain's own copy of the map the route crossed the link down, which
     has nothing free on the west's calendar: the request could not be planned there."""
-    headers = {"Authorization": f"Bearer {federation.admin_token}"}
-    west = federation.members["west"].url
     down, around = "GS-gw--GS-agg-1", "GS-gw--GS-agg-2"
-    reported = httpx.put(
-        f"{west}/v1/links/{down}/state",
-        json={"state": "down", "reason": "fibre cut"},
-        headers=headers,
-        timeout=30,
-    )
-    assert reported.status_code == 200, reported.text
-    try:
+    with link_down(federation, "west", down):
         view = submit(
             federation, "east", {**ROUND_TRIP, "constraints": {"regions_allowed": ["GS"]}}
         )
@@ -147,8 +138,3 @@ async def test_a_flow_is_routed_around_a_link_its_owner_has_down(
         reservation = done["decision"]["reservation_id"]
         links = await _flow_links(federation.databases["west"], reservation, "delivery")
         assert around in links and down not in links, links
-    finally:
-        restored = httpx.put(
-            f"{west}/v1/links/{down}/state", json={"state": "up"}, headers=headers, timeout=30
-        )
-        assert restored.status_code == 200, restored.text

@@ -21,7 +21,7 @@ import pytest
 from cnbrain.national.waiting import NO_ROOM_FOR_FLOWS
 from cnbrain.v1 import regional_pb2, regional_pb2_grpc
 from tests.federation.ledgers import check_invariants, rows, unreleased
-from tests.federation.member_requests import GPU_REQUEST, cancel, get, submit
+from tests.federation.member_requests import GPU_REQUEST, cancel, get, link_down, submit
 from tests.federation_processes import LocalFederation, local_federation
 from tests.polling import until
 
@@ -164,26 +164,10 @@ async def test_a_cross_region_request_that_waits_gets_the_national_brains_estima
     reservation of the west for its last 64 H800. The national brain plans the east's
     request on the calendars: it may start at Zhongwei when that reservation ends."""
     filler = _fill_the_west(federation)
-    assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
-    body = _waiting_in_the_west(4 * 3600)
-    view = submit(federation, "east", body)
-    assert view["state"] == "queued", view
-
-    async def estimated() -> dict[str, Any] | None:
-        now = _view(federation, view["id"])
-        queue = now["queue"]
-        return now if queue is not None and queue["estimated_start"] is not None else None
-
-    waiting = await until(estimated, "the national brain's estimated start", 60)
-    queue = waiting["queue"]
-    assert queue["site"] == "NX-hub-zhongwei"
-    assert "planned by the national brain on NX-hub-zhongwei" in queue["reason"]
-    ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
-    start = datetime.fromisoformat(queue["estimated_start"])
-    assert abs((start - ends).total_seconds()) < 120, (start, ends)
-    assert _events(federation, view["id"]) == ["submitted", "queued", "planned"]
-
-    await _cancel_and_free_the_west(federation, [view["id"]], filler["id"])
+    waiting = await _planned_when_the_filler_ends(federation, filler)
+    assert "planned by the national brain on NX-hub-zhongwei" in waiting["queue"]["reason"]
+    assert _events(federation, waiting["id"]) == ["submitted", "queued", "planned"]
+    await _cancel_and_free_the_west(federation, [waiting["id"]], filler["id"])
 
 
 @pytest.mark.asyncio
@@ -197,39 +181,34 @@ async def test_a_waiting_request_is_planned_around_a_link_its_owner_has_down(
     Zhongwei when the reservation there ends. On the national brain's own copy of the map the
     route crossed the link down, which has nothing free on the west's calendar: the request
     had no start there."""
-    headers = {"Authorization": f"Bearer {federation.admin_token}"}
-    west = federation.members["west"].url
-    down = "NX-gw--NX-agg-2"
-    reported = httpx.put(
-        f"{west}/v1/links/{down}/state",
-        json={"state": "down", "reason": "fibre cut"},
-        headers=headers,
-        timeout=30,
-    )
-    assert reported.status_code == 200, reported.text
-    filler = _fill_the_west(federation)
-    try:
-        assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
-        view = submit(federation, "east", _waiting_in_the_west(4 * 3600))
-        assert view["state"] == "queued", view
+    with link_down(federation, "west", "NX-gw--NX-agg-2"):
+        filler = _fill_the_west(federation)
+        waiting = await _planned_when_the_filler_ends(federation, filler)
+    await _cancel_and_free_the_west(federation, [waiting["id"]], filler["id"])
 
-        async def estimated() -> dict[str, Any] | None:
-            now = _view(federation, view["id"])
-            queue = now["queue"]
-            return now if queue is not None and queue["estimated_start"] is not None else None
 
-        waiting = await until(estimated, "the national brain's estimated start", 60)
-        queue = waiting["queue"]
-        assert queue["site"] == "NX-hub-zhongwei", queue
-        ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
-        start = datetime.fromisoformat(queue["estimated_start"])
-        assert abs((start - ends).total_seconds()) < 120, (start, ends)
-    finally:
-        restored = httpx.put(
-            f"{west}/v1/links/{down}/state", json={"state": "up"}, headers=headers, timeout=30
-        )
-        assert restored.status_code == 200, restored.text
-    await _cancel_and_free_the_west(federation, [view["id"]], filler["id"])
+async def _planned_when_the_filler_ends(
+    federation: LocalFederation, filler: dict[str, Any]
+) -> dict[str, Any]:
+    """The east's request for the west, submitted to wait four hours while `filler` (the
+    west's two-hour request) holds Zhongwei's last H800: its view once planned there, to
+    start when `filler` ends."""
+    assert (filler["state"], filler["site"]) == ("placed", "NX-hub-zhongwei"), filler
+    view = submit(federation, "east", _waiting_in_the_west(4 * 3600))
+    assert view["state"] == "queued", view
+
+    async def estimated() -> dict[str, Any] | None:
+        now = _view(federation, view["id"])
+        queue = now["queue"]
+        return now if queue is not None and queue["estimated_start"] is not None else None
+
+    waiting = await until(estimated, "the national brain's estimated start", 60)
+    queue = waiting["queue"]
+    assert queue["site"] == "NX-hub-zhongwei", queue
+    ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
+    start = datetime.fromisoformat(queue["estimated_start"])
+    assert abs((start - ends).total_seconds()) < 120, (start, ends)
+    return waiting
 
 
 @pytest.mark.asyncio
