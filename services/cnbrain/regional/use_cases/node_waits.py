@@ -10,7 +10,7 @@ from dataclasses import replace
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.keys import ResourceKey
-from cnbrain.ledger.node_starts import earliest_on_nodes
+from cnbrain.ledger.node_starts import SiteNodes, earliest_on_nodes
 from cnbrain.ledger.nodes import Gang, NodeTake, Pool, gang_of
 from cnbrain.ledger.snapshot import site_pools
 from cnbrain.netmap.arrays import MapArrays
@@ -46,6 +46,7 @@ class NodeWaits:
         self._held = held
         self._now = now
         self._known: dict[tuple[str, Gang], int | None] = {}
+        self._sites: dict[str, SiteNodes] = {}
         self._gangs: dict[str, Gang] = {}
 
     def free_at(self, site: str, gang: Gang) -> int:
@@ -62,8 +63,11 @@ class NodeWaits:
             return self._now
         key = (site, gang)
         if key not in self._known:
-            ending = [(end, take) for end, _, take in self._held.get(site, ())]
-            self._known[key] = earliest_on_nodes(pools, ending, gang, now=self._now)
+            nodes = self._sites.get(site)
+            if nodes is None:
+                held = self._held.get(site, ())
+                nodes = self._sites[site] = SiteNodes(pools, ((end, t) for end, _, t in held))
+            self._known[key] = nodes.earliest(gang, now=self._now)
         return self._known[key]
 
     def options(
