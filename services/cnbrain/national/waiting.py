@@ -9,8 +9,10 @@ preemption in a destination region.
    it or bounds its latency), each of its segments is asked of its owner, as for flows
    (`national.flow_segments`), so the plan goes around a link its owner reported down.
    Every region that owns some of those resources
-   is asked for their timelines (`GetTimelines`, in parallel, under the candidate deadline);
-   the backbone's links come from the national brain's own ledger. On that joint calendar
+   is asked for their timelines (`GetTimelines`, in parallel, under the candidate deadline),
+   and, for a site with node pools whose nodes do not hold the request's gang now, from
+   when they will (`wait_planner.waiting_for_nodes`); the backbone's links come from the
+   national brain's own ledger. On that joint calendar
    (`wait_planner`), with the plans of the other waiting requests taken from it, the
    earliest start within the max wait is the plan. It is kept (`storage.wait_plans`, shared
    by the replicas) for the requests planned next, until the request is placed, its plan

@@ -88,8 +88,8 @@ class ReadTimelines:
                 session, arrays=arrays, now=now
             )
             holds = await room_holds.active(session, now=datetime.fromtimestamp(now, UTC))
-            ids = {arrays.map.sites[i].id for i in sites}
-            pools = {s: p for s, p in pools_by_site(arrays).items() if s in ids and gang}
+            ids = {arrays.map.sites[i].id for i in sites} if gang is not None else set()
+            pools = {s: p for s, p in pools_by_site(arrays).items() if s in ids}
             ending = await ledger_store.node_takes_ending(session, site_ids=pools.keys())
         waits = NodeWaits(pools, ending, now=now)
         nodes: dict[str, int | None] = {}
