@@ -1,13 +1,15 @@
 """What a round stores for the queue's view (`regional.use_cases.queue_view`): a request
-planned to start now that was not admitted says why, with no estimated start; one admitted
-gets no plan."""
+planned to start now that was not admitted says why, with no estimated start, the engine's
+rejection that names its site (`admit.why_not_on`); one admitted gets no plan."""
 
 from datetime import UTC, datetime
 
+from cnbrain.domain.decision import Decision, DecisionStatus, Explanation, Rejection
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.keys import ResourceKey, site_key
 from cnbrain.regional.use_cases.admission_inputs import Queued
+from cnbrain.regional.use_cases.admit import why_not_on
 from cnbrain.regional.use_cases.queue_view import Blockers, plans_of
 from cnbrain.scheduling.admission import Round
 from cnbrain.scheduling.backfill import Planned, PlanOption
@@ -53,3 +55,35 @@ def test_a_request_planned_to_start_now_but_not_admitted_says_why() -> None:
     assert (plan.request_id, plan.position, plan.estimated_start) == ("refused", 0, None)
     assert plan.detail["site"] == "BJ-dc-1"
     assert plan.detail["reason"] == f"planned to start now on BJ-dc-1, not admitted: {why}"
+
+
+def test_why_a_request_decided_on_its_planned_site_alone_was_not_placed() -> None:
+    def refused(*messages: str) -> Decision:
+        rejections = tuple(
+            Rejection(
+                plugin="node_pools", code="unschedulable", reason="no nodes", message=m, sites=1
+            )
+            for m in messages
+        )
+        explanation = Explanation(
+            sites_total=2,
+            sites_feasible=0,
+            rejections=rejections,
+            local_first="none",
+            candidates=(),
+            solver_status="none",
+            optimal=True,
+            timings_ms={},
+        )
+        return Decision(
+            request_id="r",
+            status=DecisionStatus.REJECTED,
+            policy="topn-cpsat",
+            reason="no site meets the hard constraints",
+            explanation=explanation,
+        )
+
+    both = refused("at most 0 such nodes free (BJ-dc-10)", "at most 1 such nodes free (BJ-dc-1)")
+    assert why_not_on(both, "BJ-dc-1") == "no nodes (at most 1 such nodes free (BJ-dc-1))"
+    other = refused("at most 0 such nodes free (BJ-dc-10)")
+    assert why_not_on(other, "BJ-dc-1") == "no site meets the hard constraints"

@@ -59,6 +59,7 @@ every owner its flows cross (`national.waiting`).
 """
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -626,9 +627,10 @@ ADMITTED_REASON = "admitted from the admission queue"
 def why_not_on(decision: Decision, site: str) -> str:
     """Why the engine did not place a request decided on `site` alone: the rejection that
     names that site (the others have nothing free in such a decision), else its reason."""
+    named = re.compile(rf"(?<![\w.-]){re.escape(site)}(?![\w.-])")
     explanation = decision.explanation
     for rejection in explanation.rejections if explanation is not None else ():
-        if site in rejection.message:
+        if named.search(rejection.message):
             return f"{rejection.reason} ({rejection.message})"
     return decision.reason or "the engine did not place it"
 
