@@ -455,6 +455,8 @@ def test_an_option_waits_for_the_nodes_its_region_says_hold_the_gang(
     assert (waits.nodes_free_at, same) == (5_000, dc)
     [never] = wait_planner.waiting_for_nodes([hub], {west: answer(west, "CC-hub", 0)}, arrays)
     assert never.nodes_free_at == MAX_EPOCH_S
-    for wrong in (answer("east", "CC-hub", 5_000), answer(west, "CC-hub", 999)):
+    flood = answer(west, "CC-hub", 5_000)
+    flood.nodes_free_at.extend(flood.nodes_free_at[0] for _ in range(len(arrays.map.sites)))
+    for wrong in (answer("east", "CC-hub", 5_000), answer(west, "CC-hub", 999), flood):
         with pytest.raises(WireError):
             wait_planner.waiting_for_nodes([hub], {wrong.region_id: wrong}, arrays)

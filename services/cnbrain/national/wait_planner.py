@@ -187,10 +187,13 @@ def waiting_for_nodes(
 ) -> list[PlanOption[ResourceKey]]:
     """`options`, in order, each on a site whose region answered that its nodes do not hold
     the request's gang now starting no earlier than they will (`PlanOption.nodes_free_at`;
-    never, for a site whose nodes never hold it). Raises WireError for an answer about a
-    site the map lacks or its region does not own, or a time before its answer's now."""
+    never, for a site whose nodes never hold it). Raises WireError for an answer with more
+    entries than the map has sites, about a site the map lacks or its region does not own,
+    or with a time before its answer's now."""
     free_at: dict[str, int] = {}
     for region_id, answer in answers.items():
+        if len(answer.nodes_free_at) > len(arrays.map.sites):
+            raise WireError(f"region {region_id} answered nodes of more sites than the map has")
         for one in answer.nodes_free_at:
             site = arrays.map.site_index.get(one.site_id)
             if site is None or region_of(site, arrays) != region_id:
