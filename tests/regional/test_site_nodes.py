@@ -71,15 +71,28 @@ def _one_node(a100: int, **extra: Any) -> dict[str, Any]:
     return {**BEIJING_A100, "resources": resources, **extra}
 
 
+async def _one_job_on_each_node(api: Api, user: str, **extra: Any) -> list[str]:
+    """Four one-node jobs of 5 A100 (with `extra`), placed one on each of BJ-dc-1's four A100
+    nodes; their ids."""
+    held = []
+    for _ in range(4):
+        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, **extra))
+        assert made.json()["site"] == "BJ-dc-1", made.text
+        held.append(made.json()["id"])
+    return held
+
+
+async def _cancel(api: Api, user: str, request_ids: list[str]) -> None:
+    for request_id in request_ids:
+        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
+        assert gone.status_code == 200, gone.text
+
+
 async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_frees(
     api: Api,
 ) -> None:
     tenant, _, user = await api.tenant()
-    held = []
-    for _ in range(4):
-        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5))
-        assert made.json()["site"] == "BJ-dc-1", made.text
-        held.append(made.json()["id"])
+    held = await _one_job_on_each_node(api, user)
     first = (await api.call(user, "GET", f"/v1/requests/{held[0]}")).json()
     view = (await api.as_admin("GET", "/v1/sites/BJ-dc-1/nodes")).json()
     a100 = next(p for p in view["pools"] if p["accelerator"] == "A100")
@@ -137,9 +150,7 @@ async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_
     assert cancelled.status_code == 200, cancelled.text
     placed = await view_when(lambda v: v["state"] != "queued")
     assert (placed["state"], placed["site"]) == ("placed", "BJ-dc-1"), placed
-    for request_id in [*held, waiting["id"]]:
-        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
-        assert gone.status_code == 200, gone.text
+    await _cancel(api, user, [*held, waiting["id"]])
 
 
 async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
@@ -149,11 +160,7 @@ async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
     gang of one node of 8, none of its nodes does until one of those jobs ends. The gang
     cannot wait that long: one of them is preempted, and it is admitted."""
     _, _, user = await api.tenant()
-    held = []
-    for _ in range(4):
-        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, priority_class="low"))
-        assert made.json()["site"] == "BJ-dc-1", made.text
-        held.append(made.json()["id"])
+    held = await _one_job_on_each_node(api, user, priority_class="low")
     body = _one_node(8, start="queue", priority_class="high", max_wait_s=60)
     urgent = (await api.call(user, "POST", "/v1/requests", json=body)).json()
     assert urgent["state"] == "queued", urgent
@@ -168,19 +175,14 @@ async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
     assert len(preempted) == 1, [v["state"] for v in views]
     assert preempted[0]["reason"] == "preempted by a request of class high"
     await api.invariants()
-    for request_id in [*held, urgent["id"]]:
-        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
-        assert gone.status_code == 200, gone.text
+    await _cancel(api, user, [*held, urgent["id"]])
 
 
 async def test_room_made_for_another_regions_gang_frees_one_of_its_nodes(api: Api) -> None:
     """As above, for a gang of another region's queue: the room the national brain asks
     for (`MakeRoom`) is one node's low job preempted."""
     tenant, _, user = await api.tenant()
-    held = []
-    for _ in range(4):
-        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, priority_class="low"))
-        held.append(made.json()["id"])
+    held = await _one_job_on_each_node(api, user, priority_class="low")
     foreign = PlacementRequest.model_validate(
         {**_one_node(8, priority_class="high"), "id": "other-region-gang", "tenant": tenant}
     )
@@ -192,9 +194,7 @@ async def test_room_made_for_another_regions_gang_frees_one_of_its_nodes(api: Ap
     async with api.brain.sessions.begin() as session:  # the hold ends now
         [hold] = await room_holds.active(session, now=now)
         await room_holds.hold(session, dataclasses.replace(hold, until=now), now=now)
-    for request_id in held:
-        gone = await api.call(user, "POST", f"/v1/requests/{request_id}/cancel")
-        assert gone.status_code == 200, gone.text
+    await _cancel(api, user, held)
     await api.invariants()
 
 
