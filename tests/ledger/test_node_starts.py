@@ -1,10 +1,10 @@
-"""When a gang could start on a site's nodes, the takes given back as their holders end
-(`ledger.node_starts`)."""
+"""When a gang could start on a site's nodes, the takes given back as their holders end, and
+around the gangs a plan booked there before it (`ledger.node_starts`)."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnbrain.ledger.node_starts import earliest_on_nodes
+from cnbrain.ledger.node_starts import SiteNodes, earliest_on_nodes
 from cnbrain.ledger.nodes import Gang, NodeConflict, NodeState, NodeTake, Pool, pick_on
 
 A100 = Pool(name="a100", count=4, cpu_m=128_000, mem_mib=1_048_576, model="A100", devices=8)
@@ -74,3 +74,79 @@ def test_the_start_is_the_first_end_at_which_the_ledgers_choice_holds_the_gang(
     moments = sorted({0, *(end for end, _ in kept)})
     expected = next((m for m in moments if fits_at(m)), None)
     assert found == expected
+
+
+def _each_node_five_of_eight() -> SiteNodes:
+    """Five of each node's eight A100 taken, the takes ending at 100, 200, 300 and 400."""
+    return SiteNodes([A100], [(100 * (n + 1), _whole(n, 5)) for n in range(4)])
+
+
+def test_two_gangs_waiting_for_a_node_are_planned_for_two_nodes_as_they_free() -> None:
+    nodes = _each_node_five_of_eight()
+    first = nodes.free_from(_gang(1, 8), 0, 1000, now=0)
+    assert first == 100
+    [booked] = nodes.book(_gang(1, 8), 100, 1100, now=0) or []
+    assert (booked.node, booked.devices) == (0, 8)
+    assert nodes.free_from(_gang(1, 8), 0, 1000, now=0) == 200
+    nodes.book(_gang(1, 8), 200, 1200, now=0)
+    # The next gangs have the nodes the bookings leave: the third, then the fourth.
+    assert nodes.free_from(_gang(1, 8), 0, 10, now=0) == 300
+    assert nodes.free_from(_gang(2, 8), 0, 10, now=0) == 400
+    assert nodes.free_from(_gang(3, 8), 0, 10, now=0) == 1100
+
+
+def test_a_gang_fits_before_a_booking_on_its_node_only_when_it_ends_by_then() -> None:
+    nodes = SiteNodes([A100], [(100, _whole(0, 5)), (1000, _whole(1, 8)), (1000, _whole(2, 8))])
+    nodes.book(_gang(1, 8), 100, 500, now=0)  # node 0, once its take ends
+    # Node 3 is whole now; node 0 has three free until the booking, none during it.
+    assert nodes.free_from(_gang(2, 3), 0, 100, now=0) == 0
+    assert nodes.free_from(_gang(2, 3), 0, 101, now=0) == 500
+    assert nodes.free_from(_gang(1, 8), 0, 5000, now=0) == 0  # node 3
+
+
+def test_a_gang_booked_to_start_now_holds_its_nodes_from_now() -> None:
+    nodes = _each_node_five_of_eight()
+    [booked] = nodes.book(_gang(1, 3), 0, 50, now=0) or []
+    assert (booked.node, booked.devices) == (0, 3)
+    assert nodes.free_from(_gang(4, 3), 0, 10, now=0) == 50
+    assert nodes.free_from(_gang(5, 1), 0, 10, now=0) is None  # four nodes only
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    takes=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(1, 8)), max_size=8),
+    gangs=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 8), st.integers(1, 50), st.integers(0, 40)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_gangs_booked_where_the_nodes_hold_them_never_overfill_a_node(
+    takes: list[tuple[int, int, int]], gangs: list[tuple[int, int, int, int]]
+) -> None:
+    """Each gang (nodes, devices, duration, earliest start) is booked at its `free_from`:
+    at every moment, no node holds more than its eight A100 of the takes still held and the
+    bookings under way."""
+    kept: list[tuple[int, NodeTake]] = []
+    state = NodeState(A100)
+    for end, node, amount in takes:
+        try:
+            state.apply(_whole(node, amount))
+        except NodeConflict:
+            continue
+        kept.append((end * 10, _whole(node, amount)))
+    nodes = SiteNodes([A100], kept)
+    held: list[tuple[int, int, NodeTake]] = [(0, end, take) for end, take in kept]
+    for count, devices, duration, after in gangs:
+        gang = _gang(count, devices)
+        start = nodes.free_from(gang, after, duration, now=0)
+        assert start is not None and start >= after
+        booked = nodes.book(gang, start, start + duration, now=0)
+        assert booked is not None and len(booked) == count
+        held += [(start, start + duration, take) for take in booked]
+    for moment in sorted({begin for begin, _, _ in held} | {end for _, end, _ in held}):
+        used = [0] * A100.count
+        for begin, end, take in held:
+            if begin <= moment < end:
+                used[take.node] += take.devices
+        assert max(used) <= A100.devices, (moment, used)

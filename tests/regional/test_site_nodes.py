@@ -153,6 +153,39 @@ async def test_a_gang_the_sites_totals_hold_but_no_node_is_planned_for_when_one_
     await _cancel(api, user, [*held, waiting["id"]])
 
 
+async def test_two_gangs_waiting_for_nodes_are_planned_for_two_nodes_as_they_free(
+    api: Api,
+) -> None:
+    """Four one-node jobs of 5 A100, one on each node, of 1 to 4 hours: the first queued
+    gang of one node of 8 is planned for when the first job ends, and the second for when
+    the second ends, not on the node the first gang will hold."""
+    _, _, user = await api.tenant()
+    held = []
+    for hours in (1, 2, 3, 4):
+        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, duration_hours=hours))
+        assert made.json()["site"] == "BJ-dc-1", made.text
+        held.append(made.json())
+    ends = [
+        datetime.fromisoformat(job["created_at"]) + timedelta(hours=hours)
+        for hours, job in zip((1, 2, 3, 4), held, strict=True)
+    ]
+    body = _one_node(8, start="queue", max_wait_s=4 * 3600, duration_hours=2)
+    gangs = [(await api.call(user, "POST", "/v1/requests", json=body)).json() for _ in range(2)]
+    assert [g["state"] for g in gangs] == ["queued", "queued"], gangs
+    for _ in range(300):
+        views = [(await api.call(user, "GET", f"/v1/requests/{g['id']}")).json() for g in gangs]
+        if all(v["queue"] is not None for v in views):
+            break
+        await asyncio.sleep(0.1)
+    starts = [datetime.fromisoformat(v["queue"]["estimated_start"]) for v in views]
+    for start, end in zip(starts, ends[:2], strict=True):
+        assert abs((start - end).total_seconds()) < 60, (starts, ends)
+    reasons = [v["queue"]["reason"] for v in views]
+    assert f"the nodes it needs on BJ-dc-1 free at {starts[0].isoformat()}" in reasons[0]
+    assert reasons[1] == f"planned on BJ-dc-1 from {starts[1].isoformat()}", reasons
+    await _cancel(api, user, [*(job["id"] for job in held), *(g["id"] for g in gangs)])
+
+
 async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
     api: Api,
 ) -> None:

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, UnknownResource, Window
+from cnbrain.ledger.node_starts import SiteNodes
+from cnbrain.ledger.nodes import Gang, NodeTake, Pool
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.scheduling import congestion
 from cnbrain.scheduling.backfill import (
@@ -444,6 +446,51 @@ def test_an_option_waits_for_its_nodes_whatever_the_totals_and_the_other_wins_me
     too_late = PlanItem("late", (waits,), 5, 0, 19)
     [none] = plan(calendar.copy(), [too_late])
     assert isinstance(none, NoStart) and none.cause == "deadline", none
+
+
+class _OneSiteNodes:
+    """The nodes of the one site of label "nodes": four of 8 A100, five of each node's taken
+    until 10, 20, 30 and 40; each item's gang by its id."""
+
+    def __init__(self, gangs: Mapping[str, Gang]) -> None:
+        a100 = Pool(name="a100", count=4, cpu_m=64_000, mem_mib=65_536, model="A100", devices=8)
+        takes = [(10 * (n + 1), NodeTake(0, n, 5, -1, 0, 0, 0)) for n in range(4)]
+        self.site = SiteNodes([a100], takes)
+        self.gangs = gangs
+
+    def free_from(self, item_id: str, label: str, start: int, duration: int) -> int | None:
+        gang = self.gangs[item_id]
+        return self.site.free_from(gang, start, duration, now=0) if label == "nodes" else start
+
+    def take(self, item_id: str, label: str, window: Window) -> None:
+        if label == "nodes":
+            self.site.book(self.gangs[item_id], window.start, window.end, now=0)
+
+
+def test_gangs_waiting_for_nodes_are_planned_around_those_before_them() -> None:
+    """The site's totals (32 A100, 20 taken) hold each gang now; its nodes hold the first
+    one-node gang of 8 at 10, the second at 20 (not at 10 too), and a short gang of 3 now,
+    beside them; the other site wins a gang once it starts earlier there."""
+    calendar = Calendar({"a": 32, "b": 8}, now=0)
+    for node in range(4):
+        calendar.take({"a": 5}, Window(0, 10 * (node + 1)))
+    calendar.take({"b": 8}, Window(0, 25))
+    whole = Gang(nodes=1, cpu_m=1000, mem_mib=1024, model="A100", devices=8)
+    small = replace(whole, devices=3)
+    nodes = _OneSiteNodes({"first": whole, "second": whole, "third": whole, "small": small})
+    on_nodes = PlanOption("nodes", {"a": 8})
+    items = [
+        PlanItem("first", (on_nodes,), 100, 0, 500),
+        PlanItem("second", (on_nodes,), 100, 0, 500),
+        PlanItem("third", (on_nodes, PlanOption("other", {"b": 8})), 100, 0, 500),
+        PlanItem("small", (replace(on_nodes, demand={"a": 3}),), 5, 0, 500),
+    ]
+    assert plan(calendar, items, nodes) == [
+        Planned("first", 0, Window(10, 110), starts_now=False),
+        Planned("second", 0, Window(20, 120), starts_now=False),
+        Planned("third", 1, Window(25, 125), starts_now=False),
+        Planned("small", 0, Window(0, 5), starts_now=True),
+    ]
 
 
 def test_an_item_whose_deadline_passes_before_it_fits_gets_no_start_and_the_reason() -> None:

@@ -489,6 +489,26 @@ class NodeState:
                 on_node[take.shared] = after
                 self._count_shared(after, 1)
 
+    def copy(self) -> "NodeState":
+        """A state of the same pool with the same takes, changed apart from this one."""
+        other = NodeState.__new__(NodeState)
+        other.pool, other._full = self.pool, self._full
+        other._used = dict(self._used)
+        other._shared = {n: dict(on_node) for n, on_node in self._shared.items()}
+        other._by_units = list(self._by_units)
+        other._shared_free = dict(self._shared_free)
+        other._held = dict(self._held)
+        return other
+
+    def exhaust(self, node: int) -> None:
+        """Take whatever is still free on `node` (its whole accelerators, what its shared
+        ones have left, its CPU and memory), so that no gang fits it; a node the pool lacks
+        raises NodeConflict."""
+        free = self._free(node)
+        for device, left in list(self._shared.get(node, {}).items()):
+            self.apply(NodeTake(-1, node, 0, device, left, 0, 0))
+        self.apply(NodeTake(-1, node, free[0], -1, 0, free[1], free[2]))
+
     def _count_shared(self, free: int | None, change: int) -> None:
         if free:
             left = self._shared_free.get(free, 0) + change

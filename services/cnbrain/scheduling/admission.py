@@ -17,7 +17,8 @@ Steps, on a calendar that holds the windows of the running and admitted work fro
    within it (a member with work waiting for its nominal lends none of that part);
 3. the others are planned in that order with conservative backfill (`backfill.plan`): each
    gets the earliest start within its deadline on one of its options, around the windows of
-   the requests before it;
+   the requests before it (and, with `nodes`, around their gangs on the nodes of sites with
+   node pools);
 4. each planned request is sorted by its plan:
    - `admit`: planned to start now: it may be admitted now, on its planned option;
    - `later`: planned to start later, within its deadline: it waits with that estimated start;
@@ -57,7 +58,7 @@ from functools import partial
 from typing import Generic, TypeVar
 
 from cnbrain.ledger.calendar import Calendar
-from cnbrain.scheduling.backfill import NoStart, PlanItem, Planned, PlanOption, plan
+from cnbrain.scheduling.backfill import NodeBook, NoStart, PlanItem, Planned, PlanOption, plan
 from cnbrain.scheduling.classes import MIN_CLASS_VALUE, PriorityClasses
 from cnbrain.scheduling.cohorts import Cohort
 from cnbrain.scheduling.fair_share import fair_order
@@ -140,6 +141,7 @@ def admission_round(
     free_bandwidth_now: Callable[[str], int] | None = None,
     elsewhere: Mapping[str, Resources] | None = None,
     nodes_freed: NodesFreed | None = None,
+    nodes: NodeBook | None = None,
 ) -> Round:
     """One round over `waiting` on `calendar` (module docstring). `capacity` is the region's
     whole capacity and `running` the work that holds part of it (each tenant's usage, for the
@@ -153,7 +155,9 @@ def admission_round(
     in other regions): it counts in the fair order and against the cohorts' quotas, and is
     never preempted. `nodes_freed` tells whether victims free the nodes a request's option
     waits for (`PlanOption.nodes_free_at`); without it such an option gets victims for its
-    totals only. Raises `Invalid` naming the field for a class no class of `classes`
+    totals only. `nodes` books the gangs planned on the nodes of their sites, and starts
+    each gang only where the nodes hold it around those before it (`backfill.NodeBook`).
+    Raises `Invalid` naming the field for a class no class of `classes`
     has, or a request given twice."""
     by_id = {w.work.id: w for w in waiting}
     held = usage_by_tenant(running)
@@ -183,7 +187,7 @@ def admission_round(
         for work in ordered
         if work.id not in refused
     ]
-    for planned in plan(calendar, items):
+    for planned in plan(calendar, items, nodes):
         if isinstance(planned, Planned) and planned.starts_now:
             result.admit.append(planned)
         elif isinstance(planned, Planned):

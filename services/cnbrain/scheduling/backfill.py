@@ -16,7 +16,10 @@ at the item's bandwidth). Items are planned one after another, in rank order:
    `PlanItem.sites` sites whose compute alone scores best on the calendar as it is
    (`shortlist`), so that its candidates follow the load;
 3. its window `[start, start + duration)` is taken on the calendar, a reservation in the
-   plan, so that every later item plans around it;
+   plan, so that every later item plans around it; with a `NodeBook`, its gang is booked on
+   the nodes of its site over that window too, and a start found on the calendar holds
+   only where the option's nodes hold its gang for the whole window (else the search goes
+   on from where they do);
 4. an item with no start within its deadline on any option holds nothing and gets the reason.
 
 The contract, conservative backfill: an item's planned start depends on the calendar and on
@@ -44,7 +47,7 @@ given.
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.ledger.calendar import Calendar, Window
@@ -100,6 +103,22 @@ class PlanOption(Generic[K]):
     def priced(self) -> bool:
         """Whether the `scarcity` rule can price it: it has `timed` and `objective`."""
         return self.timed is not None and self.objective is not None
+
+
+class NodeBook(Protocol):
+    """The nodes of the sites a plan's gangs go to, which the calendar's totals do not see:
+    a gang planned on a site is booked there (`take`), and the gangs after it start only
+    where its nodes hold them around what is booked (`free_from`)."""
+
+    def free_from(self, item_id: str, label: str, start: int, duration: int) -> int | None:
+        """The earliest epoch second from `start` at which the nodes of option `label` hold
+        item `item_id`'s gang for `duration` seconds (`start` when the option has no nodes
+        to wait for); None when they never do."""
+        ...
+
+    def take(self, item_id: str, label: str, window: Window) -> None:
+        """Book item `item_id`'s gang on the nodes of option `label` over `window`."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,16 +180,18 @@ class NoStart:
 PlanResult = Planned | NoStart
 
 
-def plan(calendar: Calendar[K], items: Iterable[PlanItem[K]]) -> list[PlanResult]:
+def plan(
+    calendar: Calendar[K], items: Iterable[PlanItem[K]], nodes: NodeBook | None = None
+) -> list[PlanResult]:
     """Plan `items`, given in rank order, one after another on `calendar` (module docstring):
     one result per item, in order. Each planned item's window is taken on `calendar`, which
-    afterwards holds the whole plan; a caller that wants it as it was plans on a fresh one
-    (or gives the windows back). A demand naming a key the calendar lacks raises
-    `UnknownResource`, a negative amount `Invalid`."""
-    return [_plan_one(calendar, item) for item in items]
+    afterwards holds the whole plan, and booked on `nodes` when given; a caller that wants
+    them as they were plans on fresh ones (or gives the windows back). A demand naming a key
+    the calendar lacks raises `UnknownResource`, a negative amount `Invalid`."""
+    return [_plan_one(calendar, item, nodes) for item in items]
 
 
-def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
+def _plan_one(calendar: Calendar[K], item: PlanItem[K], nodes: NodeBook | None) -> PlanResult:
     first = max(item.not_before, calendar.now)
     if item.deadline < first:
         return NoStart(
@@ -178,12 +199,14 @@ def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
         )
     if not item.options:
         return NoStart(item.id, "no_options", "it has no options (no candidate site)")
-    found = choose(calendar, item)
+    found = choose(calendar, item, nodes)
     if found is None:
         return _no_start(calendar, item)
     start, best = found
     option = item.options[best]
     window = Window.of(start, item.duration)
+    if nodes is not None:
+        nodes.take(item.id, option.label, window)
     if option.timed is None:
         calendar.take(option.demand, window)
         return Planned(item.id, best, window, starts_now=start == calendar.now)
@@ -191,23 +214,25 @@ def _plan_one(calendar: Calendar[K], item: PlanItem[K]) -> PlanResult:
     return Planned(item.id, best, window, starts_now=start - option.timed.lead == calendar.now)
 
 
-def choose(calendar: Calendar[K], item: PlanItem[K]) -> tuple[int, int] | None:
+def choose(
+    calendar: Calendar[K], item: PlanItem[K], nodes: NodeBook | None = None
+) -> tuple[int, int] | None:
     """(start, option's index) of the option `item` is planned on, on `calendar` as it is
-    (module docstring, steps 1 and 2): the earliest start, or for a priced item the lowest
-    score; None when no option has a start by its deadline. Reads the calendar, changes
-    nothing."""
+    (module docstring, steps 1 and 2), around what `nodes` has booked when given: the
+    earliest start, or for a priced item the lowest score; None when no option has a start
+    by its deadline. Reads the calendar and the nodes, changes nothing."""
     first = max(item.not_before, calendar.now)
     if item.deadline < first:
         return None
     if item.options and all(option.priced for option in item.options):
-        return _cheapest_start(calendar, item, first)
+        return _cheapest_start(calendar, item, first, nodes)
     found: tuple[int, int] | None = None
     for index, option in enumerate(item.options):
         # Ties go to the earlier option, so a later one must start strictly earlier to win.
         before = None if found is None else found[0]
         if before == first:
             break
-        start = _start(calendar, item, option, first, before=before)
+        start = _start(calendar, item, option, first, nodes, before=before)
         if start is not None:
             found = (start, index)
     return found
@@ -218,25 +243,40 @@ def _start(
     item: PlanItem[K],
     option: PlanOption[K],
     first: int,
+    nodes: NodeBook | None,
     *,
     before: int | None = None,
 ) -> int | None:
     """The earliest start of `option` from `first`, by the item's deadline (for an option
     with `timed`, its first part begins by it, `lead` before its start) and before `before`
-    when given; None if there is none."""
+    when given, at which `nodes` (when given) hold the item's gang for its duration; None if
+    there is none."""
     timed = option.timed
     latest = item.deadline if timed is None else item.deadline + timed.lead
     first = max(first, option.nodes_free_at + _lead(option))
     if before is not None:
         latest = min(latest, before - 1)
-    if latest < first:
-        return None
-    if timed is None:
-        return calendar.earliest(option.demand, item.duration, not_before=first, deadline=latest)
-    return timed.earliest(calendar, not_before=first, deadline=latest)
+    while first <= latest:
+        if timed is None:
+            start = calendar.earliest(
+                option.demand, item.duration, not_before=first, deadline=latest
+            )
+        else:
+            start = timed.earliest(calendar, not_before=first, deadline=latest)
+        if start is None or nodes is None:
+            return start
+        held = nodes.free_from(item.id, option.label, start, item.duration)
+        if held == start:
+            return start
+        if held is None:
+            return None
+        first = held
+    return None
 
 
-def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tuple[int, int] | None:
+def _cheapest_start(
+    calendar: Calendar[K], item: PlanItem[K], first: int, nodes: NodeBook | None
+) -> tuple[int, int] | None:
     """(start, option's index) of the priced item's option of the lowest score among every
     option's earliest start (ties to the earlier start, then the earlier option), or None.
 
@@ -256,7 +296,7 @@ def _cheapest_start(calendar: Calendar[K], item: PlanItem[K], first: int) -> tup
         if runs < math.inf:
             # Past this start it scores more than the best; a second's margin for rounding.
             before = first + math.floor(runs * item.duration) + 2
-        start = _start(calendar, item, option, first, before=before)
+        start = _start(calendar, item, option, first, nodes, before=before)
         if start is None:
             continue
         price = congestion.price(

@@ -13,8 +13,8 @@ lease (`regional.admission_loop`):
    order by class, fair shares and age; conservative backfill over the calendar. Their
    options are built once per request, map and set of the region's links with no capacity
    on the calendar (reported down, say), whose routes avoid those links; an option on a
-   site with node pools starts no earlier than the site's nodes hold the request's gang
-   (`node_waits`);
+   site with node pools starts no earlier than the site's nodes hold the request's gang,
+   around the gangs planned before it (`node_waits`);
 3. acts, each step in its own transaction:
    - requests whose max wait has passed, or that can never fit, are rejected with the reason;
    - requests their cohort refuses wait, with the reason (they were not planned);
@@ -347,6 +347,7 @@ class AdmitQueued:
                 free_bandwidth_now=free_bandwidth_now,
                 elsewhere=read.elsewhere,
                 nodes_freed=read.node_waits.freed,
+                nodes=read.node_waits,
             )
         )
 

@@ -1,14 +1,17 @@
 """Queued gangs that wait for nodes: each option on a site with node pools whose nodes do not
 hold the request's gang now starts no earlier than they will (`PlanOption.nodes_free_at`),
 as the node takes the round read end (`ledger.node_starts`). The calendar counts the site's
-totals, which may hold the gang long before its nodes do. Preemption, and room made for a
-request of another region, ask whether victims would free those nodes (`freed`, `holds`)."""
+totals, which may hold the gang long before its nodes do. The planner books each gang it
+plans on the nodes (`take`), and starts the gangs after it only where they fit around it
+(`free_from`: `backfill.NodeBook`). Preemption, and room made for a request of another region,
+ask whether victims would free those nodes (`freed`, `holds`)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
+from cnbrain.ledger.calendar import Window
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.node_starts import SiteNodes, earliest_on_nodes
 from cnbrain.ledger.nodes import Gang, NodeTake, Pool, gang_of
@@ -63,12 +66,36 @@ class NodeWaits:
             return self._now
         key = (site, gang)
         if key not in self._known:
-            nodes = self._sites.get(site)
-            if nodes is None:
-                held = self._held.get(site, ())
-                nodes = self._sites[site] = SiteNodes(pools, ((end, t) for end, _, t in held))
-            self._known[key] = nodes.earliest(gang, now=self._now)
+            self._known[key] = self._site(site, pools).earliest(gang, now=self._now)
         return self._known[key]
+
+    def _site(self, site: str, pools: Sequence[Pool]) -> SiteNodes:
+        nodes = self._sites.get(site)
+        if nodes is None:
+            held = self._held.get(site, ())
+            nodes = self._sites[site] = SiteNodes(pools, ((end, t) for end, _, t in held))
+        return nodes
+
+    def free_from(self, item_id: str, label: str, start: int, duration: int) -> int | None:
+        """The earliest epoch second from `start` at which the nodes of site `label` hold
+        the gang of request `item_id` (one `options` was given) for `duration` seconds,
+        around the gangs booked (`take`); `start` for a request of no gang or a site without
+        node pools; None when no node of the site ever holds it."""
+        gang = self._gangs.get(item_id)
+        pools = self._pools.get(label)
+        if gang is None or pools is None:
+            return start
+        return self._site(label, pools).free_from(gang, start, duration, now=self._now)
+
+    def take(self, item_id: str, label: str, window: Window) -> None:
+        """Book the gang of request `item_id` on the nodes of site `label` over `window`, as
+        planned: the gangs asked of `free_from` after it fit around it."""
+        gang = self._gangs.get(item_id)
+        pools = self._pools.get(label)
+        if gang is None or pools is None:
+            return
+        self._site(label, pools).book(gang, window.start, window.end, now=self._now)
+        self._known = {key: at for key, at in self._known.items() if key[0] != label}
 
     def options(
         self, request: PlacementRequest, options: tuple[PlanOption[ResourceKey], ...]

@@ -42,7 +42,7 @@ def plans_of(
 ) -> tuple[list[QueuePlan], list[RequestEvent]]:
     """Every waiting request's plan after `result` (with what blocks it, for the first
     `BLOCKERS_SHOWN` of the order), as of `at`, and a `planned` event for each whose estimate
-    moved from its `earlier` plan (a gang waiting for nodes says when they free); a request
+    moved from its `earlier` plan (a gang planned for when its nodes free says so); a request
     planned to start now that was not admitted has no estimated start and says why
     (`deferred`, by id); `elsewhere` are those only the national brain can place, planned as
     its last `national_plans` says."""
@@ -63,7 +63,8 @@ def plans_of(
         option = options[planned.id][planned.option]
         site = option.label
         reason = f"planned on {site} from {start.isoformat()}"
-        if option.nodes_free_at > now_s:
+        lead = 0 if option.timed is None else option.timed.lead
+        if now_s < option.nodes_free_at == planned.start - lead:
             nodes = datetime.fromtimestamp(option.nodes_free_at, UTC).isoformat()
             reason += f"; the nodes it needs on {site} free at {nodes}"
         plans.append(
