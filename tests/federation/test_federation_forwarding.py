@@ -3,8 +3,10 @@ made once submits the README's GPU job with a source province of the north on th
 brain: the east forwards it through the national brain, and it is placed as the north
 places it, and lives there; the request and its events read on the east and on the north
 are the same; a retry with the same Idempotency-Key gets the first answer; another tenant
-reads nothing of it; a province no region owns is refused naming the field; peer input is
-checked; an owner that does not answer makes the submission 503 naming it."""
+reads nothing of it; a province no region owns is refused naming the field; a group of a
+southern province sent to the east is placed by the south, and one whose members come from
+two regions is refused naming the member; peer input is checked; an owner that does not
+answer makes the submission 503 naming it."""
 
 import json
 from collections.abc import Iterator
@@ -150,6 +152,47 @@ async def test_a_request_of_a_northern_province_sent_to_the_east_is_placed_as_on
     assert cancel.status_code == 200, cancel.text
 
 
+SOUTH_T4 = {
+    "source_province": "GD",
+    "resources": {"cpu": 4, "memory_gib": 16, "accelerator": {"model": "T4", "count": 1}},
+    "constraints": {"max_latency_ms": 20},
+    "duration_hours": 1,
+    "workload_class": "inference",
+}
+"""A replica of a service in Guangdong, a province of the south."""
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_a_group_of_a_southern_province_sent_to_the_east_is_placed_by_the_south(
+    federation: LocalFederation,
+) -> None:
+    key = _tenant_key(federation, "globex", on="north")
+    await _on_every_brain(federation, key)
+    east, south = _url(federation, "east"), _url(federation, "south")
+    group = {"id": "chat", "placement": "spread", "requests": [SOUTH_T4] * 3}
+    made = httpx.post(f"{east}/v1/request-groups", json=group, headers=key, timeout=60)
+    assert made.status_code == 201, made.text
+    view = made.json()
+    assert (view["id"], view["state"]) == ("chat", "placed"), view
+    sites = [member["site"] for member in view["requests"]]
+    assert len(set(sites)) == 3 and all(site.startswith("GD-") for site in sites), sites
+    for member in view["requests"]:
+        held = httpx.get(f"{south}/v1/requests/{member['id']}", headers=key, timeout=30)
+        assert held.status_code == 200, held.text
+        assert (held.json()["state"], held.json()["site"]) == ("placed", member["site"])
+
+    mixed = {**group, "requests": [SOUTH_T4, {**SOUTH_T4, "source_province": NORTH}]}
+    refused = httpx.post(f"{east}/v1/request-groups", json=mixed, headers=key, timeout=60)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["field"] == "requests.1.source_province", refused.text
+    assert "region 'north'" in refused.json()["detail"], refused.text
+
+    for member in view["requests"]:
+        cancel = httpx.post(f"{east}/v1/requests/{member['id']}/cancel", headers=key, timeout=60)
+        assert cancel.status_code == 200, cancel.text
+
+
 def _peer(federation: LocalFederation) -> tuple[tuple[str, str]]:
     token = federation.members["national"].env["CNBRAIN_PEER_TOKEN"]
     return (("authorization", f"Bearer {token}"),)
@@ -209,6 +252,14 @@ def test_forwarded_calls_are_checked_by_the_national_brain_and_the_owner(
             "no region owns",
         ),
         (_call(operation=common_pb2.FORWARDED_OPERATION_SUBMIT, body_json=body), "north", "own"),
+        (
+            _call(
+                operation=common_pb2.FORWARDED_OPERATION_SUBMIT_GROUP,
+                body_json=json.dumps({"requests": [SOUTH_T4, _gpu_job(NORTH)]}),
+            ),
+            "east",
+            "a group's members come from one region",
+        ),
     ]
     metadata = _peer(federation)
     with grpc.insecure_channel(f"127.0.0.1:{federation.national_port}") as channel:

@@ -15,7 +15,13 @@ from cnbrain.federation.forward_queries import (
     query_of,
     text_of,
 )
-from cnbrain.federation.forward_wire import MAX_BODY, check_answer, check_call, province_of
+from cnbrain.federation.forward_wire import (
+    MAX_BODY,
+    SUBMIT_GROUP,
+    check_answer,
+    check_call,
+    provinces_of,
+)
 from cnbrain.v1 import common_pb2
 
 TENANT_USER = {"user_id": "u-1", "role": "tenant-user", "tenant_id": "acme"}
@@ -41,7 +47,12 @@ def test_a_submission_within_bounds_gives_its_body() -> None:
     call = _call(operation=SUBMIT, body_json='{"source_province": "BJ"}', idempotency_key="job-1")
     body = check_call(call)
     assert body == {"source_province": "BJ"}
-    assert province_of(body) == "BJ"
+    assert provinces_of(SUBMIT, body) == [("source_province", "BJ")]
+    group = {"requests": [{"source_province": "GD"}, {"source_province": "GX"}]}
+    assert provinces_of(SUBMIT_GROUP, group) == [
+        ("requests.0.source_province", "GD"),
+        ("requests.1.source_province", "GX"),
+    ]
     staff = {"user_id": "u-2", "role": "operator", "tenant_id": ""}
     assert check_call(_call(staff, operation=GET, request_id="req-0123456789abcdef")) is None
 
@@ -84,8 +95,24 @@ def test_a_call_out_of_bounds_is_refused_naming_the_field(
 @pytest.mark.parametrize("body", [{}, {"source_province": ""}, {"source_province": 3}])
 def test_a_forwarded_body_names_its_province(body: dict[str, Any]) -> None:
     with pytest.raises(Invalid) as refused:
-        province_of(body)
+        provinces_of(SUBMIT, body)
     assert refused.value.field == "source_province"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "requests"),
+        ({"requests": []}, "requests"),
+        ({"requests": {"source_province": "GD"}}, "requests"),
+        ({"requests": [{"source_province": "GD"}, "GD"]}, "requests.1"),
+        ({"requests": [{"source_province": "GD"}, {}]}, "requests.1.source_province"),
+    ],
+)
+def test_a_forwarded_group_names_every_members_province(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        provinces_of(SUBMIT_GROUP, body)
+    assert refused.value.field == field
 
 
 def _answer(**fields: Any) -> common_pb2.ForwardedAnswer:

@@ -1,5 +1,5 @@
 """Forwarded calls on the wire (`ForwardedCall`, `ForwardedAnswer`): the bounds every brain
-checks on what a peer sends, and the province a forwarded submission is for.
+checks on what a peer sends, and the provinces a forwarded submission is for.
 
 A tenant's REST call that one regional brain takes and another region must answer goes to
 the national brain (`Forward`), which hands it to that region (`ServeForwarded`); every hop
@@ -45,11 +45,12 @@ CONTENT_TYPES: Final = frozenset({"application/json", "application/problem+json"
 
 
 SUBMIT: Final = common_pb2.FORWARDED_OPERATION_SUBMIT
+SUBMIT_GROUP: Final = common_pb2.FORWARDED_OPERATION_SUBMIT_GROUP
 QUOTE: Final = common_pb2.FORWARDED_OPERATION_QUOTE
 GET: Final = common_pb2.FORWARDED_OPERATION_GET
 EVENTS: Final = common_pb2.FORWARDED_OPERATION_EVENTS
 CANCEL: Final = common_pb2.FORWARDED_OPERATION_CANCEL
-WITH_BODY: Final = frozenset({SUBMIT, QUOTE})
+WITH_BODY: Final = frozenset({SUBMIT, SUBMIT_GROUP, QUOTE})
 READS: Final = frozenset({GET, EVENTS, CANCEL})
 """Calls about one request, sent to every other region: the one that holds it answers."""
 OPERATIONS: Final = WITH_BODY | READS | QUERIES
@@ -116,11 +117,30 @@ def body_of(text: str) -> dict[str, Any]:
     return body
 
 
-def province_of(body: dict[str, Any]) -> str:
-    """The source province a submission's or quote's body names; Invalid when it names none."""
+def provinces_of(
+    operation: "common_pb2.ForwardedOperation.ValueType", body: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """The source provinces the body of a call `WITH_BODY` names, each with its field: a
+    submission's or quote's (`source_province`), or every member's of a group
+    (`requests.<i>.source_province`); Invalid naming the field when one names none."""
+    if operation != SUBMIT_GROUP:
+        return [("source_province", _province(body, "source_province"))]
+    members = body.get("requests")
+    if not isinstance(members, list) or not members:
+        raise Invalid("a forwarded group must list its members", field="requests")
+    out = []
+    for i, member in enumerate(members):
+        field = f"requests.{i}.source_province"
+        if not isinstance(member, dict):
+            raise Invalid("must be a JSON object", field=f"requests.{i}")
+        out.append((field, _province(member, field)))
+    return out
+
+
+def _province(body: dict[str, Any], field: str) -> str:
     province = body.get("source_province")
     if not isinstance(province, str) or not province:
-        raise Invalid("a forwarded request must name its source province", field="source_province")
+        raise Invalid("a forwarded request must name its source province", field=field)
     return province
 
 

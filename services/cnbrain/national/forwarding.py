@@ -2,7 +2,7 @@
 region that must answer it (`docs/federation.md`, "Any brain, any request").
 
 - A submission or quote goes to the region that owns its source province on the national
-  brain's map.
+  brain's map; a group, to the region that owns every member's.
 - A read or cancel of a request goes to every other registered region at once: a region
   that holds the request answers it (2xx, or its own refusal, such as 409 for a request
   that has ended); when none does, the regions' own answer (404, or 403 from a region that
@@ -24,7 +24,7 @@ from cnbrain.federation.forward_wire import (
     WITH_BODY,
     check_answer,
     check_call,
-    province_of,
+    provinces_of,
 )
 from cnbrain.national.regions import Region, RegionDirectory
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -88,7 +88,7 @@ class ForwardCalls:
             )
         if call.operation in WITH_BODY:
             assert body is not None
-            return await self._to_owner(call, province_of(body), from_region)
+            return await self._to_owner(call, provinces_of(call.operation, body), from_region)
         if call.operation in QUERIES:
             return await self._to_region(call, from_region)
         return await self._read(call, from_region)
@@ -106,19 +106,26 @@ class ForwardCalls:
         return await self._serve(region, call, from_region, deadline_s=self._read_deadline_s)
 
     async def _to_owner(
-        self, call: common_pb2.ForwardedCall, province: str, from_region: str
+        self, call: common_pb2.ForwardedCall, provinces: list[tuple[str, str]], from_region: str
     ) -> common_pb2.ForwardedAnswer:
-        known = self._map().provinces.get(province)
-        if known is None:
-            raise Invalid(f"no region owns province {province!r}", field="source_province")
-        if known.region == from_region:
-            raise Invalid(
-                f"province {province!r} is region {from_region!r}'s own", field="source_province"
-            )
-        owner = self._directory.get(known.region)
+        regions: list[str] = []
+        for field, province in provinces:
+            known = self._map().provinces.get(province)
+            if known is None:
+                raise Invalid(f"no region owns province {province!r}", field=field)
+            if known.region == from_region:
+                raise Invalid(f"province {province!r} is region {from_region!r}'s own", field=field)
+            if regions and known.region != regions[0]:
+                raise Invalid(
+                    f"province {province!r} is region {known.region!r}'s, not {regions[0]!r}'s "
+                    "as the first member's: a group's members come from one region",
+                    field=field,
+                )
+            regions.append(known.region)
+        owner = self._directory.get(regions[0])
         if owner is None:
             raise PeerUnavailable(
-                f"region {known.region!r}", "unregistered", "the region has not registered"
+                f"region {regions[0]!r}", "unregistered", "the region has not registered"
             )
         return await self._serve(owner, call, from_region, deadline_s=SERVE_DEADLINE_S)
 

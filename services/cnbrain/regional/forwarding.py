@@ -2,7 +2,8 @@
 another region must answer, and a call another region took that this brain answers.
 
 - `Forwarder` (the brain that took the call): a submission or quote whose source province
-  another region owns, and a read or cancel of a request this brain does not hold, go to
+  another region owns, a group all of whose members' source provinces one other region
+  owns, and a read or cancel of a request this brain does not hold, go to
   the national brain (`Forward`); the caller gets the answering brain's answer as it stands
   (status, body, Retry-After). Whether a body goes elsewhere is decided on the map alone
   (`owner_of`), so a request of this region's own provinces takes no extra call. A query
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import Response
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import CnbrainError, Forbidden, Invalid, NotFound
@@ -43,14 +45,15 @@ from cnbrain.federation.forward_wire import (
     MAX_BODY,
     QUOTE,
     SUBMIT,
+    SUBMIT_GROUP,
     WITH_BODY,
     check_call,
-    province_of,
+    provinces_of,
 )
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.regional.federated_pages import request_cursor_of
 from cnbrain.regional.problems import ApiError, answer_of
-from cnbrain.regional.schemas import RequestPage
+from cnbrain.regional.schemas import RequestGroupBody, RequestPage
 from cnbrain.regional.security import Principal, Role
 from cnbrain.regional.use_cases import RequestUseCases
 from cnbrain.regional.use_cases.usage_reports import UsageReports
@@ -148,6 +151,32 @@ class Forwarder:
         known = self.map().provinces.get(province)
         return None if known is None else known.region
 
+    def group_owner(self, group: RequestGroupBody) -> str | None:
+        """The other region that owns the source province of every member of `group`; None
+        when this region owns them all, or a member names no province of the map (the group
+        is then checked here, as any other). Raises Invalid naming the first member whose
+        province another region owns than the first member's: one region places a group,
+        and only within its own provinces."""
+        regions: list[str] = []
+        for i, member in enumerate(group.requests):
+            province = member.get("source_province")
+            known = self.map().provinces.get(province) if isinstance(province, str) else None
+            if known is None:
+                return None
+            if regions and known.region != regions[0]:
+                raise Invalid(
+                    f"province {province!r} is region {known.region!r}'s, not {regions[0]!r}'s "
+                    "as the first member's: a group's members come from one region",
+                    field=f"requests.{i}.source_province",
+                )
+            regions.append(known.region)
+        return None if regions[0] == self.region else regions[0]
+
+    async def submit_group(self, principal: Principal, group: RequestGroupBody) -> Response:
+        """Forward a group's submission; the owner's answer."""
+        body = _body(group.model_dump(mode="json"))
+        return response_of(await self._forward(principal, SUBMIT_GROUP, body_json=body))
+
     async def submit(
         self, principal: Principal, body: dict[str, Any], *, idempotency_key: str | None
     ) -> Response:
@@ -218,6 +247,17 @@ def _id_in(text: str) -> str | None:
     return request_id if isinstance(request_id, str) and ID.fullmatch(request_id) else None
 
 
+def _group_of(body: dict[str, Any]) -> RequestGroupBody:
+    """The group in a forwarded body, checked as the REST API checks it; Invalid naming the
+    first field that is wrong."""
+    try:
+        return RequestGroupBody.model_validate(body)
+    except ValidationError as wrong:
+        first = wrong.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "body_json"
+        raise Invalid(first["msg"], field=field) from None
+
+
 def _body(body: dict[str, Any]) -> str:
     text = json.dumps(body, separators=(",", ":"))
     if len(text) > MAX_BODY:
@@ -260,12 +300,11 @@ class ServeForwarded:
             raise Invalid(f"this is region {self._region_id!r}", field="region_id")
         if call.operation in WITH_BODY:
             assert body is not None
-            province = province_of(body)
-            if province not in self._own():
-                raise Invalid(
-                    f"province {province!r} is not in region {self._region_id!r}",
-                    field="source_province",
-                )
+            for field, province in provinces_of(call.operation, body):
+                if province not in self._own():
+                    raise Invalid(
+                        f"province {province!r} is not in region {self._region_id!r}", field=field
+                    )
         try:
             principal = await self._principal(call.caller, from_region)
             note_tenant(principal.tenant_id)  # for the call's logs and span
@@ -313,6 +352,10 @@ class ServeForwarded:
                 principal, body, idempotency_key=call.idempotency_key or None
             )
             return (201 if created else 200), view.model_dump_json()
+        if call.operation == SUBMIT_GROUP:
+            assert body is not None
+            group = await cases.submit_group(principal, _group_of(body))
+            return 201, group.model_dump_json()
         if call.operation == QUOTE:
             assert body is not None
             return 200, (await cases.quote(principal, body)).model_dump_json()

@@ -44,6 +44,8 @@ class _ForwardedOperationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Fo
     """
     FORWARDED_OPERATION_USAGE_REPORT: _ForwardedOperation.ValueType  # 8
     """GET /v1/usage/report, one region's report: body_json is the query (start, end, tenant)."""
+    FORWARDED_OPERATION_SUBMIT_GROUP: _ForwardedOperation.ValueType  # 9
+    """POST /v1/request-groups: body_json, every member's source province one region's."""
 
 class ForwardedOperation(_ForwardedOperation, metaclass=_ForwardedOperationEnumTypeWrapper):
     """What a tenant's call asks of the brain it is forwarded to."""
@@ -67,6 +69,8 @@ cursor).
 """
 FORWARDED_OPERATION_USAGE_REPORT: ForwardedOperation.ValueType  # 8
 """GET /v1/usage/report, one region's report: body_json is the query (start, end, tenant)."""
+FORWARDED_OPERATION_SUBMIT_GROUP: ForwardedOperation.ValueType  # 9
+"""POST /v1/request-groups: body_json, every member's source province one region's."""
 Global___ForwardedOperation: _TypeAlias = ForwardedOperation  # noqa: Y015
 
 @_typing.final

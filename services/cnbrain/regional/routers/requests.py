@@ -224,13 +224,17 @@ async def cancel(
     status_code=201,
     responses=ERRORS,
     summary="Submit related requests, placed together or spread, all of them or none",
-    description="Every member is stored, placed or rejected with the others, in this region: "
+    description="Every member is stored, placed or rejected with the others, in one region: "
     "`together` on one site (or one province), `spread` each on a site of its own. A member "
-    'starts "now" and moves no data.',
+    'starts "now" and moves no data. In a federation, a group every member of which comes '
+    "from provinces of another region is forwarded through the national brain to that "
+    "region's brain, which decides it and holds its members; its answer is this answer.",
 )
 async def submit_group(
-    body: RequestGroupBody, principal: PrincipalDep, cases: UseCasesDep
-) -> RequestGroupView:
+    body: RequestGroupBody, principal: PrincipalDep, cases: UseCasesDep, forwarder: ForwarderDep
+) -> RequestGroupView | Response:
+    if forwarder is not None and forwarder.group_owner(body) is not None:
+        return await forwarder.submit_group(principal, body)
     return await cases.submit_group(principal, body)
 
 

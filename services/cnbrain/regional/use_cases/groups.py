@@ -11,7 +11,8 @@ rejected with the group's reason.
 
 A group is decided in this region: each member must start now, move no data and not ask for
 the national optimum, and in a federation a group whose members would leave the region's
-provinces is rejected.
+provinces is rejected (a group of another region's provinces is forwarded to it before it
+gets here: `regional.forwarding`).
 """
 
 import time
