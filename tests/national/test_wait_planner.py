@@ -4,15 +4,24 @@ request with flows, whose staging waits for the backbone, and its flows split am
 owners of their routes."""
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from cnbrain.domain.bounds import MAX_EPOCH_S
+from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError
-from cnbrain.federation.timelines import key_of, steps_of, timeline_message
+from cnbrain.federation.timelines import (
+    key_of,
+    planned_gang_messages,
+    planned_gangs_of,
+    steps_of,
+    timeline_message,
+)
 from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.keys import ResourceKey, accelerator_key, link_key
+from cnbrain.ledger.nodes import Gang
 from cnbrain.ledger.timed_demand import Part, TimedDemand
 from cnbrain.national import flow_parts, planner, wait_planner
 from cnbrain.netmap.arrays import MapArrays
@@ -188,6 +197,7 @@ class _Booked:
     demand: tuple[tuple[tuple[str, ...], int], ...]
     start_s: int
     end_s: int
+    nodes: int = 1
 
 
 def test_a_request_is_planned_where_no_other_waiting_requests_plan_stands(
@@ -460,3 +470,53 @@ def test_an_option_waits_for_the_nodes_its_region_says_hold_the_gang(
     for wrong in (answer("east", "CC-hub", 5_000), answer(west, "CC-hub", 999), flood):
         with pytest.raises(WireError):
             wait_planner.waiting_for_nodes([hub], {wrong.region_id: wrong}, arrays)
+
+
+def test_the_gangs_planned_on_a_regions_sites_go_to_it_and_come_back_checked() -> None:
+    """Two nodes of 8 A100 planned on BJ-dc-1 (and a link, and a site not asked about)."""
+    demand = (
+        (("site", "BJ-dc-1", "cpu_m"), 32_000),
+        (("site", "BJ-dc-1", "mem_mib"), 131_072),
+        (("site", "BJ-dc-1", "acc", "A100"), 16_000),
+        (("link", "BJ-BB"), 1000),
+        (("site", "SH-hub", "cpu_m"), 1000),
+    )
+    [message] = planned_gang_messages([(demand, 2, 100, 3700)], {"BJ-dc-1"})
+    [gang] = planned_gangs_of([message])
+    assert gang.site_id == "BJ-dc-1" and gang.window == Window(100, 3700)
+    assert gang.gang == Gang(nodes=2, cpu_m=16_000, mem_mib=65_536, model="A100", devices=8)
+    assert planned_gang_messages([(demand, 2, 100, 3700)], {"GD-dc-1"}) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"site_id": ""}, "planned_gangs.0.site_id"),
+        ({"nodes": 0}, "planned_gangs.0.nodes"),
+        ({"cpu_m": -1}, "planned_gangs.0.cpu_m"),
+        ({"accelerator_milli": 2**60}, "planned_gangs.0.accelerator_milli"),
+        ({"start_s": 3700}, "planned_gangs.0.start_s"),
+        ({"end_s": MAX_EPOCH_S + 1}, "planned_gangs.0.start_s"),
+        ({"accelerator_model": ""}, "planned_gangs.0.accelerator_model"),
+        ({"accelerator_milli": 15_000}, "planned_gangs.0"),
+    ],
+)
+def test_a_planned_gang_out_of_bounds_is_refused_naming_the_field(
+    change: dict[str, Any], field: str
+) -> None:
+    fields: dict[str, Any] = {
+        "site_id": "BJ-dc-1",
+        "nodes": 2,
+        "cpu_m": 32_000,
+        "mem_mib": 131_072,
+        "accelerator_model": "A100",
+        "accelerator_milli": 16_000,
+        "start_s": 100,
+        "end_s": 3700,
+    }
+    with pytest.raises(Invalid) as refused:
+        planned_gangs_of([regional_pb2.PlannedGang(**{**fields, **change})])
+    assert refused.value.field == field
+    with pytest.raises(Invalid) as too_many:
+        planned_gangs_of([regional_pb2.PlannedGang(**fields)] * 257)
+    assert too_many.value.field == "planned_gangs"

@@ -159,7 +159,7 @@ async def test_two_gangs_waiting_for_nodes_are_planned_for_two_nodes_as_they_fre
     """Four one-node jobs of 5 A100, one on each node, of 1 to 4 hours: the first queued
     gang of one node of 8 is planned for when the first job ends, and the second for when
     the second ends, not on the node the first gang will hold."""
-    _, _, user = await api.tenant()
+    tenant, _, user = await api.tenant()
     held = []
     for hours in (1, 2, 3, 4):
         made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, duration_hours=hours))
@@ -183,6 +183,36 @@ async def test_two_gangs_waiting_for_nodes_are_planned_for_two_nodes_as_they_fre
     reasons = [v["queue"]["reason"] for v in views]
     assert f"the nodes it needs on BJ-dc-1 free at {starts[0].isoformat()}" in reasons[0]
     assert reasons[1] == f"planned on BJ-dc-1 from {starts[1].isoformat()}", reasons
+
+    # So the region answers the national brain, around a gang it planned there before.
+    servicer = RegionalServicer(
+        api.brain.live_map,
+        region_id="north",
+        timelines=ReadTimelines(sessions=api.brain.sessions, live_map=api.brain.live_map),
+    )
+    foreign = PlacementRequest.model_validate(
+        {**_one_node(8), "id": "other-region-waits", "tenant": tenant}
+    )
+    first_end = int(ends[0].timestamp())
+    planned = regional_pb2.PlannedGang(
+        site_id="BJ-dc-1",
+        nodes=1,
+        cpu_m=8000,
+        mem_mib=65_536,
+        accelerator_model="A100",
+        accelerator_milli=8000,
+        start_s=first_end,
+        end_s=first_end + 7200,
+    )
+    for around, end in (([], ends[0]), ([planned], ends[1])):
+        asked = regional_pb2.GetTimelinesRequest(
+            site_ids=["BJ-dc-1"],
+            request_id=foreign.id,
+            request_json=request_json(foreign),
+            planned_gangs=around,
+        )
+        [nodes] = (await servicer.GetTimelines(asked, cast(Any, None))).nodes_free_at
+        assert abs(nodes.at_s - end.timestamp()) < 60, (around, nodes.at_s, ends)
     await _cancel(api, user, [*(job["id"] for job in held), *(g["id"] for g in gangs)])
 
 

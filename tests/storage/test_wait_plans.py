@@ -1,5 +1,5 @@
-"""The national brain's plans of waiting requests: kept, replaced, read but one request's,
-and gone once ended, stale or dropped."""
+"""The national brain's plans of waiting requests: kept with their nodes, replaced, read but
+one request's, and gone once ended, stale or dropped."""
 
 import pytest
 
@@ -41,3 +41,14 @@ async def test_plans_are_kept_until_they_end_go_stale_or_are_dropped(sessions: S
     async with sessions.begin() as session:
         left = await wait_plans.live(session, now=moment_of(NOW), fresh_s=3600)
     assert [p.request_id for p in left] == ["r-late"], "ended and stale plans were deleted"
+
+
+async def test_a_plan_keeps_the_nodes_of_its_gang(sessions: Sessions) -> None:
+    gang = StoredPlan("r-gang", "east", (HUB,), NOW + 60, NOW + 3600, nodes=2)
+    async with sessions.begin() as session:
+        await wait_plans.save(session, gang, now=moment_of(NOW))
+        await wait_plans.save(session, _plan("r-one", NOW + 60, NOW + 600), now=moment_of(NOW))
+    async with sessions.begin() as session:
+        found = await wait_plans.live(session, now=moment_of(NOW), fresh_s=60)
+    assert [(p.request_id, p.nodes) for p in found] == [("r-gang", 2), ("r-one", 1)]
+    assert found[0] == gang

@@ -1,4 +1,5 @@
-"""Wire forms of calendar profiles (`cnbrain.v1.Timeline`) and back.
+"""Wire forms of calendar profiles (`cnbrain.v1.Timeline`) and back, and of the gangs the
+national brain planned on a region's sites (`cnbrain.v1.PlannedGang`).
 
 A brain sends the free amount over time of its own resources, named by site or link id
 (indices differ between brains' maps); the receiver reads them into a calendar of its own
@@ -6,14 +7,18 @@ map's keys (`ledger.keys`). A site's resource is `cpu_m`, `mem_mib`, `storage_gi
 `acc:<model>`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
-from cnbrain.domain.bounds import MAX_EPOCH_S
+from cnbrain.domain.bounds import MAX_EPOCH_S, MAX_NODES
+from cnbrain.domain.errors import Invalid
 from cnbrain.federation.codec import WireError
 from cnbrain.ledger.calendar import Calendar, Profile, Window
 from cnbrain.ledger.keys import SITE_COMPUTE, ResourceKey, accelerator_key, link_key, site_key
+from cnbrain.ledger.nodes import Gang
 from cnbrain.netmap.arrays import MapArrays
+from cnbrain.scheduling.checks import checked_name
 from cnbrain.v1 import regional_pb2
 
 MAX_STEPS = 4096
@@ -95,3 +100,82 @@ def load(
         used = profile.capacity - free
         if used > 0:
             profile.take(Window(start, end), used)
+
+
+MAX_PLANNED_GANGS = 256
+"""Planned gangs one call of `GetTimelines` may carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedGang:
+    """Another waiting request's `gang`, planned on site `site_id` over `window`."""
+
+    site_id: str
+    gang: Gang
+    window: Window
+
+
+def planned_gang_messages(
+    plans: Sequence[tuple[Sequence[tuple[Sequence[str], int]], int, int, int]],
+    site_ids: Collection[str],
+) -> list[regional_pb2.PlannedGang]:
+    """The gangs of `plans` (each its demand named by id, its nodes, and the epoch seconds
+    its window starts and ends) on the sites of `site_ids`: a plan's compute there with its
+    nodes, over its window; the first `MAX_PLANNED_GANGS`, in the order of `plans`."""
+    out: list[regional_pb2.PlannedGang] = []
+    for demand, nodes, start_s, end_s in plans:
+        on: dict[str, regional_pb2.PlannedGang] = {}
+        for key, amount in demand:
+            if len(key) < 3 or key[0] != "site" or key[1] not in site_ids:
+                continue
+            gang = on.setdefault(
+                key[1],
+                regional_pb2.PlannedGang(site_id=key[1], nodes=nodes, start_s=start_s, end_s=end_s),
+            )
+            if key[2] == "cpu_m":
+                gang.cpu_m = amount
+            elif key[2] == "mem_mib":
+                gang.mem_mib = amount
+            elif key[2] == "acc" and len(key) == 4:
+                gang.accelerator_model, gang.accelerator_milli = key[3], amount
+        out += on.values()
+    return out[:MAX_PLANNED_GANGS]
+
+
+def planned_gangs_of(messages: Sequence[regional_pb2.PlannedGang]) -> list[PlannedGang]:
+    """The gangs `messages` carry, checked. Raises Invalid naming the field
+    (`planned_gangs.<i>.<field>`) out of bounds, or a gang whose amounts do not split evenly
+    over its nodes."""
+    if len(messages) > MAX_PLANNED_GANGS:
+        raise Invalid(f"at most {MAX_PLANNED_GANGS}, not {len(messages)}", field="planned_gangs")
+    out: list[PlannedGang] = []
+    for i, one in enumerate(messages):
+        field = f"planned_gangs.{i}"
+        checked_name(one.site_id, field=f"{field}.site_id")
+        if not 1 <= one.nodes <= MAX_NODES:
+            raise Invalid(f"must be within [1, {MAX_NODES}]", field=f"{field}.nodes")
+        for name in ("cpu_m", "mem_mib", "accelerator_milli"):
+            if not 0 <= getattr(one, name) <= MAX_AMOUNT:
+                raise Invalid(f"must be within [0, {MAX_AMOUNT}]", field=f"{field}.{name}")
+        if not 0 <= one.start_s < one.end_s <= MAX_EPOCH_S:
+            raise Invalid(f"needs 0 <= start_s < end_s <= {MAX_EPOCH_S}", field=f"{field}.start_s")
+        model = one.accelerator_model or None
+        if model is not None:
+            checked_name(model, field=f"{field}.accelerator_model")
+        if (model is None) != (one.accelerator_milli == 0):
+            raise Invalid(
+                "accelerators need a model, and a model accelerators",
+                field=f"{field}.accelerator_model",
+            )
+        try:
+            gang = Gang.of_amounts(
+                nodes=one.nodes,
+                cpu_m=one.cpu_m,
+                mem_mib=one.mem_mib,
+                model=model,
+                acc_milli=one.accelerator_milli,
+            )
+        except Invalid as wrong:
+            raise Invalid(wrong.message, field=field) from None
+        out.append(PlannedGang(one.site_id, gang, Window(one.start_s, one.end_s)))
+    return out

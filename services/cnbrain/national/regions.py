@@ -99,12 +99,13 @@ class Region:
         *,
         request_id: str,
         request_json: str = "",
+        planned_gangs: Sequence[regional_pb2.PlannedGang] = (),
         deadline_s: float,
     ) -> regional_pb2.GetTimelinesResponse:
         """The free amount over time of the region's resources among those named, for the
         waiting request `request_id` (GetTimelines; with `request_json`, also when the nodes
-        of its sites hold the request's gang). Raises PeerUnavailable when it does not answer
-        in `deadline_s`."""
+        of its sites hold the request's gang, around `planned_gangs`). Raises
+        PeerUnavailable when it does not answer in `deadline_s`."""
         try:
             return await self.brain.GetTimelines(
                 regional_pb2.GetTimelinesRequest(
@@ -112,6 +113,7 @@ class Region:
                     link_ids=link_ids,
                     request_id=request_id,
                     request_json=request_json,
+                    planned_gangs=planned_gangs,
                 ),
                 timeout=deadline_s,
             )

@@ -53,10 +53,13 @@ class WaitPlan:
 
 class Booked(Protocol):
     """Another waiting request's plan: what it holds by resource id (`demand_by_id`) over
-    `[start_s, end_s)`."""
+    `[start_s, end_s)`, on `nodes` nodes of its site."""
 
     @property
     def demand(self) -> Sequence[tuple[Sequence[str], int]]: ...
+
+    @property
+    def nodes(self) -> int: ...
 
     @property
     def start_s(self) -> int: ...

@@ -61,6 +61,7 @@ from cnbrain.domain.request import PlacementRequest
 from cnbrain.federation.codec import WireError, request_json
 from cnbrain.federation.errors import PeerUnavailable
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.timelines import planned_gang_messages
 from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.keys import ResourceKey
 from cnbrain.national import planner, wait_planner
@@ -277,7 +278,7 @@ class PlaceOrPlan:
         owners = wait_planner.wanted(options, arrays)
         async with self._sessions() as session, session.begin():
             backbone = await ledger_store.calendar_of(session, arrays=arrays, now=now)
-        answers, missing = await self._timelines(owners, request)
+        answers, missing = await self._timelines(owners, request, booked)
         missing |= unheard
         try:
             calendar = wait_planner.joint_calendar(
@@ -355,6 +356,7 @@ class PlaceOrPlan:
             demand=plan.demand,
             start_s=plan.start_s - plan.lead_s,
             end_s=plan.start_s + plan.duration_s,
+            nodes=request.resources.nodes,
         )
         async with self._sessions.begin() as session:
             await wait_plans.save(session, stored, now=moment_of(int(self._clock())))
@@ -365,10 +367,15 @@ class PlaceOrPlan:
             await wait_plans.drop(session, [request_id])
 
     async def _timelines(
-        self, owners: dict[str, wait_planner.Wanted], request: PlacementRequest
+        self,
+        owners: dict[str, wait_planner.Wanted],
+        request: PlacementRequest,
+        booked: Sequence[wait_planner.Booked],
     ) -> tuple[dict[str, regional_pb2.GetTimelinesResponse], set[str]]:
         """The timelines of every region among `owners` for the waiting `request` (with
-        when the nodes of their sites hold its gang), and the regions that gave none."""
+        when the nodes of their sites hold its gang, around the gangs of the plans `booked`
+        there), and the regions that gave none."""
+        plans = [(plan.demand, plan.nodes, plan.start_s, plan.end_s) for plan in booked]
         deadline = self._settings.candidate_deadline_s
         calls: dict[str, asyncio.Future[regional_pb2.GetTimelinesResponse]] = {}
         missing: set[str] = set()
@@ -385,6 +392,7 @@ class PlaceOrPlan:
                     one.link_ids,
                     request_id=request.id,
                     request_json=request_json(request),
+                    planned_gangs=planned_gang_messages(plans, one.site_ids),
                     deadline_s=deadline,
                 )
             )

@@ -42,8 +42,9 @@ from cnbrain.federation.live_map import LiveMap
 from cnbrain.federation.map_delta import RegionPart
 from cnbrain.federation.ownership import Ownership
 from cnbrain.federation.site_loads import site_load_messages
-from cnbrain.federation.timelines import timeline_message
+from cnbrain.federation.timelines import planned_gangs_of, timeline_message
 from cnbrain.ledger.audit import Liveness
+from cnbrain.ledger.claim import duration_seconds
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.ledger.snapshot import Snapshot
 from cnbrain.netmap.arrays import gbps_to_mbps
@@ -313,18 +314,21 @@ class RegionalServicer(regional_pb2_grpc.RegionalBrainServiceServicer):
     ) -> regional_pb2.GetTimelinesResponse:
         if self._timelines is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this brain keeps no calendar")
-        gang = None
+        gang, duration_s = None, 1
         if request.request_json:
             waiting = self._request(request.request_json)
             if isinstance(waiting, str):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, waiting)
             gang = gang_or_none(waiting)
+            duration_s = duration_seconds(waiting.duration_hours)
         try:
             now, timelines, nodes = await self._timelines(
                 list(request.site_ids),
                 list(request.link_ids),
                 request_id=request.request_id,
                 gang=gang,
+                duration_s=duration_s,
+                planned=planned_gangs_of(request.planned_gangs),
             )
         except Invalid as wrong:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(wrong))

@@ -582,8 +582,9 @@ class RoomHoldRecord(Base):
 class WaitPlanRecord(Base):
     """The national brain's plan of a waiting cross-region request of region `source_region`:
     what it holds (`demand`: a JSON list of [resource named by id, amount]) over
-    `[start_at, end_at)`, as planned at `planned_at`. Plans of other requests are taken from
-    the calendar a request is planned on, until they lapse or their request is placed."""
+    `[start_at, end_at)`, on `nodes` nodes of its site, as planned at `planned_at`. Plans of
+    other requests are taken from the calendar a request is planned on, and their gangs from
+    the nodes of their sites, until they lapse or their request is placed."""
 
     __tablename__ = "wait_plans"
 
@@ -592,6 +593,7 @@ class WaitPlanRecord(Base):
     demand: Mapped[list[Any]] = mapped_column(JSON)
     start_at: Mapped[datetime]
     end_at: Mapped[datetime] = mapped_column(index=True)
+    nodes: Mapped[int] = mapped_column(Integer, server_default="1")
     planned_at: Mapped[datetime] = mapped_column(index=True)
 
 

@@ -21,13 +21,15 @@ Demand = tuple[tuple[tuple[str, ...], int], ...]
 
 @dataclass(frozen=True, slots=True)
 class StoredPlan:
-    """Request `request_id`'s plan: `demand` over `[start_s, end_s)` (epoch seconds)."""
+    """Request `request_id`'s plan: `demand` over `[start_s, end_s)` (epoch seconds), on
+    `nodes` nodes of its site."""
 
     request_id: str
     source_region: str
     demand: Demand
     start_s: int
     end_s: int
+    nodes: int = 1
 
 
 async def save(session: AsyncSession, plan: StoredPlan, *, now: datetime) -> None:
@@ -38,6 +40,7 @@ async def save(session: AsyncSession, plan: StoredPlan, *, now: datetime) -> Non
         "demand": [[list(key), amount] for key, amount in plan.demand],
         "start_at": moment_of(plan.start_s),
         "end_at": moment_of(plan.end_s),
+        "nodes": plan.nodes,
         "planned_at": as_utc(now),
     }
     await session.execute(
@@ -63,7 +66,7 @@ async def live(
     stale = now - timedelta(seconds=fresh_s)
     p = _PLANS.c
     await session.execute(delete(_PLANS).where((p.end_at <= now) | (p.planned_at < stale)))
-    query = select(p.request_id, p.source_region, p.demand, p.start_at, p.end_at)
+    query = select(p.request_id, p.source_region, p.demand, p.start_at, p.end_at, p.nodes)
     if exclude is not None:
         query = query.where(p.request_id != exclude)
     rows = await session.execute(query.order_by(p.start_at, p.request_id))
@@ -74,6 +77,7 @@ async def live(
             demand=tuple((tuple(str(k) for k in key), int(amount)) for key, amount in demand),
             start_s=epoch_s(as_utc(start_at)),
             end_s=epoch_s(as_utc(end_at)),
+            nodes=nodes,
         )
-        for request_id, source_region, demand, start_at, end_at in rows
+        for request_id, source_region, demand, start_at, end_at, nodes in rows
     ]

@@ -498,6 +498,7 @@ class GetTimelinesRequest(_message.Message):
     LINK_IDS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     REQUEST_JSON_FIELD_NUMBER: _builtins.int
+    PLANNED_GANGS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """The waiting request the timelines are for (empty: none). The room this region holds
     for it (made by MakeRoom) counts as free; the room it holds for other requests counts
@@ -506,7 +507,7 @@ class GetTimelinesRequest(_message.Message):
     request_json: _builtins.str
     """The waiting request (the JSON of cnbrain.domain.request.PlacementRequest; empty: its
     nodes are not asked about). For each site named with node pools whose nodes do not hold
-    its gang now, the answer says from when they will (nodes_free_at).
+    its gang now, for its whole run, the answer says from when they will (nodes_free_at).
     """
     @_builtins.property
     def site_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -514,6 +515,12 @@ class GetTimelinesRequest(_message.Message):
 
     @_builtins.property
     def link_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def planned_gangs(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlannedGang]:
+        """The national brain's plans of other waiting requests on sites named (at most 256): the
+        nodes hold their gangs over their windows too, and the request's gang fits around them.
+        """
+
     def __init__(
         self,
         *,
@@ -521,14 +528,60 @@ class GetTimelinesRequest(_message.Message):
         link_ids: _abc.Iterable[_builtins.str] | None = ...,
         request_id: _builtins.str = ...,
         request_json: _builtins.str = ...,
+        planned_gangs: _abc.Iterable[Global___PlannedGang] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "request_id", b"request_id", "request_json", b"request_json", "site_ids", b"site_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["link_ids", b"link_ids", "planned_gangs", b"planned_gangs", "request_id", b"request_id", "request_json", b"request_json", "site_ids", b"site_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTimelinesRequest: _TypeAlias = GetTimelinesRequest  # noqa: Y015
+
+@_typing.final
+class PlannedGang(_message.Message):
+    """A gang planned on a site over [start_s, end_s) (epoch seconds): `nodes` nodes, holding in
+    all cpu_m, mem_mib and accelerator_milli thousandths of accelerators of accelerator_model
+    (empty: none), split evenly over its nodes.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SITE_ID_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    CPU_M_FIELD_NUMBER: _builtins.int
+    MEM_MIB_FIELD_NUMBER: _builtins.int
+    ACCELERATOR_MODEL_FIELD_NUMBER: _builtins.int
+    ACCELERATOR_MILLI_FIELD_NUMBER: _builtins.int
+    START_S_FIELD_NUMBER: _builtins.int
+    END_S_FIELD_NUMBER: _builtins.int
+    site_id: _builtins.str
+    nodes: _builtins.int
+    cpu_m: _builtins.int
+    mem_mib: _builtins.int
+    accelerator_model: _builtins.str
+    accelerator_milli: _builtins.int
+    start_s: _builtins.int
+    end_s: _builtins.int
+    def __init__(
+        self,
+        *,
+        site_id: _builtins.str = ...,
+        nodes: _builtins.int = ...,
+        cpu_m: _builtins.int = ...,
+        mem_mib: _builtins.int = ...,
+        accelerator_model: _builtins.str = ...,
+        accelerator_milli: _builtins.int = ...,
+        start_s: _builtins.int = ...,
+        end_s: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accelerator_milli", b"accelerator_milli", "accelerator_model", b"accelerator_model", "cpu_m", b"cpu_m", "end_s", b"end_s", "mem_mib", b"mem_mib", "nodes", b"nodes", "site_id", b"site_id", "start_s", b"start_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlannedGang: _TypeAlias = PlannedGang  # noqa: Y015
 
 @_typing.final
 class Timeline(_message.Message):

@@ -82,20 +82,30 @@ class NodeWaits:
         around the gangs booked (`take`); `start` for a request of no gang or a site without
         node pools; None when no node of the site ever holds it."""
         gang = self._gangs.get(item_id)
-        pools = self._pools.get(label)
-        if gang is None or pools is None:
-            return start
-        return self._site(label, pools).free_from(gang, start, duration, now=self._now)
+        return start if gang is None else self.gang_free_from(label, gang, start, duration)
 
     def take(self, item_id: str, label: str, window: Window) -> None:
         """Book the gang of request `item_id` on the nodes of site `label` over `window`, as
         planned: the gangs asked of `free_from` after it fit around it."""
         gang = self._gangs.get(item_id)
-        pools = self._pools.get(label)
-        if gang is None or pools is None:
+        if gang is not None:
+            self.book(label, gang, window)
+
+    def gang_free_from(self, site: str, gang: Gang, start: int, duration: int) -> int | None:
+        """`free_from` for `gang` itself."""
+        pools = self._pools.get(site)
+        if pools is None:
+            return start
+        return self._site(site, pools).free_from(gang, start, duration, now=self._now)
+
+    def book(self, site: str, gang: Gang, window: Window) -> None:
+        """Book `gang` on the nodes of `site` over `window` (nothing on a site without node
+        pools, or where its nodes do not hold it then)."""
+        pools = self._pools.get(site)
+        if pools is None:
             return
-        self._site(label, pools).book(gang, window.start, window.end, now=self._now)
-        self._known = {key: at for key, at in self._known.items() if key[0] != label}
+        self._site(site, pools).book(gang, window.start, window.end, now=self._now)
+        self._known = {key: at for key, at in self._known.items() if key[0] != site}
 
     def options(
         self, request: PlacementRequest, options: tuple[PlanOption[ResourceKey], ...]

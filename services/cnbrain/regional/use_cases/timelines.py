@@ -3,7 +3,8 @@ of a waiting cross-region request (`GetTimelines`): their profiles on this brain
 (`ledger_store.calendar_and_holdings`), of what this region owns only, less the room held
 for other requests (`admission_inputs.leave_held_rooms`), as this brain's admission round
 counts it. For a waiting gang, each site named with node pools whose nodes do not hold it
-now says from when they will, as the node takes there end (`node_waits`)."""
+now, for its whole run, says from when they will, as the node takes there end and around
+the gangs the national brain planned there for other waiting requests (`node_waits`)."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.federation.live_map import LiveMap
+from cnbrain.federation.timelines import PlannedGang
 from cnbrain.ledger.calendar import Profile
 from cnbrain.ledger.keys import (
     SITE_COMPUTE,
@@ -55,13 +57,16 @@ class ReadTimelines:
         *,
         request_id: str = "",
         gang: Gang | None = None,
+        duration_s: int = 1,
+        planned: Sequence[PlannedGang] = (),
     ) -> tuple[int, list[tuple[ResourceKey, Profile]], dict[str, int | None]]:
         """The calendar's now and the profile of every resource of the sites of `site_ids`
         and of every link of `link_ids` that this region owns (the others, and ids the map
         does not have, are left out), for the waiting request `request_id` (empty: none):
         the room held for it counts as free, the room held for any other request as taken
-        until its hold ends. Third, for `gang`, each of those sites with node pools whose
-        nodes do not hold it now, with from when they will (None: not even all free).
+        until its hold ends. Third, for `gang` (of a run of `duration_s` seconds), each of
+        those sites with node pools whose nodes do not hold it now for its whole run, with
+        from when they will (None: not even all free), around the gangs `planned` there.
         Raises Invalid (field `site_ids`, `link_ids` or `request_id`) for more than
         `MAX_SITES` sites or `MAX_LINKS` links, or a request id that is not a name."""
         if request_id:
@@ -94,8 +99,11 @@ class ReadTimelines:
         waits = NodeWaits(pools, ending, now=now)
         nodes: dict[str, int | None] = {}
         if gang is not None:
+            for one in sorted(planned, key=lambda p: (p.window.start, p.site_id)):
+                if one.window.end > now:
+                    waits.book(one.site_id, one.gang, one.window)
             for site in sorted(pools):
-                at = waits.earliest(site, gang)
+                at = waits.gang_free_from(site, gang, now, duration_s)
                 if at != now:
                     nodes[site] = at
         others = [hold for hold in holds if hold.request_id != request_id]
