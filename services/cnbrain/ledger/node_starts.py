@@ -33,7 +33,8 @@ class SiteNodes:
         self._now = [NodeState(pool) for pool in self._pools]
         self._takes: list[Ending] = []
         self._booked: list[tuple[int, int, NodeTake]] = []
-        """The takes of gangs booked to start later: (start, end, take)."""
+        """The takes of gangs booked over windows of their own (start, end, take); those
+        that hold from now are held as the takes read are, where they can be."""
         for end, take in takes:
             if not 0 <= take.pool < len(self._now):
                 continue
@@ -99,8 +100,9 @@ class SiteNodes:
         """Take `gang`'s nodes over [`start`, `end`), chosen as the ledger would around what
         is held and booked over that window, so that the gangs asked of `free_from` after
         fit around it; None (nothing booked) when it does not fit there."""
-        states = self._now if start <= now and not self._booked else self._over(start, end, now=now)
-        picked = pick_on(states, gang)
+        picked = pick_on(self._now, gang) if start <= now and not self._booked else None
+        if picked is None:
+            picked = pick_on(self._over(start, end, now=now), gang)
         if picked is None:
             return None
         if start > now or not self._hold_now(picked, end):
