@@ -1,7 +1,8 @@
 """End to end on separate processes and PostgreSQL: a cross-region request that asks to wait
 is queued by its source region while the western hubs are full, and is admitted (placed by
 the national brain across three brains) once one of them frees; while it waits, the national
-brain plans it on the calendars of the regions and the backbone. Room the west makes for a
+brain plans it on the calendars of the regions and the backbone. Two waiting gangs of the east
+are planned for two of a western site's nodes as they free. Room the west makes for a
 request of the east (`MakeRoom`) is left to that request alone while its hold lasts, and
 the hold ends when that request's part is prepared there.
 
@@ -247,6 +248,79 @@ async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
     )
 
     await _cancel_and_free_the_west(federation, [view["id"] for view in views], filler["id"])
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_two_waiting_gangs_are_planned_for_two_nodes_as_they_free(
+    federation: LocalFederation,
+) -> None:
+    """Each of Chongqing's 32 H800 nodes holds a one-node job of 5 H800 of the west, the
+    first for an hour, the second for two, the others for three: its totals (96 free) hold
+    two one-node gangs of 8 of the east, its nodes none until a job ends. The first gang is
+    planned for the first job's end, the second for the second's, around the first's plan
+    (the west books the gangs the national brain planned there before it answers)."""
+
+    def filler(hours: int) -> dict[str, Any]:
+        return {
+            "source_province": "CQ",
+            "resources": {
+                "nodes": 1,
+                "cpu": 8,
+                "memory_gib": 64,
+                "accelerator": {"model": "H800", "count": 5},
+            },
+            "constraints": {"regions_allowed": ["CQ"]},
+            "duration_hours": hours,
+        }
+
+    held = []
+    for node in range(32):
+        view = submit(federation, "west", filler(min(node + 1, 3)))
+        assert (view["state"], view["site"]) == ("placed", "CQ-hub-chongqing"), view
+        held.append(view)
+    ends = [
+        datetime.fromisoformat(view["created_at"]) + timedelta(hours=h)
+        for view, h in ((held[0], 1), (held[1], 2))
+    ]
+    gang = {
+        "source_province": "ZJ",
+        "resources": {
+            "nodes": 1,
+            "cpu": 8,
+            "memory_gib": 64,
+            "accelerator": {"model": "H800", "count": 8},
+        },
+        "constraints": {"regions_allowed": ["CQ"]},
+        "duration_hours": 2,
+        "start": "queue",
+        "max_wait_s": 6 * 3600,
+    }
+    starts: list[datetime] = []
+    waiting: list[str] = []
+    for _ in range(2):
+        view = submit(federation, "east", gang)
+        assert view["state"] == "queued", view
+        waiting.append(view["id"])
+
+        async def estimated(request_id: str = view["id"]) -> datetime | None:
+            queue = _view(federation, request_id)["queue"]
+            if queue is None or queue["estimated_start"] is None:
+                return None
+            assert queue["site"] == "CQ-hub-chongqing", queue
+            return datetime.fromisoformat(queue["estimated_start"])
+
+        starts.append(await until(estimated, "the national brain's estimated start", 60))
+    for start, end in zip(starts, ends, strict=True):
+        assert abs((start - end).total_seconds()) < 120, (starts, ends)
+
+    for request_id in waiting:
+        assert cancel(federation, "east", request_id)["state"] == "cancelled"
+    for view in held:
+        assert cancel(federation, "west", view["id"])["state"] == "cancelled"
+    for url in federation.databases.values():
+        assert await unreleased(url) == []
+        await check_invariants(url)
 
 
 async def _placed_by_preemption(
