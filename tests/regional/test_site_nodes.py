@@ -182,7 +182,10 @@ async def test_two_gangs_waiting_for_nodes_are_planned_for_two_nodes_as_they_fre
         assert abs((start - end).total_seconds()) < 60, (starts, ends)
     reasons = [v["queue"]["reason"] for v in views]
     assert f"the nodes it needs on BJ-dc-1 free at {starts[0].isoformat()}" in reasons[0]
-    assert reasons[1] == f"planned on BJ-dc-1 from {starts[1].isoformat()}", reasons
+    assert reasons[1] == (
+        f"planned on BJ-dc-1 from {starts[1].isoformat()}; the nodes it needs on BJ-dc-1 "
+        "hold it then, around the gangs planned before it"
+    ), reasons
 
     # So the region answers the national brain, around a gang it planned there before.
     servicer = RegionalServicer(

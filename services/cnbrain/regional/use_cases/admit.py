@@ -257,6 +257,7 @@ class AdmitQueued:
             options={**self._options, **options},
             blockers=Blockers(before, read.holdings, links),
             at=datetime.fromtimestamp(self._clock(), UTC),
+            pushed=read.node_waits.pushed,
         )
         await self._store_plans(plans, events)
         return RoundReport(

@@ -51,6 +51,9 @@ class NodeWaits:
         self._known: dict[tuple[str, Gang], int | None] = {}
         self._sites: dict[str, SiteNodes] = {}
         self._gangs: dict[str, Gang] = {}
+        self.pushed: dict[tuple[str, str], int] = {}
+        """By (request id, site): the last start the nodes put a request's gang off to,
+        past the start it was asked from (`free_from`)."""
 
     def free_at(self, site: str, gang: Gang) -> int:
         """The epoch second from which `gang` fits the nodes of `site`: now when it does now,
@@ -82,7 +85,10 @@ class NodeWaits:
         around the gangs booked (`take`); `start` for a request of no gang or a site without
         node pools; None when no node of the site ever holds it."""
         gang = self._gangs.get(item_id)
-        return start if gang is None else self.gang_free_from(label, gang, start, duration)
+        at = start if gang is None else self.gang_free_from(label, gang, start, duration)
+        if at is not None and at > start:
+            self.pushed[(item_id, label)] = at
+        return at
 
     def take(self, item_id: str, label: str, window: Window) -> None:
         """Book the gang of request `item_id` on the nodes of site `label` over `window`, as

@@ -39,13 +39,15 @@ def plans_of(
     options: dict[str, tuple[PlanOption[ResourceKey], ...]],
     blockers: "Blockers",
     at: datetime,
+    pushed: Mapping[tuple[str, str], int] | None = None,
 ) -> tuple[list[QueuePlan], list[RequestEvent]]:
     """Every waiting request's plan after `result` (with what blocks it, for the first
     `BLOCKERS_SHOWN` of the order), as of `at`, and a `planned` event for each whose estimate
     moved from its `earlier` plan (a gang planned for when its nodes free says so); a request
     planned to start now that was not admitted has no estimated start and says why
     (`deferred`, by id); `elsewhere` are those only the national brain can place, planned as
-    its last `national_plans` says."""
+    its last `national_plans` says. A gang whose nodes hold it only from its planned start,
+    around the gangs planned before it (`pushed`: `NodeWaits.pushed`), says so too."""
     now_s = blockers.now
 
     def blocked(request_id: str) -> list[dict[str, Any]]:
@@ -67,6 +69,10 @@ def plans_of(
         if now_s < option.nodes_free_at == planned.start - lead:
             nodes = datetime.fromtimestamp(option.nodes_free_at, UTC).isoformat()
             reason += f"; the nodes it needs on {site} free at {nodes}"
+        elif (pushed or {}).get((planned.id, site)) == planned.start:
+            reason += (
+                f"; the nodes it needs on {site} hold it then, around the gangs planned before it"
+            )
         plans.append(
             QueuePlan(
                 planned.id,
