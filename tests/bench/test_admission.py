@@ -1,4 +1,5 @@
-"""`cnbrain bench admission` on a small map: its figures add up (timings are not checked)."""
+"""`cnbrain bench admission` on a small map, and on the built-in one with gangs waiting for
+nodes: its figures add up (timings are not checked)."""
 
 import json
 import re
@@ -24,7 +25,7 @@ def test_the_figures_add_up_and_repeat() -> None:
     assert 0 < figures.options <= 400 * figures.top_n
     assert figures.cycle_s > 0 and figures.options_s > 0
     again = bench_admission(SMALL_MAP, queued=400, running=150, seed=3)
-    measured = {"options_s", "order_s", "cycle_s", "cycle_cpu_s", "peak_rss_mib"}
+    measured = {"options_s", "nodes_s", "order_s", "cycle_s", "cycle_cpu_s", "peak_rss_mib"}
     first = {k: v for k, v in figures.as_dict().items() if k not in measured}
     assert first == {k: v for k, v in again.as_dict().items() if k not in measured}
 
@@ -59,3 +60,21 @@ def test_a_queue_that_moves_data_plans_its_flows(capsys: pytest.CaptureFixture[s
     assert "(100 with flows)" in capsys.readouterr().out
     assert main([*args, "--flows", "1.5"]) == 2
     assert "--flows from 0 to 1" in capsys.readouterr().err
+
+
+def test_gangs_may_wait_for_the_nodes_of_the_sites(capsys: pytest.CaptureFixture[str]) -> None:
+    """On the built-in map, whose sites describe their nodes: the same queue planned by the
+    sites' totals alone and by their nodes too."""
+    totals = bench_admission("china", queued=300, running=300, seed=3)
+    nodes = bench_admission("china", queued=300, running=300, seed=3, nodes=True)
+    assert (totals.nodes, totals.nodes_s, nodes.nodes) == (False, 0.0, True)
+    assert nodes.nodes_s > 0
+    assert nodes.planned_now + nodes.planned_later + nodes.no_start == 300
+    # The nodes hold less than the totals say: no more starts now, some later.
+    assert nodes.planned_now <= totals.planned_now
+    assert nodes.mean_delay_s >= totals.mean_delay_s
+    args = ["bench", "admission", "--map", "china", "--queued", "50", "--running", "50"]
+    assert main([*args, "--nodes"]) == 0
+    printed = capsys.readouterr().out
+    assert "when the nodes hold the gangs:" in printed
+    assert "gangs booked on the sites' nodes" in printed

@@ -4,7 +4,7 @@ around the gangs a plan booked there before it (`ledger.node_starts`)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnbrain.ledger.node_starts import SiteNodes, earliest_on_nodes
+from cnbrain.ledger.node_starts import MAX_BOOKED, SiteNodes, earliest_on_nodes
 from cnbrain.ledger.nodes import Gang, NodeConflict, NodeState, NodeTake, Pool, pick_on
 
 A100 = Pool(name="a100", count=4, cpu_m=128_000, mem_mib=1_048_576, model="A100", devices=8)
@@ -110,6 +110,16 @@ def test_a_gang_booked_to_start_now_holds_its_nodes_from_now() -> None:
     assert (booked.node, booked.devices) == (0, 3)
     assert nodes.free_from(_gang(4, 3), 0, 10, now=0) == 50
     assert nodes.free_from(_gang(5, 1), 0, 10, now=0) is None  # four nodes only
+
+
+def test_a_site_books_its_first_gangs_to_start_later_and_plans_the_others_around_them() -> None:
+    nodes = SiteNodes([A100], [])
+    for i in range(MAX_BOOKED):
+        assert nodes.book(_gang(1, 1), 100 + i, 200, now=0) is not None
+    assert nodes.book(_gang(1, 1), 150, 200, now=0) is None  # not booked
+    assert nodes.free_from(_gang(4, 8), 0, 150, now=0) == 200  # around the eight booked
+    assert nodes.book(_gang(4, 2), 0, 10, now=0) is not None  # from now: held as a take
+    assert nodes.free_from(_gang(4, 7), 0, 5, now=0) == 10
 
 
 @settings(max_examples=100, deadline=None)

@@ -18,7 +18,11 @@ Steps, on one map, in one process:
    the fair order again, conservative backfill of every queued request in that order, the
    sorting, and the victims of the stuck requests that may preempt), with the objects alive
    before it frozen out of the garbage collector's scans (`gc.freeze`), as `bench placement`
-   does.
+   does. With `nodes`, as the regional brain's round: the running work's gangs are held on
+   the nodes of the sites with node pools (those the nodes hold), each option of a queued
+   gang starts no earlier than its site's nodes hold it (`NodeWaits.options`, timed apart),
+   and the cycle books every gang it plans on the nodes and starts the gangs after it only
+   around them (`backfill.NodeBook`); victims are still chosen by the sites' totals alone.
 
 The options come from `cnbrain.scheduling.options`, the bridge between the placement engine
 and the calendar, and, for the share of the queue that moves data (`--flows`), from
@@ -30,7 +34,7 @@ parts each over its own window. The figures end with the process's peak resident
 import gc
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from numpy.random import Generator
@@ -42,6 +46,7 @@ from cnbrain.ledger.calendar import Calendar
 from cnbrain.netmap.compute_map import ComputeNetworkMap
 from cnbrain.netmap.load import load_map
 from cnbrain.placement.engine import PlacementEngine
+from cnbrain.regional.use_cases.node_waits import NodeWaits, gang_or_none, pools_by_site
 from cnbrain.scheduling.admission import Round, Waiting, admission_round
 from cnbrain.scheduling.backfill import PlanItem, Planned, plan
 from cnbrain.scheduling.classes import PriorityClass, PriorityClasses
@@ -94,6 +99,10 @@ class AdmissionFigures:
     options: int
     options_s: float
     """Building every request's options (the engine's ranking and routes), once."""
+    nodes: bool
+    """Whether gangs wait for and are booked on the sites' nodes (`bench_admission`)."""
+    nodes_s: float
+    """Setting when the nodes of each queued gang's options hold it (0 without `nodes`)."""
     order_s: float
     """`fair_order` of the queue."""
     cycle_s: float
@@ -118,10 +127,17 @@ class AdmissionFigures:
 
 
 def bench_admission(
-    spec: str, *, queued: int, running: int, seed: int, top_n: int = 3, flows: float = 0.0
+    spec: str,
+    *,
+    queued: int,
+    running: int,
+    seed: int,
+    top_n: int = 3,
+    flows: float = 0.0,
+    nodes: bool = False,
 ) -> AdmissionFigures:
     """Run the benchmark (module docstring) on the map `spec`; a share `flows` of the queued
-    requests moves data (`with_flows`)."""
+    requests moves data (`with_flows`); with `nodes`, gangs wait for the sites' nodes."""
     cmap = load_map(spec)
     engine = PlacementEngine(cmap)
     keys = CalendarKeys(engine.arrays)
@@ -143,12 +159,16 @@ def bench_admission(
         )
     ]
     running_work: list[RunningWork] = []
+    waits = NodeWaits(pools_by_site(engine.arrays), {}, now=NOW) if nodes else None
     class_names = list(CLASS_SHARES)
     class_p = np.asarray(list(CLASS_SHARES.values()))
     for request, item, held in zip(
         running_requests, running_items, plan(calendar, running_items), strict=True
     ):
         if isinstance(held, Planned):
+            gang = gang_or_none(request)
+            if waits is not None and gang is not None:
+                waits.book(item.options[held.option].label, gang, held.window)
             one = CLASSES.get(class_names[int(rng.choice(len(class_names), p=class_p))])
             running_work.append(
                 RunningWork(
@@ -187,6 +207,14 @@ def bench_admission(
         )
         deadline = int(work.submitted_at + CLASSES.get(work.class_name).default_max_wait_s)
         waiting.append(Waiting(work, options_of[r.id], _duration_s(r), deadline, sites=top_n))
+    nodes_s = 0.0
+    if waits is not None:
+        started = time.perf_counter()
+        waiting = [
+            replace(w, options=waits.options(request, w.options))
+            for request, w in zip(requests, waiting, strict=True)
+        ]
+        nodes_s = time.perf_counter() - started
     capacity = sites_capacity(engine.arrays)
     started = time.perf_counter()
     fair_order(
@@ -209,6 +237,7 @@ def bench_admission(
         running=running_work,
         weights=TENANT_WEIGHTS,
         free_now=free_now_on(calendar, keys),
+        nodes=waits,
     )
     cycle_s = time.perf_counter() - started
     cycle_cpu_s = time.process_time() - started_cpu
@@ -221,7 +250,8 @@ def bench_admission(
         top_n=top_n,
         moving=len(moving),
         options=sum(len(o) for o in options_of.values()),
-        timings=(options_s, order_s, cycle_s, cycle_cpu_s),
+        nodes=nodes,
+        timings=(options_s, nodes_s, order_s, cycle_s, cycle_cpu_s),
         result=result,
     )
 
@@ -269,7 +299,8 @@ def _figures(
     top_n: int,
     moving: int,
     options: int,
-    timings: tuple[float, float, float, float],
+    nodes: bool,
+    timings: tuple[float, float, float, float, float],
     result: Round,
 ) -> AdmissionFigures:
     planned = [*result.admit, *result.later]
@@ -289,9 +320,11 @@ def _figures(
         moving=moving,
         options=options,
         options_s=timings[0],
-        order_s=timings[1],
-        cycle_s=timings[2],
-        cycle_cpu_s=timings[3],
+        nodes=nodes,
+        nodes_s=timings[1],
+        order_s=timings[2],
+        cycle_s=timings[3],
+        cycle_cpu_s=timings[4],
         planned_now=len(result.admit),
         planned_later=len(result.later),
         no_start=len(result.order) - len(planned),
@@ -317,9 +350,11 @@ def format_figures(f: AdmissionFigures) -> str:
             f"sites each, chosen from {WIDEN * f.top_n} for those with flows "
             f"({f.options:,} options)",
             f"options (the engine's ranking and routes, built once): {f.options_s:.2f} s; "
-            f"fair order: {f.order_s:.3f} s",
+            f"fair order: {f.order_s:.3f} s"
+            + (f"; when the nodes hold the gangs: {f.nodes_s:.3f} s" if f.nodes else ""),
             f"admission cycle: {f.cycle_s:.3f} s for {f.queued:,} requests "
-            f"({f.cycle_cpu_s:.3f} s of CPU)",
+            f"({f.cycle_cpu_s:.3f} s of CPU)"
+            + (", gangs booked on the sites' nodes" if f.nodes else ""),
             f"  planned now {f.planned_now:,}, later {f.planned_later:,}, "
             f"no start {f.no_start:,}" + (f" ({causes})" if causes else ""),
             f"  preemptions {f.preemptions:,} ({f.victims:,} victims)",

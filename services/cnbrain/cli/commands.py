@@ -162,6 +162,7 @@ def bench_admission(args: argparse.Namespace) -> int:
         seed=args.seed,
         top_n=args.top_n,
         flows=args.flows,
+        nodes=args.nodes,
     )
     print(json.dumps(figures.as_dict(), indent=2) if args.json else format_figures(figures))
     return 0

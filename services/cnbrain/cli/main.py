@@ -177,6 +177,11 @@ def _add_bench_commands(sub: Subcommands) -> None:
     admission.add_argument(
         "--flows", type=float, default=0.0, help="share of the queue that moves data (0 to 1)"
     )
+    admission.add_argument(
+        "--nodes",
+        action="store_true",
+        help="gangs wait for the sites' nodes and are booked on them, as in a brain's round",
+    )
     admission.add_argument("--seed", type=int, default=7)
     admission.add_argument("--json", action="store_true")
     admission.set_defaults(run=commands.bench_admission)

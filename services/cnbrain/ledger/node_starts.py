@@ -8,7 +8,9 @@ chosen as the ledger chooses them (`nodes.pick_on`).
 
 A plan books its gangs on the nodes as it goes (`SiteNodes.book`), each over its planned
 window, and a gang planned after them fits only around them (`SiteNodes.free_from`): two
-gangs waiting for the same node are not both planned for when it frees.
+gangs waiting for the same node are not both planned for when it frees. A gang that starts
+now holds its nodes from now on, as a take; of those that start later, the first
+`MAX_BOOKED` on a site are booked.
 """
 
 from collections.abc import Iterable, Sequence
@@ -22,6 +24,11 @@ MAX_STARTS_TRIED = 64
 """Starts `SiteNodes.free_from` tries around booked gangs before it answers the first at
 which every take and booking has ended."""
 
+MAX_BOOKED = 8
+"""Gangs booked on one site's nodes to start later: the first that a plan puts there; the
+gangs planned after them fit around them, but are not booked themselves (so that planning
+stays within a few checks a gang)."""
+
 
 class SiteNodes:
     """A site's `pools` (in order) with the node `takes` held there until their holders end;
@@ -32,6 +39,13 @@ class SiteNodes:
         self._pools = tuple(pools)
         self._now = [NodeState(pool) for pool in self._pools]
         self._takes: list[Ending] = []
+        self._gangs_booked = 0
+        self._earliest: dict[tuple[Gang, int], int | None] = {}
+        self._sorted: list[Ending] | None = None
+        self._combined: dict[tuple[int, tuple[int, ...]], list[NodeState]] = {}
+        """The nodes with the first takes by end given back and some bookings held (by how
+        many and which), as `free_from` built them since the takes and bookings last
+        changed."""
         self._booked: list[tuple[int, int, NodeTake]] = []
         """The takes of gangs booked over windows of their own (start, end, take); those
         that hold from now are held as the takes read are, where they can be."""
@@ -52,17 +66,20 @@ class SiteNodes:
         every node free."""
         if not self._takes or pick_on(self._now, gang) is not None:
             return now
-        states = [NodeState(pool) for pool in self._pools]
-        ending: dict[int, list[NodeTake]] = {}
-        for end, take in self._takes:
-            states[take.pool].apply(take)
-            ending.setdefault(max(end, now), []).append(take)
-        for end in sorted(ending):
-            for take in ending[end]:
-                states[take.pool].apply(take, sign=-1)
-            if pick_on(states, gang) is not None:
-                return end
+        states = [state.copy() for state in self._now]
+        ending = self._by_end()
+        for i, (end, take) in enumerate(ending):
+            states[take.pool].apply(take, sign=-1)
+            last = i + 1 == len(ending) or ending[i + 1][0] > end
+            if last and pick_on(states, gang) is not None:
+                return max(end, now)
         return None
+
+    def _by_end(self) -> list[Ending]:
+        """The takes held, by their end."""
+        if self._sorted is None:
+            self._sorted = sorted(self._takes, key=lambda held: held[0])
+        return self._sorted
 
     def free_from(self, gang: Gang, start: int, duration: int, *, now: int) -> int | None:
         """The earliest epoch second from `start` (at least `now`) at which `gang` fits the
@@ -70,16 +87,24 @@ class SiteNodes:
         it fits not even every node free.
 
         Over a window, a node counts as holding every take and booking that overlaps it,
-        all at once (a node they would overfill holds nothing free): a start found is never
-        one at which the gang would share a node beyond its shape, though it may be later
-        than the exact one. After `MAX_STARTS_TRIED` starts, the answer is the first at
-        which every take and booking has ended."""
-        start = max(start, now)
-        if not self._booked:
-            at = self.earliest(gang, now=now)
-            return None if at is None else max(at, start)
-        ending = sorted(self._takes, key=lambda held: held[0])
-        ends = {max(end, now) for end, _ in ending} | {end for _, end, _ in self._booked}
+        all at once (as much of them as it has free; a share of an accelerator booked counts
+        as the whole one): a start found is never one at which the gang would share a node
+        beyond its shape, though it may be later than the exact one. The search begins where
+        the takes alone let the gang fit (`earliest`, from which on they always do); after
+        `MAX_STARTS_TRIED` starts, the answer is the first at which every take and booking
+        has ended."""
+        base = self._earliest_known(gang, now=now)
+        if base is None:
+            return None
+        start = max(start, now, base)
+        suited = {i for i, pool in enumerate(self._pools) if gang.suits(pool)}
+        booked = [i for i, (_, end, t) in enumerate(self._booked) if t.pool in suited]
+        if not any(self._booked[i][1] > start for i in booked):
+            return start
+        ending = self._by_end()
+        # Only what ends on a pool that may hold the gang can let it fit.
+        ends = {max(end, now) for end, t in ending if t.pool in suited}
+        ends |= {self._booked[i][1] for i in booked}
         starts = sorted({start} | {end for end in ends if end > start})
         states = [state.copy() for state in self._now]
         given_back = 0
@@ -88,18 +113,32 @@ class SiteNodes:
                 take = ending[given_back][1]
                 states[take.pool].apply(take, sign=-1)
                 given_back += 1
-            if pick_on(states, gang) is None:
-                continue  # the bookings only take more
-            if pick_on(self._with_booked(states, at, at + duration), gang) is not None:
+            over = tuple(
+                i for i in booked if self._booked[i][0] < at + duration and self._booked[i][1] > at
+            )
+            if not over:
+                return at  # the takes alone hold it from `start` on
+            key = (given_back, over)
+            if key not in self._combined:
+                self._combined[key] = _with_booked(states, [self._booked[i] for i in over])
+            if pick_on(self._combined[key], gang) is not None:
                 return at
-        if pick_on([NodeState(pool) for pool in self._pools], gang) is None:
-            return None
         return starts[-1]
+
+    def _earliest_known(self, gang: Gang, *, now: int) -> int | None:
+        """`earliest`, remembered until the takes change."""
+        key = (gang, now)
+        if key not in self._earliest:
+            self._earliest[key] = self.earliest(gang, now=now)
+        return self._earliest[key]
 
     def book(self, gang: Gang, start: int, end: int, *, now: int) -> list[NodeTake] | None:
         """Take `gang`'s nodes over [`start`, `end`), chosen as the ledger would around what
         is held and booked over that window, so that the gangs asked of `free_from` after
-        fit around it; None (nothing booked) when it does not fit there."""
+        fit around it; None (nothing booked) when it does not fit there, or it starts later
+        and `MAX_BOOKED` gangs are booked to start later already."""
+        if start > now and self._gangs_booked >= MAX_BOOKED:
+            return None
         picked = pick_on(self._now, gang) if start <= now and not self._booked else None
         if picked is None:
             picked = pick_on(self._over(start, end, now=now), gang)
@@ -107,6 +146,8 @@ class SiteNodes:
             return None
         if start > now or not self._hold_now(picked, end):
             self._booked.extend((start, end, take) for take in picked)
+            self._combined.clear()
+            self._gangs_booked += 1
         return picked
 
     def _hold_now(self, takes: Sequence[NodeTake], end: int) -> bool:
@@ -122,6 +163,9 @@ class SiteNodes:
                 self._now[take.pool].apply(take, sign=-1)
             return False
         self._takes.extend((end, take) for take in takes)
+        self._earliest.clear()
+        self._combined.clear()
+        self._sorted = None
         return True
 
     def _over(self, start: int, end: int, *, now: int) -> list[NodeState]:
@@ -130,20 +174,8 @@ class SiteNodes:
         for until, take in self._takes:
             if max(until, now) <= start:
                 states[take.pool].apply(take, sign=-1)
-        return self._with_booked(states, start, end)
-
-    def _with_booked(self, states: list[NodeState], start: int, end: int) -> list[NodeState]:
-        """Copies of `states` holding too every booking that overlaps [`start`, `end`) (a
-        node they would overfill holds nothing free)."""
-        out = [state.copy() for state in states]
-        for begins, until, take in self._booked:
-            if begins < end and until > start:
-                state = out[take.pool]
-                try:
-                    state.apply(take)
-                except NodeConflict:
-                    state.exhaust(take.node)
-        return out
+        over = [held for held in self._booked if held[0] < end and held[1] > start]
+        return _with_booked(states, over)
 
 
 def earliest_on_nodes(
@@ -151,3 +183,25 @@ def earliest_on_nodes(
 ) -> int | None:
     """`SiteNodes(pools, takes).earliest(gang, now=now)`."""
     return SiteNodes(pools, takes).earliest(gang, now=now)
+
+
+def _with_booked(
+    states: list[NodeState], booked: Iterable[tuple[int, int, NodeTake]]
+) -> list[NodeState]:
+    """`states`, with copies of the pools holding too every booking of `booked`: on each
+    node, the sum of its bookings, as much of it as the node has free (a share of an
+    accelerator counts as the whole one)."""
+    held: dict[tuple[int, int], list[int]] = {}
+    for _, _, take in booked:
+        amounts = held.setdefault((take.pool, take.node), [0, 0, 0])
+        amounts[0] += take.devices + (take.shared >= 0)
+        amounts[1] += take.cpu_m
+        amounts[2] += take.mem_mib
+    out = list(states)
+    copied: set[int] = set()
+    for (pool, node), (devices, cpu_m, mem_mib) in held.items():
+        if pool not in copied:
+            out[pool] = out[pool].copy()
+            copied.add(pool)
+        out[pool].take_up_to(node, devices, cpu_m, mem_mib)
+    return out

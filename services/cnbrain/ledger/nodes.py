@@ -500,14 +500,14 @@ class NodeState:
         other._held = dict(self._held)
         return other
 
-    def exhaust(self, node: int) -> None:
-        """Take whatever is still free on `node` (its whole accelerators, what its shared
-        ones have left, its CPU and memory), so that no gang fits it; a node the pool lacks
-        raises NodeConflict."""
+    def take_up_to(self, node: int, devices: int, cpu_m: int, mem_mib: int) -> None:
+        """Take of `node` up to `devices` whole accelerators, `cpu_m` and `mem_mib`: as much
+        of each as it has free; a node the pool lacks raises NodeConflict."""
         free = self._free(node)
-        for device, left in list(self._shared.get(node, {}).items()):
-            self.apply(NodeTake(-1, node, 0, device, left, 0, 0))
-        self.apply(NodeTake(-1, node, free[0], -1, 0, free[1], free[2]))
+        take = NodeTake(
+            -1, node, min(devices, free[0]), -1, 0, min(cpu_m, free[1]), min(mem_mib, free[2])
+        )
+        self.apply(take)
 
     def _count_shared(self, free: int | None, change: int) -> None:
         if free:

@@ -1,23 +1,26 @@
 """Queued gangs that wait for nodes: each option on a site with node pools whose nodes do not
 hold the request's gang now starts no earlier than they will (`PlanOption.nodes_free_at`),
 as the node takes the round read end (`ledger.node_starts`). The calendar counts the site's
-totals, which may hold the gang long before its nodes do. The planner books each gang it
-plans on the nodes (`take`), and starts the gangs after it only where they fit around it
-(`free_from`: `backfill.NodeBook`). Preemption, and room made for a request of another region,
-ask whether victims would free those nodes (`freed`, `holds`)."""
+totals, which may hold the gang long before its nodes do. The planner books on the nodes
+each gang it plans to start now or that waits for its nodes (`take`), and starts the gangs
+after it only where they fit around those (`free_from`: `backfill.NodeBook`). Preemption,
+and room made for a request of another region, ask whether victims would free those nodes
+(`freed`, `holds`)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from cnbrain.domain.errors import Invalid
 from cnbrain.domain.request import PlacementRequest
 from cnbrain.ledger.calendar import Window
-from cnbrain.ledger.keys import ResourceKey
 from cnbrain.ledger.node_starts import SiteNodes, earliest_on_nodes
 from cnbrain.ledger.nodes import Gang, NodeTake, Pool, gang_of
 from cnbrain.ledger.snapshot import site_pools
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.scheduling.backfill import PlanOption
+
+K = TypeVar("K", bound=Hashable)
 
 
 def pools_by_site(arrays: MapArrays) -> dict[str, tuple[Pool, ...]]:
@@ -48,12 +51,14 @@ class NodeWaits:
         self._pools = pools
         self._held = held
         self._now = now
-        self._known: dict[tuple[str, Gang], int | None] = {}
+        self._known: dict[str, dict[Gang, int | None]] = {}
         self._sites: dict[str, SiteNodes] = {}
         self._gangs: dict[str, Gang] = {}
         self.pushed: dict[tuple[str, str], int] = {}
         """By (request id, site): the last start the nodes put a request's gang off to,
         past the start it was asked from (`free_from`)."""
+        self._waiting: set[tuple[str, str]] = set()
+        """(request id, site) of the options whose nodes do not hold the gang now."""
 
     def free_at(self, site: str, gang: Gang) -> int:
         """The epoch second from which `gang` fits the nodes of `site`: now when it does now,
@@ -67,10 +72,10 @@ class NodeWaits:
         pools = self._pools.get(site)
         if pools is None:
             return self._now
-        key = (site, gang)
-        if key not in self._known:
-            self._known[key] = self._site(site, pools).earliest(gang, now=self._now)
-        return self._known[key]
+        known = self._known.setdefault(site, {})
+        if gang not in known:
+            known[gang] = self._site(site, pools).earliest(gang, now=self._now)
+        return known[gang]
 
     def _site(self, site: str, pools: Sequence[Pool]) -> SiteNodes:
         nodes = self._sites.get(site)
@@ -92,9 +97,15 @@ class NodeWaits:
 
     def take(self, item_id: str, label: str, window: Window) -> None:
         """Book the gang of request `item_id` on the nodes of site `label` over `window`, as
-        planned: the gangs asked of `free_from` after it fit around it."""
+        planned, when it starts now or waits for those nodes (they do not hold it now, or
+        hold it only around the gangs booked before it): the gangs asked of `free_from`
+        after it fit around it. A gang planned later for other reasons (the site's totals,
+        its links) is not booked: its nodes are chosen when it starts."""
         gang = self._gangs.get(item_id)
-        if gang is not None:
+        key = (item_id, label)
+        if gang is None:
+            return
+        if window.start <= self._now or key in self._waiting or key in self.pushed:
             self.book(label, gang, window)
 
     def gang_free_from(self, site: str, gang: Gang, start: int, duration: int) -> int | None:
@@ -111,11 +122,11 @@ class NodeWaits:
         if pools is None:
             return
         self._site(site, pools).book(gang, window.start, window.end, now=self._now)
-        self._known = {key: at for key, at in self._known.items() if key[0] != site}
+        self._known.pop(site, None)
 
     def options(
-        self, request: PlacementRequest, options: tuple[PlanOption[ResourceKey], ...]
-    ) -> tuple[PlanOption[ResourceKey], ...]:
+        self, request: PlacementRequest, options: tuple[PlanOption[K], ...]
+    ) -> tuple[PlanOption[K], ...]:
         """`options` of `request`, each starting no earlier than its site's nodes hold the
         request's gang."""
         if not any(option.label in self._pools for option in options):
@@ -127,6 +138,8 @@ class NodeWaits:
         out = []
         for option in options:
             at = self.free_at(option.label, gang)
+            if at > self._now:
+                self._waiting.add((request.id, option.label))
             out.append(option if at <= self._now else replace(option, nodes_free_at=at))
         return tuple(out)
 
