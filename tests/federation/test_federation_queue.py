@@ -103,6 +103,20 @@ def _view(federation: LocalFederation, request_id: str) -> dict[str, Any]:
     return view
 
 
+async def _estimated_start(federation: LocalFederation, request_id: str, site: str) -> datetime:
+    """The estimated start the east shows for its waiting `request_id`, once the national
+    brain planned it, on `site`."""
+
+    async def estimated() -> datetime | None:
+        queue = _view(federation, request_id)["queue"]
+        if queue is None or queue["estimated_start"] is None:
+            return None
+        assert queue["site"] == site, queue
+        return datetime.fromisoformat(queue["estimated_start"])
+
+    return await until(estimated, "the national brain's estimated start", 60)
+
+
 def _events(federation: LocalFederation, request_id: str) -> list[str]:
     events = get(federation, "east", f"/v1/requests/{request_id}/events")["events"]
     return [event["kind"] for event in events]
@@ -228,15 +242,7 @@ async def test_a_second_waiting_request_is_planned_after_the_first_ones_plan(
     for _ in range(2):
         view = submit(federation, "east", body)
         assert view["state"] == "queued", view
-
-        async def estimated(request_id: str = view["id"]) -> datetime | None:
-            queue = _view(federation, request_id)["queue"]
-            if queue is None or queue["estimated_start"] is None:
-                return None
-            assert queue["site"] == "NX-hub-zhongwei", queue
-            return datetime.fromisoformat(queue["estimated_start"])
-
-        starts.append(await until(estimated, "the national brain's estimated start", 60))
+        starts.append(await _estimated_start(federation, view["id"], "NX-hub-zhongwei"))
         views.append(view)
     ends = datetime.fromisoformat(filler["created_at"]) + timedelta(hours=2)
     assert abs((starts[0] - ends).total_seconds()) < 120, (starts, ends)
@@ -302,15 +308,7 @@ async def test_two_waiting_gangs_are_planned_for_two_nodes_as_they_free(
         view = submit(federation, "east", gang)
         assert view["state"] == "queued", view
         waiting.append(view["id"])
-
-        async def estimated(request_id: str = view["id"]) -> datetime | None:
-            queue = _view(federation, request_id)["queue"]
-            if queue is None or queue["estimated_start"] is None:
-                return None
-            assert queue["site"] == "CQ-hub-chongqing", queue
-            return datetime.fromisoformat(queue["estimated_start"])
-
-        starts.append(await until(estimated, "the national brain's estimated start", 60))
+        starts.append(await _estimated_start(federation, view["id"], "CQ-hub-chongqing"))
     for start, end in zip(starts, ends, strict=True):
         assert abs((start - end).total_seconds()) < 120, (starts, ends)
 
