@@ -21,8 +21,9 @@ Steps, on one map, in one process:
    does. With `nodes`, as the regional brain's round: the running work's gangs are held on
    the nodes of the sites with node pools (those the nodes hold), each option of a queued
    gang starts no earlier than its site's nodes hold it (`NodeWaits.options`, timed apart),
-   and the cycle books every gang it plans on the nodes and starts the gangs after it only
-   around them (`backfill.NodeBook`); victims are still chosen by the sites' totals alone.
+   and the cycle books on the nodes the gangs it plans to start now or that wait for their
+   nodes, and starts the gangs after them only around those (`backfill.NodeBook`); victims
+   are still chosen by the sites' totals alone.
 
 The options come from `cnbrain.scheduling.options`, the bridge between the placement engine
 and the calendar, and, for the share of the queue that moves data (`--flows`), from
