@@ -1,7 +1,7 @@
 """When a gang could start on a site's nodes, the takes given back as their holders end, and
 around the gangs a plan booked there before it (`ledger.node_starts`)."""
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cnbrain.ledger.node_starts import MAX_BOOKED, SiteNodes, earliest_on_nodes
@@ -123,6 +123,7 @@ def test_a_site_books_its_first_gangs_to_start_later_and_plans_the_others_around
 
 
 @settings(max_examples=100, deadline=None)
+@example(takes=[(0, 0, 1)] * 3, gangs=[(4, 6, 1, 0)])  # takes that ended by now
 @given(
     takes=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(1, 8)), max_size=8),
     gangs=st.lists(
