@@ -161,3 +161,55 @@ def test_gangs_booked_where_the_nodes_hold_them_never_overfill_a_node(
             if begin <= moment < end:
                 used[take.node] += take.devices
         assert max(used) <= A100.devices, (moment, used)
+
+
+T4 = Pool(name="t4", count=3, cpu_m=16_000, mem_mib=65_536, model="T4", devices=4)
+
+
+@settings(max_examples=100, deadline=None)
+@example(gangs=[(1, 0, 500, 1, 1, 1), (1, 0, 700, 1, 1, 1)])  # two shares of one window
+@example(
+    gangs=[(1, 0, 500, 2, 0, 1), (1, 0, 700, 1, 0, 1), (1, 3, 0, 1, 1, 1), (1, 0, 250, 2, 0, 1)]
+)
+@given(
+    gangs=st.lists(
+        st.tuples(
+            st.integers(1, 3),
+            st.integers(0, 4),
+            st.sampled_from([0, 250, 500, 700]),
+            st.integers(1, 50),
+            st.integers(0, 40),
+            st.integers(1, 8),
+        ),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_whole_and_shared_accelerators_booked_never_overfill_a_node(
+    gangs: list[tuple[int, int, int, int, int, int]],
+) -> None:
+    """Gangs of whole T4 (nodes, devices) or shares of one (milli), with their cores,
+    duration and earliest start, each booked at its `free_from`: at every moment, the takes
+    under way fit the nodes, accelerator by accelerator (`NodeState.apply` refuses any
+    overfill)."""
+    nodes = SiteNodes([T4], [])
+    held: list[tuple[int, int, NodeTake]] = []
+    for count, devices, milli, duration, after, cores in gangs:
+        if milli:
+            gang = Gang(nodes=1, cpu_m=cores * 1000, mem_mib=1024, model="T4", milli=milli)
+        elif devices:
+            gang = Gang(nodes=count, cpu_m=cores * 1000, mem_mib=1024, model="T4", devices=devices)
+        else:
+            continue
+        start = nodes.free_from(gang, after, duration, now=0)
+        assert start is not None and start >= after
+        booked = nodes.book(gang, start, start + duration, now=0)
+        if booked is None:
+            assert start > 0  # a gang to start later, beyond the site's MAX_BOOKED
+            continue
+        held += [(start, start + duration, take) for take in booked]
+    for moment in sorted({begin for begin, _, _ in held} | {end for _, end, _ in held}):
+        state = NodeState(T4)
+        for begin, end, take in held:
+            if begin <= moment < end:
+                state.apply(take)

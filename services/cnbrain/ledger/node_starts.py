@@ -87,12 +87,11 @@ class SiteNodes:
         it fits not even every node free.
 
         Over a window, a node counts as holding every take and booking that overlaps it,
-        all at once (as much of them as it has free; a share of an accelerator booked counts
-        as the whole one): a start found is never one at which the gang would share a node
-        beyond its shape, though it may be later than the exact one. The search begins where
-        the takes alone let the gang fit (`earliest`, from which on they always do); after
-        `MAX_STARTS_TRIED` starts, the answer is the first at which every take and booking
-        has ended."""
+        all at once (a node they would overfill holds nothing free): a start found is never
+        one at which the gang would share a node beyond its shape, though it may be later
+        than the exact one. The search begins where the takes alone let the gang fit
+        (`earliest`, from which on they always do); after `MAX_STARTS_TRIED` starts, the
+        answer is the first at which every take and booking has ended."""
         base = self._earliest_known(gang, now=now)
         if base is None:
             return None
@@ -189,19 +188,29 @@ def _with_booked(
     states: list[NodeState], booked: Iterable[tuple[int, int, NodeTake]]
 ) -> list[NodeState]:
     """`states`, with copies of the pools holding too every booking of `booked`: on each
-    node, the sum of its bookings, as much of it as the node has free (a share of an
-    accelerator counts as the whole one)."""
+    node, the sum of its bookings (its shares of an accelerator on that accelerator), or
+    everything the node has free when that is more."""
     held: dict[tuple[int, int], list[int]] = {}
+    shares: dict[tuple[int, int, int], int] = {}
     for _, _, take in booked:
         amounts = held.setdefault((take.pool, take.node), [0, 0, 0])
-        amounts[0] += take.devices + (take.shared >= 0)
+        amounts[0] += take.devices
         amounts[1] += take.cpu_m
         amounts[2] += take.mem_mib
+        if take.shared >= 0:
+            key = (take.pool, take.node, take.shared)
+            shares[key] = shares.get(key, 0) + take.milli
     out = list(states)
     copied: set[int] = set()
-    for (pool, node), (devices, cpu_m, mem_mib) in held.items():
+
+    def state(pool: int) -> NodeState:
         if pool not in copied:
             out[pool] = out[pool].copy()
             copied.add(pool)
-        out[pool].take_up_to(node, devices, cpu_m, mem_mib)
+        return out[pool]
+
+    for (pool, node, device), milli in shares.items():
+        state(pool).take_share_or_fill(node, device, milli)
+    for (pool, node), (devices, cpu_m, mem_mib) in held.items():
+        state(pool).take_or_fill(node, devices, cpu_m, mem_mib)
     return out

@@ -500,14 +500,36 @@ class NodeState:
         other._held = dict(self._held)
         return other
 
-    def take_up_to(self, node: int, devices: int, cpu_m: int, mem_mib: int) -> None:
-        """Take of `node` up to `devices` whole accelerators, `cpu_m` and `mem_mib`: as much
-        of each as it has free; a node the pool lacks raises NodeConflict."""
+    def take_or_fill(self, node: int, devices: int, cpu_m: int, mem_mib: int) -> None:
+        """Take `devices` whole accelerators, `cpu_m` and `mem_mib` of `node`; when it has not
+        that much free, everything it has free instead (`fill`)."""
         free = self._free(node)
-        take = NodeTake(
-            -1, node, min(devices, free[0]), -1, 0, min(cpu_m, free[1]), min(mem_mib, free[2])
-        )
-        self.apply(take)
+        if devices > free[0] or cpu_m > free[1] or mem_mib > free[2]:
+            self.fill(node)
+        else:
+            self.apply(NodeTake(-1, node, devices, -1, 0, cpu_m, mem_mib))
+
+    def take_share_or_fill(self, node: int, device: int, milli: int) -> None:
+        """Take `milli` thousandths of accelerator `device` of `node` as a share (a whole
+        free accelerator becoming shared); when it has not that much left, or is not shared
+        and the node has no whole accelerator free, everything the node has free instead
+        (`fill`)."""
+        left = self._shared.get(node, {}).get(device)
+        if left is None:
+            left = MILLI if self._free(node)[0] >= 1 else 0
+        if milli > left:
+            self.fill(node)
+        elif milli > 0:
+            self.apply(NodeTake(-1, node, 0, device, milli, 0, 0))
+
+    def fill(self, node: int) -> None:
+        """Take everything still free on `node` (its whole accelerators, what its shared ones
+        have left, its CPU and memory), so that no gang fits it."""
+        for device, left in list(self._shared.get(node, {}).items()):
+            if left:
+                self.apply(NodeTake(-1, node, 0, device, left, 0, 0))
+        free = self._free(node)
+        self.apply(NodeTake(-1, node, free[0], -1, 0, free[1], free[2]))
 
     def _count_shared(self, free: int | None, change: int) -> None:
         if free:
