@@ -11,8 +11,10 @@ from cnbrain.ledger.nodes import (
     Gang,
     NodeConflict,
     NodeState,
+    NodeTake,
     Pool,
     PoolSummary,
+    planned_on,
 )
 
 BIG = 10**9
@@ -301,3 +303,23 @@ def test_shared_accelerators_within_a_report_of_shards_show_no_more_free_than_ei
     for m in range(1, MILLI):
         assert at_least(bounded, m) == min(at_least(ours, m), at_least(told, m))
     assert ours.within(told).shared_by_free == ours.shared_by_free  # the report tells none
+
+
+def test_a_plan_names_the_gangs_takes_or_is_not_taken() -> None:
+    """Takes a plan names are the gang's when each is its share, on as many distinct nodes
+    of one pool that suits it as it has, and the nodes hold them now."""
+    state = NodeState(gpu_pool())
+    state.apply(NodeTake(0, 1, 8, -1, 0, 1000, 1024))  # node 1 full
+    before = state.summary()
+    two = [NodeTake(0, n, 3, -1, 0, 1000, 1024) for n in (2, 3)]
+    assert planned_on([state], whole(2, 3), two) == two
+    assert planned_on([state], whole(2, 3), two[:1]) is None  # one node short
+    assert planned_on([state], whole(2, 3), [two[0], two[0]]) is None  # the same node twice
+    assert planned_on([state], whole(2, 4), two) is None  # another share
+    assert planned_on([state], whole(1, 3), [NodeTake(0, 1, 3, -1, 0, 1000, 1024)]) is None
+    assert planned_on([state], whole(1, 3), [NodeTake(1, 2, 3, -1, 0, 1000, 1024)]) is None
+    share = [NodeTake(0, 2, 0, 5, 300, 500, 512)]
+    assert planned_on([state], fraction(300), share) == share
+    assert planned_on([state], fraction(300), [NodeTake(0, 2, 0, -1, 300, 500, 512)]) is None
+    assert planned_on([state], fraction(300), [NodeTake(0, 1, 0, 5, 300, 500, 512)]) is None
+    assert state.summary() == before  # nothing taken

@@ -219,6 +219,51 @@ async def test_two_gangs_waiting_for_nodes_are_planned_for_two_nodes_as_they_fre
     await _cancel(api, user, [*(job["id"] for job in held), *(g["id"] for g in gangs)])
 
 
+async def test_work_behind_waiting_gangs_is_admitted_off_the_nodes_they_wait_for(
+    api: Api,
+) -> None:
+    """Four one-node jobs of 5 A100, one on each node, of 1 to 4 hours; three queued gangs
+    of one node of 8 wait for the first three jobs' nodes. A queued job of 2 A100 for five
+    hours fits now on any node: it is admitted onto the fourth, and each gang still starts
+    when its node's job ends."""
+    _, _, user = await api.tenant()
+    held = []
+    for hours in (1, 2, 3, 4):
+        made = await api.call(user, "POST", "/v1/requests", json=_one_node(5, duration_hours=hours))
+        assert made.json()["site"] == "BJ-dc-1", made.text
+        held.append(made.json())
+    ends = [
+        datetime.fromisoformat(job["created_at"]) + timedelta(hours=hours)
+        for hours, job in zip((1, 2, 3), held, strict=False)
+    ]
+    body = _one_node(8, start="queue", max_wait_s=5 * 3600, duration_hours=2)
+    gangs = [(await api.call(user, "POST", "/v1/requests", json=body)).json() for _ in range(3)]
+    small = _one_node(2, start="queue", max_wait_s=3600, duration_hours=5)
+    behind = (await api.call(user, "POST", "/v1/requests", json=small)).json()
+
+    async def view(request_id: str) -> dict[str, Any]:
+        answer: dict[str, Any] = (await api.call(user, "GET", f"/v1/requests/{request_id}")).json()
+        return answer
+
+    for _ in range(600):
+        placed = await view(behind["id"])
+        waiting = [await view(g["id"]) for g in gangs]
+        # Planned by a round that began after the admission (its plans were read later).
+        if placed["state"] == "placed" and all(
+            w["queue"] is not None
+            and datetime.fromisoformat(w["queue"]["planned_at"])
+            > datetime.fromisoformat(placed["updated_at"]) + timedelta(seconds=1)
+            for w in waiting
+        ):
+            break
+        await asyncio.sleep(0.1)
+    assert (placed["state"], placed["site"]) == ("placed", "BJ-dc-1"), placed
+    starts = [datetime.fromisoformat(w["queue"]["estimated_start"]) for w in waiting]
+    for start, end in zip(starts, ends, strict=True):
+        assert abs((start - end).total_seconds()) < 60, (starts, ends)
+    await _cancel(api, user, [*(j["id"] for j in held), *(g["id"] for g in gangs), behind["id"]])
+
+
 async def test_a_higher_class_gang_preempts_the_lower_work_on_one_node_it_needs(
     api: Api,
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 
 from cnbrain.ledger.claim import Claim
-from cnbrain.ledger.nodes import PoolSummary
+from cnbrain.ledger.nodes import NodeTake, PoolSummary
 from cnbrain.netmap.arrays import MapArrays
 from cnbrain.storage import ledger_store, peer_ledger
 from cnbrain.storage.clock import utcnow
@@ -151,6 +151,32 @@ async def test_node_takes_read_with_the_end_of_their_holders(
         assert await peer_ledger.release(session, reservation_id=part.reservation_id)
     async with sessions() as session:
         assert await ledger_store.node_takes_ending(session, site_ids=[SITE]) == {}
+
+
+async def test_a_gang_takes_the_nodes_its_plan_names_when_they_hold_it(
+    sessions: Sessions, ledger: MapArrays
+) -> None:
+    """Four A100 planned on node 2 (the ledger's own rule would take node 0); a plan with
+    the wrong share (the ledger's rule: the best fit, node 2 again); a plan of node 2 once
+    it is full (the ledger's rule: node 0); one A100 planned on node 3."""
+    planned = NodeTake(pool=0, node=2, devices=4, shared=-1, milli=0, cpu_m=8000, mem_mib=16384)
+    plans = [
+        (gang(0, 1, 4), planned),
+        (gang(1, 1, 4), dataclasses.replace(planned, node=1, devices=5)),
+        (gang(2, 1, 4), planned),
+        (gang(3, 1, 1), dataclasses.replace(planned, node=3, devices=1)),
+    ]
+    for claim, plan in plans:
+        async with sessions.begin() as session:
+            await ledger_store.reserve_many(
+                session, claims=[dataclasses.replace(claim, node_takes=(plan,))]
+            )
+    async with sessions() as session:
+        ending = await ledger_store.node_takes_ending(session, site_ids=[SITE])
+    nodes = {request: take.node for _, request, take in ending[SITE]}
+    assert nodes == {"req-0": 2, "req-1": 2, "req-2": 0, "req-3": 3}
+    async with sessions() as session:
+        await ledger_store.check_invariants(session)
 
 
 def fraction(n: int, milli: int) -> Claim:

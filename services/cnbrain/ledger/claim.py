@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from cnbrain.domain.bounds import MAX_BANDWIDTH_GBPS
 from cnbrain.ledger.calendar import Window
-from cnbrain.ledger.nodes import Gang
+from cnbrain.ledger.nodes import Gang, NodeTake
 from cnbrain.ledger.reservation import ComputeClaim, Reservation
 from cnbrain.netmap.arrays import MapArrays
 
@@ -33,7 +33,9 @@ class Claim:
     the window back.
 
     `nodes` is how many nodes of one node pool the compute takes, each an equal share of it
-    (`gang`), on a site with node pools; the ledger chooses the nodes."""
+    (`gang`), on a site with node pools; the ledger chooses the nodes: `node_takes` when
+    they are the gang's and the nodes hold them (the nodes the admission round planned it
+    on: `nodes.planned_on`), else by its own rule."""
 
     reservation_id: str
     request_id: str
@@ -49,6 +51,7 @@ class Claim:
     window: Window
     counts_quota: bool = True
     nodes: int = 1
+    node_takes: tuple[NodeTake, ...] = ()
 
     @property
     def gang(self) -> Gang:

@@ -674,6 +674,37 @@ def pick_on(states: Sequence[NodeState], gang: Gang) -> list[NodeTake] | None:
     return None
 
 
+def planned_on(
+    states: Sequence[NodeState], gang: Gang, planned: Sequence[NodeTake]
+) -> list[NodeTake] | None:
+    """`planned` (the takes a plan chose for `gang`), when they are its takes on a site's
+    pools (`states`): on one pool that suits it, its share on each of as many distinct nodes
+    as it has, and the nodes hold them now; else None. Nothing is taken: `apply` the
+    result."""
+    if len(planned) != gang.nodes or len({(t.pool, t.node) for t in planned}) != gang.nodes:
+        return None
+    pool = planned[0].pool
+    if not 0 <= pool < len(states) or not gang.suits(states[pool].pool):
+        return None
+    share = (gang.devices, gang.milli, gang.cpu_m, gang.mem_mib)
+    for take in planned:
+        if take.pool != pool or (take.devices, take.milli, take.cpu_m, take.mem_mib) != share:
+            return None
+        if (take.shared >= 0) != bool(gang.milli):
+            return None
+    done: list[NodeTake] = []
+    try:
+        for take in planned:
+            states[pool].apply(take)
+            done.append(take)
+    except NodeConflict:
+        return None
+    finally:
+        for take in done:
+            states[pool].apply(take, sign=-1)
+    return list(planned)
+
+
 def fits_on(pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang) -> bool:
     """Whether `gang` fits one of `pools` (with their `summaries`)."""
     return any(s.fits(gang, p) for p, s in zip(pools, summaries, strict=True))

@@ -39,8 +39,10 @@ Contract:
   (`release`) or a part (`drop_flows`, in the same transaction) deletes its flows, but its
   delivery when asked to keep it (its job completed: its results still move).
 - Nodes (`cnbrain.ledger.nodes`): on a site with node pools, a claim also takes the nodes
-  of its gang, chosen here under the site rows' locks on the first pool whose nodes hold it
-  (less what every stored node take holds, whatever its window), and stored as node takes
+  of its gang, chosen here under the site rows' locks: those it names (`Claim.node_takes`,
+  the admission round's plan) when they are its gang's and hold it, else on the first pool
+  whose nodes hold it (less what every stored node take holds, whatever its window), and
+  stored as node takes
   (`node_takes`); a gang that no pool holds is a CapacityConflict. A node take lives as long
   as its holder holds: stored with it, deleted with its release (`give_back_many`) in the
   same transaction (`check_invariants` checks that no other is left). The snapshot
@@ -93,6 +95,7 @@ from cnbrain.ledger.nodes import (
     PoolReport,
     PoolSummary,
     pick_on,
+    planned_on,
 )
 from cnbrain.ledger.snapshot import Snapshot, all_free, site_pools, summaries_of
 from cnbrain.netmap.arrays import MapArrays
@@ -387,7 +390,8 @@ async def _node_rows(
         site = claim.site_id or ""
         if site not in states:
             states[site] = [NodeState(pool) for pool in pools[site]]
-        picked = pick_on(states[site], claim.gang)
+        gang = claim.gang
+        picked = planned_on(states[site], gang, claim.node_takes) or pick_on(states[site], gang)
         if picked is None:
             raise CapacityConflict(
                 f"site {site!r} nodes",

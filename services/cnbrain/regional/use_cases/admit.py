@@ -61,7 +61,7 @@ every owner its flows cross (`national.waiting`).
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -80,6 +80,7 @@ from cnbrain.ledger.calendar import Calendar, Window
 from cnbrain.ledger.claim import FlowHold, claim_from, duration_seconds
 from cnbrain.ledger.held_room import HeldSnapshot
 from cnbrain.ledger.keys import ResourceKey
+from cnbrain.ledger.nodes import NodeTake
 from cnbrain.ledger.reservation import Reservation
 from cnbrain.regional.stored_requests import fail_unreadable
 from cnbrain.regional.unit_of_work import CapacityChanges
@@ -233,7 +234,11 @@ class AdmitQueued:
             ]
         )
         admitted, deferred = await self._admit(
-            result, by_id, read.stopping, rooms_left(read.holds, read.holdings)
+            result,
+            by_id,
+            read.stopping,
+            rooms_left(read.holds, read.holdings),
+            read.node_waits.planned_nodes,
         )
         requeued = 0
         if self._preempt is not None:
@@ -437,12 +442,15 @@ class AdmitQueued:
         by_id: dict[str, Queued],
         stopping: set[str],
         holds: Sequence[room_holds.RoomHold],
+        planned_nodes: Mapping[str, tuple[str, tuple[NodeTake, ...]]],
     ) -> tuple[int, dict[str, str]]:
         """Decide the requests planned to start now, each group on its planned site only, and
         reserve them all with one unit of work; returns how many were admitted, and why each
         of the others was not (by request id). A request whose job's last attempt has not
         ended yet (it was just preempted) waits for it. The decisions leave the room of
-        `holds` (the round's, read with its calendar) to their requests while they last."""
+        `holds` (the round's, read with its calendar) to their requests while they last. A
+        gang takes the nodes the round planned it on (`planned_nodes`: site and node takes,
+        by request id) when they still hold it."""
         deferred: dict[str, str] = {}
         if not result.admit:
             return 0, deferred
@@ -487,11 +495,11 @@ class AdmitQueued:
                 decided.append((_admitted(outcome), reservation, moving.get(request.id)))
         if not decided:
             return 0, deferred
-        admitted, refused = await self._reserve(decided)
+        admitted, refused = await self._reserve(decided, planned_nodes)
         if admitted == 0 and len(decided) > 1:
             # One of them may be at fault (its tenant's quota, say): each alone.
             for one in decided:
-                alone, refused = await self._reserve([one])
+                alone, refused = await self._reserve([one], planned_nodes)
                 admitted += alone
                 if not alone:
                     deferred[one[0].request.id] = refused
@@ -501,7 +509,11 @@ class AdmitQueued:
             self._wake_jobs()
         return admitted, deferred
 
-    async def _reserve(self, decided: Sequence["_Decided"]) -> tuple[int, str]:
+    async def _reserve(
+        self,
+        decided: Sequence["_Decided"],
+        planned_nodes: Mapping[str, tuple[str, tuple[NodeTake, ...]]],
+    ) -> tuple[int, str]:
         """Reserve `decided` over their windows from now, held to their tenants' cohort quotas
         again under the ledger's locks (the plan was made on an earlier reading), and write
         them admitted, in one unit of work; returns how many (0: none, the unit of work
@@ -518,9 +530,9 @@ class AdmitQueued:
             lead = 0 if moving is None else moving.lead
             run = duration_seconds(o.request.duration_hours)
             window = Window.of(now_s, lead + run)
-            claims.append(
-                claim_from(r, arrays=engine.arrays, tenant_id=o.request.tenant, window=window)
-            )
+            claim = claim_from(r, arrays=engine.arrays, tenant_id=o.request.tenant, window=window)
+            site, takes = planned_nodes.get(o.request.id, ("", ()))
+            claims.append(replace(claim, node_takes=takes) if site == claim.site_id else claim)
             if moving is not None:
                 flows += flow_holds(r.id, moving, start_s=now_s + lead, arrays=engine.arrays)
             outcomes.append(starting(o, now_s + lead) if lead and o.decision else o)

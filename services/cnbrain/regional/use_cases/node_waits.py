@@ -59,6 +59,9 @@ class NodeWaits:
         past the start it was asked from (`free_from`)."""
         self._waiting: set[tuple[str, str]] = set()
         """(request id, site) of the options whose nodes do not hold the gang now."""
+        self.planned_nodes: dict[str, tuple[str, tuple[NodeTake, ...]]] = {}
+        """By request id: the site and the node takes of each gang booked to start now, for
+        the ledger to take as planned (`Claim.node_takes`)."""
 
     def free_at(self, site: str, gang: Gang) -> int:
         """The epoch second from which `gang` fits the nodes of `site`: now when it does now,
@@ -105,7 +108,11 @@ class NodeWaits:
         key = (item_id, label)
         if gang is None:
             return
-        if window.start <= self._now or key in self._waiting or key in self.pushed:
+        if window.start <= self._now:
+            picked = self.book(label, gang, window)
+            if picked:
+                self.planned_nodes[item_id] = (label, tuple(picked))
+        elif key in self._waiting or key in self.pushed:
             self.book(label, gang, window)
 
     def gang_free_from(self, site: str, gang: Gang, start: int, duration: int) -> int | None:
@@ -115,14 +122,14 @@ class NodeWaits:
             return start
         return self._site(site, pools).free_from(gang, start, duration, now=self._now)
 
-    def book(self, site: str, gang: Gang, window: Window) -> None:
-        """Book `gang` on the nodes of `site` over `window` (nothing on a site without node
-        pools, or where its nodes do not hold it then)."""
+    def book(self, site: str, gang: Gang, window: Window) -> list[NodeTake] | None:
+        """Book `gang` on the nodes of `site` over `window`; the node takes booked (None on a
+        site without node pools, or where its nodes do not hold it then)."""
         pools = self._pools.get(site)
         if pools is None:
-            return
-        self._site(site, pools).book(gang, window.start, window.end, now=self._now)
+            return None
         self._known.pop(site, None)
+        return self._site(site, pools).book(gang, window.start, window.end, now=self._now)
 
     def options(
         self, request: PlacementRequest, options: tuple[PlanOption[K], ...]
