@@ -267,41 +267,31 @@ async def test_two_waiting_gangs_are_planned_for_two_nodes_as_they_free(
     planned for the first job's end, the second for the second's, around the first's plan
     (the west books the gangs the national brain planned there before it answers)."""
 
-    def filler(hours: int) -> dict[str, Any]:
+    def one_node(province: str, h800: int, hours: int, **extra: Any) -> dict[str, Any]:
+        """A job from `province` of one node of `h800` H800 at Chongqing, for `hours`."""
         return {
-            "source_province": "CQ",
+            "source_province": province,
             "resources": {
                 "nodes": 1,
                 "cpu": 8,
                 "memory_gib": 64,
-                "accelerator": {"model": "H800", "count": 5},
+                "accelerator": {"model": "H800", "count": h800},
             },
             "constraints": {"regions_allowed": ["CQ"]},
             "duration_hours": hours,
+            **extra,
         }
 
     held = []
     for node in range(32):
-        view = submit(federation, "west", filler(min(node + 1, 3)))
+        view = submit(federation, "west", one_node("CQ", 5, min(node + 1, 3)))
         assert (view["state"], view["site"]) == ("placed", "CQ-hub-chongqing"), view
         held.append(view)
     ends = [
         datetime.fromisoformat(view["created_at"]) + timedelta(hours=h)
         for view, h in ((held[0], 1), (held[1], 2))
     ]
-    gang = {
-        "source_province": "ZJ",
-        "resources": {
-            "nodes": 1,
-            "cpu": 8,
-            "memory_gib": 64,
-            "accelerator": {"model": "H800", "count": 8},
-        },
-        "constraints": {"regions_allowed": ["CQ"]},
-        "duration_hours": 2,
-        "start": "queue",
-        "max_wait_s": 6 * 3600,
-    }
+    gang = one_node("ZJ", 8, 2, start="queue", max_wait_s=6 * 3600)
     starts: list[datetime] = []
     waiting: list[str] = []
     for _ in range(2):
