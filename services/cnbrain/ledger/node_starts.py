@@ -15,7 +15,7 @@ now holds its nodes from now on, as a take; of those that start later, the first
 
 from collections.abc import Iterable, Sequence
 
-from cnbrain.ledger.nodes import Gang, NodeConflict, NodeState, NodeTake, Pool, pick_on
+from cnbrain.ledger.nodes import Gang, NodeConflict, NodeState, NodeTake, Pool, pick_on, take_all
 
 Ending = tuple[int, NodeTake]
 """A node take and the epoch second its holder ends."""
@@ -152,14 +152,7 @@ class SiteNodes:
     def _hold_now(self, takes: Sequence[NodeTake], end: int) -> bool:
         """Hold `takes` from now until `end` as the takes read are held; False, changing
         nothing, when the nodes as read cannot (one they hold is given back by now)."""
-        done: list[NodeTake] = []
-        try:
-            for take in takes:
-                self._now[take.pool].apply(take)
-                done.append(take)
-        except NodeConflict:
-            for take in done:
-                self._now[take.pool].apply(take, sign=-1)
+        if not take_all(self._now, takes):
             return False
         self._takes.extend((end, take) for take in takes)
         self._earliest.clear()

@@ -692,17 +692,26 @@ def planned_on(
             return None
         if (take.shared >= 0) != bool(gang.milli):
             return None
+    if not take_all(states, planned):
+        return None
+    for take in planned:
+        states[pool].apply(take, sign=-1)
+    return list(planned)
+
+
+def take_all(states: Sequence[NodeState], takes: Sequence[NodeTake]) -> bool:
+    """Apply every take of `takes` to its pool's state of `states`, or none: False, changing
+    nothing, when one would leave a node's free amounts outside its shape."""
     done: list[NodeTake] = []
     try:
-        for take in planned:
-            states[pool].apply(take)
+        for take in takes:
+            states[take.pool].apply(take)
             done.append(take)
     except NodeConflict:
-        return None
-    finally:
         for take in done:
-            states[pool].apply(take, sign=-1)
-    return list(planned)
+            states[take.pool].apply(take, sign=-1)
+        return False
+    return True
 
 
 def fits_on(pools: Sequence[Pool], summaries: Sequence[PoolSummary], gang: Gang) -> bool:
