@@ -137,6 +137,18 @@ def provinces_of(
     return out
 
 
+def check_group_region(first: str, field: str, province: str, region: str) -> None:
+    """Raise Invalid naming `field` when `province`, a group member's, is of `region` and
+    that is not `first`, the region of the group's first member: one region places a
+    group."""
+    if region != first:
+        raise Invalid(
+            f"province {province!r} is region {region!r}'s, not {first!r}'s as the first "
+            "member's: a group's members come from one region",
+            field=field,
+        )
+
+
 def _province(body: dict[str, Any], field: str) -> str:
     province = body.get("source_province")
     if not isinstance(province, str) or not province:

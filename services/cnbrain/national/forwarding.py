@@ -24,6 +24,7 @@ from cnbrain.federation.forward_wire import (
     WITH_BODY,
     check_answer,
     check_call,
+    check_group_region,
     provinces_of,
 )
 from cnbrain.national.regions import Region, RegionDirectory
@@ -115,12 +116,8 @@ class ForwardCalls:
                 raise Invalid(f"no region owns province {province!r}", field=field)
             if known.region == from_region:
                 raise Invalid(f"province {province!r} is region {from_region!r}'s own", field=field)
-            if regions and known.region != regions[0]:
-                raise Invalid(
-                    f"province {province!r} is region {known.region!r}'s, not {regions[0]!r}'s "
-                    "as the first member's: a group's members come from one region",
-                    field=field,
-                )
+            if regions:
+                check_group_region(regions[0], field, province, known.region)
             regions.append(known.region)
         owner = self._directory.get(regions[0])
         if owner is None:

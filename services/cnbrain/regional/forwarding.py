@@ -48,6 +48,7 @@ from cnbrain.federation.forward_wire import (
     SUBMIT_GROUP,
     WITH_BODY,
     check_call,
+    check_group_region,
     provinces_of,
 )
 from cnbrain.netmap.compute_map import ComputeNetworkMap
@@ -163,11 +164,9 @@ class Forwarder:
             known = self.map().provinces.get(province) if isinstance(province, str) else None
             if known is None:
                 return None
-            if regions and known.region != regions[0]:
-                raise Invalid(
-                    f"province {province!r} is region {known.region!r}'s, not {regions[0]!r}'s "
-                    "as the first member's: a group's members come from one region",
-                    field=f"requests.{i}.source_province",
+            if regions:
+                check_group_region(
+                    regions[0], f"requests.{i}.source_province", known.code, known.region
                 )
             regions.append(known.region)
         return None if regions[0] == self.region else regions[0]
